@@ -1,0 +1,14 @@
+// The CLI's subcommands. Each add* registers one subcommand; its callback sets exitCode.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace mlcli {
+
+void addTrainCommand(CLI::App& app, int& exitCode);
+void addScaleCommand(CLI::App& app, int& exitCode);
+void addModelCommands(CLI::App& app, int& exitCode);  // summary, evaluate, predict, devices
+
+// Runs f, printing a UserError (or any exception) as "error: ..." and returning 1.
+int guarded(const std::function<int()>& f);
+
+}  // namespace mlcli

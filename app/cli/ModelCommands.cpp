@@ -1,0 +1,141 @@
+// `summary`, `evaluate`, `predict` and `devices`.
+#include <cstdio>
+#include <fstream>
+
+#include "Commands.h"
+#include "Overrides.h"
+#include "Error.h"
+#include "backend/DeviceProbe.h"
+#include "data/Dataset.h"
+#include "data/Features.h"
+#include "nn/Summary.h"
+#include "nn/WeightsFile.h"
+#include "train/Trainer.h"
+
+namespace mlcli {
+
+namespace {
+
+struct ModelArgs {
+  std::string project, weights, input, output;
+  Overrides o;
+  int64_t batch = 0;
+};
+
+std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices(p.distribute.devices);
+  so.allreduce = p.distribute.allreduce;
+  so.threadsPerDevice = p.distribute.threadsPerDevice;
+  const auto loss = ml::Loss::make(p.training.loss, p.training.fromLogits);
+  const auto metric = p.training.metrics.empty() ? (loss.isClassification() ? ml::MetricKind::Accuracy : ml::MetricKind::MeanAbsoluteError)
+                                                 : ml::parseMetric(p.training.metrics.front());
+  return std::make_unique<ml::MirroredStrategy>(p.model, loss, metric, p.training.optimizer, so);
+}
+
+int summary(ModelArgs& a) {
+  ml::Project p = ml::Project::load(a.project);
+  a.o.apply(p);
+  ml::Sequential model(p.model);
+  const int64_t n = ml::parseDevices(p.distribute.devices).size();
+  const int64_t batch = a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);
+  std::printf("%s", ml::formatSummary(model, p.name, batch, ml::optimizerSlotCount(p.training.optimizer)).c_str());
+  return 0;
+}
+
+void loadInto(ml::MirroredStrategy& s, const std::string& weights) {
+  ml::loadWeights(s.model(0), weights);
+  s.broadcastParameters();
+}
+
+int evaluate(ModelArgs& a) {
+  ml::Project p = ml::Project::load(a.project);
+  a.o.apply(p);
+  auto data = ml::loadData(p.data);
+  const ml::Dataset& set = data.validation ? *data.validation : data.train;
+  auto s = makeStrategy(p);
+  loadInto(*s, a.weights);
+  const auto r = ml::evaluateAll(*s, set);
+  const double n = static_cast<double>(r.samples);
+  std::printf("%s: %lld samples on %s\nloss: %.4f - %s: %.4f\n", set.name.c_str(), static_cast<long long>(r.samples),
+              s->options().devices.describe().c_str(), r.lossSum / n, ml::toString(s->metric()), r.metricSum / n);
+  return 0;
+}
+
+int predict(ModelArgs& a) {
+  ml::Project p = ml::Project::load(a.project);
+  a.o.apply(p);
+  ml::Dataset in = ml::readFeatures(a.input);
+  auto s = makeStrategy(p);
+  loadInto(*s, a.weights);
+  if (in.featureCount() != s->model(0).inFeatures())
+    throw ml::UserError("input '" + a.input + "' has samples of shape " + ml::shapeToString(in.sampleShape, false) +
+                        " but the model expects " + ml::shapeToString(s->model(0).inputShape(), false));
+  const int64_t k = s->model(0).outFeatures();
+  in.targetDim = 1;
+  in.y.assign(static_cast<size_t>(in.size), 0.0f);  // unlabelled: the loss value is ignored
+  std::vector<float> out(static_cast<size_t>(in.size * k));
+  ml::evaluateAll(*s, in, out.data());
+  FILE* f = stdout;
+  std::unique_ptr<FILE, int (*)(FILE*)> file(nullptr, fclose);
+  if (!a.output.empty()) {
+    file.reset(std::fopen(a.output.c_str(), "w"));
+    if (!file) throw ml::UserError("cannot write '" + a.output + "': check the folder exists and is writable");
+    f = file.get();
+  }
+  for (int64_t j = 0; j < k; ++j) std::fprintf(f, "%sp%lld", j ? "," : "", static_cast<long long>(j));
+  std::fprintf(f, "\n");
+  for (int64_t i = 0; i < in.size; ++i) {
+    for (int64_t j = 0; j < k; ++j) std::fprintf(f, "%s%.6g", j ? "," : "", out[static_cast<size_t>(i * k + j)]);
+    std::fprintf(f, "\n");
+  }
+  std::fprintf(stderr, "predicted (%lld, %lld) probabilities on %s%s%s\n", static_cast<long long>(in.size), static_cast<long long>(k),
+               s->options().devices.describe().c_str(), a.output.empty() ? "" : " into ", a.output.c_str());
+  return 0;
+}
+
+int devices() {
+  const auto r = ml::probeDevices();
+  std::printf("CPU: %s, %d cores\n", r.cpuModel.c_str(), r.cpuCores);
+  std::printf("  simulated devices: cpu:1..cpu:%d (--devices cpu:N); more than %d share cores\n", ml::kMaxReplicas, r.cpuCores);
+  std::printf("  thread policy: one replica uses all %d cores for its math (BLAS); with N replicas each replica is one\n"
+              "  worker thread running BLAS single-threaded, so N <= %d replicas get a core each\n", r.cpuCores, r.cpuCores);
+  if (r.gpus.empty()) {
+    std::printf("GPUs: none. %s\n", r.noGpuReason.c_str());
+  } else {
+    for (const auto& g : r.gpus)
+      std::printf("gpu:%d %s, %.1f GiB, compute capability %d.%d, driver %s, runtime %s\n", g.index, g.name.c_str(),
+                  static_cast<double>(g.memoryBytes) / (1 << 30), g.ccMajor, g.ccMinor, g.driverVersion.c_str(), g.runtimeVersion.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void addModelCommands(CLI::App& app, int& exitCode) {
+  auto a = std::make_shared<ModelArgs>();
+  auto* s = app.add_subcommand("summary", "Print the model like Keras' model.summary()");
+  s->add_option("project", a->project, "Project file (JSON)")->required();
+  s->add_option("--batch", a->batch, "Per-replica batch for the memory estimate (default: the project's)");
+  s->add_option("--devices", a->o.devices, "Devices, for the per-replica memory estimate");
+  s->callback([a, &exitCode] { exitCode = guarded([&] { return summary(*a); }); });
+
+  auto* e = app.add_subcommand("evaluate", "Loss and metrics of saved weights on the test (or validation) set");
+  e->add_option("project", a->project, "Project file (JSON)")->required();
+  e->add_option("--weights", a->weights, "Weights file saved by train --save-weights")->required();
+  a->o.addTo(e, false);
+  e->callback([a, &exitCode] { exitCode = guarded([&] { return evaluate(*a); }); });
+
+  auto* p = app.add_subcommand("predict", "Class probabilities (samples, classes) for an IDX images file or a CSV of features");
+  p->add_option("project", a->project, "Project file (JSON)")->required();
+  p->add_option("--weights", a->weights, "Weights file saved by train --save-weights")->required();
+  p->add_option("--input", a->input, "IDX images file (.gz or raw) or CSV of numeric features")->required();
+  p->add_option("--output", a->output, "CSV file to write (default: standard output)");
+  a->o.addTo(p, false);
+  p->callback([a, &exitCode] { exitCode = guarded([&] { return predict(*a); }); });
+
+  auto* d = app.add_subcommand("devices", "List the devices this machine offers, and why there is no GPU");
+  d->callback([&exitCode] { exitCode = guarded([] { return devices(); }); });
+}
+
+}  // namespace mlcli

@@ -1,0 +1,37 @@
+// Recording a CLI run into the run store: opens the store before training starts (so a bad or
+// read-only store fails early), subscribes a recorder to the telemetry hub, and finishes it.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "telemetry/Channel.h"
+
+namespace mlcli {
+
+struct RecordingArgs {
+  std::string db;         // --db PATH (else MIRRORLAB_DB, else the user's data folder)
+  bool noRecord = false;  // --no-record
+  void addTo(CLI::App* cmd);
+};
+
+class RunRecording {
+ public:
+  // nullptr when --no-record; throws UserError when the store cannot be used.
+  static std::unique_ptr<RunRecording> open(const RecordingArgs& args, ml::TelemetryHub& hub);
+  ~RunRecording();
+  void finish();  // waits until everything is written
+  void addArtifact(const std::string& path, const std::string& kind, uint64_t checksum);
+  std::optional<int64_t> runId() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  RunRecording() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string path_;
+};
+
+}  // namespace mlcli

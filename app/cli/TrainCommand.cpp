@@ -1,0 +1,220 @@
+// `train` and `scale`: run the mirrored training loop with live terminal output.
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "Commands.h"
+#include "Overrides.h"
+#include "Progress.h"
+#include "RunRecording.h"
+#include "Error.h"
+#include "data/Dataset.h"
+#include "nn/WeightsFile.h"
+#include "train/Trainer.h"
+
+namespace mlcli {
+
+namespace {
+
+std::atomic<bool> gInterrupted{false};
+extern "C" void onSigint(int) { gInterrupted.store(true); }
+
+struct TrainArgs {
+  std::string project;
+  Overrides o;
+  std::optional<int64_t> steps;
+  bool quiet = false;
+  std::string saveWeights, report, name;
+  RecordingArgs rec;
+};
+
+// Runs one training to the end with progress on stdout; returns the finish event.
+ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
+                            std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps) {
+  auto progressCh = hub.subscribe(1 << 16);
+  const std::string metric = trainer.project().training.metrics.empty() ? "accuracy" : trainer.project().training.metrics.front();
+  Progress progress(stdout, quiet, metric == "acc" ? "accuracy" : metric);
+  gInterrupted.store(false);
+  auto old = std::signal(SIGINT, onSigint);
+  ml::RunFinished fin;
+  std::thread worker([&] { fin = trainer.run(); hub.closeAll(); });
+  std::vector<ml::Event> batch;
+  bool cancelSent = false;
+  while (true) {
+    const bool open = progressCh->waitFor(std::chrono::milliseconds(50));
+    if (gInterrupted.load() && !cancelSent) {
+      trainer.requestCancel();
+      cancelSent = true;
+    }
+    batch.clear();
+    progressCh->drain(batch);
+    for (const auto& e : batch) {
+      progress.onEvent(e);
+      if (epochs)
+        if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs->push_back(*ep);
+      if (steps)
+        if (const auto* st = std::get_if<ml::StepEvent>(&e)) steps->push_back(*st);
+    }
+    if (!open) break;
+  }
+  worker.join();
+  std::signal(SIGINT, old);
+  if (recording) recording->finish();
+  return fin;
+}
+
+int exitCodeFor(const ml::RunFinished& f) {
+  switch (f.status) {
+    case ml::RunStatus::Finished: return 0;
+    case ml::RunStatus::Cancelled: return 130;
+    default: return 1;
+  }
+}
+
+int train(TrainArgs& a) {
+  ml::Project p = ml::Project::load(a.project);
+  a.o.apply(p);
+  auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
+  ml::TelemetryHub hub;
+  ml::TrainerOptions opts;
+  opts.maxSteps = a.steps.value_or(0);
+  opts.runName = a.name;
+  ml::Trainer trainer(p, data, hub, opts);
+  auto recording = RunRecording::open(a.rec, hub);  // before training: a bad store fails now
+  std::vector<ml::EpochEvent> epochs;
+  const ml::RunFinished fin = runTraining(trainer, hub, a.quiet, recording.get(), &epochs, nullptr);
+  if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
+    const uint64_t sum = ml::saveWeights(trainer.strategy().model(0), a.saveWeights);
+    if (!a.quiet) std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
+    if (recording) recording->addArtifact(a.saveWeights, "weights", sum);
+  }
+  if (recording && !a.quiet && recording->runId()) std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
+  if (!a.report.empty()) {
+    nlohmann::json r{{"status", ml::toString(fin.status)}, {"seconds", fin.seconds}, {"steps", fin.steps},
+                     {"config", trainer.effectiveConfig()}, {"epochs", nlohmann::json::array()}};
+    for (const auto& e : epochs) {
+      nlohmann::json je{{"epoch", e.epoch}, {"seconds", e.seconds}, {"samples_per_sec", e.samplesPerSec}, {"loss", e.trainLoss},
+                        {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare}, {"wait_share", e.waitShare}};
+      if (e.valLoss) je["val_loss"] = *e.valLoss;
+      if (e.valMetric) je["val_metric"] = *e.valMetric;
+      r["epochs"].push_back(je);
+    }
+    std::ofstream(a.report) << r.dump(2) << "\n";
+  }
+  return exitCodeFor(fin);
+}
+
+struct ScaleArgs {
+  std::string project, devices = "cpu:1,2,4", keep = "global";
+  int64_t steps = 200;
+  Overrides o;
+  RecordingArgs rec;
+};
+
+int scale(ScaleArgs& a) {
+  ml::Project base = ml::Project::load(a.project);
+  a.o.apply(base);
+  const auto sweep = ml::parseDeviceSweep(a.devices);
+  auto data = std::make_shared<const ml::DataSplit>(ml::loadData(base.data));
+  // Batch policy: keep the global batch, or keep the first row's per-replica batch.
+  const int firstN = sweep.front().size();
+  const int64_t firstGlobal = base.training.perDeviceBatch ? base.training.batchSize * firstN : base.training.batchSize;
+  const int64_t perDevice = std::max<int64_t>(1, firstGlobal / firstN);
+  struct Row { std::string devices; int n; int64_t global, per; double stepMs, sps, sync; };
+  std::vector<Row> rows;
+  std::printf("scaling %s over %s for %lld steps each, keeping the %s batch\n", base.name.c_str(), a.devices.c_str(),
+              static_cast<long long>(a.steps), a.keep == "global" ? "global" : "per-device");
+  for (const auto& dl : sweep) {
+    ml::Project p = base;
+    p.distribute.devices = dl.spec;
+    p.training.perDeviceBatch = false;
+    p.training.batchSize = a.keep == "global" ? firstGlobal : perDevice * dl.size();
+    p.training.epochs = static_cast<int>(std::max<int64_t>(1, (a.steps * p.training.batchSize + data->train.size - 1) / data->train.size));
+    ml::TelemetryHub hub;
+    ml::TrainerOptions opts;
+    opts.maxSteps = a.steps;
+    opts.runName = p.name + " scale " + dl.spec;
+    ml::Trainer trainer(p, data, hub, opts);
+    auto recording = RunRecording::open(a.rec, hub);
+    std::vector<ml::StepEvent> steps;
+    const auto fin = runTraining(trainer, hub, true, recording.get(), nullptr, &steps);
+    if (fin.status != ml::RunStatus::Finished) return exitCodeFor(fin);
+    // Median step time over the steps after a short warm-up.
+    std::vector<double> times;
+    double ar = 0, all = 0;
+    const size_t skip = std::min<size_t>(steps.size() / 10, 10);
+    for (size_t i = skip; i < steps.size(); ++i) {
+      times.push_back(steps[i].stepTime);
+      for (const auto& r : steps[i].replicas) {
+        ar += r.phases.allreduce + r.phases.wait;
+        all += r.phases.total();
+      }
+    }
+    std::sort(times.begin(), times.end());
+    const double med = times.empty() ? 0 : times[times.size() / 2];
+    rows.push_back({dl.spec, dl.size(), trainer.plan().globalBatch, trainer.plan().perReplicaBatch, med * 1e3,
+                    med > 0 ? static_cast<double>(trainer.plan().globalBatch) / med : 0, all > 0 ? ar / all : 0});
+    std::printf("  %s done\n", dl.spec.c_str());
+    std::fflush(stdout);
+  }
+  std::printf("\n%-10s %8s %10s %10s %12s %9s %11s %10s\n", "devices", "global", "per-rep.", "step ms", "samples/s", "speed-up",
+              "efficiency", "sync share");
+  for (const auto& r : rows) {
+    const double speedup = rows[0].sps > 0 ? r.sps / rows[0].sps : 0;
+    const double eff = speedup / (static_cast<double>(r.n) / rows[0].n);
+    std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(), static_cast<long long>(r.global),
+                static_cast<long long>(r.per), r.stepMs, r.sps, speedup, eff * 100, r.sync * 100);
+  }
+  std::printf("(step time: median over %lld steps after warm-up; samples/s = global batch / step time)\n", static_cast<long long>(a.steps));
+  return 0;
+}
+
+}  // namespace
+
+int guarded(const std::function<int()>& f) {
+  try {
+    return f();
+  } catch (const ml::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+void addTrainCommand(CLI::App& app, int& exitCode) {
+  auto a = std::make_shared<TrainArgs>();
+  auto* c = app.add_subcommand("train", "Train a project's model with the mirrored strategy and record the run");
+  c->add_option("project", a->project, "Project file (JSON), e.g. projects/fashion-mlp.json")->required();
+  a->o.addTo(c, true);
+  c->add_option("--steps", a->steps, "Stop after N optimizer steps")->check(CLI::PositiveNumber);
+  c->add_flag("--quiet", a->quiet, "Print only errors");
+  c->add_option("--save-weights", a->saveWeights, "Write the trained weights to PATH (.mlw)");
+  c->add_option("--report", a->report, "Write a JSON report (per-epoch seconds, samples/s, sync shares) to PATH");
+  c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
+  a->rec.addTo(c);
+  c->callback([a, &exitCode] { exitCode = guarded([&] { return train(*a); }); });
+}
+
+void addScaleCommand(CLI::App& app, int& exitCode) {
+  auto a = std::make_shared<ScaleArgs>();
+  auto* c = app.add_subcommand("scale", "Run the same model on 1, 2, 4... devices and print speed-up and efficiency");
+  c->add_option("project", a->project, "Project file (JSON)")->required();
+  c->add_option("--devices", a->devices, "Device counts to compare, e.g. cpu:1,2,4")->capture_default_str();
+  c->add_option("--steps", a->steps, "Optimizer steps per device count")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--keep", a->keep, "Batch policy: keep the global batch or the per-device batch")
+      ->check(CLI::IsMember({"global", "per-device"}))->capture_default_str();
+  Overrides& o = a->o;
+  c->add_option("--batch-size", o.batchSize, "Global batch of the first row")->check(CLI::PositiveNumber);
+  c->add_option("--lr", o.lr, "Base learning rate")->check(CLI::PositiveNumber);
+  c->add_option("--allreduce", o.allreduce, "ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
+  c->add_option("--data-path", o.dataPath, "Folder or file of the data set");
+  a->rec.addTo(c);
+  c->callback([a, &exitCode] { exitCode = guarded([&] { return scale(*a); }); });
+}
+
+}  // namespace mlcli

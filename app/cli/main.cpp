@@ -1,0 +1,27 @@
+// mirrorlab-cli: train, inspect and compare mirrored training runs from a terminal.
+#include <cstdio>
+
+#include "Commands.h"
+#if __has_include("RunsCommand.h")
+#include "RunsCommand.h"
+#define HAVE_RUNS 1
+#endif
+
+int main(int argc, char** argv) {
+  CLI::App app{"Mirrorlab: synchronous data-parallel (mirrored) training on CPU devices and GPUs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mirrorlab-cli ") + MIRRORLAB_VERSION);
+  int exitCode = 0;
+  mlcli::addTrainCommand(app, exitCode);
+  mlcli::addScaleCommand(app, exitCode);
+  mlcli::addModelCommands(app, exitCode);
+#ifdef HAVE_RUNS
+  addRunsCommand(app, exitCode);
+#endif
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exitCode;
+}

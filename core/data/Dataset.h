@@ -1,0 +1,42 @@
+// An in-memory data set: n samples of features (float32, batch-major) and targets.
+// Classification targets are class indices stored as floats (targetDim = 1);
+// regression targets are targetDim values per sample.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "project/Project.h"
+#include "tensor/Shape.h"
+
+namespace ml {
+
+struct Dataset {
+  std::string name;                 // for messages and the UI ("Fashion-MNIST train")
+  Shape sampleShape;                // e.g. {28, 28}, {2}, {features}
+  int64_t size = 0;                 // number of samples
+  std::vector<float> x;             // size * numel(sampleShape)
+  int64_t targetDim = 1;
+  std::vector<float> y;             // size * targetDim
+  int numClasses = 0;               // 0 for regression
+  std::vector<std::string> classNames;  // optional, numClasses entries
+
+  int64_t featureCount() const { return numel(sampleShape); }
+  const float* sample(int64_t i) const { return x.data() + i * featureCount(); }
+  const float* target(int64_t i) const { return y.data() + i * targetDim; }
+};
+
+struct DataSplit {
+  Dataset train;
+  std::optional<Dataset> validation;  // the test set, or a held-out split of train
+};
+
+// Loads (or generates) what the project's data section describes. Throws UserError with a
+// message that names the file or package and the fix.
+DataSplit loadData(const DataSpec& spec);
+
+// Holds out the last `share` of a shuffled copy of train as validation (keyed by seed).
+DataSplit splitValidation(Dataset all, double share, uint64_t seed);
+
+}  // namespace ml

@@ -1,0 +1,83 @@
+#include "data/Features.h"
+
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "Error.h"
+
+namespace ml {
+
+static std::string readAll(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw UserError("cannot open input file '" + path + "': check the path");
+  std::string data;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+  const bool bad = n < 0;
+  gzclose(f);
+  if (bad) throw UserError("input file '" + path + "' is damaged (gzip error)");
+  return data;
+}
+
+static uint32_t be32(const std::string& d, size_t off) {
+  const auto* p = reinterpret_cast<const unsigned char*>(d.data() + off);
+  return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+Dataset readFeatures(const std::string& path) {
+  const std::string d = readAll(path);
+  Dataset ds;
+  ds.name = path;
+  if (d.size() >= 16 && be32(d, 0) == 0x00000803u) {
+    const uint32_t n = be32(d, 4), rows = be32(d, 8), cols = be32(d, 12);
+    const uint64_t need = 16 + uint64_t{n} * rows * cols;
+    if (d.size() < need)
+      throw UserError("IDX file '" + path + "' is truncated: the header promises " + std::to_string(n) + " images of " +
+                      std::to_string(rows) + "x" + std::to_string(cols));
+    ds.size = n;
+    ds.sampleShape = {rows, cols};
+    ds.x.resize(static_cast<size_t>(uint64_t{n} * rows * cols));
+    for (size_t i = 0; i < ds.x.size(); ++i) ds.x[i] = static_cast<unsigned char>(d[16 + i]) / 255.0f;
+    return ds;
+  }
+  std::istringstream in(d);
+  std::string line;
+  int64_t row = 0, width = -1;
+  while (std::getline(in, line)) {
+    ++row;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    std::vector<float> vals;
+    std::stringstream ls(line);
+    std::string cell;
+    bool numeric = true;
+    while (std::getline(ls, cell, ',')) {
+      char* end = nullptr;
+      const float v = std::strtof(cell.c_str(), &end);
+      if (end == cell.c_str() || *end != '\0') {
+        numeric = false;
+        break;
+      }
+      vals.push_back(v);
+    }
+    if (!numeric) {
+      if (row == 1) continue;  // header
+      throw UserError("input file '" + path + "': row " + std::to_string(row) + " has a non-numeric cell");
+    }
+    if (width < 0) width = static_cast<int64_t>(vals.size());
+    if (static_cast<int64_t>(vals.size()) != width)
+      throw UserError("input file '" + path + "': row " + std::to_string(row) + " has " + std::to_string(vals.size()) +
+                      " values, expected " + std::to_string(width));
+    ds.x.insert(ds.x.end(), vals.begin(), vals.end());
+    ++ds.size;
+  }
+  if (ds.size == 0) throw UserError("input file '" + path + "' holds no samples (expected an IDX images file or a CSV of numbers)");
+  ds.sampleShape = {width};
+  return ds;
+}
+
+}  // namespace ml

@@ -1,0 +1,69 @@
+#include "distribute/AllReduce.h"
+
+#include <algorithm>
+
+#include "Error.h"
+
+namespace ml {
+
+AllReduce::AllReduce(int participants)
+    : n_(participants), barrier_(participants), slots_(static_cast<size_t>(participants), nullptr) {}
+
+std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
+  if (name == "ring") return std::make_unique<RingAllReduce>(n);
+  if (name == "reduce-to-one") return std::make_unique<ReduceToOneAllReduce>(n);
+  if (name == "nccl")
+    throw UserError("all-reduce 'nccl' needs GPU devices and the CUDA plugin; on CPU devices use ring or reduce-to-one");
+  throw UserError("unknown all-reduce '" + name + "' (allowed: ring, reduce-to-one)");
+}
+
+// Ring over shared memory. Chunk c = [c*len/n, (c+1)*len/n). Reduce-scatter step s: rank r adds
+// chunk (r-1-s) mod n of its predecessor into its own; nobody writes that chunk of the
+// predecessor in the same step, so a barrier between steps is all the synchronisation needed.
+// After n-1 steps rank r owns the complete sum of chunk (r+1) mod n; all-gather step s: rank r
+// copies chunk (r-s) mod n from its predecessor.
+void RingAllReduce::allReduce(int rank, std::span<float> data) {
+  const int n = n_;
+  if (n == 1) return;
+  slots_[static_cast<size_t>(rank)] = data.data();
+  barrier_.arrive_and_wait();
+  const size_t len = data.size();
+  const int prev = (rank + n - 1) % n;
+  const float* pbuf = slots_[static_cast<size_t>(prev)];
+  float* mine = data.data();
+  auto lo = [&](int c) { return len * static_cast<size_t>(c) / static_cast<size_t>(n); };
+  for (int s = 0; s < n - 1; ++s) {
+    const int c = ((rank - 1 - s) % n + n) % n;
+    const size_t a = lo(c), b = lo(c + 1);
+    float* __restrict dst = mine;
+    const float* __restrict src = pbuf;
+    for (size_t i = a; i < b; ++i) dst[i] += src[i];
+    barrier_.arrive_and_wait();
+  }
+  for (int s = 0; s < n - 1; ++s) {
+    const int c = ((rank - s) % n + n) % n;
+    const size_t a = lo(c), b = lo(c + 1);
+    std::copy(pbuf + a, pbuf + b, mine + a);
+    barrier_.arrive_and_wait();
+  }
+}
+
+void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {
+  const int n = n_;
+  if (n == 1) return;
+  slots_[static_cast<size_t>(rank)] = data.data();
+  barrier_.arrive_and_wait();
+  const size_t len = data.size();
+  if (rank == 0) {
+    float* __restrict dst = data.data();
+    for (int r = 1; r < n; ++r) {
+      const float* __restrict src = slots_[static_cast<size_t>(r)];
+      for (size_t i = 0; i < len; ++i) dst[i] += src[i];
+    }
+  }
+  barrier_.arrive_and_wait();
+  if (rank != 0) std::copy(slots_[0], slots_[0] + len, data.data());
+  barrier_.arrive_and_wait();
+}
+
+}  // namespace ml

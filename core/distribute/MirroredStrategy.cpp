@@ -1,0 +1,351 @@
+#include "distribute/MirroredStrategy.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "Error.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace ml {
+
+static int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+bool allFinite(const float* p, size_t n) {
+  // x * 0 is NaN exactly when x is inf or NaN; eight lanes keep the loop vectorisable.
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += p[i + static_cast<size_t>(l)] * 0.0f;
+  for (; i < n; ++i) acc[0] += p[i] * 0.0f;
+  float s = 0;
+  for (float a : acc) s += a;
+  return s == 0.0f;
+}
+
+MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric,
+                                   const OptimizerSpec& optimizer, StrategyOptions options)
+    : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
+  const int n = options_.devices.size();
+  if (options_.devices.kind != DeviceKind::Cpu)
+    throw UserError("device list '" + options_.devices.spec +
+                    "': GPU devices need the CUDA plugin (libmirrorlab_cuda.so) and a GPU driver; "
+                    "run `mirrorlab-cli devices` to see what this machine offers, or use cpu:N");
+  if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
+  // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several
+  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n == 1) blasThreads_ = options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores;
+  else blasThreads_ = 1;
+  openblas_set_num_threads(blasThreads_);
+
+  for (int r = 0; r < n; ++r) {
+    auto rep = std::make_unique<Replica>();
+    rep->rank = r;
+    rep->model = std::make_unique<Sequential>(model);
+    rep->model->configureLoss(loss_);
+    rep->opt = Optimizer::make(optimizer, rep->model->paramCount());
+    replicas_.push_back(std::move(rep));
+  }
+  // Buckets in backward order: from the last layer's parameters towards the first, cut at
+  // bucketBytes; a bucket is complete when the lowest layer it touches has finished backward.
+  const auto& ranges = replicas_[0]->model->paramRanges();
+  const int64_t cap = std::max<int64_t>(1, options_.bucketBytes / static_cast<int64_t>(sizeof(float)));
+  int64_t curEnd = -1, curStart = -1;
+  size_t curLayer = 0;
+  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
+    int64_t hi = it->offset + it->count;
+    while (hi > it->offset) {
+      if (curEnd < 0) curEnd = hi;
+      const int64_t room = cap - (curEnd - hi);
+      const int64_t lo = std::max(it->offset, hi - room);
+      curStart = lo;
+      curLayer = it->layer;
+      hi = lo;
+      if (curEnd - curStart >= cap) {
+        buckets_.push_back({curStart, curEnd - curStart, curLayer});
+        curEnd = -1;
+      }
+    }
+  }
+  if (curEnd >= 0) buckets_.push_back({curStart, curEnd - curStart, curLayer});
+  if (n > 1) allreduce_ = makeAllReduce(options_.allreduce, n);
+
+  for (auto& rep : replicas_) {
+    Replica* p = rep.get();
+    p->compute = std::thread([this, p] { computeLoop(*p); });
+    if (n > 1) p->comm = std::thread([this, p] { commLoop(*p); });
+  }
+}
+
+MirroredStrategy::~MirroredStrategy() {
+  {
+    std::lock_guard lock(mu_);
+    job_ = Job{};
+    job_.kind = JobKind::Quit;
+    ++jobGen_;
+  }
+  jobCv_.notify_all();
+  for (auto& r : replicas_) {
+    if (r->compute.joinable()) r->compute.join();
+    if (r->comm.joinable()) {
+      r->commGen.store(UINT64_MAX, std::memory_order_release);
+      r->commGen.notify_one();
+      r->comm.join();
+    }
+  }
+}
+
+std::string MirroredStrategy::threadPolicy() const {
+  const int n = replicas();
+  if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
+  return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
+}
+
+double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
+
+void MirroredStrategy::initialize(uint64_t seed) {
+  seed_ = seed;
+  for (auto& r : replicas_) r->model->initialize(seed);
+}
+
+void MirroredStrategy::broadcastParameters() {
+  auto src = replicas_[0]->model->params();
+  for (size_t r = 1; r < replicas_.size(); ++r) std::copy(src.begin(), src.end(), replicas_[r]->model->params().begin());
+}
+
+std::vector<uint64_t> MirroredStrategy::checksums() const {
+  std::vector<uint64_t> out;
+  for (const auto& r : replicas_) out.push_back(r->model->checksum());
+  return out;
+}
+
+void MirroredStrategy::runJob(const Job& job) {
+  std::unique_lock lock(mu_);
+  job_ = job;
+  pending_ = replicas();
+  ++jobGen_;
+  jobCv_.notify_all();
+  doneCv_.wait(lock, [&] { return pending_ == 0; });
+}
+
+void MirroredStrategy::computeLoop(Replica& r) {
+  uint64_t seen = 0;
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      jobCv_.wait(lock, [&] { return jobGen_ != seen; });
+      seen = jobGen_;
+      job = job_;
+    }
+    if (job.kind == JobKind::Quit) return;
+    if (job.kind == JobKind::Train) trainReplica(r, job);
+    else if (job.kind == JobKind::Eval) evalReplica(r, job);
+    std::lock_guard lock(mu_);
+    if (--pending_ == 0) doneCv_.notify_one();
+  }
+}
+
+void MirroredStrategy::commLoop(Replica& r) {
+  uint64_t seen = 0;
+  const int nb = static_cast<int>(buckets_.size());
+  for (;;) {
+    r.commGen.wait(seen, std::memory_order_acquire);
+    seen = r.commGen.load(std::memory_order_acquire);
+    if (seen == UINT64_MAX) return;
+    bool finite = true;
+    auto grads = r.model->grads();
+    for (int k = 0; k < nb; ++k) {
+      int rd = r.ready.load(std::memory_order_acquire);
+      while (rd <= k) {
+        r.ready.wait(rd, std::memory_order_acquire);
+        rd = r.ready.load(std::memory_order_acquire);
+      }
+      const Bucket& b = buckets_[static_cast<size_t>(k)];
+      auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
+      if (finite && !allFinite(span.data(), span.size())) finite = false;
+      allreduce_->allReduce(r.rank, span);
+      if (k == nb - 1) r.commGradBad = !finite;  // read by compute after `reduced` (release)
+      r.reduced.store(k + 1, std::memory_order_release);
+      r.reduced.notify_one();
+    }
+  }
+}
+
+void MirroredStrategy::markReady(Replica& r, size_t layerDone) {
+  int count = 0;
+  for (const auto& b : buckets_) {
+    if (b.readyAfterLayer >= layerDone) ++count;
+    else break;
+  }
+  if (count > r.ready.load(std::memory_order_relaxed)) {
+    r.ready.store(count, std::memory_order_release);
+    r.ready.notify_one();
+  }
+}
+
+void MirroredStrategy::gather(Replica& r, const Dataset& data, std::span<const int64_t> idx) {
+  const int64_t f = data.featureCount(), t = data.targetDim, n = static_cast<int64_t>(idx.size());
+  if (static_cast<int64_t>(r.x.size()) < n * f) r.x.resize(static_cast<size_t>(n * f));
+  if (static_cast<int64_t>(r.y.size()) < n * t) r.y.resize(static_cast<size_t>(n * t));
+  r.ids.assign(idx.begin(), idx.end());
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(r.x.data() + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
+    std::memcpy(r.y.data() + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
+  }
+}
+
+void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
+  const int n = replicas();
+  const bool multi = n > 1;
+  r.start = now();
+  r.phases = {};
+  r.lossSum = r.metricSum = 0;
+  r.samples = 0;
+  r.finite = true;
+  r.badWhat.clear();
+  Sequential& model = *r.model;
+  model.zeroGrads();
+  if (multi) {
+    r.ready.store(0, std::memory_order_relaxed);
+    r.reduced.store(0, std::memory_order_relaxed);
+    r.commGen.fetch_add(1, std::memory_order_release);
+    r.commGen.notify_one();
+  }
+  const int64_t B = static_cast<int64_t>(job.indices.size()), K = job.accumulate;
+  const int64_t k = model.outFeatures();
+  const auto onLayer = [&](size_t layer) { markReady(r, layer); };
+  for (int64_t m = 0; m < K; ++m) {
+    const auto [mlo, mhi] = shardRange(B, static_cast<int>(m), static_cast<int>(K));
+    const auto [lo, hi] = shardRange(mhi - mlo, r.rank, n);
+    const int64_t rows = hi - lo;
+    const bool last = m == K - 1;
+    if (rows > 0) {
+      double t = now();
+      gather(r, *job.data, job.indices.subspan(static_cast<size_t>(mlo + lo), static_cast<size_t>(rows)));
+      StepContext ctx{true, seed_, job.step, r.ids.data()};
+      const float* out = model.forward(r.x.data(), rows, ctx);
+      float* dout = model.outputGrad(rows);
+      r.lossSum += loss_.compute(out, r.y.data(), rows, k, dout);
+      r.metricSum += metricSum(metric_, out, r.y.data(), rows, k, job.data->targetDim);
+      r.samples += rows;
+      const double t1 = now();
+      r.phases.forward += t1 - t;
+      model.backward(r.x.data(), rows, ctx, last && multi ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
+      r.phases.backward += now() - t1;
+    }
+    if (last && multi) {
+      // Empty shards and parameter-free tails: release every bucket so nobody waits forever.
+      r.ready.store(static_cast<int>(buckets_.size()), std::memory_order_release);
+      r.ready.notify_one();
+    }
+  }
+  r.backwardEnd = now();
+  if (!std::isfinite(r.lossSum)) {
+    r.finite = false;
+    r.badWhat = "loss";
+  }
+  if (multi) {
+    const int nb = static_cast<int>(buckets_.size());
+    int rd = r.reduced.load(std::memory_order_acquire);
+    while (rd < nb) {
+      r.reduced.wait(rd, std::memory_order_acquire);
+      rd = r.reduced.load(std::memory_order_acquire);
+    }
+    if (r.finite && r.commGradBad) {  // the comm thread saw a bad gradient before reducing it
+      r.finite = false;
+      r.badWhat = "gradient";
+    }
+  } else if (r.finite && !allFinite(model.grads().data(), model.grads().size())) {
+    r.finite = false;
+    r.badWhat = "gradient";
+  }
+  r.commEnd = now();
+  r.phases.optimizer = 0;
+  const double t2 = r.commEnd;
+  r.opt->step(model.params(), model.grads(), job.gradScale, job.lr);
+  r.phases.optimizer = now() - t2;
+}
+
+StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int64_t> indices, int accumulate, float lr,
+                                       uint64_t step) {
+  if (indices.empty()) throw UserError("a training step needs at least one sample");
+  if (accumulate < 1) throw UserError("accumulate must be at least 1");
+  Job job;
+  job.kind = JobKind::Train;
+  job.data = &data;
+  job.indices = indices;
+  job.accumulate = accumulate;
+  job.lr = lr;
+  job.gradScale = 1.0f / static_cast<float>(indices.size());
+  job.step = step;
+  runJob(job);
+
+  StepResult res;
+  double maxBackwardEnd = 0;
+  for (const auto& r : replicas_) maxBackwardEnd = std::max(maxBackwardEnd, r->backwardEnd);
+  for (const auto& r : replicas_) {
+    res.lossSum += r->lossSum;
+    res.metricSum += r->metricSum;
+    res.samples += r->samples;
+    ReplicaStep rs;
+    rs.replica = r->rank;
+    rs.samples = r->samples;
+    rs.start = r->start;
+    rs.phases = r->phases;
+    const double exposed = std::max(0.0, r->commEnd - r->backwardEnd);
+    rs.phases.wait = std::clamp(maxBackwardEnd - r->backwardEnd, 0.0, exposed);
+    rs.phases.allreduce = exposed - rs.phases.wait;
+    res.replicas.push_back(rs);
+    if (!r->finite && res.finite) {
+      res.finite = false;
+      res.badReplica = r->rank;
+      res.badWhat = r->badWhat;
+    }
+  }
+  return res;
+}
+
+void MirroredStrategy::evalReplica(Replica& r, const Job& job) {
+  r.lossSum = r.metricSum = 0;
+  r.samples = 0;
+  const int64_t N = static_cast<int64_t>(job.indices.size());
+  const auto [lo, hi] = shardRange(N, r.rank, replicas());
+  const int64_t k = r.model->outFeatures();
+  constexpr int64_t kChunk = 1024;
+  for (int64_t a = lo; a < hi; a += kChunk) {
+    const int64_t rows = std::min(kChunk, hi - a);
+    gather(r, *job.data, job.indices.subspan(static_cast<size_t>(a), static_cast<size_t>(rows)));
+    StepContext ctx{false, seed_, 0, r.ids.data()};
+    const float* out = r.model->forward(r.x.data(), rows, ctx);
+    r.lossSum += loss_.compute(out, r.y.data(), rows, k, nullptr);
+    r.metricSum += metricSum(metric_, out, r.y.data(), rows, k, job.data->targetDim);
+    r.samples += rows;
+    if (job.outputs) std::copy(out, out + rows * k, job.outputs + a * k);
+  }
+}
+
+EvalResult MirroredStrategy::evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs) {
+  Job job;
+  job.kind = JobKind::Eval;
+  job.data = &data;
+  job.indices = indices;
+  job.outputs = outputs;
+  runJob(job);
+  EvalResult res;
+  for (const auto& r : replicas_) {
+    res.lossSum += r->lossSum;
+    res.metricSum += r->metricSum;
+    res.samples += r->samples;
+  }
+  return res;
+}
+
+}  // namespace ml

@@ -1,0 +1,49 @@
+// A layer is a pair of functions, forward and backward, over batch-major matrices.
+// Conventions (as in llm.c): parameter gradients ACCUMULATE (+=) so that micro-batches and
+// replicas can add into one buffer; activation gradients OVERWRITE (=).
+// Parameters live in the model's one flat buffer; a layer only holds views into it (bind).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/Shape.h"
+
+namespace ml {
+
+struct StepContext {
+  bool training = false;
+  uint64_t seed = 0;
+  uint64_t step = 0;                   // optimizer step (randomness key)
+  const int64_t* sampleIds = nullptr;  // global sample index of each row (randomness key)
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string type() const = 0;
+  // Sets input/output shapes; throws UserError naming the layer when the input does not fit.
+  virtual Shape build(const Shape& input) = 0;
+  virtual int64_t paramCount() const { return 0; }
+  // Points the layer at its slice of the flat parameter and gradient buffers.
+  virtual void bind(float* /*params*/, float* /*grads*/) {}
+  virtual void initialize(uint64_t /*seed*/) {}
+  // x (n, in) -> y (n, out)
+  virtual void forward(const float* x, float* y, int64_t n, const StepContext& ctx) = 0;
+  // dy (n, out) -> dx (n, in), dx may be null (nothing below needs it); param grads +=.
+  // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
+  virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n,
+                        const StepContext& ctx) = 0;
+  // A layer whose output is its input (Flatten): the model skips the copy.
+  virtual bool isReshape() const { return false; }
+  // Arguments as in the project file, for summary and weights files.
+  virtual nlohmann::json args() const { return nlohmann::json::object(); }
+
+  std::string name;
+  Shape inputShape, outputShape;
+  int64_t inFeatures() const { return numel(inputShape); }
+  int64_t outFeatures() const { return numel(outputShape); }
+};
+
+}  // namespace ml

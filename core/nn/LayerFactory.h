@@ -1,0 +1,21 @@
+// Builds a layer from its project-file spec, validating its arguments (errors name the layer,
+// the argument, the value and what is allowed).
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "nn/Layer.h"
+#include "project/Project.h"
+
+namespace ml {
+
+std::unique_ptr<Layer> makeLayer(const LayerSpec& spec, size_t index);
+// The layer types the palette offers, with their arguments and defaults (for the studio and --help).
+struct LayerKind {
+  std::string type;
+  nlohmann::json defaults;
+  std::string help;
+};
+const std::vector<LayerKind>& layerKinds();
+
+}  // namespace ml

@@ -1,0 +1,47 @@
+// Losses and metrics over a batch. Everything returns SUMS over the rows, not means: replicas
+// produce sums over their shards, the all-reduce adds them, and the sum is divided by the
+// global batch once (see the mirrored step in DESIGN.md).
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ml {
+
+enum class LossKind { SparseCategoricalCrossentropy, CategoricalCrossentropy, MeanSquaredError };
+
+class Loss {
+ public:
+  // name: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error (mse).
+  static Loss make(const std::string& name, bool fromLogits);
+
+  LossKind kind() const { return kind_; }
+  bool fromLogits() const { return fromLogits_; }
+  bool isClassification() const { return kind_ != LossKind::MeanSquaredError; }
+  std::string name() const;
+  // Targets per sample the loss expects: 1 (class index) for sparse CE, k for the others.
+  int64_t targetDim(int64_t outputs) const { return kind_ == LossKind::SparseCategoricalCrossentropy ? 1 : outputs; }
+
+  // Set when the model's output is a softmax and this is a cross-entropy on probabilities: the
+  // gradient is then taken with respect to the softmax's input (p - y), which is exact and stable.
+  void setFusedSoftmax(bool on) { fused_ = on; }
+  bool fusedSoftmax() const { return fused_; }
+
+  // pred (n, k), targets (n, targetDim) -> returns sum of losses; grad (n, k) = d(sum)/d(pred)
+  // (or d/d(logits) when fused). grad may be null for evaluation.
+  double compute(const float* pred, const float* targets, int64_t n, int64_t k, float* grad) const;
+
+ private:
+  LossKind kind_ = LossKind::SparseCategoricalCrossentropy;
+  bool fromLogits_ = false;
+  bool fused_ = false;
+};
+
+enum class MetricKind { Accuracy, MeanAbsoluteError, None };
+
+// The main metric of a project: accuracy for classification, mae for regression.
+MetricKind parseMetric(const std::string& name);
+const char* toString(MetricKind m);
+// Sum over rows: correct predictions (accuracy) or absolute errors averaged over outputs (mae).
+double metricSum(MetricKind m, const float* pred, const float* targets, int64_t n, int64_t k, int64_t targetDim);
+
+}  // namespace ml

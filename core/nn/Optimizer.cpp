@@ -1,0 +1,84 @@
+#include "nn/Optimizer.h"
+
+#include <cmath>
+
+#include "Error.h"
+
+namespace ml {
+
+std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n) {
+  if (spec.name == "sgd") return std::make_unique<Sgd>(spec, n);
+  if (spec.name == "adam") return std::make_unique<Adam>(spec, n);
+  if (spec.name == "rmsprop") return std::make_unique<RmsProp>(spec, n);
+  throw UserError("training.optimizer.name: unknown optimizer '" + spec.name + "' (allowed: sgd, adam, rmsprop)");
+}
+
+void Sgd::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+  const size_t n = p.size();
+  float* __restrict pp = p.data();
+  const float* __restrict gg = g.data();
+  if (momentum_ == 0.0f) {
+    for (size_t i = 0; i < n; ++i) pp[i] -= lr * (gg[i] * scale);
+  } else {
+    float* __restrict v = velocity_.data();
+    const float m = momentum_;
+    if (nesterov_) {
+      for (size_t i = 0; i < n; ++i) {
+        const float gi = gg[i] * scale;
+        v[i] = m * v[i] - lr * gi;
+        pp[i] += m * v[i] - lr * gi;
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = m * v[i] - lr * (gg[i] * scale);
+        pp[i] += v[i];
+      }
+    }
+  }
+  ++iterations_;
+}
+
+void Adam::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+  ++iterations_;
+  const double t = static_cast<double>(iterations_);
+  const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
+  const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
+  const float c1 = 1.0f - b1, c2 = 1.0f - b2, eps = eps_;
+  const size_t n = p.size();
+  float* __restrict pp = p.data();
+  const float* __restrict gg = g.data();
+  float* __restrict m = m_.data();
+  float* __restrict v = v_.data();
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = gg[i] * scale;
+    m[i] = b1 * m[i] + c1 * gi;
+    v[i] = b2 * v[i] + c2 * gi * gi;
+    pp[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+  }
+}
+
+void RmsProp::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+  const size_t n = p.size();
+  float* __restrict pp = p.data();
+  const float* __restrict gg = g.data();
+  float* __restrict v = v_.data();
+  const float rho = rho_, c = 1.0f - rho_, eps = eps_;
+  if (momentum_ == 0.0f) {
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = gg[i] * scale;
+      v[i] = rho * v[i] + c * gi * gi;
+      pp[i] -= lr * gi / (std::sqrt(v[i]) + eps);
+    }
+  } else {
+    float* __restrict mom = mom_.data();
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = gg[i] * scale;
+      v[i] = rho * v[i] + c * gi * gi;
+      mom[i] = momentum_ * mom[i] + lr * gi / (std::sqrt(v[i]) + eps);
+      pp[i] -= mom[i];
+    }
+  }
+  ++iterations_;
+}
+
+}  // namespace ml

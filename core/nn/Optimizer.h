@@ -1,0 +1,81 @@
+// Optimizers with Keras' update formulas and defaults, over one flat parameter buffer.
+// grads are SUMS over the global batch; gradScale (1/B) turns them into the mean gradient,
+// folded into the update so that no extra pass over the gradients is needed.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "project/Project.h"
+
+namespace ml {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  static std::unique_ptr<Optimizer> make(const OptimizerSpec& spec, int64_t paramCount);
+
+  // One update: params -= f(gradScale * grads) at learning rate lr. Increments iterations().
+  virtual void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) = 0;
+  virtual std::string name() const = 0;
+  int64_t iterations() const { return iterations_; }
+  // Optimizer state (slots), flat, for checksums and tests.
+  virtual std::vector<std::span<const float>> slots() const { return {}; }
+
+ protected:
+  int64_t iterations_ = 0;
+};
+
+// Keras SGD: v = momentum * v - lr * g; p += v (or p += momentum * v - lr * g with Nesterov).
+class Sgd : public Optimizer {
+ public:
+  Sgd(const OptimizerSpec& spec, int64_t n) : momentum_(static_cast<float>(spec.momentum)), nesterov_(spec.nesterov) {
+    if (momentum_ != 0.0f) velocity_.assign(static_cast<size_t>(n), 0.0f);
+  }
+  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  std::string name() const override { return "sgd"; }
+  std::vector<std::span<const float>> slots() const override { return {velocity_}; }
+
+ private:
+  float momentum_;
+  bool nesterov_;
+  std::vector<float> velocity_;
+};
+
+// Keras Adam: m, v moments; alpha = lr * sqrt(1 - b2^t) / (1 - b1^t); p -= alpha * m / (sqrt(v) + eps).
+class Adam : public Optimizer {
+ public:
+  Adam(const OptimizerSpec& spec, int64_t n)
+      : b1_(spec.beta1), b2_(spec.beta2), eps_(static_cast<float>(spec.epsilon)),
+        m_(static_cast<size_t>(n), 0.0f), v_(static_cast<size_t>(n), 0.0f) {}
+  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  std::string name() const override { return "adam"; }
+  std::vector<std::span<const float>> slots() const override { return {m_, v_}; }
+
+ private:
+  double b1_, b2_;
+  float eps_;
+  std::vector<float> m_, v_;
+};
+
+// Keras RMSprop (centered = false): v = rho v + (1 - rho) g^2; p -= lr g / (sqrt(v) + eps),
+// with momentum: mom = momentum * mom + lr g / (sqrt(v) + eps); p -= mom.
+class RmsProp : public Optimizer {
+ public:
+  RmsProp(const OptimizerSpec& spec, int64_t n)
+      : rho_(static_cast<float>(spec.rho)), momentum_(static_cast<float>(spec.momentum)),
+        eps_(static_cast<float>(spec.epsilon)), v_(static_cast<size_t>(n), 0.0f) {
+    if (momentum_ != 0.0f) mom_.assign(static_cast<size_t>(n), 0.0f);
+  }
+  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  std::string name() const override { return "rmsprop"; }
+  std::vector<std::span<const float>> slots() const override { return {v_, mom_}; }
+
+ private:
+  float rho_, momentum_, eps_;
+  std::vector<float> v_, mom_;
+};
+
+}  // namespace ml

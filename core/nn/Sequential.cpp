@@ -1,0 +1,163 @@
+#include "nn/Sequential.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "Error.h"
+#include "nn/Dense.h"
+#include "nn/LayerFactory.h"
+#include "nn/Rng.h"
+#include "nn/SimpleLayers.h"
+
+namespace ml {
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+static std::string snake(const std::string& type) {
+  std::string s;
+  for (char c : type) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
+  if (spec_.inputShape.empty())
+    throw UserError("model.input_shape is missing: give the shape of one sample, e.g. [28, 28] or [2]");
+  for (int64_t d : spec_.inputShape)
+    if (d <= 0) throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " must be positive");
+  if (spec_.layers.empty()) throw UserError("model.layers is empty: add at least one layer (e.g. Dense)");
+  // Keras-style names: dense, dense_1, dense_2...
+  std::map<std::string, int> counts;
+  std::set<std::string> used;
+  for (auto& l : spec_.layers)
+    if (!l.name.empty()) used.insert(l.name);
+  for (auto& l : spec_.layers) {
+    if (!l.name.empty()) continue;
+    std::string base = snake(l.type), name;
+    do {
+      int& c = counts[base];
+      name = c == 0 ? base : base + "_" + std::to_string(c);
+      ++c;
+    } while (used.count(name));
+    l.name = name;
+    used.insert(name);
+  }
+  std::set<std::string> seen;
+  Shape shape = spec_.inputShape;
+  int64_t total = 0;
+  for (size_t i = 0; i < spec_.layers.size(); ++i) {
+    if (!seen.insert(spec_.layers[i].name).second)
+      throw UserError("layer " + std::to_string(i + 1) + ": the name '" + spec_.layers[i].name + "' is used twice");
+    auto layer = makeLayer(spec_.layers[i], i);
+    shape = layer->build(shape);
+    if (layer->paramCount() > 0) ranges_.push_back({i, total, layer->paramCount()});
+    total += layer->paramCount();
+    layers_.push_back(std::move(layer));
+  }
+  outputShape_ = shape;
+  params_.assign(static_cast<size_t>(total), 0.0f);
+  grads_.assign(static_cast<size_t>(total), 0.0f);
+  for (const auto& r : ranges_) layers_[r.layer]->bind(params_.data() + r.offset, grads_.data() + r.offset);
+  acts_.resize(layers_.size());
+  dacts_.resize(layers_.size());
+  out_.assign(layers_.size(), nullptr);
+  needsInputGrad_.assign(layers_.size(), false);
+  bool below = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    needsInputGrad_[i] = below;
+    if (layers_[i]->paramCount() > 0) below = true;
+  }
+}
+
+void Sequential::initialize(uint64_t seed) {
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(hashKeys(seed, 0x1417ull, i));
+}
+
+void Sequential::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void Sequential::configureLoss(Loss& loss) {
+  bool fuse = false;
+  if (loss.isClassification() && !loss.fromLogits()) {
+    Layer& last = *layers_.back();
+    if (auto* d = dynamic_cast<Dense*>(&last); d && d->activation() == Act::Softmax) {
+      d->setFusedSoftmax(true);
+      fuse = true;
+    } else if (auto* a = dynamic_cast<ActivationLayer*>(&last); a && a->activation() == Act::Softmax) {
+      a->setFusedSoftmax(true);
+      fuse = true;
+    }
+  }
+  loss.setFusedSoftmax(fuse);
+}
+
+void Sequential::ensureCapacity(int64_t n) {
+  if (n <= capacity_) return;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const auto k = static_cast<size_t>(n * layers_[i]->outFeatures());
+    if (!layers_[i]->isReshape()) acts_[i].resize(k);
+    dacts_[i].resize(k);
+  }
+  capacity_ = n;
+}
+
+const float* Sequential::forward(const float* x, int64_t n, const StepContext& ctx) {
+  ensureCapacity(std::max<int64_t>(n, 1));
+  const float* in = x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->isReshape()) {
+      out_[i] = in;
+    } else {
+      layers_[i]->forward(in, acts_[i].data(), n, ctx);
+      out_[i] = acts_[i].data();
+    }
+    in = out_[i];
+  }
+  return in;
+}
+
+float* Sequential::outputGrad(int64_t n) {
+  ensureCapacity(std::max<int64_t>(n, 1));
+  return dacts_.back().data();
+}
+
+void Sequential::backward(const float* x, int64_t n, const StepContext& ctx,
+                          const std::function<void(size_t)>& onLayerDone) {
+  float* dy = dacts_.back().data();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const float* in = i == 0 ? x : out_[i - 1];
+    float* dx = nullptr;
+    if (needsInputGrad_[i]) dx = layers_[i]->isReshape() ? dy : dacts_[i - 1].data();
+    if (!layers_[i]->isReshape()) layers_[i]->backward(in, out_[i], dy, dx, n, ctx);
+    if (onLayerDone && layers_[i]->paramCount() > 0) onLayerDone(i);
+    if (!needsInputGrad_[i]) {
+      // Nothing below needs gradients; still report the remaining layers (none have params).
+      break;
+    }
+    dy = dx;
+  }
+}
+
+std::vector<LayerSummary> Sequential::summary() const {
+  std::vector<LayerSummary> rows;
+  for (const auto& l : layers_) rows.push_back({l->name, l->type(), l->outputShape, l->paramCount()});
+  return rows;
+}
+
+int64_t Sequential::activationBytes(int64_t batch) const {
+  int64_t floats = 0;
+  for (const auto& l : layers_) floats += (l->isReshape() ? 1 : 2) * batch * l->outFeatures();
+  return floats * static_cast<int64_t>(sizeof(float));
+}
+
+uint64_t Sequential::checksum() const { return fnv1a(params_.data(), params_.size() * sizeof(float)); }
+
+}  // namespace ml

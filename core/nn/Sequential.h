@@ -1,0 +1,87 @@
+// A Keras-style Sequential model: an ordered list of layers over ONE flat parameter buffer and
+// ONE flat gradient buffer (per-layer views into both), so zeroing is one call and the all-reduce
+// sees one contiguous array. Each replica of the mirrored strategy owns one Sequential.
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nn/Layer.h"
+#include "nn/Loss.h"
+#include "project/Project.h"
+
+namespace ml {
+
+struct LayerSummary {
+  std::string name, type;
+  Shape outputShape;
+  int64_t params = 0;
+};
+
+class Sequential {
+ public:
+  // Builds the layers and checks the shapes; throws UserError naming the layer that does not fit.
+  explicit Sequential(const ModelSpec& spec);
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }  // with generated names filled in
+  size_t layerCount() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+  const Layer& layer(size_t i) const { return *layers_[i]; }
+  const Shape& inputShape() const { return spec_.inputShape; }
+  const Shape& outputShape() const { return outputShape_; }
+  int64_t inFeatures() const { return numel(spec_.inputShape); }
+  int64_t outFeatures() const { return numel(outputShape_); }
+
+  int64_t paramCount() const { return static_cast<int64_t>(params_.size()); }
+  std::span<float> params() { return params_; }
+  std::span<const float> params() const { return params_; }
+  std::span<float> grads() { return grads_; }
+  std::span<const float> grads() const { return grads_; }
+  // Where each layer's parameters sit in the flat buffers (offset in floats), in layer order.
+  struct ParamRange {
+    size_t layer;
+    int64_t offset, count;
+  };
+  const std::vector<ParamRange>& paramRanges() const { return ranges_; }
+
+  void initialize(uint64_t seed);
+  void zeroGrads();
+  // Lets the loss fuse with a softmax output layer (exact p - y gradient, no Jacobian pass).
+  void configureLoss(Loss& loss);
+
+  // x (n, inFeatures) -> returns the output (n, outFeatures); valid until the next forward.
+  const float* forward(const float* x, int64_t n, const StepContext& ctx);
+  // Writable buffer (n, outFeatures) for the loss to put d(sum loss)/d(output) in.
+  float* outputGrad(int64_t n);
+  // Backward from outputGrad(): parameter gradients ACCUMULATE. onLayerDone(i) is called as soon
+  // as layer i's parameter gradients are final for this pass (the all-reduce starts buckets then).
+  void backward(const float* x, int64_t n, const StepContext& ctx,
+                const std::function<void(size_t)>& onLayerDone = {});
+
+  std::vector<LayerSummary> summary() const;
+  // Bytes a replica needs for a batch of `batch`: params, grads, activations and their gradients.
+  int64_t activationBytes(int64_t batch) const;
+  // FNV-1a over the parameter bytes: equal checksums = bit-identical replicas.
+  uint64_t checksum() const;
+
+ private:
+  void ensureCapacity(int64_t n);
+
+  ModelSpec spec_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  Shape outputShape_;
+  std::vector<float> params_, grads_;
+  std::vector<ParamRange> ranges_;
+  std::vector<std::vector<float>> acts_, dacts_;  // per layer output and its gradient
+  std::vector<const float*> out_;                 // per layer output pointer of the last forward
+  std::vector<bool> needsInputGrad_;              // does anything below layer i have parameters?
+  int64_t capacity_ = 0;
+};
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);
+
+}  // namespace ml

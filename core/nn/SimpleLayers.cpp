@@ -1,0 +1,85 @@
+#include "nn/SimpleLayers.h"
+
+#include <algorithm>
+
+#include "Error.h"
+#include "nn/Rng.h"
+
+namespace ml {
+
+Shape ActivationLayer::build(const Shape& input) {
+  inputShape = outputShape = input;
+  return outputShape;
+}
+
+void ActivationLayer::forward(const float* x, float* y, int64_t n, const StepContext&) {
+  const int64_t k = outFeatures();
+  std::copy(x, x + n * k, y);
+  activationForward(act_, y, n, k);
+}
+
+void ActivationLayer::backward(const float*, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
+  if (!dx) return;
+  if (fusedSoftmax_ && act_ == Act::Softmax) {
+    std::copy(dy, dy + n * outFeatures(), dx);
+    return;
+  }
+  activationBackward(act_, y, dy, dx, n, outFeatures());
+}
+
+Shape Flatten::build(const Shape& input) {
+  inputShape = input;
+  outputShape = {numel(input)};
+  return outputShape;
+}
+
+void Flatten::forward(const float* x, float* y, int64_t n, const StepContext&) {
+  if (x != y) std::copy(x, x + n * inFeatures(), y);
+}
+
+void Flatten::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext&) {
+  if (dx && dx != dy) std::copy(dy, dy + n * inFeatures(), dx);
+}
+
+Shape Dropout::build(const Shape& input) {
+  if (!(rate_ >= 0.0 && rate_ < 1.0))
+    throw UserError("layer '" + name + "' (Dropout): rate must be in [0, 1), got " + std::to_string(rate_));
+  inputShape = outputShape = input;
+  return outputShape;
+}
+
+void Dropout::forward(const float* x, float* y, int64_t n, const StepContext& ctx) {
+  const int64_t k = outFeatures();
+  if (!ctx.training || rate_ == 0.0) {
+    std::copy(x, x + n * k, y);
+    return;
+  }
+  mask_.resize(static_cast<size_t>(n * k));
+  const uint32_t threshold = static_cast<uint32_t>(rate_ * 65536.0);
+  const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+  for (int64_t r = 0; r < n; ++r) {
+    const uint64_t id = ctx.sampleIds ? static_cast<uint64_t>(ctx.sampleIds[r]) : static_cast<uint64_t>(r);
+    const uint64_t base = hashKeys(ctx.seed ^ salt_, ctx.step, id);
+    for (int64_t j0 = 0; j0 < k; j0 += 4) {
+      uint64_t bits = splitmix64(base + static_cast<uint64_t>(j0));
+      for (int64_t j = j0; j < std::min(k, j0 + 4); ++j, bits >>= 16) {
+        const bool keep = static_cast<uint32_t>(bits & 0xFFFF) >= threshold;
+        mask_[static_cast<size_t>(r * k + j)] = keep;
+        y[r * k + j] = keep ? x[r * k + j] * scale : 0.0f;
+      }
+    }
+  }
+}
+
+void Dropout::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext& ctx) {
+  if (!dx) return;
+  const int64_t total = n * outFeatures();
+  if (!ctx.training || rate_ == 0.0) {
+    std::copy(dy, dy + total, dx);
+    return;
+  }
+  const float scale = static_cast<float>(1.0 / (1.0 - rate_));
+  for (int64_t i = 0; i < total; ++i) dx[i] = mask_[static_cast<size_t>(i)] ? dy[i] * scale : 0.0f;
+}
+
+}  // namespace ml

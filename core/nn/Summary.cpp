@@ -1,0 +1,62 @@
+#include "nn/Summary.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace ml {
+
+std::string withThousands(int64_t v) {
+  std::string s = std::to_string(v < 0 ? -v : v), out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i && (s.size() - i) % 3 == 0) out += ',';
+    out += s[i];
+  }
+  return v < 0 ? "-" + out : out;
+}
+
+std::string formatBytes(double b) {
+  char buf[32];
+  if (b < 1024) std::snprintf(buf, sizeof buf, "%.0f B", b);
+  else if (b < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024 * 1024));
+  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+int optimizerSlotCount(const OptimizerSpec& spec) {
+  if (spec.name == "adam") return 2;
+  if (spec.name == "rmsprop") return spec.momentum != 0 ? 2 : 1;
+  if (spec.name == "sgd") return spec.momentum != 0 ? 1 : 0;
+  return 0;
+}
+
+static std::string pad(std::string s, size_t w) {
+  if (s.size() < w) s.append(w - s.size(), ' ');
+  return s;
+}
+
+std::string formatSummary(const Sequential& model, const std::string& name, int64_t batch, int slots) {
+  std::ostringstream o;
+  const std::string line(65, '_'), dline(65, '=');
+  o << "Model: \"" << name << "\"\n" << line << "\n";
+  o << pad(" Layer (type)", 29) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
+  const auto rows = model.summary();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& r = rows[i];
+    o << pad(" " + r.name + " (" + r.type + ")", 29) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
+    if (i + 1 < rows.size()) o << "\n";
+  }
+  const int64_t p = model.paramCount();
+  o << dline << "\n";
+  o << "Total params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
+  o << "Trainable params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
+  o << "Non-trainable params: 0 (0 B)\n" << line << "\n";
+  const double params = static_cast<double>(p) * 4;
+  o << "Memory per replica at batch " << batch << ": " << formatBytes(params) << " weights + " << formatBytes(params)
+    << " gradients + " << formatBytes(params * slots) << " optimizer state + "
+    << formatBytes(static_cast<double>(model.activationBytes(batch))) << " activations = "
+    << formatBytes(params * (2 + slots) + static_cast<double>(model.activationBytes(batch))) << "\n";
+  return o.str();
+}
+
+}  // namespace ml

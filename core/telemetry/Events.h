@@ -1,0 +1,108 @@
+// Typed telemetry events: what the training core tells the CLI, the run recorder and the studio.
+// All times are seconds; wall times are seconds since the run started (steady clock).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ml {
+
+enum class RunStatus { Running, Finished, Cancelled, Diverged, Failed, Interrupted };
+
+inline const char* toString(RunStatus s) {
+  switch (s) {
+    case RunStatus::Running: return "running";
+    case RunStatus::Finished: return "finished";
+    case RunStatus::Cancelled: return "cancelled";
+    case RunStatus::Diverged: return "diverged";
+    case RunStatus::Failed: return "failed";
+    case RunStatus::Interrupted: return "interrupted";
+  }
+  return "unknown";
+}
+
+// Time one replica spent in each phase of one optimizer step.
+struct PhaseTimes {
+  double forward = 0;    // forward passes (all micro-batches)
+  double backward = 0;   // backward passes, including the loss gradient
+  double allreduce = 0;  // exposed all-reduce time: after backward, waiting for our buckets to finish
+  double wait = 0;       // waiting for the slowest replica to finish its backward
+  double optimizer = 0;  // the optimizer update
+  double total() const { return forward + backward + allreduce + wait + optimizer; }
+  double compute() const { return forward + backward + optimizer; }
+};
+
+struct ReplicaStep {
+  int replica = 0;
+  int64_t samples = 0;       // samples in this replica's shards this step
+  PhaseTimes phases;
+  double start = 0;          // wall time the replica started the step
+};
+
+// Sent once, when training is about to start.
+struct RunStarted {
+  std::string runName;
+  std::string projectJson;    // the whole project as it was run (so it can be re-run)
+  std::string configJson;     // the effective configuration (devices, batches, lr rule, ...)
+  std::vector<std::string> devices;  // "cpu:0 (simulated)", "gpu:0 NVIDIA H200", ...
+  int replicas = 1;
+  int64_t globalBatch = 0;
+  int64_t perReplicaBatch = 0;  // the largest shard
+  double baseLr = 0;
+  double lr = 0;                // after the scaling rule
+  int epochs = 0;
+  int64_t stepsPerEpoch = 0;
+  int64_t totalSteps = 0;
+  std::string description;      // the lines the CLI prints at start
+};
+
+struct StepEvent {
+  int64_t step = 0;           // global optimizer step, from 1
+  int epoch = 0;              // from 1
+  int64_t stepInEpoch = 0;    // from 1
+  int64_t stepsPerEpoch = 0;
+  double loss = 0;            // mean over the global batch
+  double metric = 0;          // accuracy (or MAE for regression) over the global batch
+  double lr = 0;
+  int64_t samples = 0;        // samples in this step (global)
+  double stepTime = 0;        // wall time of the step
+  double wallTime = 0;        // when the step ended
+  std::vector<ReplicaStep> replicas;
+};
+
+struct EpochEvent {
+  int epoch = 0;
+  double trainLoss = 0;
+  double trainMetric = 0;
+  std::optional<double> valLoss;
+  std::optional<double> valMetric;
+  double seconds = 0;          // training time of the epoch (without validation)
+  double samplesPerSec = 0;
+  double allreduceShare = 0;   // share of replica step time spent in exposed all-reduce
+  double waitShare = 0;        // share spent waiting for the slowest replica
+  std::vector<uint64_t> checksums;  // one per replica
+  bool inSync = true;
+  double wallTime = 0;
+};
+
+struct DeviceSample {
+  double wallTime = 0;
+  int device = 0;              // replica index
+  double utilization = 0;      // 0..1: compute time / wall time over a sliding window
+  double memoryBytes = 0;
+};
+
+struct RunFinished {
+  RunStatus status = RunStatus::Finished;
+  std::string message;         // error or divergence message
+  double seconds = 0;
+  int64_t steps = 0;
+  std::optional<double> finalValLoss;
+  std::optional<double> finalValMetric;
+};
+
+using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunFinished>;
+
+}  // namespace ml

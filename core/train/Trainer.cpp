@@ -1,0 +1,345 @@
+#include "train/Trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "Error.h"
+#include "nn/Rng.h"
+
+namespace ml {
+
+static int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+static std::string fmtNum(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string RunPlan::sentence() const {
+  std::ostringstream s;
+  if (replicas == 1) s << "1 replica x " << globalBatch << " = " << globalBatch << " samples per step";
+  else if (perReplicaBatch == smallestShard)
+    s << replicas << " replicas x " << perReplicaBatch << " = " << microBatch << " samples per " << (accumulate > 1 ? "micro-batch" : "step");
+  else
+    s << replicas << " replicas x " << smallestShard << "-" << perReplicaBatch << " = " << microBatch << " samples per "
+      << (accumulate > 1 ? "micro-batch" : "step");
+  if (accumulate > 1) s << ", " << accumulate << " micro-batches = " << globalBatch << " samples per update";
+  s << "; learning rate ";
+  if (lrRule == "none" || replicas == 1) s << fmtNum(lr) << (lrRule == "none" ? " (no scaling)" : "");
+  else s << fmtNum(baseLr) << " x " << fmtNum(lrFactor) << " = " << fmtNum(lr) << ", " << lrRule << " scaling";
+  if (warmupEpochs > 0) s << ", " << fmtNum(warmupEpochs) << " epoch" << (warmupEpochs == 1 ? "" : "s") << " warm-up";
+  return s.str();
+}
+
+RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
+  RunPlan plan;
+  const auto& t = p.training;
+  plan.replicas = replicas;
+  plan.accumulate = t.accumulate;
+  plan.trainSamples = trainSamples;
+  plan.globalBatch = t.perDeviceBatch ? t.batchSize * replicas * t.accumulate : t.batchSize;
+  if (plan.globalBatch < 1) throw UserError("batch size must be at least 1");
+  if (plan.globalBatch > trainSamples)
+    throw UserError("global batch " + std::to_string(plan.globalBatch) + " is larger than the training set (" +
+                    std::to_string(trainSamples) + " samples): choose a batch size of at most " + std::to_string(trainSamples));
+  if (plan.globalBatch < t.accumulate)
+    throw UserError("global batch " + std::to_string(plan.globalBatch) + " cannot be split into " + std::to_string(t.accumulate) +
+                    " micro-batches: use a batch of at least " + std::to_string(t.accumulate) + " or accumulate fewer");
+  plan.microBatch = (plan.globalBatch + t.accumulate - 1) / t.accumulate;
+  plan.perReplicaBatch = (plan.microBatch + replicas - 1) / replicas;
+  plan.smallestShard = (plan.globalBatch / t.accumulate) / replicas;
+  plan.stepsPerEpoch = (trainSamples + plan.globalBatch - 1) / plan.globalBatch;
+  plan.lastBatch = trainSamples - (plan.stepsPerEpoch - 1) * plan.globalBatch;
+  plan.baseLr = t.optimizer.learningRate;
+  plan.lrRule = t.lrScaling;
+  plan.lrFactor = t.lrScaling == "linear" ? replicas : t.lrScaling == "sqrt" ? std::sqrt(static_cast<double>(replicas)) : 1.0;
+  plan.lr = plan.baseLr * plan.lrFactor;
+  plan.warmupEpochs = t.warmupEpochs;
+  if (plan.smallestShard == 0)
+    plan.warnings.push_back("the global batch (" + std::to_string(plan.microBatch) + ") is smaller than the number of replicas (" +
+                            std::to_string(replicas) + "): some replicas get no samples and only wait");
+  const int64_t lastMicro = plan.lastBatch / t.accumulate;
+  if (lastMicro < replicas && plan.smallestShard > 0)
+    plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) + " samples: some replicas get none");
+  if (t.perDeviceBatch && replicas > 1 && t.lrScaling == "none")
+    plan.warnings.push_back("the global batch is " + std::to_string(replicas) + "x larger than on one device but the learning rate is unscaled: "
+                            "consider linear scaling with warm-up");
+  return plan;
+}
+
+std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(hashKeys(seed, 0x5EEDull, static_cast<uint64_t>(epoch)));
+  for (int64_t i = n - 1; i > 0; --i) std::swap(order[static_cast<size_t>(i)], order[rng.below(static_cast<uint64_t>(i + 1))]);
+  return order;
+}
+
+EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs) {
+  std::vector<int64_t> idx(static_cast<size_t>(data.size));
+  std::iota(idx.begin(), idx.end(), 0);
+  return s.evaluate(data, idx, outputs);
+}
+
+Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, TelemetryHub& hub, TrainerOptions options)
+    : project_(std::move(project)), data_(std::move(data)), hub_(hub), options_(std::move(options)) {
+  validate(project_);
+  StrategyOptions so;
+  so.devices = parseDevices(project_.distribute.devices);
+  so.allreduce = project_.distribute.allreduce;
+  so.bucketBytes = project_.distribute.bucketBytes;
+  so.threadsPerDevice = project_.distribute.threadsPerDevice;
+  const Dataset& train = data_->train;
+  Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
+  MetricKind metric = project_.training.metrics.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError)
+                                                        : parseMetric(project_.training.metrics.front());
+  plan_ = planRun(project_, so.devices.size(), train.size);
+  strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
+  // Check that the model fits the data before any time is spent.
+  Sequential& m = strategy_->model(0);
+  if (m.inFeatures() != train.featureCount())
+    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" + train.name +
+                    "', whose samples have shape " + shapeToString(train.sampleShape, false) + ": set model.input_shape to " +
+                    shapeToString(train.sampleShape, false));
+  if (loss.isClassification()) {
+    if (train.numClasses <= 0)
+      throw UserError("the loss " + loss.name() + " needs class labels, but '" + train.name + "' has regression targets: use mean_squared_error");
+    const int64_t want = loss.targetDim(m.outFeatures()) == 1 ? train.numClasses : m.outFeatures();
+    if (m.outFeatures() != want || (loss.targetDim(m.outFeatures()) == 1 && train.targetDim != 1))
+      throw UserError("the last layer '" + m.layer(m.layerCount() - 1).name + "' has " + std::to_string(m.outFeatures()) +
+                      " outputs but the data set has " + std::to_string(train.numClasses) + " classes: give it " +
+                      std::to_string(train.numClasses) + " units");
+  } else if (train.targetDim != m.outFeatures()) {
+    throw UserError("the last layer has " + std::to_string(m.outFeatures()) + " outputs but the targets have " +
+                    std::to_string(train.targetDim) + " values per sample");
+  }
+  strategy_->initialize(project_.training.seed);
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
+
+void Trainer::setPaused(bool p) {
+  {
+    std::lock_guard lock(pauseMu_);
+    paused_.store(p);
+  }
+  pauseCv_.notify_all();
+}
+
+nlohmann::json Trainer::effectiveConfig() const {
+  const auto& t = project_.training;
+  const auto& s = *strategy_;
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& d : s.options().devices.devices) names.push_back(d.label());
+  const auto pj = project_.toJson();
+  return {{"devices", project_.distribute.devices},
+          {"device_names", names},
+          {"replicas", plan_.replicas},
+          {"global_batch", plan_.globalBatch},
+          {"per_replica_batch", plan_.perReplicaBatch},
+          {"base_lr", plan_.baseLr},
+          {"lr", plan_.lr},
+          {"lr_scaling", plan_.lrRule},
+          {"warmup_epochs", plan_.warmupEpochs},
+          {"optimizer", pj["training"]["optimizer"]},
+          {"accumulate", t.accumulate},
+          {"allreduce", s.replicas() > 1 ? project_.distribute.allreduce : "none"},
+          {"bucket_bytes", project_.distribute.bucketBytes},
+          {"buckets", s.bucketCount()},
+          {"seed", t.seed},
+          {"epochs", t.epochs},
+          {"max_steps", options_.maxSteps},
+          {"threads_per_device", s.blasThreads()},
+          {"loss", t.loss},
+          {"dataset", data_->train.name},
+          {"train_samples", data_->train.size},
+          {"parameters", s.model(0).paramCount()}};
+}
+
+std::vector<std::string> Trainer::startLines() const {
+  const auto& s = *strategy_;
+  std::vector<std::string> lines;
+  lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + ")");
+  std::string batch = "global batch " + std::to_string(plan_.globalBatch);
+  if (plan_.replicas > 1 || plan_.accumulate > 1) {
+    batch += ", per-replica batch " + (plan_.smallestShard == plan_.perReplicaBatch ? std::to_string(plan_.perReplicaBatch)
+                                                                                    : std::to_string(plan_.smallestShard) + "-" +
+                                                                                          std::to_string(plan_.perReplicaBatch));
+    if (plan_.accumulate > 1) batch += ", " + std::to_string(plan_.accumulate) + " micro-batches of " + std::to_string(plan_.microBatch);
+  }
+  batch += "; " + std::to_string(plan_.stepsPerEpoch) + " steps per epoch";
+  lines.push_back(batch);
+  std::string lr = "learning rate " + fmtNum(plan_.lr);
+  if (plan_.replicas > 1 && plan_.lrRule != "none")
+    lr += " = " + fmtNum(plan_.baseLr) + " x " + fmtNum(plan_.lrFactor) + " (" + plan_.lrRule + " scaling for " +
+          std::to_string(plan_.replicas) + " replicas)";
+  else if (plan_.replicas > 1)
+    lr += " (no scaling rule: the same rate as on one device)";
+  if (plan_.warmupEpochs > 0) lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
+  lines.push_back(lr);
+  if (s.replicas() > 1) {
+    char b[160];
+    std::snprintf(b, sizeof b, "all-reduce: %s over host memory, %d bucket%s of up to %.2f MiB, started during backward",
+                  s.allReduceName().c_str(), s.bucketCount(), s.bucketCount() == 1 ? "" : "s",
+                  static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
+    lines.push_back(b);
+  } else {
+    lines.push_back("all-reduce: none (one replica)");
+  }
+  for (const auto& w : plan_.warnings) lines.push_back("warning: " + w);
+  return lines;
+}
+
+RunFinished Trainer::run() {
+  t0_ = steadyNs();
+  MirroredStrategy& s = *strategy_;
+  const Dataset& train = data_->train;
+  const Dataset* val = data_->validation ? &*data_->validation : nullptr;
+  const auto& tr = project_.training;
+  const int n = s.replicas();
+  const int64_t spe = plan_.stepsPerEpoch;
+  const int64_t totalSteps = options_.maxSteps > 0 ? std::min<int64_t>(options_.maxSteps, spe * tr.epochs) : spe * tr.epochs;
+  const int epochs = static_cast<int>((totalSteps + spe - 1) / spe);
+
+  RunStarted started;
+  started.runName = options_.runName.empty() ? project_.name : options_.runName;
+  started.projectJson = project_.toJson().dump();
+  started.configJson = effectiveConfig().dump();
+  for (const auto& d : s.options().devices.devices)
+    started.devices.push_back(d.label() + (d.kind == DeviceKind::Cpu ? " (simulated)" : ""));
+  started.replicas = n;
+  started.globalBatch = plan_.globalBatch;
+  started.perReplicaBatch = plan_.perReplicaBatch;
+  started.baseLr = plan_.baseLr;
+  started.lr = plan_.lr;
+  started.epochs = epochs;
+  started.stepsPerEpoch = spe;
+  started.totalSteps = totalSteps;
+  for (const auto& l : startLines()) started.description += l + "\n";
+  hub_.publish(started);
+
+  const double warmupSteps = plan_.warmupEpochs * static_cast<double>(spe);
+  const int64_t memBytes = s.model(0).paramCount() * 4 * 2 + s.model(0).activationBytes(plan_.perReplicaBatch);
+  std::vector<double> utilCompute(static_cast<size_t>(n), 0.0);
+  double utilWall = 0, lastSample = 0;
+  RunFinished fin;
+  int64_t step = 0;
+  std::optional<double> lastValLoss, lastValMetric;
+
+  auto finish = [&](RunStatus st, std::string msg) {
+    fin.status = st;
+    fin.message = std::move(msg);
+    fin.seconds = wall();
+    fin.steps = step;
+    fin.finalValLoss = lastValLoss;
+    fin.finalValMetric = lastValMetric;
+    hub_.publish(fin);
+    return fin;
+  };
+
+  try {
+    for (int epoch = 1; epoch <= epochs; ++epoch) {
+      const auto order = epochOrder(train.size, tr.seed, epoch);
+      const double epochStart = wall();
+      double lossSum = 0, metricSum = 0, arTime = 0, waitTime = 0, allTime = 0;
+      int64_t samples = 0;
+      for (int64_t i = 0; i < spe && step < totalSteps; ++i) {
+        if (paused_.load()) {
+          std::unique_lock lock(pauseMu_);
+          pauseCv_.wait(lock, [&] { return !paused_.load() || cancel_.load(); });
+        }
+        if (cancel_.load()) return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));
+        const int64_t lo = i * plan_.globalBatch, hi = std::min<int64_t>(lo + plan_.globalBatch, train.size);
+        double lr = plan_.lr;
+        if (warmupSteps > 0 && static_cast<double>(step) < warmupSteps)
+          lr = plan_.baseLr + (plan_.lr - plan_.baseLr) * static_cast<double>(step) / warmupSteps;
+        const double t = wall();
+        ++step;
+        StepResult r = s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
+                                   tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
+        const double t2 = wall();
+        if (!r.finite) {
+          const auto& dev = s.options().devices.devices[static_cast<size_t>(r.badReplica)];
+          return finish(RunStatus::Diverged, "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " +
+                                                 std::to_string(epoch) + ") on replica " + std::to_string(r.badReplica) + " (" +
+                                                 dev.label() + "): lower the learning rate");
+        }
+        StepEvent ev;
+        ev.step = step;
+        ev.epoch = epoch;
+        ev.stepInEpoch = i + 1;
+        ev.stepsPerEpoch = spe;
+        ev.samples = r.samples;
+        ev.loss = r.lossSum / static_cast<double>(r.samples);
+        ev.metric = r.metricSum / static_cast<double>(r.samples);
+        ev.lr = lr;
+        ev.stepTime = t2 - t;
+        ev.wallTime = t2;
+        for (const auto& rs : r.replicas) {
+          arTime += rs.phases.allreduce;
+          waitTime += rs.phases.wait;
+          allTime += rs.phases.total();
+          utilCompute[static_cast<size_t>(rs.replica)] += rs.phases.compute();
+        }
+        utilWall += ev.stepTime;
+        ev.replicas = std::move(r.replicas);
+        lossSum += r.lossSum;
+        metricSum += r.metricSum;
+        samples += r.samples;
+        hub_.publish(ev);
+        if (t2 - lastSample >= options_.sampleInterval && utilWall > 0) {
+          for (int d = 0; d < n; ++d) {
+            DeviceSample ds;
+            ds.wallTime = t2;
+            ds.device = d;
+            ds.utilization = std::min(1.0, utilCompute[static_cast<size_t>(d)] / utilWall);
+            ds.memoryBytes = static_cast<double>(memBytes);
+            hub_.publish(ds);
+            utilCompute[static_cast<size_t>(d)] = 0;
+          }
+          utilWall = 0;
+          lastSample = t2;
+        }
+      }
+      EpochEvent ep;
+      ep.epoch = epoch;
+      ep.seconds = wall() - epochStart;
+      ep.trainLoss = samples ? lossSum / static_cast<double>(samples) : 0;
+      ep.trainMetric = samples ? metricSum / static_cast<double>(samples) : 0;
+      ep.samplesPerSec = ep.seconds > 0 ? static_cast<double>(samples) / ep.seconds : 0;
+      ep.allreduceShare = allTime > 0 ? arTime / allTime : 0;
+      ep.waitShare = allTime > 0 ? waitTime / allTime : 0;
+      ep.checksums = s.checksums();
+      for (size_t r = 1; r < ep.checksums.size(); ++r) {
+        if (ep.checksums[r] != ep.checksums[0]) {
+          ep.inSync = false;
+          hub_.publish(ep);
+          return finish(RunStatus::Failed, "replica " + std::to_string(r) + " (" + s.options().devices.devices[r].label() +
+                                               ") is out of sync with replica 0 after epoch " + std::to_string(epoch) +
+                                               " (weight checksums differ)");
+        }
+      }
+      if (val && val->size > 0) {
+        EvalResult e = evaluateAll(s, *val);
+        ep.valLoss = lastValLoss = e.lossSum / static_cast<double>(e.samples);
+        ep.valMetric = lastValMetric = e.metricSum / static_cast<double>(e.samples);
+      }
+      ep.wallTime = wall();
+      hub_.publish(ep);
+    }
+  } catch (const std::exception& e) {
+    return finish(RunStatus::Failed, e.what());
+  }
+  return finish(RunStatus::Finished, "");
+}
+
+}  // namespace ml

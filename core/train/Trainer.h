@@ -1,0 +1,88 @@
+// The training loop around the mirrored strategy: epochs, per-epoch shuffling keyed by seed,
+// the learning-rate scaling rule with warm-up, validation, replica checksums, divergence and
+// cancellation, and the telemetry events everyone else consumes. The CLI and the studio both
+// drive training through this class; it never prints.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "data/Dataset.h"
+#include "distribute/MirroredStrategy.h"
+#include "project/Project.h"
+#include "telemetry/Channel.h"
+
+namespace ml {
+
+// The batch / learning-rate arithmetic of a run, computed before it starts (also for the UI's
+// "what will happen" sentence and warnings).
+struct RunPlan {
+  int replicas = 1;
+  int64_t globalBatch = 0;      // samples per optimizer update
+  int64_t microBatch = 0;       // samples per micro-batch (globalBatch / accumulate)
+  int64_t perReplicaBatch = 0;  // largest shard of a micro-batch
+  int64_t smallestShard = 0;
+  int accumulate = 1;
+  int64_t trainSamples = 0;
+  int64_t stepsPerEpoch = 0;
+  int64_t lastBatch = 0;        // samples in the last (partial) update of an epoch
+  double baseLr = 0, lr = 0, lrFactor = 1;
+  std::string lrRule;           // none | linear | sqrt
+  double warmupEpochs = 0;
+  std::vector<std::string> warnings;
+  std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.001 x 4 = 0.004, ..."
+};
+
+// Throws UserError for an impossible configuration (batch larger than the data set, ...).
+RunPlan planRun(const Project& p, int replicas, int64_t trainSamples);
+
+struct TrainerOptions {
+  int64_t maxSteps = 0;         // stop after this many updates (0: all epochs)
+  std::string runName;
+  double sampleInterval = 0.1;  // seconds between device samples
+};
+
+class Trainer {
+ public:
+  // The data set is shared so the studio can keep it loaded between runs.
+  Trainer(Project project, std::shared_ptr<const DataSplit> data, TelemetryHub& hub, TrainerOptions options = {});
+  ~Trainer();
+
+  // Runs to the end on the calling thread. Never throws for run-time failures: they end as a
+  // RunFinished event (also returned) with status failed / diverged / cancelled.
+  RunFinished run();
+  void requestCancel() { cancel_.store(true); resume(); }
+  void setPaused(bool paused);
+  void resume() { setPaused(false); }
+  bool paused() const { return paused_.load(); }
+
+  const RunPlan& plan() const { return plan_; }
+  MirroredStrategy& strategy() { return *strategy_; }
+  const Project& project() const { return project_; }
+  nlohmann::json effectiveConfig() const;
+  std::vector<std::string> startLines() const;
+
+ private:
+  double wall() const;
+
+  Project project_;
+  std::shared_ptr<const DataSplit> data_;
+  TelemetryHub& hub_;
+  TrainerOptions options_;
+  RunPlan plan_;
+  std::unique_ptr<MirroredStrategy> strategy_;
+  std::atomic<bool> cancel_{false}, paused_{false};
+  std::mutex pauseMu_;
+  std::condition_variable pauseCv_;
+  int64_t t0_ = 0;
+};
+
+// Evaluates a data set (all samples, in order) with the strategy.
+EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs = nullptr);
+// Per-epoch shuffle: a permutation of [0, n) keyed by (seed, epoch), independent of replicas.
+std::vector<int64_t> epochOrder(int64_t n, uint64_t seed, int epoch);
+
+}  // namespace ml

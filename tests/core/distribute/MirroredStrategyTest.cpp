@@ -1,0 +1,161 @@
+// The mirrored-step invariant: N replicas with global batch B give the same weights as one
+// replica with batch B (to float rounding), for any N, with unequal and empty shards, SGD and
+// Adam, dropout on; and the replicas are bit-identical after every step.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "TestData.h"
+#include "distribute/MirroredStrategy.h"
+#include "train/Trainer.h"
+
+namespace {
+
+using mltest::makeClassification;
+using mltest::makeModel;
+using mltest::relDiff;
+
+ml::OptimizerSpec optimizer(const std::string& name) {
+  ml::OptimizerSpec o;
+  o.name = name;
+  o.learningRate = 0.01;  // the rate itself is passed to each step
+  o.momentum = name == "sgd" ? 0.9 : 0.0;
+  return o;
+}
+
+std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, const std::string& opt, bool dropout, const std::string& algo = "ring",
+                                                   int64_t bucketBytes = 1 << 20) {
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices("cpu:" + std::to_string(n));
+  so.allreduce = algo;
+  so.bucketBytes = bucketBytes;
+  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
+  s->initialize(11);
+  return s;
+}
+
+// Runs `steps` updates of batch B over a fixed order; checks replicas stay bit-identical.
+std::vector<float> train(ml::MirroredStrategy& s, const ml::Dataset& d, int64_t B, int steps, int accumulate = 1,
+                         float lr = 0.01f) {
+  const auto order = ml::epochOrder(d.size, 5, 1);
+  for (int k = 0; k < steps; ++k) {
+    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
+    const auto r = s.trainStep(d, idx, accumulate, lr, static_cast<uint64_t>(k + 1));
+    EXPECT_TRUE(r.finite);
+    EXPECT_EQ(r.samples, B);
+    const auto sums = s.checksums();
+    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
+  }
+  auto p = s.model(0).params();
+  return {p.begin(), p.end()};
+}
+
+const ml::Dataset& data() {
+  static const ml::Dataset d = makeClassification(1000);
+  return d;
+}
+
+class Invariant : public ::testing::TestWithParam<std::tuple<std::string, int64_t>> {};
+
+TEST_P(Invariant, NReplicasGiveTheWeightsOfOneReplica) {
+  const auto [opt, B] = GetParam();
+  const int steps = 4;
+  auto one = makeStrategy(1, opt, true);
+  const auto ref = train(*one, data(), B, steps);
+  for (int n : {2, 3, 4, 7}) {
+    auto s = makeStrategy(n, opt, true);
+    const auto w = train(*s, data(), B, steps);
+    EXPECT_LT(relDiff(w, ref), 1e-5) << n << " replicas, " << opt << ", global batch " << B;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(OptimizersAndBatches, Invariant,
+                         ::testing::Combine(::testing::Values("sgd", "adam"), ::testing::Values(64, 100, 13)));
+
+TEST(MirroredStrategy, ReduceToOneGivesTheSameWeightsAsRing) {
+  auto a = makeStrategy(3, "adam", true, "ring");
+  auto b = makeStrategy(3, "adam", true, "reduce-to-one");
+  EXPECT_LT(relDiff(train(*a, data(), 100, 3), train(*b, data(), 100, 3)), 1e-5);
+}
+
+TEST(MirroredStrategy, BucketBoundariesDoNotChangeTheResult) {
+  auto ref = makeStrategy(1, "sgd", false);
+  const auto want = train(*ref, data(), 64, 3);
+  const int64_t params = ref->model(0).paramCount();
+  // one bucket exactly, one float short, one float per bucket, and a size cutting a layer in two
+  for (int64_t bytes : {params * 4, params * 4 - 4, int64_t{4}, int64_t{4 * 100}}) {
+    auto s = makeStrategy(3, "sgd", false, "ring", bytes);
+    EXPECT_LT(relDiff(train(*s, data(), 64, 3), want), 1e-5) << "bucket bytes " << bytes << ", buckets " << s->bucketCount();
+  }
+}
+
+TEST(MirroredStrategy, EmptyShardsContributeZeroAndNeverHang) {
+  // Global batch 3 on 7 replicas: four replicas get no samples.
+  auto one = makeStrategy(1, "sgd", true);
+  auto seven = makeStrategy(7, "sgd", true);
+  const auto ref = train(*one, data(), 3, 5);
+  EXPECT_LT(relDiff(train(*seven, data(), 3, 5), ref), 1e-5);
+}
+
+TEST(MirroredStrategy, AccumulationOfKMicroBatchesEqualsOneBatch) {
+  auto whole = makeStrategy(1, "adam", true);
+  const auto ref = train(*whole, data(), 64, 3, 1);
+  for (int n : {1, 2, 3}) {
+    auto acc = makeStrategy(n, "adam", true);
+    EXPECT_LT(relDiff(train(*acc, data(), 64, 3, 4), ref), 1e-5) << n << " replicas, 4 micro-batches of 16";
+  }
+}
+
+TEST(MirroredStrategy, EveryPhaseIsTimedAndSamplesAreCounted) {
+  auto s = makeStrategy(2, "sgd", false);
+  std::vector<int64_t> idx(101);
+  std::iota(idx.begin(), idx.end(), 0);
+  const auto r = s->trainStep(data(), idx, 1, 0.1f, 1);
+  ASSERT_EQ(r.replicas.size(), 2u);
+  EXPECT_EQ(r.replicas[0].samples, 50);
+  EXPECT_EQ(r.replicas[1].samples, 51);
+  for (const auto& rs : r.replicas) {
+    EXPECT_GT(rs.phases.forward, 0);
+    EXPECT_GT(rs.phases.backward, 0);
+    EXPECT_GT(rs.phases.optimizer, 0);
+    EXPECT_GE(rs.phases.allreduce, 0);
+    EXPECT_GE(rs.phases.wait, 0);
+  }
+}
+
+TEST(MirroredStrategy, EvaluateGivesTheSameOutputsForAnyReplicaCount) {
+  auto one = makeStrategy(1, "sgd", true);
+  auto four = makeStrategy(4, "sgd", true);
+  std::vector<int64_t> idx(37);
+  std::iota(idx.begin(), idx.end(), 5);
+  std::vector<float> a(37 * 4), b(37 * 4);
+  const auto ra = one->evaluate(data(), idx, a.data());
+  const auto rb = four->evaluate(data(), idx, b.data());
+  EXPECT_EQ(ra.samples, 37);
+  EXPECT_EQ(rb.samples, 37);
+  EXPECT_NEAR(ra.lossSum, rb.lossSum, 1e-4);
+  // Same weights and rows; only the BLAS blocking differs with the shard size.
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-6) << i;
+}
+
+TEST(MirroredStrategy, NonFiniteGradientNamesTheReplica) {
+  ml::Dataset d = data();
+  // Sample 7 gets an infinite feature. With an identity order and 3 replicas over batch 30,
+  // it lands in replica 0's shard (rows 0..9).
+  d.x[7 * 12] = std::numeric_limits<float>::infinity();
+  auto s = makeStrategy(3, "sgd", false);
+  std::vector<int64_t> idx(30);
+  std::iota(idx.begin(), idx.end(), 0);
+  auto r = s->trainStep(d, idx, 1, 0.1f, 1);
+  EXPECT_FALSE(r.finite);
+  EXPECT_EQ(r.badReplica, 0);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::swap(idx[7], idx[25]);  // now it is row 25: replica 2 (rows 20..29)
+  auto s2 = makeStrategy(3, "sgd", false);
+  r = s2->trainStep(d, idx, 1, 0.1f, 1);
+  EXPECT_FALSE(r.finite);
+  EXPECT_EQ(r.badReplica, 2);
+}
+
+}  // namespace

@@ -1,0 +1,52 @@
+// Small deterministic data sets and models for the distribute and train tests.
+#pragma once
+#include <cmath>
+
+#include "data/Dataset.h"
+#include "nn/Rng.h"
+#include "project/Project.h"
+
+namespace mltest {
+
+// n samples of `features` values in [-1, 1]; label = which of 4 sectors a projection falls in.
+inline ml::Dataset makeClassification(int64_t n, int features = 12, uint64_t seed = 3) {
+  ml::Dataset d;
+  d.name = "test set";
+  d.sampleShape = {features};
+  d.size = n;
+  d.numClasses = 4;
+  ml::Rng rng(seed);
+  for (int64_t i = 0; i < n; ++i) {
+    double a = 0, b = 0;
+    for (int f = 0; f < features; ++f) {
+      const float v = static_cast<float>(rng.uniform(-1, 1));
+      d.x.push_back(v);
+      a += (f % 2 ? v : -v) * (1 + f % 3);
+      b += v * (f % 4 - 1.5);
+    }
+    d.y.push_back(static_cast<float>((a > 0 ? 1 : 0) + (b > 0 ? 2 : 0)));
+  }
+  return d;
+}
+
+inline ml::ModelSpec makeModel(bool dropout, int features = 12) {
+  ml::ModelSpec m;
+  m.inputShape = {features};
+  m.layers.push_back({"Dense", "", {{"units", 16}, {"activation", "relu"}}});
+  if (dropout) m.layers.push_back({"Dropout", "", {{"rate", 0.3}}});
+  m.layers.push_back({"Dense", "", {{"units", 8}, {"activation", "tanh"}}});
+  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  return m;
+}
+
+// max |a - b| / max |b|
+inline double relDiff(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return num / std::max(den, 1e-30);
+}
+
+}  // namespace mltest

@@ -1,0 +1,192 @@
+// The training loop: plan arithmetic, learning-rate rule and warm-up, pinned losses of a
+// fixed-seed run, cancellation, divergence naming the step and replica, dropped telemetry.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "Error.h"
+#include "TestData.h"
+#include "train/Trainer.h"
+
+namespace {
+
+ml::Project makeProject(const std::string& devices, int64_t batch) {
+  ml::Project p;
+  p.name = "trainer test";
+  p.model = mltest::makeModel(true);
+  p.data.kind = "spirals";  // not loaded: the tests hand the data in
+  p.training.epochs = 2;
+  p.training.batchSize = batch;
+  p.training.optimizer.name = "adam";
+  p.training.optimizer.learningRate = 0.01;
+  p.training.seed = 42;
+  p.distribute.devices = devices;
+  return p;
+}
+
+std::shared_ptr<const ml::DataSplit> makeData(int64_t n = 600) {
+  auto s = std::make_shared<ml::DataSplit>();
+  s->train = mltest::makeClassification(n);
+  s->validation = mltest::makeClassification(200, 12, 99);
+  return s;
+}
+
+std::vector<ml::Event> drainAll(ml::Channel& ch) {
+  std::vector<ml::Event> out;
+  ch.drain(out);
+  return out;
+}
+
+TEST(RunPlan, SpellsOutReplicasBatchAndLearningRate) {
+  auto p = makeProject("cpu:4", 64);
+  p.training.perDeviceBatch = true;
+  p.training.lrScaling = "linear";
+  p.training.warmupEpochs = 1;
+  p.training.optimizer.learningRate = 0.001;
+  const auto plan = ml::planRun(p, 4, 60000);
+  EXPECT_EQ(plan.globalBatch, 256);
+  EXPECT_EQ(plan.perReplicaBatch, 64);
+  EXPECT_DOUBLE_EQ(plan.lr, 0.004);
+  EXPECT_EQ(plan.stepsPerEpoch, 235);
+  EXPECT_EQ(plan.sentence(), "4 replicas x 64 = 256 samples per step; learning rate 0.001 x 4 = 0.004, linear scaling, 1 epoch warm-up");
+}
+
+TEST(RunPlan, ImpossibleBatchesAreUserErrorsAndSmallOnesWarn) {
+  auto p = makeProject("cpu:4", 100000);
+  try {
+    ml::planRun(p, 4, 60000);
+    FAIL();
+  } catch (const ml::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("larger than the training set (60000 samples)"), std::string::npos) << e.what();
+  }
+  p.training.batchSize = 3;
+  const auto plan = ml::planRun(p, 4, 60000);
+  ASSERT_FALSE(plan.warnings.empty());
+  EXPECT_NE(plan.warnings[0].find("smaller than the number of replicas"), std::string::npos);
+  p.training.perDeviceBatch = true;
+  p.training.batchSize = 64;
+  EXPECT_NE(ml::planRun(p, 4, 60000).warnings.back().find("learning rate is unscaled"), std::string::npos);
+}
+
+TEST(Trainer, FirstTenLossesOfAFixedSeedRunArePinned) {
+  // Regenerate only on purpose: a change here means training is no longer the same computation.
+  const double pinned[10] = {1.563115, 1.396753, 1.397063, 1.303889, 1.286757, 1.235246, 1.276163, 1.330096, 1.271741, 1.248066};
+  for (const char* devices : {"cpu:1", "cpu:3"}) {
+    ml::TelemetryHub hub;
+    auto ch = hub.subscribe();
+    ml::TrainerOptions o;
+    o.maxSteps = 10;
+    ml::Trainer t(makeProject(devices, 32), makeData(), hub, o);
+    const auto fin = t.run();
+    ASSERT_EQ(fin.status, ml::RunStatus::Finished) << fin.message;
+    int k = 0;
+    for (const auto& e : drainAll(*ch))
+      if (const auto* s = std::get_if<ml::StepEvent>(&e)) {
+        ASSERT_LT(k, 10);
+        EXPECT_NEAR(s->loss, pinned[k], 2e-5) << devices << " step " << s->step;
+        ++k;
+      }
+    EXPECT_EQ(k, 10);
+  }
+}
+
+TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
+  auto p = makeProject("cpu:2", 60);
+  p.training.lrScaling = "linear";
+  p.training.warmupEpochs = 1;  // 10 steps of 60 over 600 samples
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe();
+  ml::TrainerOptions o;
+  o.maxSteps = 12;
+  ml::Trainer t(p, makeData(), hub, o);
+  EXPECT_DOUBLE_EQ(t.plan().lr, 0.02);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  std::vector<double> lrs;
+  for (const auto& e : drainAll(*ch))
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) lrs.push_back(s->lr);
+  ASSERT_EQ(lrs.size(), 12u);
+  EXPECT_DOUBLE_EQ(lrs[0], 0.01);
+  EXPECT_NEAR(lrs[5], 0.015, 1e-12);
+  EXPECT_DOUBLE_EQ(lrs[10], 0.02);
+  EXPECT_DOUBLE_EQ(lrs[11], 0.02);
+}
+
+TEST(Trainer, CancelStopsWithinOneStepMidEpoch) {
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe();
+  auto p = makeProject("cpu:2", 8);
+  p.training.epochs = 50;
+  ml::Trainer t(p, makeData(), hub);
+  ml::RunFinished fin;
+  std::thread worker([&] { fin = t.run(); });
+  int64_t seen = 0;
+  while (seen < 5) {
+    ch->waitFor(std::chrono::milliseconds(10));
+    for (const auto& e : drainAll(*ch))
+      if (std::holds_alternative<ml::StepEvent>(e)) ++seen;
+  }
+  t.requestCancel();
+  worker.join();
+  EXPECT_EQ(fin.status, ml::RunStatus::Cancelled);
+  EXPECT_LT(fin.steps, 75 * 50);
+  EXPECT_GE(fin.steps, 5);
+}
+
+TEST(Trainer, DivergenceNamesTheStepAndTheReplica) {
+  auto data = std::make_shared<ml::DataSplit>(*makeData());
+  const int64_t bad = 123;
+  data->train.x[static_cast<size_t>(bad * 12 + 3)] = std::numeric_limits<float>::quiet_NaN();
+  // Where does sample 123 land? Epoch 1's order, batch 50, 3 replicas.
+  const auto order = ml::epochOrder(data->train.size, 42, 1);
+  const int64_t pos = std::find(order.begin(), order.end(), bad) - order.begin();
+  const int64_t step = pos / 50 + 1, row = pos % 50;
+  int replica = 0;
+  while (ml::shardRange(50, replica, 3).second <= row) ++replica;
+  ml::TelemetryHub hub;
+  ml::Trainer t(makeProject("cpu:3", 50), data, hub);
+  const auto fin = t.run();
+  EXPECT_EQ(fin.status, ml::RunStatus::Diverged);
+  EXPECT_EQ(fin.steps, step);
+  EXPECT_NE(fin.message.find("at step " + std::to_string(step) + " "), std::string::npos) << fin.message;
+  EXPECT_NE(fin.message.find("on replica " + std::to_string(replica) + " "), std::string::npos) << fin.message;
+}
+
+TEST(Trainer, ASlowConsumerLosesEventsNotTrainingSpeed) {
+  ml::TelemetryHub hub;
+  auto tiny = hub.subscribe(4);  // never drained
+  auto full = hub.subscribe();
+  ml::TrainerOptions o;
+  o.maxSteps = 30;
+  ml::Trainer t(makeProject("cpu:2", 16), makeData(), hub, o);
+  EXPECT_EQ(t.run().status, ml::RunStatus::Finished);
+  EXPECT_GT(tiny->dropped(), 20u);
+  EXPECT_EQ(full->dropped(), 0u);
+  int steps = 0;
+  for (const auto& e : drainAll(*full)) steps += std::holds_alternative<ml::StepEvent>(e);
+  EXPECT_EQ(steps, 30);
+}
+
+TEST(Trainer, EpochsReportValidationSyncSharesAndEqualChecksums) {
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe();
+  auto p = makeProject("cpu:3", 40);
+  p.training.epochs = 3;
+  ml::Trainer t(p, makeData(), hub);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  std::vector<ml::EpochEvent> epochs;
+  for (const auto& e : drainAll(*ch))
+    if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs.push_back(*ep);
+  ASSERT_EQ(epochs.size(), 3u);
+  for (const auto& ep : epochs) {
+    ASSERT_EQ(ep.checksums.size(), 3u);
+    EXPECT_TRUE(ep.inSync);
+    EXPECT_EQ(ep.checksums[0], ep.checksums[2]);
+    ASSERT_TRUE(ep.valMetric.has_value());
+    EXPECT_GE(ep.allreduceShare + ep.waitShare, 0.0);
+    EXPECT_LE(ep.allreduceShare + ep.waitShare, 1.0);
+  }
+  EXPECT_LT(epochs.back().trainLoss, epochs.front().trainLoss);
+  EXPECT_GT(*epochs.back().valMetric, 0.5);  // 4 classes: well above chance
+}
+
+}  // namespace
