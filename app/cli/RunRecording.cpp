@@ -1,17 +1,56 @@
-// Temporary until the recorder lands: recording is wired in the next commit.
 #include "RunRecording.h"
+
+#include <cstdio>
+#include <filesystem>
+
+#include "store/Recorder.h"
+#include "store/RunStore.h"
 
 namespace mlcli {
 
 void RecordingArgs::addTo(CLI::App* cmd) {
-  cmd->add_option("--db", db, "Run store (SQLite) to record into (default: $MIRRORLAB_DB or ~/.local/share/mirrorlab/runs.sqlite)");
+  cmd->add_option("--db", db, "Run store (SQLite) to record into (default: $MIRRORLAB_DB, else ~/.local/share/mirrorlab/runs.sqlite)");
   cmd->add_flag("--no-record", noRecord, "Do not record this run");
 }
-struct RunRecording::Impl {};
-std::unique_ptr<RunRecording> RunRecording::open(const RecordingArgs&, ml::TelemetryHub&) { return nullptr; }
-RunRecording::~RunRecording() = default;
-void RunRecording::finish() {}
-void RunRecording::addArtifact(const std::string&, const std::string&, uint64_t) {}
-std::optional<int64_t> RunRecording::runId() const { return std::nullopt; }
+
+struct RunRecording::Impl {
+  std::unique_ptr<ml::Recorder> recorder;
+  std::optional<int64_t> id;
+};
+
+std::unique_ptr<RunRecording> RunRecording::open(const RecordingArgs& args, ml::TelemetryHub& hub) {
+  if (args.noRecord) return nullptr;
+  std::unique_ptr<RunRecording> r(new RunRecording());
+  r->path_ = args.db.empty() ? ml::defaultStorePath() : args.db;
+  r->impl_ = std::make_unique<Impl>();
+  // Opening validates the store (and that it is writable) now, before any training.
+  r->impl_->recorder = std::make_unique<ml::Recorder>(r->path_, hub.subscribe(1 << 18));
+  return r;
+}
+
+RunRecording::~RunRecording() {
+  if (impl_ && impl_->recorder) impl_->recorder->stop();
+}
+
+void RunRecording::finish() {
+  if (!impl_->recorder) return;
+  impl_->recorder->stop();
+  impl_->id = impl_->recorder->runId();
+  if (const std::string err = impl_->recorder->error(); !err.empty())
+    std::fprintf(stderr, "warning: the run store %s could not record everything: %s\n", path_.c_str(), err.c_str());
+}
+
+void RunRecording::addArtifact(const std::string& path, const std::string& kind, uint64_t checksum) {
+  if (!impl_->id) return;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(checksum));
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  const auto size = std::filesystem::file_size(path, ec);
+  auto store = ml::RunStore::open(path_);
+  store.addArtifact(*impl_->id, ec ? path : abs.string(), kind, hex, ec ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(size)));
+}
+
+std::optional<int64_t> RunRecording::runId() const { return impl_->id; }
 
 }  // namespace mlcli

@@ -2,10 +2,7 @@
 #include <cstdio>
 
 #include "Commands.h"
-#if __has_include("RunsCommand.h")
 #include "RunsCommand.h"
-#define HAVE_RUNS 1
-#endif
 
 int main(int argc, char** argv) {
   CLI::App app{"Mirrorlab: synchronous data-parallel (mirrored) training on CPU devices and GPUs"};
@@ -15,9 +12,7 @@ int main(int argc, char** argv) {
   mlcli::addTrainCommand(app, exitCode);
   mlcli::addScaleCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
-#ifdef HAVE_RUNS
   addRunsCommand(app, exitCode);
-#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

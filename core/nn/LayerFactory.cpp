@@ -22,6 +22,7 @@ const std::vector<LayerKind>& layerKinds() {
 }
 
 static void checkArgs(const LayerSpec& s, const std::string& where, const nlohmann::json& allowed) {
+  if (s.args.is_null()) return;
   if (!s.args.is_object()) throw UserError(where + ": arguments must be a JSON object");
   for (auto it = s.args.begin(); it != s.args.end(); ++it) {
     if (!allowed.contains(it.key())) {

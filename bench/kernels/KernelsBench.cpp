@@ -1,0 +1,114 @@
+// Microbenchmarks of the main kernels at the shapes of the example models: Dense forward and
+// backward, fused softmax-cross-entropy, the optimizer step, and raw sgemm as the ceiling.
+// GFLOP/s are reported as counters so they can be read against the sgemm peak of the same run.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include "nn/Dense.h"
+#include "nn/Loss.h"
+#include "nn/Optimizer.h"
+#include "nn/Rng.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace {
+
+void fill(std::vector<float>& v, uint64_t seed) {
+  ml::Rng r(seed);
+  for (auto& x : v) x = static_cast<float>(r.uniform(-1, 1));
+}
+
+struct DenseFixture {
+  ml::Dense d;
+  std::vector<float> p, g, x, y, dy, dx;
+  DenseFixture(int64_t in, int64_t out, int64_t n) : d(out, ml::Act::Relu) {
+    d.name = "dense";
+    d.build({in});
+    p.resize(static_cast<size_t>(d.paramCount()));
+    g.resize(p.size());
+    d.bind(p.data(), g.data());
+    d.initialize(1);
+    x.resize(static_cast<size_t>(n * in));
+    y.resize(static_cast<size_t>(n * out));
+    dy.resize(y.size());
+    dx.resize(x.size());
+    fill(x, 2);
+    fill(dy, 3);
+  }
+};
+
+void threads(benchmark::State& s) { openblas_set_num_threads(static_cast<int>(s.range(3))); }
+
+void BM_DenseForward(benchmark::State& s) {
+  threads(s);
+  DenseFixture f(s.range(0), s.range(1), s.range(2));
+  ml::StepContext ctx;
+  for (auto _ : s) f.d.forward(f.x.data(), f.y.data(), s.range(2), ctx);
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
+                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_DenseBackward(benchmark::State& s) {
+  threads(s);
+  DenseFixture f(s.range(0), s.range(1), s.range(2));
+  ml::StepContext ctx;
+  f.d.forward(f.x.data(), f.y.data(), s.range(2), ctx);
+  std::vector<float> dy = f.dy;
+  for (auto _ : s) {
+    std::copy(f.dy.begin(), f.dy.end(), dy.begin());
+    f.d.backward(f.x.data(), f.y.data(), dy.data(), f.dx.data(), s.range(2), ctx);
+  }
+  s.counters["GFLOP/s"] = benchmark::Counter(4.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
+                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_Sgemm(benchmark::State& s) {
+  openblas_set_num_threads(static_cast<int>(s.range(1)));
+  const int n = static_cast<int>(s.range(0));
+  std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size());
+  fill(a, 1);
+  fill(b, 2);
+  for (auto _ : s) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0, c.data(), n);
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * static_cast<double>(n) * static_cast<double>(s.iterations()),
+                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+void BM_SoftmaxCrossEntropy(benchmark::State& s) {
+  const int64_t n = s.range(0), k = 10;
+  std::vector<float> p(static_cast<size_t>(n * k)), y(static_cast<size_t>(n)), g(p.size());
+  fill(p, 4);
+  for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = static_cast<float>(i % k);
+  ml::Loss loss = ml::Loss::make("sparse_categorical_crossentropy", true);
+  for (auto _ : s) benchmark::DoNotOptimize(loss.compute(p.data(), y.data(), n, k, g.data()));
+  s.SetItemsProcessed(s.iterations() * n);
+}
+
+void BM_OptimizerStep(benchmark::State& s, const char* name) {
+  const int64_t n = s.range(0);
+  ml::OptimizerSpec spec;
+  spec.name = name;
+  spec.momentum = std::string(name) == "sgd" ? 0.9 : 0.0;
+  auto opt = ml::Optimizer::make(spec, n);
+  std::vector<float> p(static_cast<size_t>(n)), g(p.size());
+  fill(p, 5);
+  fill(g, 6);
+  for (auto _ : s) opt->step(p, g, 1.0f / 128, 0.001f);
+  s.SetItemsProcessed(s.iterations() * n);
+  s.SetBytesProcessed(s.iterations() * n * 4 * 4);
+}
+
+}  // namespace
+
+// {in, out, batch, BLAS threads}: the default MLP (784-128, 128-10 at 128) and 784-512-512-10 at 256.
+#define DENSE_SHAPES(B)                                                                                                     \
+  B->Args({784, 128, 128, 1})->Args({784, 128, 128, 2})->Args({128, 10, 128, 1})->Args({784, 512, 256, 1})               \
+      ->Args({784, 512, 256, 2})->Args({512, 512, 256, 1})->Args({512, 512, 256, 2})->Args({512, 10, 256, 1})             \
+      ->Args({784, 512, 128, 1})->Args({512, 512, 128, 1})
+DENSE_SHAPES(BENCHMARK(BM_DenseForward));
+DENSE_SHAPES(BENCHMARK(BM_DenseBackward));
+BENCHMARK(BM_Sgemm)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_SoftmaxCrossEntropy)->Arg(128)->Arg(256);
+BENCHMARK_CAPTURE(BM_OptimizerStep, adam, "adam")->Arg(101770)->Arg(669706);
+BENCHMARK_CAPTURE(BM_OptimizerStep, sgd_momentum, "sgd")->Arg(101770)->Arg(669706);
+BENCHMARK_CAPTURE(BM_OptimizerStep, rmsprop, "rmsprop")->Arg(101770)->Arg(669706);
+BENCHMARK_MAIN();

@@ -1,0 +1,169 @@
+// CSV reader: the file is read at once, split into lines and cells by hand, and numbers are parsed
+// with std::from_chars, which ignores the locale (a German desktop must not read "0.5" as 0).
+#include "data/Csv.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include "Error.h"
+
+namespace ml {
+namespace {
+
+std::string readText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot open CSV file '" + path + "': check data.path in the project");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Splits one line at commas outside double quotes, then strips surrounding quotes. Doubled quotes
+// inside a quoted field are left as they are: numeric data sets do not need them.
+void splitCells(std::string_view line, std::vector<std::string_view>& cells) {
+  cells.clear();
+  bool quoted = false;
+  size_t start = 0;
+  for (size_t i = 0; i <= line.size(); ++i) {
+    if (i < line.size() && line[i] == '"') quoted = !quoted;
+    if (i == line.size() || (line[i] == ',' && !quoted)) {
+      std::string_view c = trim(line.substr(start, i - start));
+      if (c.size() >= 2 && c.front() == '"' && c.back() == '"') c = trim(c.substr(1, c.size() - 2));
+      cells.push_back(c);
+      start = i + 1;
+    }
+  }
+}
+
+bool parseNumber(std::string_view c, float& out) {
+  if (!c.empty() && c.front() == '+') c.remove_prefix(1);
+  if (c.empty()) return false;
+  const auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), out);
+  return ec == std::errc() && p == c.data() + c.size() && std::isfinite(out);
+}
+
+}  // namespace
+
+bool looksLikeClassLabels(const std::vector<float>& labels) {
+  if (labels.empty()) return false;
+  std::set<float> distinct;
+  for (float v : labels) {
+    if (v < 0.0f || v != std::floor(v) || v > 1e6f) return false;
+    if (distinct.insert(v).second && distinct.size() > 1000) return false;
+  }
+  return true;
+}
+
+void makeClassification(Dataset& d) {
+  float maxLabel = 0.0f;
+  for (float v : d.y) maxLabel = std::max(maxLabel, v);
+  d.targetDim = 1;
+  d.numClasses = static_cast<int>(maxLabel) + 1;
+}
+
+FeatureStats computeFeatureStats(const Dataset& d) {
+  const int64_t f = d.featureCount();
+  FeatureStats s;
+  s.mean.assign(static_cast<size_t>(f), 0.0);
+  s.stddev.assign(static_cast<size_t>(f), 0.0);
+  if (d.size == 0) return s;
+  // Two passes in double: one-pass formulas lose the variance of columns with a large mean.
+  for (int64_t i = 0; i < d.size; ++i)
+    for (int64_t j = 0; j < f; ++j) s.mean[static_cast<size_t>(j)] += d.sample(i)[j];
+  for (double& m : s.mean) m /= static_cast<double>(d.size);
+  for (int64_t i = 0; i < d.size; ++i)
+    for (int64_t j = 0; j < f; ++j) {
+      const double dv = d.sample(i)[j] - s.mean[static_cast<size_t>(j)];
+      s.stddev[static_cast<size_t>(j)] += dv * dv;
+    }
+  for (size_t j = 0; j < s.stddev.size(); ++j) {
+    const double sd = std::sqrt(s.stddev[j] / static_cast<double>(d.size));
+    // Relative threshold: a column that is constant up to float rounding is constant.
+    s.stddev[j] = sd > 1e-7 * std::max(1.0, std::abs(s.mean[j])) ? sd : 0.0;
+  }
+  return s;
+}
+
+void applyFeatureStats(Dataset& d, const FeatureStats& stats) {
+  const int64_t f = d.featureCount();
+  for (int64_t i = 0; i < d.size; ++i) {
+    float* row = d.x.data() + i * f;
+    for (int64_t j = 0; j < f; ++j) {
+      const double sd = stats.stddev[static_cast<size_t>(j)];
+      row[j] = sd > 0.0 ? static_cast<float>((row[j] - stats.mean[static_cast<size_t>(j)]) / sd) : 0.0f;
+    }
+  }
+}
+
+Dataset readCsv(const std::string& path, const std::string& labelColumn, bool classification, bool standardize) {
+  const std::string text = readText(path);
+  std::string_view rest(text);
+  if (rest.size() >= 3 && rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);  // UTF-8 BOM from Excel
+
+  std::vector<std::string> header;
+  std::vector<std::string_view> cells;
+  size_t labelIndex = 0;
+  Dataset ds;
+  ds.name = path;
+  ds.targetDim = 1;
+  int64_t row = 0;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = trim(rest.substr(0, nl));
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    ++row;
+    if (line.empty()) continue;
+    splitCells(line, cells);
+    if (header.empty()) {
+      for (std::string_view c : cells) header.emplace_back(c);
+      const auto it = std::find(header.begin(), header.end(), labelColumn);
+      if (it == header.end()) {
+        std::string cols;
+        for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
+        throw UserError("CSV file '" + path + "' has no label column '" + labelColumn + "'; its columns are: " + cols +
+                        ". Set data.labelColumn in the project to one of them");
+      }
+      labelIndex = static_cast<size_t>(it - header.begin());
+      if (header.size() < 2)
+        throw UserError("CSV file '" + path + "' has only the label column: it needs at least one feature column");
+      continue;
+    }
+    if (cells.size() != header.size())
+      throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ": " + std::to_string(cells.size()) +
+                      " cells, but the header has " + std::to_string(header.size()) + " columns");
+    for (size_t c = 0; c < cells.size(); ++c) {
+      float v = 0.0f;
+      if (!parseNumber(cells[c], v))
+        throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + header[c] + "': '" +
+                        std::string(cells[c]) + "' is not a number. Fix the cell or remove the row");
+      if (c == labelIndex) {
+        if (classification && (v < 0.0f || v != std::floor(v)))
+          throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + header[c] +
+                          "': a class label must be a non-negative integer, found '" + std::string(cells[c]) + "'");
+        ds.y.push_back(v);
+      } else {
+        ds.x.push_back(v);
+      }
+    }
+    ++ds.size;
+  }
+  if (header.empty()) throw UserError("CSV file '" + path + "' is empty: it needs a header row and data rows");
+  if (ds.size == 0) throw UserError("CSV file '" + path + "' has a header but no data rows");
+  ds.sampleShape = {static_cast<int64_t>(header.size() - 1)};
+  if (classification) makeClassification(ds);
+  if (standardize) applyFeatureStats(ds, computeFeatureStats(ds));
+  return ds;
+}
+
+}  // namespace ml

@@ -1,0 +1,71 @@
+// Records a run into the store from the telemetry channel, on its own thread, so training never
+// waits for the disk. Events are written in one transaction per batch, committed at least every
+// commitEvery (0.5 s): a SIGKILL loses at most about the last second.
+#pragma once
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "store/RunStore.h"
+#include "telemetry/Channel.h"
+
+namespace ml {
+
+struct RecorderOptions {
+  std::chrono::milliseconds wait{200};         // longest wait for events before looking again
+  std::chrono::milliseconds commitEvery{500};  // longest time an event stays uncommitted
+  nlohmann::json host;                         // stored with each run; hostInfo() when null
+};
+
+class Recorder {
+ public:
+  // Opens its own connection to the store at storePath now, in the caller's thread, so that a
+  // bad or read-only store fails (UserError) before training starts; then starts the thread.
+  Recorder(const std::string& storePath, std::shared_ptr<Channel> channel,
+           RecorderOptions options = {});
+  ~Recorder();  // stop()
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  // Writes everything still queued, marks a run that never finished as interrupted, joins.
+  // Call it after training has pushed its last event (RunFinished).
+  void stop();
+
+  // The stored id of the current run, once its RunStarted is committed.
+  std::optional<int64_t> runId() const;
+  std::optional<int64_t> waitForRunId(std::chrono::milliseconds timeout) const;
+  // The first write error (disk full, ...), or "" when every batch was written.
+  std::string error() const;
+  uint64_t eventsWritten() const { return written_.load(std::memory_order_relaxed); }
+  const std::string& storePath() const { return store_.path(); }
+
+ private:
+  void loop();
+  void flush(std::vector<Event>& pending);
+  void write(Event& e, std::optional<int64_t>& run, bool& finished);
+  void finishUnfinished();
+
+  RunStore store_;
+  std::shared_ptr<Channel> channel_;
+  RecorderOptions options_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;  // runId_ set, or stop requested
+  std::optional<int64_t> runId_;
+  bool finished_ = true;                // the current run got its RunFinished
+  bool stop_ = false;
+  std::string error_;
+  std::atomic<uint64_t> written_{0};
+  std::thread thread_;
+};
+
+}  // namespace ml

@@ -1,0 +1,444 @@
+// Writing, reading and editing runs in the store; opening and migrating is in StoreOpen.cpp,
+// the CSV export in CsvExport.cpp. Phase timings are stored as integer microseconds.
+#include "store/RunStore.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "Error.h"
+#include "store/HostInfo.h"
+
+namespace ml {
+namespace {
+
+double unixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t toMicros(double seconds) { return std::llround(seconds * 1e6); }
+double fromMicros(int64_t us) { return static_cast<double>(us) * 1e-6; }
+
+std::string joinChecksums(const std::vector<uint64_t>& sums) {
+  std::string out;
+  char buf[20];
+  for (uint64_t c : sums) {
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(c));
+    if (!out.empty()) out += ',';
+    out += buf;
+  }
+  return out;
+}
+
+std::vector<uint64_t> splitChecksums(const std::string& s) {
+  std::vector<uint64_t> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    out.push_back(std::strtoull(s.substr(pos, comma - pos).c_str(), nullptr, 16));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// The configuration's short device spec ("cpu:4"), else the device names joined.
+std::string deviceSpec(const RunStarted& s) {
+  auto cfg = nlohmann::json::parse(s.configJson, nullptr, false);
+  if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string())
+    return cfg["devices"].get<std::string>();
+  std::string out;
+  for (const auto& d : s.devices) out += (out.empty() ? "" : ",") + d;
+  return out;
+}
+
+std::vector<std::string> splitLines(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t nl = s.find('\n', pos);
+    if (nl == std::string::npos) nl = s.size();
+    out.push_back(s.substr(pos, nl - pos));
+    pos = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+struct RunStore::Inserts {
+  sql::Stmt step, replica, epoch, sample;
+};
+
+RunStore::RunStore() = default;
+RunStore::RunStore(RunStore&&) noexcept = default;
+RunStore& RunStore::operator=(RunStore&&) noexcept = default;
+RunStore::~RunStore() = default;
+
+RunStore::Inserts& RunStore::inserts() {
+  if (!inserts_) {
+    inserts_ = std::make_unique<Inserts>();
+    inserts_->step = db_.prepare(
+        "INSERT OR REPLACE INTO steps(run_id, step, epoch, loss, metric, lr, samples, step_time, "
+        "wall_time) VALUES(?,?,?,?,?,?,?,?,?)");
+    inserts_->replica = db_.prepare(
+        "INSERT OR REPLACE INTO replica_steps(run_id, step, replica, samples, start_us, "
+        "forward_us, backward_us, allreduce_us, wait_us, optimizer_us) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?)");
+    inserts_->epoch = db_.prepare(
+        "INSERT OR REPLACE INTO epochs(run_id, epoch, train_loss, train_metric, val_loss, "
+        "val_metric, seconds, samples_per_sec, allreduce_share, wait_share, in_sync, checksums, "
+        "wall_time) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    inserts_->sample = db_.prepare(
+        "INSERT OR REPLACE INTO device_samples(run_id, device, wall_time, utilization, "
+        "memory_bytes) VALUES(?,?,?,?,?)");
+  }
+  return *inserts_;
+}
+
+int RunStore::schemaVersion() { return static_cast<int>(db_.queryInt("PRAGMA user_version")); }
+
+void RunStore::requireRun(int64_t run) {
+  auto q = db_.prepare("SELECT 1 FROM runs WHERE id=?");
+  q.bind(1, run);
+  if (!q.step())
+    throw UserError("run store " + path() + " has no run " + std::to_string(run) +
+                    "; `mirrorlab-cli runs list` shows the ids");
+}
+
+int64_t RunStore::createRun(const RunStarted& s, const nlohmann::json& host) {
+  sql::Transaction tx(db_);
+  auto q = db_.prepare(
+      "INSERT INTO runs(name, created, status, devices, replicas, global_batch, "
+      "per_replica_batch, base_lr, lr, epochs, steps_per_epoch, total_steps, pid, pid_start, "
+      "host, description, device_names, project_json, config_json, host_json) "
+      "VALUES(?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  int64_t pid = ::getpid();
+  q.bindAll(s.runName, unixNow(), deviceSpec(s), s.replicas, s.globalBatch, s.perReplicaBatch,
+            s.baseLr, s.lr, s.epochs, s.stepsPerEpoch, s.totalSteps, pid, processStartTicks(pid),
+            hostName(), s.description, nlohmann::json(s.devices).dump(), s.projectJson,
+            s.configJson, host.dump());
+  q.run();
+  int64_t id = db_.lastInsertId();
+  if (s.runName.empty()) {
+    auto u = db_.prepare("UPDATE runs SET name='run ' || id WHERE id=?");
+    u.bind(1, id).run();
+  }
+  tx.commit();
+  return id;
+}
+
+void RunStore::appendSteps(int64_t run, std::span<const StepEvent> steps) {
+  sql::Transaction tx(db_);
+  auto& ins = inserts();
+  for (const StepEvent& e : steps) {
+    ins.step.bindAll(run, e.step, e.epoch, e.loss, e.metric, e.lr, e.samples, e.stepTime,
+                     e.wallTime);
+    ins.step.run();
+    for (const ReplicaStep& r : e.replicas) {
+      const PhaseTimes& p = r.phases;
+      ins.replica.bindAll(run, e.step, r.replica, r.samples, toMicros(r.start),
+                          toMicros(p.forward), toMicros(p.backward), toMicros(p.allreduce),
+                          toMicros(p.wait), toMicros(p.optimizer));
+      ins.replica.run();
+    }
+  }
+  tx.commit();
+}
+
+void RunStore::appendEpochs(int64_t run, std::span<const EpochEvent> epochs) {
+  sql::Transaction tx(db_);
+  auto& ins = inserts();
+  for (const EpochEvent& e : epochs) {
+    ins.epoch.bindAll(run, e.epoch, e.trainLoss, e.trainMetric, e.valLoss, e.valMetric,
+                      e.seconds, e.samplesPerSec, e.allreduceShare, e.waitShare,
+                      e.inSync ? 1 : 0, joinChecksums(e.checksums), e.wallTime);
+    ins.epoch.run();
+  }
+  tx.commit();
+}
+
+void RunStore::appendDeviceSamples(int64_t run, std::span<const DeviceSample> samples) {
+  sql::Transaction tx(db_);
+  auto& ins = inserts();
+  for (const DeviceSample& d : samples) {
+    ins.sample.bindAll(run, d.device, d.wallTime, d.utilization, d.memoryBytes);
+    ins.sample.run();
+  }
+  tx.commit();
+}
+
+void RunStore::finishRun(int64_t run, const RunFinished& f) {
+  auto u = db_.prepare(
+      "UPDATE runs SET status=?, error=?, finished=?, seconds=?, steps=?, "
+      "final_val_loss=coalesce(?, final_val_loss), final_val_metric=coalesce(?, "
+      "final_val_metric) WHERE id=?");
+  u.bindAll(toString(f.status), f.message, unixNow(), f.seconds, f.steps, f.finalValLoss,
+            f.finalValMetric, run);
+  u.run();
+}
+
+void RunStore::finishRun(int64_t run, RunStatus status, const std::string& message) {
+  auto u = db_.prepare("UPDATE runs SET status=?, error=?, finished=? WHERE id=?");
+  u.bindAll(toString(status), message, unixNow(), run);
+  u.run();
+}
+
+void RunStore::setDroppedEvents(int64_t run, uint64_t dropped) {
+  auto u = db_.prepare("UPDATE runs SET dropped_events=? WHERE id=?");
+  u.bindAll(static_cast<int64_t>(dropped), run);
+  u.run();
+}
+
+std::vector<RunSummary> RunStore::listRuns(const RunFilter& f) { return summaries(f, {}); }
+
+std::vector<RunSummary> RunStore::summaries(const RunFilter& f, std::optional<int64_t> id) {
+  // Summary numbers come from the small epochs table, never from steps.
+  auto q = db_.prepare(R"sql(
+SELECT r.id, r.name, r.created, r.finished, r.status, r.devices, r.replicas, r.global_batch, r.lr,
+  coalesce(r.final_val_metric, (SELECT e.val_metric FROM epochs e
+    WHERE e.run_id=r.id AND e.val_metric IS NOT NULL ORDER BY e.epoch DESC LIMIT 1)),
+  coalesce(r.final_val_loss, (SELECT e.val_loss FROM epochs e
+    WHERE e.run_id=r.id AND e.val_loss IS NOT NULL ORDER BY e.epoch DESC LIMIT 1)),
+  (SELECT avg(e.seconds) FROM epochs e WHERE e.run_id=r.id),
+  (SELECT count(*) FROM epochs e WHERE e.run_id=r.id),
+  (SELECT group_concat(t.tag, char(10)) FROM tags t WHERE t.run_id=r.id)
+FROM runs r
+WHERE (?1='' OR r.status=?1)
+  AND (?2='' OR EXISTS(SELECT 1 FROM tags t WHERE t.run_id=r.id AND t.tag=?2))
+  AND (?3='' OR instr(lower(r.name), lower(?3)) > 0)
+  AND (?4 IS NULL OR r.id=?4)
+ORDER BY r.id)sql");
+  q.bindAll(f.status, f.tag, f.name, id);
+  std::vector<RunSummary> out;
+  while (q.step()) {
+    RunSummary s;
+    s.id = q.getInt(0);
+    s.name = q.getText(1);
+    s.created = q.getDouble(2);
+    s.finished = q.getOptDouble(3);
+    s.status = q.getText(4);
+    s.devices = q.getText(5);
+    s.replicas = static_cast<int>(q.getInt(6));
+    s.globalBatch = q.getInt(7);
+    s.lr = q.getOptDouble(8);
+    s.finalValMetric = q.getOptDouble(9);
+    s.finalValLoss = q.getOptDouble(10);
+    s.secondsPerEpoch = q.getOptDouble(11);
+    s.epochsDone = static_cast<int>(q.getInt(12));
+    s.tags = splitLines(q.getText(13));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+RunDetail RunStore::loadRun(int64_t run) {
+  RunDetail d;
+  {
+    auto q = db_.prepare(
+        "SELECT error, project_json, config_json, host_json, host, pid, device_names, "
+        "per_replica_batch, base_lr, epochs, steps_per_epoch, total_steps, seconds, steps, "
+        "description, note, dropped_events FROM runs WHERE id=?");
+    q.bind(1, run);
+    if (!q.step()) requireRun(run);
+    d.error = q.getText(0);
+    d.projectJson = q.getText(1);
+    d.configJson = q.getText(2);
+    d.hostJson = q.getText(3);
+    d.host = q.getText(4);
+    d.pid = q.getOptInt(5);
+    auto names = nlohmann::json::parse(q.getText(6), nullptr, false);
+    if (names.is_array())
+      for (auto& n : names)
+        if (n.is_string()) d.deviceNames.push_back(n.get<std::string>());
+    d.perReplicaBatch = q.getInt(7);
+    d.baseLr = q.getOptDouble(8);
+    d.epochsPlanned = static_cast<int>(q.getInt(9));
+    d.stepsPerEpoch = q.getInt(10);
+    d.totalSteps = q.getInt(11);
+    d.seconds = q.getOptDouble(12);
+    d.steps = q.getOptInt(13);
+    d.description = q.getText(14);
+    d.note = q.getText(15);
+    d.droppedEvents = static_cast<uint64_t>(q.getInt(16));
+  }
+  d.summary = summaries({}, run).at(0);
+  {
+    auto q = db_.prepare(
+        "SELECT epoch, train_loss, train_metric, val_loss, val_metric, seconds, "
+        "samples_per_sec, allreduce_share, wait_share, in_sync, checksums, wall_time "
+        "FROM epochs WHERE run_id=? ORDER BY epoch");
+    q.bind(1, run);
+    while (q.step()) {
+      EpochEvent e;
+      e.epoch = static_cast<int>(q.getInt(0));
+      e.trainLoss = q.getDouble(1);
+      e.trainMetric = q.getDouble(2);
+      e.valLoss = q.getOptDouble(3);
+      e.valMetric = q.getOptDouble(4);
+      e.seconds = q.getDouble(5);
+      e.samplesPerSec = q.getDouble(6);
+      e.allreduceShare = q.getDouble(7);
+      e.waitShare = q.getDouble(8);
+      e.inSync = q.getInt(9) != 0;
+      e.checksums = splitChecksums(q.getText(10));
+      e.wallTime = q.getDouble(11);
+      d.epochs.push_back(std::move(e));
+    }
+  }
+  {
+    auto q = db_.prepare(
+        "SELECT replica, count(*), sum(samples), sum(forward_us), sum(backward_us), "
+        "sum(allreduce_us), sum(wait_us), sum(optimizer_us) FROM replica_steps "
+        "WHERE run_id=? GROUP BY replica ORDER BY replica");
+    q.bind(1, run);
+    while (q.step()) {
+      ReplicaShare r;
+      r.replica = static_cast<int>(q.getInt(0));
+      r.steps = q.getInt(1);
+      r.samples = q.getInt(2);
+      r.total.forward = fromMicros(q.getInt(3));
+      r.total.backward = fromMicros(q.getInt(4));
+      r.total.allreduce = fromMicros(q.getInt(5));
+      r.total.wait = fromMicros(q.getInt(6));
+      r.total.optimizer = fromMicros(q.getInt(7));
+      d.replicas.push_back(r);
+    }
+  }
+  {
+    auto q = db_.prepare(
+        "SELECT id, path, kind, checksum, bytes, created FROM artifacts WHERE run_id=? "
+        "ORDER BY id");
+    q.bind(1, run);
+    while (q.step())
+      d.artifacts.push_back(Artifact{q.getInt(0), q.getText(1), q.getText(2), q.getText(3),
+                                     q.getOptInt(4), q.getDouble(5)});
+  }
+  return d;
+}
+
+std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
+  requireRun(run);
+  auto spe = db_.prepare("SELECT steps_per_epoch FROM runs WHERE id=?");
+  spe.bind(1, run);
+  int64_t perEpoch = spe.step() ? spe.getInt(0) : 0;
+  auto q = db_.prepare(
+      "SELECT step, epoch, loss, metric, lr, samples, step_time, wall_time FROM steps "
+      "WHERE run_id=? ORDER BY step");
+  q.bind(1, run);
+  std::vector<StepEvent> out;
+  while (q.step()) {
+    StepEvent e;
+    e.step = q.getInt(0);
+    e.epoch = static_cast<int>(q.getInt(1));
+    e.loss = q.getDouble(2);
+    e.metric = q.getDouble(3);
+    e.lr = q.getDouble(4);
+    e.samples = q.getInt(5);
+    e.stepTime = q.getDouble(6);
+    e.wallTime = q.getDouble(7);
+    e.stepsPerEpoch = perEpoch;
+    e.stepInEpoch = perEpoch > 0 ? e.step - int64_t(e.epoch - 1) * perEpoch : 0;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_t toStep) {
+  std::vector<StepEvent> out;
+  for (StepEvent& e : loadCurves(run))
+    if (e.step >= fromStep && e.step <= toStep) out.push_back(std::move(e));
+  auto q = db_.prepare(
+      "SELECT step, replica, samples, start_us, forward_us, backward_us, allreduce_us, wait_us, "
+      "optimizer_us FROM replica_steps WHERE run_id=? AND step BETWEEN ? AND ? "
+      "ORDER BY step, replica");
+  q.bindAll(run, fromStep, toStep);
+  size_t i = 0;
+  while (q.step()) {
+    int64_t step = q.getInt(0);
+    while (i < out.size() && out[i].step < step) ++i;
+    if (i == out.size() || out[i].step != step) continue;  // a replica row without its step
+    ReplicaStep r;
+    r.replica = static_cast<int>(q.getInt(1));
+    r.samples = q.getInt(2);
+    r.start = fromMicros(q.getInt(3));
+    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)),
+                          fromMicros(q.getInt(6)), fromMicros(q.getInt(7)),
+                          fromMicros(q.getInt(8))};
+    out[i].replicas.push_back(r);
+  }
+  return out;
+}
+
+std::vector<DeviceSample> RunStore::loadDeviceSamples(int64_t run) {
+  requireRun(run);
+  auto q = db_.prepare(
+      "SELECT wall_time, device, utilization, memory_bytes FROM device_samples WHERE run_id=? "
+      "ORDER BY wall_time, device");
+  q.bind(1, run);
+  std::vector<DeviceSample> out;
+  while (q.step())
+    out.push_back(DeviceSample{q.getDouble(0), static_cast<int>(q.getInt(1)), q.getDouble(2),
+                               q.getDouble(3)});
+  return out;
+}
+
+int64_t RunStore::samplesThroughEpoch(int64_t run, int epoch) {
+  auto q = db_.prepare("SELECT coalesce(sum(samples), 0) FROM steps WHERE run_id=? AND epoch<=?");
+  q.bindAll(run, epoch);
+  return q.step() ? q.getInt(0) : 0;
+}
+
+void RunStore::renameRun(int64_t run, const std::string& name) {
+  if (name.empty()) throw UserError("a run name cannot be empty; give a name");
+  requireRun(run);
+  auto u = db_.prepare("UPDATE runs SET name=? WHERE id=?");
+  u.bindAll(name, run).run();
+}
+
+void RunStore::tagRun(int64_t run, const std::string& tag) {
+  if (tag.empty() || tag.find('\n') != std::string::npos)
+    throw UserError("a tag must be one non-empty line; give a tag such as \"baseline\"");
+  requireRun(run);
+  auto u = db_.prepare("INSERT OR IGNORE INTO tags(run_id, tag) VALUES(?,?)");
+  u.bindAll(run, tag).run();
+}
+
+void RunStore::untagRun(int64_t run, const std::string& tag) {
+  requireRun(run);
+  auto u = db_.prepare("DELETE FROM tags WHERE run_id=? AND tag=?");
+  u.bindAll(run, tag).run();
+}
+
+void RunStore::setNote(int64_t run, const std::string& note) {
+  requireRun(run);
+  auto u = db_.prepare("UPDATE runs SET note=? WHERE id=?");
+  u.bindAll(note, run).run();
+}
+
+void RunStore::deleteRun(int64_t run) {
+  sql::Transaction tx(db_);
+  requireRun(run);
+  for (const char* table :
+       {"replica_steps", "steps", "epochs", "device_samples", "tags", "artifacts"}) {
+    auto d = db_.prepare(std::string("DELETE FROM ") + table + " WHERE run_id=?");
+    d.bind(1, run).run();
+  }
+  auto d = db_.prepare("DELETE FROM runs WHERE id=?");
+  d.bind(1, run).run();
+  tx.commit();
+}
+
+int64_t RunStore::addArtifact(int64_t run, const std::string& path, const std::string& kind,
+                              const std::string& checksum, std::optional<int64_t> bytes) {
+  requireRun(run);
+  auto q = db_.prepare(
+      "INSERT INTO artifacts(run_id, path, kind, checksum, bytes, created) VALUES(?,?,?,?,?,?)");
+  q.bindAll(run, path, kind, checksum, bytes, unixNow()).run();
+  return db_.lastInsertId();
+}
+
+}  // namespace ml

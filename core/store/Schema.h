@@ -1,0 +1,127 @@
+// The run store's schema: its identity (application_id), its version (user_version) and the
+// forward migrations. A migration is appended, never edited: stores in users' hands were made
+// with the old text. Volume tables are WITHOUT ROWID with integer microseconds to stay small;
+// the large JSON columns of runs come last so that listing runs never reads their overflow pages.
+#pragma once
+#include <cstdint>
+
+namespace ml::store {
+
+// PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
+inline constexpr int32_t kApplicationId = 0x4D4C6162;
+inline constexpr int kSchemaVersion = 2;
+
+// migrations[v - 1] takes a store from version v - 1 to version v.
+inline constexpr const char* kMigrations[kSchemaVersion] = {
+    // v1: runs, per-step metrics, per-replica phase timings, epochs, device samples.
+    R"sql(
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  created REAL NOT NULL,
+  finished REAL,
+  status TEXT NOT NULL,
+  devices TEXT NOT NULL DEFAULT '',
+  replicas INTEGER NOT NULL DEFAULT 1,
+  global_batch INTEGER NOT NULL DEFAULT 0,
+  per_replica_batch INTEGER NOT NULL DEFAULT 0,
+  base_lr REAL,
+  lr REAL,
+  epochs INTEGER,
+  steps_per_epoch INTEGER,
+  total_steps INTEGER,
+  seconds REAL,
+  steps INTEGER,
+  final_val_loss REAL,
+  final_val_metric REAL,
+  pid INTEGER,
+  pid_start INTEGER,
+  host TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  description TEXT NOT NULL DEFAULT '',
+  device_names TEXT NOT NULL DEFAULT '[]',
+  project_json TEXT NOT NULL,
+  config_json TEXT NOT NULL,
+  host_json TEXT NOT NULL
+);
+CREATE INDEX runs_created ON runs(created);
+CREATE TABLE steps(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  epoch INTEGER NOT NULL,
+  loss REAL,
+  metric REAL,
+  lr REAL,
+  samples INTEGER,
+  step_time REAL,
+  wall_time REAL,
+  PRIMARY KEY(run_id, step)
+) WITHOUT ROWID;
+CREATE TABLE replica_steps(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  step INTEGER NOT NULL,
+  replica INTEGER NOT NULL,
+  samples INTEGER,
+  start_us INTEGER,
+  forward_us INTEGER,
+  backward_us INTEGER,
+  allreduce_us INTEGER,
+  wait_us INTEGER,
+  optimizer_us INTEGER,
+  PRIMARY KEY(run_id, step, replica)
+) WITHOUT ROWID;
+CREATE TABLE epochs(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  epoch INTEGER NOT NULL,
+  train_loss REAL,
+  train_metric REAL,
+  val_loss REAL,
+  val_metric REAL,
+  seconds REAL,
+  samples_per_sec REAL,
+  allreduce_share REAL,
+  wait_share REAL,
+  in_sync INTEGER,
+  checksums TEXT NOT NULL DEFAULT '',
+  wall_time REAL,
+  PRIMARY KEY(run_id, epoch)
+) WITHOUT ROWID;
+CREATE TABLE device_samples(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  device INTEGER NOT NULL,
+  wall_time REAL NOT NULL,
+  utilization REAL,
+  memory_bytes REAL,
+  PRIMARY KEY(run_id, device, wall_time)
+) WITHOUT ROWID;
+)sql",
+    // v2: tags, a note and dropped-event count per run, artifacts; the runs table by status.
+    R"sql(
+ALTER TABLE runs ADD COLUMN note TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN dropped_events INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX runs_status ON runs(status);
+CREATE TABLE tags(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  tag TEXT NOT NULL,
+  PRIMARY KEY(run_id, tag)
+) WITHOUT ROWID;
+CREATE INDEX tags_tag ON tags(tag);
+CREATE TABLE artifacts(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  path TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  checksum TEXT NOT NULL DEFAULT '',
+  bytes INTEGER,
+  created REAL NOT NULL
+);
+CREATE INDEX artifacts_run ON artifacts(run_id);
+)sql",
+};
+
+// Tables a store of each version must hold (checked when opening).
+inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs",
+                                            "device_samples"};
+inline constexpr const char* kTablesV2[] = {"tags", "artifacts"};
+
+}  // namespace ml::store

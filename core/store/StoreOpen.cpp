@@ -1,0 +1,270 @@
+// Opening a run store safely: the file is checked read-only (header, application_id,
+// user_version, tables) before anything is written, so a file that is not ours is never touched.
+// Then WAL mode, forward migrations, and runs whose writer died are marked interrupted.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "Error.h"
+#include "store/HostInfo.h"
+#include "store/RunStore.h"
+#include "store/Schema.h"
+
+namespace ml {
+namespace fs = std::filesystem;
+using store::kApplicationId;
+using store::kSchemaVersion;
+
+namespace {
+
+// Full quick_check only on stores up to this size; larger ones are probed table by table so
+// that `runs list` stays fast on a big store.
+constexpr uintmax_t kQuickCheckBytes = 32u << 20;
+
+const char* kFixMove =
+    "; the file was left unchanged — choose another file with --db PATH or MIRRORLAB_DB, or move "
+    "it away and a new store will be created there";
+
+[[noreturn]] void reject(const std::string& path, const std::string& problem,
+                         const char* fix = kFixMove) {
+  throw UserError("run store " + path + ": " + problem + fix);
+}
+
+uint32_t be32(const unsigned char* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
+}
+
+// The 100-byte SQLite header, read with plain file I/O: not SQLite, or visibly truncated.
+void checkHeader(const std::string& path, uintmax_t size) {
+  std::array<unsigned char, 100> h{};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) reject(path, std::string("cannot be read (") + std::strerror(errno) + ")");
+  in.read(reinterpret_cast<char*>(h.data()), h.size());
+  static const char kMagic[] = "SQLite format 3";  // 16 bytes with its NUL
+  if (in.gcount() < 16 || std::memcmp(h.data(), kMagic, 16) != 0)
+    reject(path, "is not a SQLite database (it does not start with the SQLite header)");
+  if (in.gcount() < 100) reject(path, "is damaged (shorter than a SQLite header)");
+  uint32_t pageSize = (uint32_t(h[16]) << 8) | h[17];
+  if (pageSize == 1) pageSize = 65536;
+  if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
+    reject(path, "is damaged (invalid page size in the header)");
+  uint32_t pages = be32(&h[28]);
+  bool pagesValid = be32(&h[24]) == be32(&h[92]);
+  if (pagesValid && pages > 0 && size < uintmax_t(pages) * pageSize)
+    reject(path, "is damaged (truncated: " + std::to_string(size) + " bytes, the header says " +
+                     std::to_string(uintmax_t(pages) * pageSize) + ")");
+}
+
+// SQLite URIs give '%', '?' and '#' a meaning: escape them in file names.
+std::string uriEscape(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> userTables(sql::Db& db) {
+  std::vector<std::string> names;
+  auto s = db.prepare(
+      "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
+  while (s.step()) names.push_back(s.getText(0));
+  return names;
+}
+
+// Everything the read-only connection can tell: is this our store, which version, intact?
+void checkContents(const std::string& path, uintmax_t size) {
+  // With no -wal/-shm beside it nobody has the file open in WAL mode and the main file is the
+  // whole truth: read it immutable, which creates no files. Otherwise a plain read-only
+  // connection reads through the WAL, with locks, as a concurrent writer expects.
+  std::error_code ec;
+  bool walInUse = fs::exists(path + "-wal", ec) || fs::exists(path + "-shm", ec);
+  std::string uri = "file:" + uriEscape(path) + (walInUse ? "?mode=ro" : "?mode=ro&immutable=1");
+  try {
+    sql::Db db = sql::Db::open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    auto tables = userTables(db);
+    int64_t app = db.queryInt("PRAGMA application_id");
+    int64_t version = db.queryInt("PRAGMA user_version");
+    if (app != kApplicationId) {
+      if (app != 0) {
+        std::ostringstream os;
+        os << "is a SQLite database of another application (application_id 0x" << std::hex
+           << static_cast<uint32_t>(app) << "), not a Mirrorlab run store";
+        reject(path, os.str());
+      }
+      if (!tables.empty())
+        reject(path, "is a SQLite database with other tables (" + tables.front() +
+                         ", ...), not a Mirrorlab run store");
+      return;  // an empty SQLite file: adopt it
+    }
+    if (version > kSchemaVersion)
+      reject(path,
+             "was written by a newer Mirrorlab (schema version " + std::to_string(version) +
+                 ", this build reads up to " + std::to_string(kSchemaVersion) + ")",
+             "; the file was left unchanged — upgrade Mirrorlab, or choose another file with "
+             "--db PATH or MIRRORLAB_DB");
+    auto need = [&](const char* t) {
+      if (std::find(tables.begin(), tables.end(), t) == tables.end())
+        reject(path, std::string("is damaged (table '") + t + "' is missing)");
+    };
+    if (version >= 1)
+      for (const char* t : store::kTablesV1) need(t);
+    if (version >= 2)
+      for (const char* t : store::kTablesV2) need(t);
+    if (size <= kQuickCheckBytes) {
+      std::string r = db.queryText("PRAGMA quick_check(1)");
+      if (r != "ok") reject(path, "is damaged (" + r + ")");
+    } else {
+      for (const auto& t : tables) db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t +
+                                               "\" LIMIT 1)");
+      db.queryInt("SELECT count(*) FROM runs");
+    }
+  } catch (const sql::Error& e) {
+    if (e.code() == SQLITE_NOTADB) reject(path, "is not a SQLite database (" +
+                                                    std::string(e.what()) + ")");
+    reject(path, std::string("is damaged or unreadable (") + e.what() + ")");
+  }
+}
+
+[[noreturn]] void notWritable(const std::string& path, const std::string& why) {
+  throw UserError("run store " + path + " cannot be written (" + why +
+                  ") — choose a writable file with --db PATH or "
+                  "MIRRORLAB_DB");
+}
+
+// Creates the folder for a new store and checks that the file and folder can be written
+// (WAL needs to create -wal and -shm files beside the store).
+void prepareLocation(const std::string& path, bool exists) {
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    fs::create_directories(dir, ec);
+    if (ec) notWritable(path, "cannot create the folder " + dir.string() + ": " + ec.message());
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    notWritable(path, "the folder " + dir.string() + " is read-only: " + std::strerror(errno));
+  if (exists && ::access(path.c_str(), W_OK) != 0)
+    notWritable(path, std::string("the file is read-only: ") + std::strerror(errno));
+}
+
+bool processAlive(int64_t pid, int64_t start) {
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  bool zombie = false;
+  int64_t now = processStartTicks(pid, &zombie);
+  if (zombie) return false;
+  return start == 0 || now == 0 || now == start;  // a different start: the pid was reused
+}
+
+}  // namespace
+
+RunStore RunStore::open(const std::string& path) {
+  if (path.empty())
+    throw UserError("run store path is empty; give a file with --db PATH or MIRRORLAB_DB");
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  bool exists = fs::exists(st);
+  if (exists && fs::is_directory(st))
+    throw UserError("run store " + path + " is a folder, not a file; give a file such as " +
+                    (fs::path(path) / "runs.sqlite").string() + " with --db PATH");
+  uintmax_t size = exists ? fs::file_size(path, ec) : 0;
+  if (exists && size > 0) {
+    checkHeader(path, size);
+    checkContents(path, size);
+  }
+  prepareLocation(path, exists);
+
+  RunStore s;
+  try {
+    s.db_ = sql::Db::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    if (s.db_.readOnly()) notWritable(path, "the file is read-only");
+    s.configure();
+    s.migrate();
+  } catch (const sql::Error& e) {
+    if (e.code() == SQLITE_READONLY || e.code() == SQLITE_CANTOPEN || e.code() == SQLITE_PERM ||
+        e.code() == SQLITE_IOERR)
+      notWritable(path, e.what());
+    if (e.code() == SQLITE_CORRUPT || e.code() == SQLITE_NOTADB)
+      reject(path, std::string("is damaged (") + e.what() + ")",
+             "; restore it from a backup, or move it away and a new store will be created");
+    throw UserError("run store " + path + ": " + e.what());
+  }
+  s.markInterruptedRuns();
+  return s;
+}
+
+void RunStore::configure() {
+  sqlite3_busy_timeout(db_.handle(), 10000);
+  std::string mode = db_.queryText("PRAGMA journal_mode=WAL");
+  if (mode != "wal") notWritable(path(), "cannot switch to WAL mode (journal_mode " + mode + ")");
+  db_.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
+}
+
+void RunStore::migrate() {
+  sql::Transaction tx(db_);  // IMMEDIATE: two processes opening a new store do not race
+  int64_t app = db_.queryInt("PRAGMA application_id");
+  int64_t version = db_.queryInt("PRAGMA user_version");
+  if ((app != 0 && app != kApplicationId) || version > kSchemaVersion)
+    reject(path(), "changed while it was being opened (application_id or schema version)");
+  for (int64_t next = version + 1; next <= kSchemaVersion; ++next)
+    db_.exec(store::kMigrations[next - 1]);
+  if (version != kSchemaVersion)
+    db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+  if (app != kApplicationId)
+    db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
+  tx.commit();
+}
+
+int RunStore::markInterruptedRuns() {
+  std::string host = hostName();
+  std::vector<int64_t> dead;
+  auto q = db_.prepare("SELECT id, pid, pid_start FROM runs WHERE status='running' AND host=?");
+  q.bind(1, host);
+  while (q.step())
+    if (!processAlive(q.getInt(1), q.getInt(2))) dead.push_back(q.getInt(0));
+  if (dead.empty()) return 0;
+  sql::Transaction tx(db_);
+  // The run ended, at the latest, with its last committed step.
+  auto u = db_.prepare(
+      "UPDATE runs SET status='interrupted', "
+      "error=CASE WHEN error='' THEN 'the process writing this run ended without finishing it "
+      "(killed or crashed)' ELSE error END, "
+      "finished=created + coalesce((SELECT wall_time FROM steps WHERE run_id=runs.id "
+      "ORDER BY step DESC LIMIT 1), 0), "
+      "steps=(SELECT max(step) FROM steps WHERE run_id=runs.id) "
+      "WHERE id=? AND status='running'");
+  for (int64_t id : dead) u.bind(1, id).run();
+  tx.commit();
+  return static_cast<int>(dead.size());
+}
+
+std::string defaultStorePath() {
+  if (const char* db = std::getenv("MIRRORLAB_DB"); db && *db) return db;
+  fs::path base;
+  if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg && *xdg)
+    base = xdg;
+  else if (const char* home = std::getenv("HOME"); home && *home)
+    base = fs::path(home) / ".local" / "share";
+  else
+    base = ".";
+  return (base / "mirrorlab" / "runs.sqlite").string();
+}
+
+}  // namespace ml
