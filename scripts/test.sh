@@ -12,6 +12,12 @@ if [ "${MIRRORLAB_SKIP_TSAN:-0}" != 1 ]; then
     cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMIRRORLAB_TSAN=ON \
       -DMIRRORLAB_BUILD_UI=OFF -DMIRRORLAB_BUILD_BENCH=OFF >/dev/null
   fi
-  cmake --build build-tsan -j"$(nproc)" --target test_distribute test_train
-  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" ctest --output-on-failure -R "distribute|train" -j1 --timeout 900)
+  cmake --build build-tsan -j"$(nproc)" --target test_distribute test_train test_store
+  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
+  for t in build-tsan/tests/core/distribute/test_distribute build-tsan/tests/core/train/test_train \
+           build-tsan/tests/core/store/test_store; do
+    [ -x "$t" ] || continue
+    echo "-- $t (ThreadSanitizer)"
+    "$t" --gtest_brief=1
+  done
 fi

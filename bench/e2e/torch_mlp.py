@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """PyTorch reference for the end-to-end benchmark: the same MLP, initialisation (Glorot uniform
 kernels, zero biases), optimizer (Adam, Keras' epsilon 1e-7), batch and data as Mirrorlab, on the
 CPU with a stated thread count. Prints one JSON line with seconds per epoch.

@@ -18,7 +18,8 @@ namespace ml {
 //
 // loadData (Dataset.h) does not know the loss, so it decides classification itself: the label
 // column is a class index when every label is a non-negative integer and there are at most 1000
-// distinct values (looksLikeClassLabels), and a regression target otherwise.
+// distinct values (looksLikeClassLabels), and a regression target otherwise. Labels above 1e6
+// also count as regression: numClasses = max + 1 would give the model a million outputs.
 Dataset readCsv(const std::string& path, const std::string& labelColumn, bool classification, bool standardize);
 
 // The classification rule loadData applies to a CSV label column (see above).

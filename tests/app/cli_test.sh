@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# mirrorlab-cli end to end: summary figures, a short recorded training run with replicas, weights
+# saved and used by evaluate and predict (output shape), scale's table, and every bad input giving
+# one clear message and a non-zero exit without touching the store.
+set -u
+CLI=$1; SRC=$2
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+export MIRRORLAB_DB=$T/runs.sqlite
+fails=0; passes=0
+ok() { passes=$((passes+1)); }
+bad() { echo "FAIL: $*"; fails=$((fails+1)); }
+expect_contains() { # name output needle
+  if grep -qF -- "$3" <<<"$2"; then ok; else bad "$1: output lacks '$3'"; echo "$2" | head -20; fi
+}
+expect_fail() { # name needle cmd...
+  local name=$1 needle=$2; shift 2
+  local out rc; out=$("$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then bad "$name: exit 0"; elif ! grep -qF -- "$needle" <<<"$out"; then bad "$name: message lacks '$needle': $out"; else ok; fi
+}
+
+out=$("$CLI" summary "$SRC/projects/fashion-mlp.json")
+expect_contains summary "$out" "Total params: 101,770"
+expect_contains summary "$out" "dense_1 (Dense)             (None, 10)                1,290"
+
+# A spirals project small enough for CI: 3 replicas, unequal shards, accumulation.
+cat > "$T/sp.json" <<JSON
+{"schema_version": 1, "name": "cli spirals",
+ "model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 32, "activation": "tanh"},
+                                         {"type": "Dense", "units": 3, "activation": "softmax"}]},
+ "data": {"kind": "spirals", "samples": 900, "classes": 3, "noise": 0.1, "seed": 3, "validation_split": 0.2},
+ "training": {"epochs": 3, "batch_size": 50, "optimizer": {"name": "adam", "learning_rate": 0.01}, "seed": 1},
+ "distribute": {"devices": "cpu:3"}}
+JSON
+out=$("$CLI" train "$T/sp.json" --accumulate 2 --lr-scaling sqrt --save-weights "$T/w.mlw" 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || bad "train exit $rc: $out"
+expect_contains train "$out" "3 replicas on cpu:0..2, simulated"
+expect_contains train "$out" "global batch 50, per-replica batch 8-9, 2 micro-batches of 25"
+expect_contains train "$out" "learning rate 0.0173205 = 0.01 x 1.73205 (sqrt scaling for 3 replicas)"
+expect_contains train "$out" "replicas in sync (equal weight checksums)"
+expect_contains train "$out" "val_accuracy"
+expect_contains train "$out" "recorded as run 1"
+
+out=$("$CLI" runs list --json)
+expect_contains "runs list" "$out" '"status": "finished"'
+out=$("$CLI" evaluate "$T/sp.json" --weights "$T/w.mlw" --devices cpu:2)
+expect_contains evaluate "$out" "180 samples on 2 replicas"
+printf '0.1,0.2\n-0.5,0.3\n0.9,-0.9\n0,0\n' > "$T/in.csv"
+"$CLI" predict "$T/sp.json" --weights "$T/w.mlw" --input "$T/in.csv" --output "$T/p.csv" --devices cpu:3 2> "$T/p.err"
+rows=$(($(wc -l < "$T/p.csv") - 1)); cols=$(head -1 "$T/p.csv" | tr ',' '\n' | wc -l)
+[ "$rows" = 4 ] && [ "$cols" = 3 ] && ok || bad "predict shape ($rows, $cols), want (4, 3)"
+expect_contains predict "$(cat "$T/p.err")" "predicted (4, 3) probabilities"
+sum=$(awk -F, 'NR>1 {s=0; for(i=1;i<=NF;i++) s+=$i; if (s<0.999||s>1.001) bad=1} END {print bad?"bad":"ok"}' "$T/p.csv")
+[ "$sum" = ok ] && ok || bad "predicted rows do not sum to 1"
+
+out=$("$CLI" scale "$T/sp.json" --devices cpu:1,2 --steps 20 --no-record)
+expect_contains scale "$out" "speed-up"
+expect_contains scale "$out" "cpu:2"
+
+before=$(md5sum < "$MIRRORLAB_DB")
+expect_fail "missing project" "cannot open project file" "$CLI" train "$T/none.json"
+echo '{"model": ' > "$T/bad.json"
+expect_fail "invalid json" "not valid JSON" "$CLI" train "$T/bad.json"
+sed 's/"units": 32/"unitz": 32/' "$T/sp.json" > "$T/b2.json"
+expect_fail "unknown argument" "unknown argument 'unitz'" "$CLI" train "$T/b2.json"
+sed 's/"epochs": 3/"epochs": "three"/' "$T/sp.json" > "$T/b3.json"
+expect_fail "wrong type" "training.epochs must be a positive integer" "$CLI" train "$T/b3.json"
+sed 's/"units": 3,/"units": 4,/' "$T/sp.json" > "$T/b4.json"
+expect_fail "wrong output size" "give it 3 units" "$CLI" train "$T/b4.json"
+expect_fail "impossible batch" "larger than the training set" "$CLI" train "$T/sp.json" --batch-size 5000
+expect_fail "missing data set" "dataset-fashion-mnist" "$CLI" train "$SRC/projects/fashion-mlp.json" --data-path "$T/nowhere"
+expect_fail "bad devices" "use cpu:N" "$CLI" train "$T/sp.json" --devices cpu:zero
+expect_fail "weights of another model" "another architecture" "$CLI" evaluate "$SRC/projects/spirals.json" --weights "$T/w.mlw"
+echo "not a database" > "$T/foreign.sqlite"
+f_before=$(md5sum < "$T/foreign.sqlite")
+expect_fail "foreign store" "foreign.sqlite" "$CLI" train "$T/sp.json" --db "$T/foreign.sqlite"
+[ "$(md5sum < "$T/foreign.sqlite")" = "$f_before" ] && ok || bad "foreign store was modified"
+[ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed commands modified the run store"
+
+echo "cli: $passes passed, $fails failed"
+[ $fails -eq 0 ]
