@@ -117,6 +117,7 @@ class MirroredStrategy {
   void computeLoop(Replica& r);
   void commLoop(Replica& r);
   void runJob(const Job& job);
+  void runOne(Replica& r, const Job& job);
   void trainReplica(Replica& r, const Job& job);
   void evalReplica(Replica& r, const Job& job);
   void gather(Replica& r, const Dataset& data, std::span<const int64_t> idx);

@@ -85,16 +85,16 @@ void Sequential::initialize(uint64_t seed) {
 void Sequential::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void Sequential::configureLoss(Loss& loss) {
+  const bool wants = loss.isClassification() && !loss.fromLogits();
   bool fuse = false;
-  if (loss.isClassification() && !loss.fromLogits()) {
-    Layer& last = *layers_.back();
-    if (auto* d = dynamic_cast<Dense*>(&last); d && d->activation() == Act::Softmax) {
-      d->setFusedSoftmax(true);
-      fuse = true;
-    } else if (auto* a = dynamic_cast<ActivationLayer*>(&last); a && a->activation() == Act::Softmax) {
-      a->setFusedSoftmax(true);
-      fuse = true;
-    }
+  Layer& last = *layers_.back();
+  // Set (or clear) the flag every time: a model reconfigured with another loss must unfuse.
+  if (auto* d = dynamic_cast<Dense*>(&last)) {
+    fuse = wants && d->activation() == Act::Softmax;
+    d->setFusedSoftmax(fuse);
+  } else if (auto* a = dynamic_cast<ActivationLayer*>(&last)) {
+    fuse = wants && a->activation() == Act::Softmax;
+    a->setFusedSoftmax(fuse);
   }
   loss.setFusedSoftmax(fuse);
 }

@@ -2,6 +2,7 @@
 #include "project/Project.h"
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -38,6 +39,17 @@ struct Reader {
         if (!v.is_boolean()) throw 0;
       } else if constexpr (std::is_integral_v<T>) {
         if (!v.is_number_integer() && !v.is_number_unsigned()) throw 0;
+        // Refuse values the field cannot hold instead of letting them wrap (-1 as a seed, 2^32+1 epochs).
+        if (v.is_number_unsigned()) {
+          if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw 0;
+        } else {
+          const int64_t x = v.get<int64_t>();
+          if constexpr (std::is_unsigned_v<T>) {
+            if (x < 0) throw 0;
+          } else if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) || x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+            throw 0;
+          }
+        }
       } else if constexpr (std::is_floating_point_v<T>) {
         if (!v.is_number()) throw 0;
       } else if constexpr (std::is_same_v<T, std::string>) {

@@ -69,9 +69,9 @@ void Recorder::loop() {
       lastFlush = now;
     }
     if (stopping || !open) {
-      channel_->drain(pending);  // what arrived while flushing
-      if (pending.empty()) break;
-      continue;
+      channel_->drain(pending);  // what arrived while flushing; later events are not ours
+      flush(pending);
+      break;
     }
     // Let a batch build up until its commit is due; stop() wakes us early.
     if (!pending.empty()) {
@@ -86,6 +86,7 @@ void Recorder::loop() {
 }
 
 void Recorder::flush(std::vector<Event>& pending) {
+  if (pending.empty()) return;
   std::optional<int64_t> run;
   bool finished;
   {

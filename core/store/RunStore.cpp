@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -290,22 +292,29 @@ RunDetail RunStore::loadRun(int64_t run) {
     }
   }
   {
+    // Summed here rather than with GROUP BY, which would sort 400,000 rows for a long run.
     auto q = db_.prepare(
-        "SELECT replica, count(*), sum(samples), sum(forward_us), sum(backward_us), "
-        "sum(allreduce_us), sum(wait_us), sum(optimizer_us) FROM replica_steps "
-        "WHERE run_id=? GROUP BY replica ORDER BY replica");
+        "SELECT replica, samples, forward_us, backward_us, allreduce_us, wait_us, optimizer_us "
+        "FROM replica_steps WHERE run_id=?");
     q.bind(1, run);
+    std::vector<std::array<int64_t, 7>> sums;  // steps, samples, five phases in microseconds
     while (q.step()) {
-      ReplicaShare r;
-      r.replica = static_cast<int>(q.getInt(0));
-      r.steps = q.getInt(1);
-      r.samples = q.getInt(2);
-      r.total.forward = fromMicros(q.getInt(3));
-      r.total.backward = fromMicros(q.getInt(4));
-      r.total.allreduce = fromMicros(q.getInt(5));
-      r.total.wait = fromMicros(q.getInt(6));
-      r.total.optimizer = fromMicros(q.getInt(7));
-      d.replicas.push_back(r);
+      int64_t replica = q.getInt(0);
+      if (replica < 0 || replica > 65535) continue;  // not a replica index
+      auto r = static_cast<size_t>(replica);
+      if (r >= sums.size()) sums.resize(r + 1, {});
+      sums[r][0] += 1;
+      for (int c = 1; c < 7; ++c) sums[r][c] += q.getInt(c);
+    }
+    for (size_t r = 0; r < sums.size(); ++r) {
+      if (sums[r][0] == 0) continue;
+      ReplicaShare s;
+      s.replica = static_cast<int>(r);
+      s.steps = sums[r][0];
+      s.samples = sums[r][1];
+      s.total = PhaseTimes{fromMicros(sums[r][2]), fromMicros(sums[r][3]), fromMicros(sums[r][4]),
+                           fromMicros(sums[r][5]), fromMicros(sums[r][6])};
+      d.replicas.push_back(s);
     }
   }
   {
@@ -322,16 +331,18 @@ RunDetail RunStore::loadRun(int64_t run) {
 
 std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
   requireRun(run);
-  auto spe = db_.prepare("SELECT steps_per_epoch FROM runs WHERE id=?");
+  auto spe = db_.prepare("SELECT steps_per_epoch, coalesce(steps, total_steps) FROM runs WHERE id=?");
   spe.bind(1, run);
   int64_t perEpoch = spe.step() ? spe.getInt(0) : 0;
+  int64_t expected = spe.getInt(1);
   auto q = db_.prepare(
       "SELECT step, epoch, loss, metric, lr, samples, step_time, wall_time FROM steps "
       "WHERE run_id=? ORDER BY step");
   q.bind(1, run);
   std::vector<StepEvent> out;
+  out.reserve(static_cast<size_t>(std::clamp<int64_t>(expected, 0, 10'000'000)));
   while (q.step()) {
-    StepEvent e;
+    StepEvent& e = out.emplace_back();
     e.step = q.getInt(0);
     e.epoch = static_cast<int>(q.getInt(1));
     e.loss = q.getDouble(2);
@@ -342,7 +353,6 @@ std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
     e.wallTime = q.getDouble(7);
     e.stepsPerEpoch = perEpoch;
     e.stepInEpoch = perEpoch > 0 ? e.step - int64_t(e.epoch - 1) * perEpoch : 0;
-    out.push_back(std::move(e));
   }
   return out;
 }

@@ -11,6 +11,16 @@ std::string message(sqlite3* db, const std::string& path, int rc, std::string_vi
     m += what;
     m += ")";
   }
+  switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      m += " — the database file is damaged; restore it from a backup or move it away";
+      break;
+    case SQLITE_FULL: m += " — the disk is full; free some space"; break;
+    case SQLITE_BUSY: m += " — another process keeps the database locked; try again"; break;
+    case SQLITE_READONLY: m += " — the database file or its folder is read-only"; break;
+    default: break;
+  }
   return m;
 }
 
