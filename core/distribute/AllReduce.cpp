@@ -26,7 +26,7 @@ void RingAllReduce::allReduce(int rank, std::span<float> data) {
   const int n = n_;
   if (n == 1) return;
   slots_[static_cast<size_t>(rank)] = data.data();
-  barrier_.arrive_and_wait();
+  barrier_.arriveAndWait();
   const size_t len = data.size();
   const int prev = (rank + n - 1) % n;
   const float* pbuf = slots_[static_cast<size_t>(prev)];
@@ -38,13 +38,13 @@ void RingAllReduce::allReduce(int rank, std::span<float> data) {
     float* __restrict dst = mine;
     const float* __restrict src = pbuf;
     for (size_t i = a; i < b; ++i) dst[i] += src[i];
-    barrier_.arrive_and_wait();
+    barrier_.arriveAndWait();
   }
   for (int s = 0; s < n - 1; ++s) {
     const int c = ((rank - s) % n + n) % n;
     const size_t a = lo(c), b = lo(c + 1);
     std::copy(pbuf + a, pbuf + b, mine + a);
-    barrier_.arrive_and_wait();
+    barrier_.arriveAndWait();
   }
 }
 
@@ -52,7 +52,7 @@ void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {
   const int n = n_;
   if (n == 1) return;
   slots_[static_cast<size_t>(rank)] = data.data();
-  barrier_.arrive_and_wait();
+  barrier_.arriveAndWait();
   const size_t len = data.size();
   if (rank == 0) {
     float* __restrict dst = data.data();
@@ -61,9 +61,9 @@ void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {
       for (size_t i = 0; i < len; ++i) dst[i] += src[i];
     }
   }
-  barrier_.arrive_and_wait();
+  barrier_.arriveAndWait();
   if (rank != 0) std::copy(slots_[0], slots_[0] + len, data.data());
-  barrier_.arrive_and_wait();
+  barrier_.arriveAndWait();
 }
 
 }  // namespace ml

@@ -3,11 +3,12 @@
 // buffer holds the element-wise sum, with identical bits on every replica (each element's sum
 // is computed once, by one participant, then copied).
 #pragma once
-#include <barrier>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include "distribute/SpinBarrier.h"
 
 namespace ml {
 
@@ -21,7 +22,7 @@ class AllReduce {
 
  protected:
   int n_;
-  std::barrier<> barrier_;
+  SpinBarrier barrier_;
   std::vector<float*> slots_;  // each participant's buffer for the current call
 };
 

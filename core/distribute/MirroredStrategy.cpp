@@ -80,18 +80,15 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
     if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
-    if (n > 1) p->comm = std::thread([this, p] { commLoop(*p); });
+    if (n > 1 && buckets_.size() > 1) p->comm = std::thread([this, p] { commLoop(*p); });
   }
 }
 
 MirroredStrategy::~MirroredStrategy() {
-  {
-    std::lock_guard lock(mu_);
-    job_ = Job{};
-    job_.kind = JobKind::Quit;
-    ++jobGen_;
-  }
-  jobCv_.notify_all();
+  job_ = Job{};
+  job_.kind = JobKind::Quit;
+  jobGen_.fetch_add(1, std::memory_order_release);
+  jobGen_.notify_all();
   for (auto& r : replicas_) {
     if (r->compute.joinable()) r->compute.join();
     if (r->comm.joinable()) {
@@ -127,20 +124,18 @@ std::vector<uint64_t> MirroredStrategy::checksums() const {
 }
 
 // Replica 0 runs on the calling thread: one hand-off fewer per step, and with one replica
-// no hand-off at all. The others are woken, and waited for.
+// no hand-off at all. The others are woken through an atomic generation (spin, then sleep).
 void MirroredStrategy::runJob(const Job& job) {
-  if (replicas() > 1) {
-    std::lock_guard lock(mu_);
-    job_ = job;
-    pending_ = replicas() - 1;
-    ++jobGen_;
+  const int others = replicas() - 1;
+  if (others > 0) {
+    job_ = job;  // published by the release increment of jobGen_
+    pending_.store(others, std::memory_order_relaxed);
+    jobGen_.fetch_add(1, std::memory_order_release);
+    jobGen_.notify_all();
   }
-  if (replicas() > 1) jobCv_.notify_all();
   runOne(*replicas_[0], job);
-  if (replicas() > 1) {
-    std::unique_lock lock(mu_);
-    doneCv_.wait(lock, [&] { return pending_ == 0; });
-  }
+  for (int left = pending_.load(std::memory_order_acquire); left > 0; left = pending_.load(std::memory_order_acquire))
+    spinWaitWhileEqual(pending_, left);
 }
 
 void MirroredStrategy::runOne(Replica& r, const Job& job) {
@@ -151,17 +146,12 @@ void MirroredStrategy::runOne(Replica& r, const Job& job) {
 void MirroredStrategy::computeLoop(Replica& r) {
   uint64_t seen = 0;
   for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      jobCv_.wait(lock, [&] { return jobGen_ != seen; });
-      seen = jobGen_;
-      job = job_;
-    }
+    spinWaitWhileEqual(jobGen_, seen);
+    seen = jobGen_.load(std::memory_order_acquire);
+    const Job& job = job_;
     if (job.kind == JobKind::Quit) return;
     runOne(r, job);
-    std::lock_guard lock(mu_);
-    if (--pending_ == 0) doneCv_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_all();
   }
 }
 
@@ -169,17 +159,14 @@ void MirroredStrategy::commLoop(Replica& r) {
   uint64_t seen = 0;
   const int nb = static_cast<int>(buckets_.size());
   for (;;) {
-    r.commGen.wait(seen, std::memory_order_acquire);
+    spinWaitWhileEqual(r.commGen, seen, 200);
     seen = r.commGen.load(std::memory_order_acquire);
     if (seen == UINT64_MAX) return;
     bool finite = true;
     auto grads = r.model->grads();
     for (int k = 0; k < nb; ++k) {
-      int rd = r.ready.load(std::memory_order_acquire);
-      while (rd <= k) {
-        r.ready.wait(rd, std::memory_order_acquire);
-        rd = r.ready.load(std::memory_order_acquire);
-      }
+      for (int rd = r.ready.load(std::memory_order_acquire); rd <= k; rd = r.ready.load(std::memory_order_acquire))
+        spinWaitWhileEqual(r.ready, rd, 200);
       const Bucket& b = buckets_[static_cast<size_t>(k)];
       auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
       if (finite && !allFinite(span.data(), span.size())) finite = false;
@@ -217,6 +204,9 @@ void MirroredStrategy::gather(Replica& r, const Dataset& data, std::span<const i
 void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   const int n = replicas();
   const bool multi = n > 1;
+  // Several buckets: a comm thread reduces each as soon as backward produces it (overlap).
+  // One bucket: nothing to overlap, so the compute thread reduces it itself after backward.
+  const bool overlap = multi && buckets_.size() > 1;
   r.start = now();
   r.phases = {};
   r.lossSum = r.metricSum = 0;
@@ -225,7 +215,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.badWhat.clear();
   Sequential& model = *r.model;
   model.zeroGrads();
-  if (multi) {
+  if (overlap) {
     r.ready.store(0, std::memory_order_relaxed);
     r.reduced.store(0, std::memory_order_relaxed);
     r.commGen.fetch_add(1, std::memory_order_release);
@@ -250,10 +240,10 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
       r.samples += rows;
       const double t1 = now();
       r.phases.forward += t1 - t;
-      model.backward(r.x.data(), rows, ctx, last && multi ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
+      model.backward(r.x.data(), rows, ctx, last && overlap ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
       r.phases.backward += now() - t1;
     }
-    if (last && multi) {
+    if (last && overlap) {
       // Empty shards and parameter-free tails: release every bucket so nobody waits forever.
       r.ready.store(static_cast<int>(buckets_.size()), std::memory_order_release);
       r.ready.notify_one();
@@ -264,20 +254,20 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
     r.finite = false;
     r.badWhat = "loss";
   }
-  if (multi) {
+  if (overlap) {
     const int nb = static_cast<int>(buckets_.size());
-    int rd = r.reduced.load(std::memory_order_acquire);
-    while (rd < nb) {
-      r.reduced.wait(rd, std::memory_order_acquire);
-      rd = r.reduced.load(std::memory_order_acquire);
-    }
+    for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
+      spinWaitWhileEqual(r.reduced, rd, 200);
     if (r.finite && r.commGradBad) {  // the comm thread saw a bad gradient before reducing it
       r.finite = false;
       r.badWhat = "gradient";
     }
-  } else if (r.finite && !allFinite(model.grads().data(), model.grads().size())) {
-    r.finite = false;
-    r.badWhat = "gradient";
+  } else {
+    if (r.finite && !allFinite(model.grads().data(), model.grads().size())) {
+      r.finite = false;
+      r.badWhat = "gradient";
+    }
+    if (multi) allreduce_->allReduce(r.rank, model.grads());
   }
   r.commEnd = now();
   r.phases.optimizer = 0;

@@ -17,6 +17,7 @@
 #include "data/Dataset.h"
 #include "distribute/AllReduce.h"
 #include "distribute/DeviceList.h"
+#include "distribute/SpinBarrier.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
@@ -132,11 +133,9 @@ class MirroredStrategy {
   std::vector<Bucket> buckets_;
   std::unique_ptr<AllReduce> allreduce_;
 
-  std::mutex mu_;
-  std::condition_variable jobCv_, doneCv_;
-  Job job_;
-  uint64_t jobGen_ = 0;
-  int pending_ = 0;
+  Job job_;                          // written by the caller before jobGen_ is bumped
+  std::atomic<uint64_t> jobGen_{0};
+  std::atomic<int> pending_{0};      // replicas other than 0 still working on the job
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
   const int64_t t0_;
 };
