@@ -3,7 +3,8 @@
 # again under ThreadSanitizer (a separate build of the core tests only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+# The tests also run generated PyTorch programs (Debian's CPU build).
+scripts/deps.sh python3-torch python3-numpy
 scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ "${MIRRORLAB_SKIP_TSAN:-0}" != 1 ]; then

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "Commands.h"
+#include "LearnCommands.h"
 #include "RunsCommand.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   mlcli::addScaleCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
   addRunsCommand(app, exitCode);
+  mlcli::addLearnCommands(app, exitCode);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

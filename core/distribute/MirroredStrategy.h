@@ -77,7 +77,7 @@ class MirroredStrategy {
   EvalResult evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs = nullptr);
 
   std::vector<uint64_t> checksums() const;
-  std::vector<std::span<const float>> optimizerSlots(int r) const { return replicas_[static_cast<size_t>(r)]->opt->slots(); }
+  std::vector<std::span<const float>> optimizerSlots(int r) const { return replicas_[static_cast<size_t>(r)]->opt->stateBuffers(); }
 
  private:
   struct Bucket {

@@ -21,8 +21,8 @@ class Optimizer {
   virtual void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) = 0;
   virtual std::string name() const = 0;
   int64_t iterations() const { return iterations_; }
-  // Optimizer state (slots), flat, for checksums and tests.
-  virtual std::vector<std::span<const float>> slots() const { return {}; }
+  // Optimizer state buffers (Keras calls them slots), for checksums and tests.
+  virtual std::vector<std::span<const float>> stateBuffers() const { return {}; }
 
  protected:
   int64_t iterations_ = 0;
@@ -36,7 +36,7 @@ class Sgd : public Optimizer {
   }
   void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
   std::string name() const override { return "sgd"; }
-  std::vector<std::span<const float>> slots() const override { return {velocity_}; }
+  std::vector<std::span<const float>> stateBuffers() const override { return {velocity_}; }
 
  private:
   float momentum_;
@@ -52,7 +52,7 @@ class Adam : public Optimizer {
         m_(static_cast<size_t>(n), 0.0f), v_(static_cast<size_t>(n), 0.0f) {}
   void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
   std::string name() const override { return "adam"; }
-  std::vector<std::span<const float>> slots() const override { return {m_, v_}; }
+  std::vector<std::span<const float>> stateBuffers() const override { return {m_, v_}; }
 
  private:
   double b1_, b2_;
@@ -71,7 +71,7 @@ class RmsProp : public Optimizer {
   }
   void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
   std::string name() const override { return "rmsprop"; }
-  std::vector<std::span<const float>> slots() const override { return {v_, mom_}; }
+  std::vector<std::span<const float>> stateBuffers() const override { return {v_, mom_}; }
 
  private:
   float rho_, momentum_, eps_;

@@ -110,8 +110,8 @@ TEST(Optimizer, SgdMomentumMatchesKeras) {
   s.momentum = 0.9;
   auto opt = Optimizer::make(s, 3);
   compareRuns(*opt, sgdReference(0.9, false, 3), "sgd momentum");
-  ASSERT_EQ(opt->slots().size(), 1u);
-  EXPECT_EQ(opt->slots()[0].size(), 3u);
+  ASSERT_EQ(opt->stateBuffers().size(), 1u);
+  EXPECT_EQ(opt->stateBuffers()[0].size(), 3u);
 }
 
 TEST(Optimizer, SgdNesterovMatchesKeras) {
@@ -126,7 +126,7 @@ TEST(Optimizer, AdamMatchesKeras) {
   auto opt = Optimizer::make(spec("adam"), 3);
   EXPECT_EQ(opt->name(), "adam");
   compareRuns(*opt, adamReference(0.9, 0.999, 1e-7, 3), "adam");
-  ASSERT_EQ(opt->slots().size(), 2u);
+  ASSERT_EQ(opt->stateBuffers().size(), 2u);
 }
 
 TEST(Optimizer, AdamCustomBetas) {
@@ -170,7 +170,7 @@ TEST(OptimizerByHand, SgdMomentumTwoStepsSameGradient) {
   expectNear(p, {0.98, -1.95, 0.4}, 1e-7, "momentum step 1");
   opt->step(p, kGrads[0], kScale, kLr);
   expectNear(p, {0.942, -1.855, 0.21}, 1e-6, "momentum step 2");
-  expectNear(std::vector<float>(opt->slots()[0].begin(), opt->slots()[0].end()), {-0.038, 0.095, -0.19}, 1e-7, "velocity");
+  expectNear(std::vector<float>(opt->stateBuffers()[0].begin(), opt->stateBuffers()[0].end()), {-0.038, 0.095, -0.19}, 1e-7, "velocity");
 }
 
 TEST(OptimizerByHand, SgdNesterovOneStep) {

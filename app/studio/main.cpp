@@ -1,0 +1,44 @@
+// mirrorlab: the studio. Opens the last project (or projects/fashion-mlp.json) in the main window.
+#include <QAction>
+#include <QApplication>
+#include <QCommandLineParser>
+
+#include "DashboardView.h"
+#include "MainWindow.h"
+#include "Theme.h"
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("Mirrorlab"));
+  QApplication::setOrganizationName(QStringLiteral("Mirrorlab"));
+  QApplication::setApplicationVersion(QStringLiteral(MIRRORLAB_VERSION));
+  QApplication::setDesktopFileName(QStringLiteral("mirrorlab"));
+  mlui::applyStudioTheme(app);
+
+  QCommandLineParser cli;
+  cli.setApplicationDescription(QStringLiteral("Mirrorlab studio: synchronous data-parallel training you can watch"));
+  cli.addHelpOption();
+  cli.addVersionOption();
+  cli.addPositionalArgument(QStringLiteral("project"), QStringLiteral("A project file (.json) to open"));
+  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs"),
+                          QStringLiteral("name"));
+  QCommandLineOption train(QStringLiteral("train"), QStringLiteral("Start training right away"));
+  QCommandLineOption steps(QStringLiteral("max-steps"), QStringLiteral("Stop training after N steps"), QStringLiteral("N"));
+  cli.addOptions({page, train, steps});
+  cli.process(app);
+
+  mlui::MainWindow window;
+  if (!cli.positionalArguments().isEmpty()) {
+    if (!window.openProject(cli.positionalArguments().front())) window.openInitialProject();
+  } else {
+    window.openInitialProject();
+  }
+  const QStringList pages = {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("devices"),
+                             QStringLiteral("training"), QStringLiteral("dashboard"), QStringLiteral("runs")};
+  if (cli.isSet(page) && pages.contains(cli.value(page)))
+    window.showPage(static_cast<mlui::MainWindow::Page>(pages.indexOf(cli.value(page))));
+  if (cli.isSet(steps)) window.dashboard()->setMaxSteps(cli.value(steps).toInt());
+  window.show();
+  if (cli.isSet(train)) window.dashboard()->trainAction()->trigger();
+  return app.exec();
+}

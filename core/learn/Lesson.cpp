@@ -1,0 +1,264 @@
+// Lesson files: parsing with errors that name the file and the field, and the list of figure
+// names a lesson's experiments produce, so a reveal text that asks for a figure nobody measures
+// is refused when the lesson loads, not when a learner reaches the end of it.
+#include "learn/Lesson.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "Error.h"
+#include "distribute/DeviceList.h"
+
+namespace ml {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Project LessonExperiment::apply(const Project& base) const {
+  Project p = base;
+  p.distribute.devices = devices;
+  p.training.perDeviceBatch = batchPolicy == "per-device";
+  if (batch > 0) p.training.batchSize = batch;
+  if (!lrScaling.empty()) p.training.lrScaling = lrScaling;
+  if (warmupEpochs >= 0) p.training.warmupEpochs = warmupEpochs;
+  if (epochs > 0) p.training.epochs = epochs;
+  return p;
+}
+
+namespace {
+
+struct LessonReader {
+  std::string source;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { throw UserError(source + ": " + field + " " + msg); }
+
+  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
+    if (!obj.is_object()) fail(path, "must be a JSON object, got " + obj.dump());
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      if (allowed.count(it.key())) continue;
+      std::string names;
+      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      fail(path.empty() ? it.key() : path + "." + it.key(), "is not a known field (allowed here: " + names + ")");
+    }
+  }
+  const json& need(const json& obj, const std::string& path, const char* key, const char* what) const {
+    if (!obj.contains(key)) fail(path.empty() ? key : path + "." + key, std::string("is missing: give ") + what);
+    return obj.at(key);
+  }
+  std::string text(const json& obj, const std::string& path, const char* key, bool required, const char* what) const {
+    const std::string field = path.empty() ? key : path + "." + key;
+    if (!obj.contains(key)) {
+      if (required) fail(field, std::string("is missing: give ") + what);
+      return "";
+    }
+    const json& v = obj.at(key);
+    if (!v.is_string()) fail(field, std::string("must be ") + what + ", got " + v.dump());
+    if (required && v.get<std::string>().empty()) fail(field, std::string("is empty: give ") + what);
+    return v.get<std::string>();
+  }
+  double number(const json& obj, const std::string& path, const char* key, double fallback, double lo, const char* what) const {
+    if (!obj.contains(key)) return fallback;
+    const json& v = obj.at(key);
+    if (!v.is_number() || v.get<double>() < lo) fail(path + "." + key, std::string("must be ") + what + ", got " + v.dump());
+    return v.get<double>();
+  }
+  int64_t integer(const json& obj, const std::string& path, const char* key, int64_t fallback, int64_t lo, const char* what) const {
+    if (!obj.contains(key)) return fallback;
+    const json& v = obj.at(key);
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > (int64_t{1} << 40))
+      fail(path.empty() ? key : path + "." + key, std::string("must be ") + what + ", got " + v.dump());
+    return v.get<int64_t>();
+  }
+};
+
+LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
+  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "epochs", "steps"});
+  LessonExperiment x;
+  x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
+  static const std::regex labelRe("[a-z][a-z0-9_]*");
+  if (!std::regex_match(x.label, labelRe))
+    r.fail(path + ".label", "is '" + x.label + "': use lower-case letters, digits and _, starting with a letter (it names figures such as {final_acc_" +
+                                "four})");
+  x.title = r.text(e, path, "title", false, "a string");
+  if (x.title.empty()) x.title = x.label;
+  x.devices = r.text(e, path, "devices", true, "a device list such as \"cpu:4\"");
+  try {
+    parseDevices(x.devices);
+  } catch (const UserError& err) {
+    r.fail(path + ".devices", "is '" + x.devices + "': " + err.what());
+  }
+  x.batchPolicy = r.text(e, path, "batch_policy", false, "global or per-device");
+  if (x.batchPolicy.empty()) x.batchPolicy = "global";
+  if (x.batchPolicy != "global" && x.batchPolicy != "per-device")
+    r.fail(path + ".batch_policy", "is '" + x.batchPolicy + "' (allowed: global, per-device)");
+  x.batch = r.integer(e, path, "batch_size", 0, 1, "a positive integer");
+  x.lrScaling = r.text(e, path, "lr_scaling", false, "none, linear or sqrt");
+  if (!x.lrScaling.empty() && x.lrScaling != "none" && x.lrScaling != "linear" && x.lrScaling != "sqrt")
+    r.fail(path + ".lr_scaling", "is '" + x.lrScaling + "' (allowed: none, linear, sqrt)");
+  x.warmupEpochs = r.number(e, path, "warmup_epochs", -1, 0, "a number of epochs (0 or more)");
+  x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
+  x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
+  return x;
+}
+
+Project parseLessonProject(const LessonReader& r, const json& j, const std::string& projectsDir, std::string& ref) {
+  const json& pj = r.need(j, "", "project", "a project file name relative to projects/ (\"spirals.json\") or an inline project");
+  if (pj.is_string()) {
+    ref = pj.get<std::string>();
+    const fs::path path = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(projectsDir) / ref;
+    if (!fs::exists(path)) r.fail("project", "names '" + ref + "', which is not at " + path.string() + ": give a file in projects/");
+    try {
+      return Project::load(path.string());
+    } catch (const UserError& e) {
+      r.fail("project", std::string("'") + ref + "' is not a valid project: " + e.what());
+    }
+  }
+  if (!pj.is_object()) r.fail("project", "must be a file name (string) or an inline project (object), got " + pj.dump());
+  ref = "inline";
+  return Project::fromJson(pj, r.source + ": project");
+}
+
+}  // namespace
+
+Lesson parseLesson(const json& j, const std::string& source, const std::string& projectsDir) {
+  LessonReader r{source};
+  r.onlyKeys(j, "", {"schema_version", "id", "order", "title", "idea", "project", "experiments", "question", "reveal"});
+  Lesson l;
+  l.schemaVersion = static_cast<int>(r.integer(j, "", "schema_version", kLessonSchemaVersion, 1, "an integer"));
+  if (l.schemaVersion > kLessonSchemaVersion)
+    r.fail("schema_version", "is " + std::to_string(l.schemaVersion) + " but this Mirrorlab reads lessons of version 1.." +
+                                 std::to_string(kLessonSchemaVersion) + ": update Mirrorlab");
+  l.id = r.text(j, "", "id", true, "an id such as \"speedup-not-linear\"");
+  static const std::regex idRe("[a-z0-9][a-z0-9-]*");
+  if (!std::regex_match(l.id, idRe)) r.fail("id", "is '" + l.id + "': use lower-case letters, digits and -");
+  l.order = static_cast<int>(r.integer(j, "", "order", 0, 0, "a non-negative integer"));
+  l.title = r.text(j, "", "title", true, "a title");
+  l.idea = r.text(j, "", "idea", true, "the idea the lesson teaches, in a sentence or two");
+  l.project = parseLessonProject(r, j, projectsDir, l.projectRef);
+
+  const json& ex = r.need(j, "", "experiments", "a list of experiments, each with a label and devices");
+  if (!ex.is_array() || ex.empty()) r.fail("experiments", "must be a non-empty list of experiments");
+  std::set<std::string> labels;
+  for (size_t i = 0; i < ex.size(); ++i) {
+    const std::string path = "experiments[" + std::to_string(i) + "]";
+    LessonExperiment x = parseExperiment(r, ex[i], path);
+    if (!labels.insert(x.label).second) r.fail(path + ".label", "'" + x.label + "' is used twice: labels must be unique");
+    validate(x.apply(l.project), source + ": " + path);
+    l.experiments.push_back(std::move(x));
+  }
+
+  const json& q = r.need(j, "", "question", "an object with text, choices and correct");
+  r.onlyKeys(q, "question", {"text", "choices", "correct", "explanation"});
+  l.question.text = r.text(q, "question", "text", true, "the question to answer before running");
+  const json& ch = r.need(q, "question", "choices", "a list of at least two answers");
+  if (!ch.is_array() || ch.size() < 2) r.fail("question.choices", "must be a list of at least two answers");
+  for (size_t i = 0; i < ch.size(); ++i) {
+    if (!ch[i].is_string() || ch[i].get<std::string>().empty())
+      r.fail("question.choices[" + std::to_string(i) + "]", "must be a non-empty string, got " + ch[i].dump());
+    l.question.choices.push_back(ch[i].get<std::string>());
+  }
+  if (!q.contains("correct")) r.fail("question.correct", "is missing: give the index of the right choice, from 0");
+  l.question.correct = static_cast<int>(r.integer(q, "question", "correct", 0, 0, "an index into choices, from 0"));
+  if (l.question.correct >= static_cast<int>(l.question.choices.size()))
+    r.fail("question.correct", "is " + std::to_string(l.question.correct) + " but there are only " +
+                                   std::to_string(l.question.choices.size()) + " choices (the index counts from 0)");
+  l.question.explanation = r.text(q, "question", "explanation", false, "a string");
+
+  l.reveal = r.text(j, "", "reveal", true, "the text shown after the run, with {placeholders} for the measured figures");
+  const auto known = lessonFigureNames(l);
+  for (const auto& name : placeholdersIn(l.reveal)) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string names;
+    for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
+    r.fail("reveal", "uses {" + name + "}, which no experiment of this lesson measures (available: " + names + ")");
+  }
+  return l;
+}
+
+Lesson loadLesson(const std::string& path, const std::string& projectsDir) {
+  std::ifstream in(path);
+  if (!in) throw UserError("cannot open lesson file '" + path + "': check the path (lessons are in projects/lessons/)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json j;
+  try {
+    j = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw UserError(path + ": not valid JSON (" + std::string(e.what()) + "): fix the file or start from a shipped lesson");
+  }
+  Lesson l = parseLesson(j, path, projectsDir);
+  l.sourcePath = path;
+  return l;
+}
+
+std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
+  if (!fs::is_directory(dir)) throw UserError("lesson folder '" + dir + "' does not exist: set MIRRORLAB_LESSONS or run from the Mirrorlab folder");
+  const std::string projects = projectsDir.empty() ? fs::path(dir).lexically_normal().parent_path().string() : projectsDir;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<Lesson> lessons;
+  std::set<std::string> ids;
+  for (const auto& f : files) {
+    lessons.push_back(loadLesson(f.string(), projects));
+    if (!ids.insert(lessons.back().id).second)
+      throw UserError(f.string() + ": id '" + lessons.back().id + "' is already used by another lesson in " + dir + ": ids must be unique");
+  }
+  std::stable_sort(lessons.begin(), lessons.end(), [](const Lesson& a, const Lesson& b) { return a.order < b.order; });
+  return lessons;
+}
+
+std::string defaultLessonsDir() {
+  if (const char* env = std::getenv("MIRRORLAB_LESSONS"); env && *env) return env;
+  std::vector<fs::path> candidates = {fs::current_path() / "projects" / "lessons"};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path bin = exe.parent_path();
+    for (const char* rel : {"../share/mirrorlab/projects/lessons", "../projects/lessons", "../../projects/lessons", "../../../projects/lessons"})
+      candidates.push_back(bin / rel);
+  }
+  for (const auto& c : candidates)
+    if (fs::is_directory(c, ec)) return c.lexically_normal().string();
+  return (fs::path("projects") / "lessons").string();
+}
+
+std::vector<std::string> placeholdersIn(const std::string& text) {
+  std::vector<std::string> out;
+  static const std::regex re(R"(\{([A-Za-z0-9_]+)\})");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1].str();
+    if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
+  }
+  return out;
+}
+
+std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
+  static const char* perExperiment[] = {"final_acc",  "final_loss",      "train_loss", "steps",           "seconds",
+                                        "samples_per_sec", "step_ms",     "sync_share", "allreduce_share", "wait_share",
+                                        "checksums_equal", "checksum",    "replicas",   "global_batch",    "per_replica_batch",
+                                        "shard_sizes", "lr",              "steps_per_epoch", "status"};
+  static const char* perDeviceCount[] = {"speedup", "efficiency", "sync_share", "step_ms", "samples_per_sec"};
+  std::vector<std::string> names = {"checksums_equal", "params", "gradient_kib", "host_cores", "experiments"};
+  std::set<int> counts;
+  bool multi = false;
+  for (const auto& x : lesson.experiments) {
+    for (const char* f : perExperiment) names.push_back(std::string(f) + "_" + x.label);
+    const int n = parseDevices(x.devices).size();
+    counts.insert(n);
+    multi = multi || n > 1;
+  }
+  for (int n : counts)
+    for (const char* f : perDeviceCount) names.push_back(std::string(f) + "_" + std::to_string(n));
+  if (lesson.experiments.size() >= 2) names.insert(names.end(), {"max_loss_diff", "final_acc_diff"});
+  if (multi) names.push_back("replica_grad_diff");
+  return names;
+}
+
+}  // namespace ml

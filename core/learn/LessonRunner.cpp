@@ -1,0 +1,300 @@
+// The lesson runner: every experiment is a real Trainer run over the same loaded data set; its
+// events are collected from the hub and turned into named figures. Timing figures skip each
+// run's first step, which pays for first-touch allocations and thread start-up.
+#include "learn/LessonRunner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include "Error.h"
+#include "nn/Loss.h"
+#include "nn/Sequential.h"
+#include "store/Recorder.h"
+
+namespace ml {
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+LessonFigure percent(double share) { return {share, fmt("%.1f%%", 100.0 * share)}; }
+LessonFigure integer(int64_t v) { return {static_cast<double>(v), std::to_string(v)}; }
+LessonFigure yesNo(bool b) { return {b ? 1.0 : 0.0, b ? "yes" : "no"}; }
+
+// Sums over an experiment's steps, the first one left out when there are more.
+struct Timing {
+  double stepSeconds = 0, samples = 0, phaseTotal = 0, allreduce = 0, wait = 0;
+  int64_t steps = 0;
+  double samplesPerSec() const { return stepSeconds > 0 ? samples / stepSeconds : 0; }
+  double stepMs() const { return steps ? 1000.0 * stepSeconds / static_cast<double>(steps) : 0; }
+  double share(double part) const { return phaseTotal > 0 ? part / phaseTotal : 0; }
+};
+
+Timing timingOf(const ExperimentOutcome& o) {
+  Timing t;
+  const size_t first = o.steps.size() > 1 ? 1 : 0;
+  for (size_t i = first; i < o.steps.size(); ++i) {
+    const StepEvent& s = o.steps[i];
+    ++t.steps;
+    t.stepSeconds += s.stepTime;
+    t.samples += static_cast<double>(s.samples);
+    for (const auto& r : s.replicas) {
+      t.phaseTotal += r.phases.total();
+      t.allreduce += r.phases.allreduce;
+      t.wait += r.phases.wait;
+    }
+  }
+  return t;
+}
+
+double finalAccuracy(const ExperimentOutcome& o) {
+  if (o.finished.finalValMetric) return *o.finished.finalValMetric;
+  if (!o.epochs.empty()) return o.epochs.back().trainMetric;
+  return o.steps.empty() ? 0.0 : o.steps.back().metric;
+}
+
+double finalLoss(const ExperimentOutcome& o) {
+  if (o.finished.finalValLoss) return *o.finished.finalValLoss;
+  if (!o.epochs.empty()) return o.epochs.back().trainLoss;
+  return o.steps.empty() ? 0.0 : o.steps.back().loss;
+}
+
+bool checksumsEqual(const ExperimentOutcome& o) {
+  if (o.epochs.empty()) return false;  // nothing was compared
+  for (const auto& e : o.epochs) {
+    if (!e.inSync) return false;
+    for (uint64_t c : e.checksums)
+      if (c != e.checksums.front()) return false;
+  }
+  return true;
+}
+
+void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
+  const std::string s = "_" + o.experiment.label;
+  const Timing t = timingOf(o);
+  f["final_acc" + s] = percent(finalAccuracy(o));
+  f["final_loss" + s] = {finalLoss(o), fmt("%.4f", finalLoss(o))};
+  const double trainLoss = o.epochs.empty() ? finalLoss(o) : o.epochs.back().trainLoss;
+  f["train_loss" + s] = {trainLoss, fmt("%.4f", trainLoss)};
+  f["steps" + s] = integer(o.finished.steps);
+  double seconds = 0;
+  for (const auto& e : o.epochs) seconds += e.seconds;
+  f["seconds" + s] = {seconds, fmt("%.2f", seconds)};
+  f["samples_per_sec" + s] = {t.samplesPerSec(), fmt("%.0f", t.samplesPerSec())};
+  f["step_ms" + s] = {t.stepMs(), fmt("%.2f", t.stepMs())};
+  f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
+  f["allreduce_share" + s] = percent(t.share(t.allreduce));
+  f["wait_share" + s] = percent(t.share(t.wait));
+  f["checksums_equal" + s] = yesNo(checksumsEqual(o));
+  std::set<uint64_t> distinct;
+  std::string hex = "-";
+  if (!o.epochs.empty() && !o.epochs.back().checksums.empty()) {
+    distinct.insert(o.epochs.back().checksums.begin(), o.epochs.back().checksums.end());
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(o.epochs.back().checksums.front()));
+    hex = buf;
+  }
+  f["checksum" + s] = {static_cast<double>(distinct.size()), hex};
+  f["replicas" + s] = integer(o.plan.replicas);
+  f["global_batch" + s] = integer(o.plan.globalBatch);
+  f["per_replica_batch" + s] = integer(o.plan.perReplicaBatch);
+  std::string shards;
+  int64_t smallest = 0;
+  if (!o.steps.empty()) {
+    smallest = o.steps.front().replicas.empty() ? 0 : o.steps.front().replicas.front().samples;
+    for (const auto& r : o.steps.front().replicas) {
+      shards += (shards.empty() ? "" : ", ") + std::to_string(r.samples);
+      smallest = std::min(smallest, r.samples);
+    }
+  }
+  f["shard_sizes" + s] = {static_cast<double>(smallest), shards.empty() ? "-" : shards};
+  f["lr" + s] = {o.plan.lr, fmt("%g", o.plan.lr)};
+  f["steps_per_epoch" + s] = integer(o.plan.stepsPerEpoch);
+  f["status" + s] = {o.finished.status == RunStatus::Finished ? 1.0 : 0.0, toString(o.finished.status)};
+}
+
+}  // namespace
+
+double replicaGradientDifference(const Project& project, const Dataset& train, int replicas, int64_t globalBatch) {
+  Sequential model(project.model);
+  model.initialize(project.training.seed);
+  Loss loss = Loss::make(project.training.loss, project.training.fromLogits);
+  model.configureLoss(loss);
+  const int64_t batch = std::clamp<int64_t>(globalBatch, 1, train.size);
+  const auto order = epochOrder(train.size, project.training.seed, 1);
+  const int64_t f = train.featureCount(), k = model.outFeatures();
+  auto meanGradient = [&](int64_t lo, int64_t hi) {
+    const int64_t n = hi - lo;
+    std::vector<float> x(static_cast<size_t>(n * f)), y(static_cast<size_t>(n * train.targetDim));
+    std::vector<int64_t> ids(order.begin() + lo, order.begin() + hi);
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(train.sample(ids[static_cast<size_t>(i)]), f, x.data() + i * f);
+      std::copy_n(train.target(ids[static_cast<size_t>(i)]), train.targetDim, y.data() + i * train.targetDim);
+    }
+    model.zeroGrads();
+    const StepContext ctx{true, project.training.seed, 1, ids.data()};
+    const float* out = model.forward(x.data(), n, ctx);
+    loss.compute(out, y.data(), n, k, model.outputGrad(n));
+    model.backward(x.data(), n, ctx);
+    std::vector<double> g(model.grads().begin(), model.grads().end());
+    for (double& v : g) v /= static_cast<double>(n);
+    return g;
+  };
+  const auto full = meanGradient(0, batch);
+  const auto [lo, hi] = shardRange(batch, 0, std::max(1, replicas));
+  if (hi <= lo) return 0.0;
+  const auto shard = meanGradient(lo, hi);
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < full.size(); ++i) {
+    diff += (shard[i] - full[i]) * (shard[i] - full[i]);
+    norm += full[i] * full[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : 0.0;
+}
+
+LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<ExperimentOutcome>& outcomes, const DataSplit* data) {
+  LessonFigures f;
+  bool allEqual = !outcomes.empty();
+  for (const auto& o : outcomes) {
+    addExperimentFigures(f, o);
+    allEqual = allEqual && checksumsEqual(o);
+  }
+  f["checksums_equal"] = yesNo(allEqual);
+  const Sequential model(lesson.project.model);
+  f["params"] = integer(model.paramCount());
+  f["gradient_kib"] = {static_cast<double>(model.paramCount()) * 4.0 / 1024.0, fmt("%.1f", static_cast<double>(model.paramCount()) * 4.0 / 1024.0)};
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  f["host_cores"] = integer(cores);
+  f["experiments"] = integer(static_cast<int64_t>(outcomes.size()));
+
+  // Per device count: the first experiment with that many replicas, against the one with fewest.
+  const ExperimentOutcome* ref = nullptr;
+  for (const auto& o : outcomes)
+    if (!ref || o.plan.replicas < ref->plan.replicas) ref = &o;
+  std::set<int> seen;
+  for (const auto& o : outcomes) {
+    const int n = o.plan.replicas;
+    if (!seen.insert(n).second) continue;
+    const Timing t = timingOf(o), tr = timingOf(*ref);
+    const std::string s = "_" + std::to_string(n);
+    const double speedup = tr.samplesPerSec() > 0 ? t.samplesPerSec() / tr.samplesPerSec() : 0;
+    f["speedup" + s] = {speedup, fmt("%.2f", speedup)};
+    f["efficiency" + s] = percent(speedup * ref->plan.replicas / n);
+    f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
+    f["step_ms" + s] = {t.stepMs(), fmt("%.2f", t.stepMs())};
+    f["samples_per_sec" + s] = {t.samplesPerSec(), fmt("%.0f", t.samplesPerSec())};
+  }
+
+  if (outcomes.size() >= 2) {
+    const auto &a = outcomes[0], &b = outcomes[1];
+    double maxDiff = 0;
+    for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i) maxDiff = std::max(maxDiff, std::abs(a.steps[i].loss - b.steps[i].loss));
+    f["max_loss_diff"] = {maxDiff, fmt("%.2g", maxDiff)};
+    const double accDiff = std::abs(finalAccuracy(a) - finalAccuracy(b)) * 100.0;
+    f["final_acc_diff"] = {accDiff, fmt("%.1f", accDiff)};
+  }
+  for (const auto& o : outcomes) {
+    if (o.plan.replicas > 1 && data) {
+      const double d = replicaGradientDifference(o.project, data->train, o.plan.replicas, o.plan.globalBatch);
+      f["replica_grad_diff"] = percent(d);
+      break;
+    }
+  }
+  return f;
+}
+
+std::string fillPlaceholders(const std::string& text, const LessonFigures& figures) {
+  static const std::regex re(R"(\{([A-Za-z0-9_]+)\})");
+  std::string out;
+  auto last = text.cbegin();
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
+    const auto& m = *it;
+    out.append(last, m[0].first);
+    const auto f = figures.find(m[1].str());
+    out += f != figures.end() ? f->second.text : m[0].str();
+    last = m[0].second;
+  }
+  out.append(last, text.cend());
+  return out;
+}
+
+LessonRunner::LessonRunner(Lesson lesson, LessonRunnerOptions options) : lesson_(std::move(lesson)), options_(std::move(options)) {}
+
+void LessonRunner::requestCancel() {
+  cancel_.store(true);
+  std::lock_guard lock(trainerMu_);
+  if (trainer_) trainer_->requestCancel();
+}
+
+LessonOutcome LessonRunner::run() {
+  struct CloseHub {
+    TelemetryHub& hub;
+    ~CloseHub() { hub.closeAll(); }
+  } closeHub{hub_};
+  LessonOutcome out;
+  auto data = std::make_shared<const DataSplit>(loadData(lesson_.project.data));
+  auto collect = hub_.subscribe(size_t{1} << 20);
+  std::vector<Event> events;
+  for (size_t i = 0; i < lesson_.experiments.size(); ++i) {
+    if (cancel_.load()) {
+      out.message = "cancelled before experiment '" + lesson_.experiments[i].title + "'";
+      break;
+    }
+    ExperimentOutcome eo;
+    eo.experiment = lesson_.experiments[i];
+    eo.project = eo.experiment.apply(lesson_.project);
+    TrainerOptions to;
+    const int64_t a = eo.experiment.steps, b = options_.maxSteps;
+    to.maxSteps = a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
+    to.runName = options_.runNamePrefix + " " + lesson_.id + ": " + eo.experiment.title;
+    Trainer trainer(eo.project, data, hub_, to);
+    eo.plan = trainer.plan();
+    if (onExperimentStarted) onExperimentStarted(i, eo);
+    std::shared_ptr<Channel> recordCh;
+    std::unique_ptr<Recorder> recorder;
+    if (!options_.storePath.empty()) {
+      recordCh = hub_.subscribe();
+      recorder = std::make_unique<Recorder>(options_.storePath, recordCh);
+    }
+    {
+      std::lock_guard lock(trainerMu_);
+      trainer_ = &trainer;
+    }
+    if (cancel_.load()) trainer.requestCancel();
+    eo.finished = trainer.run();
+    {
+      std::lock_guard lock(trainerMu_);
+      trainer_ = nullptr;
+    }
+    if (recorder) {
+      recorder->stop();
+      eo.runId = recorder->runId();
+      recordCh->close();
+    }
+    events.clear();
+    collect->drain(events);
+    for (auto& e : events) {
+      if (auto* s = std::get_if<StepEvent>(&e)) eo.steps.push_back(std::move(*s));
+      else if (auto* ep = std::get_if<EpochEvent>(&e)) eo.epochs.push_back(std::move(*ep));
+      else if (auto* st = std::get_if<RunStarted>(&e)) eo.started = std::move(*st);
+    }
+    const bool ok = eo.finished.status == RunStatus::Finished;
+    if (!ok) out.message = "experiment '" + eo.experiment.title + "' ended " + toString(eo.finished.status) +
+                           (eo.finished.message.empty() ? "" : ": " + eo.finished.message);
+    out.experiments.push_back(std::move(eo));
+    if (!ok) break;
+  }
+  out.completed = out.message.empty() && out.experiments.size() == lesson_.experiments.size();
+  out.figures = computeLessonFigures(lesson_, out.experiments, data.get());
+  out.reveal = fillPlaceholders(lesson_.reveal, out.figures);
+  return out;
+}
+
+}  // namespace ml

@@ -1,0 +1,30 @@
+// A run's per-device timeline as a Chrome trace (Trace Event Format), which Perfetto and
+// chrome://tracing open: one track (tid) per replica, five spans per replica per step.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "telemetry/Events.h"
+
+namespace ml {
+
+struct TraceOptions {
+  std::string processName = "Mirrorlab run";  // the process track's title ("run 12: Spirals")
+  std::vector<std::string> deviceNames;       // one per replica ("cpu:0 (simulated)"); optional
+};
+
+// The span names, in the order a replica lives through them within one step: backward ends,
+// then the replica waits for the slowest one, then its exposed all-reduce, then the update.
+inline constexpr const char* kTracePhases[5] = {"forward", "backward", "wait", "all-reduce", "optimizer"};
+
+// {"traceEvents": [...], "displayTimeUnit": "ms"}. ts and dur are microseconds; ts counts from
+// the earliest replica start among the steps. Each span carries args {step, epoch, replica,
+// samples}. Steps without per-replica timings add nothing.
+nlohmann::json chromeTrace(const std::vector<StepEvent>& steps, const TraceOptions& options = {});
+
+// Writes chromeTrace() to path; throws UserError naming the file when it cannot be written.
+void writeChromeTrace(const std::vector<StepEvent>& steps, const std::string& path, const TraceOptions& options = {});
+
+}  // namespace ml

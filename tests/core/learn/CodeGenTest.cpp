@@ -1,0 +1,163 @@
+// The generated TensorFlow and PyTorch programs: valid Python for the shipped projects, the
+// mirrored mapping spelled out, and the PyTorch one actually trains a few steps on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include "LearnTestUtil.h"
+#include "learn/CodeGen.h"
+#include "project/Project.h"
+
+namespace fs = std::filesystem;
+using namespace ml;
+using namespace mltest;
+
+namespace {
+
+const char* kProjects[] = {"fashion-mlp.json", "fashion-wide-mlp.json", "spirals.json"};
+
+bool debianTorch(std::string* why) {
+  const CommandResult r = runCommand(std::string(kPython) + " -c \"import torch, numpy\"");
+  if (r.exitCode != 0 && why) *why = "Debian's python3-torch is not installed (" + std::string(kPython) + " -c 'import torch' failed: " + r.output + ")";
+  return r.exitCode == 0;
+}
+
+}  // namespace
+
+TEST(CodeGen, BothProgramsCompileForTheShippedProjects) {
+  TempDir dir("codegen");
+  for (const char* name : kProjects) {
+    const Project p = Project::load(projectPath(name));
+    for (Framework f : {Framework::TensorFlow, Framework::PyTorch}) {
+      SCOPED_TRACE(std::string(name) + " " + toString(f));
+      const std::string code = generateProgram(p, f);
+      const fs::path file = dir.path() / suggestedFileName(p, f);
+      writeFile(file, code);
+      const CommandResult r = runCommand(std::string(kPython) + " -m py_compile " + file.string());
+      EXPECT_EQ(r.exitCode, 0) << r.output;
+      // The program opens by naming the project and explaining the mapping.
+      EXPECT_EQ(code.rfind("# Mirrorlab project \"" + p.name + "\"", 0), 0u) << code.substr(0, 200);
+      EXPECT_NE(code.find("all-reduce"), std::string::npos);
+    }
+  }
+}
+
+TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
+  Project p = Project::load(projectPath("fashion-wide-mlp.json"));
+  const std::string code = generateTensorFlowProgram(p);
+  for (const char* needle : {"tf.distribute.MirroredStrategy()", "with strategy.scope():", "strategy.num_replicas_in_sync",
+                             "GLOBAL_BATCH = 256", "tf.keras.layers.Dropout(0.2, seed=SEED", "tf.keras.Input(shape=(28, 28))",
+                             "tf.keras.layers.Dense(512, activation=\"relu\", use_bias=True, kernel_initializer=\"glorot_uniform\"",
+                             "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-07)",
+                             "SparseCategoricalCrossentropy(from_logits=False)", "metrics=[\"accuracy\"]", "gzip.open",
+                             "train-images-idx3-ubyte"})
+    EXPECT_NE(code.find(needle), std::string::npos) << needle;
+  // model.compile sits inside the scope: after it, and indented under it.
+  const size_t scope = code.find("with strategy.scope():"), compile = code.find("        model.compile(");
+  EXPECT_LT(scope, compile);
+  EXPECT_EQ(code.find("LinearWarmup"), std::string::npos) << "no warm-up in this project";
+
+  // Per-device batch, linear scaling and warm-up change the program accordingly.
+  p.training.perDeviceBatch = true;
+  p.training.batchSize = 64;
+  p.training.lrScaling = "linear";
+  p.training.warmupEpochs = 2;
+  p.training.optimizer.name = "sgd";
+  p.training.optimizer.momentum = 0.9;
+  const std::string scaled = generateTensorFlowProgram(p);
+  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas", "LR_SCALING = \"linear\"",
+                             "WARMUP_EPOCHS = 2.0", "LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)",
+                             "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9, nesterov=False)"})
+    EXPECT_NE(scaled.find(needle), std::string::npos) << needle;
+  TempDir dir("codegen-tf");
+  writeFile(dir.path() / "scaled.py", scaled);
+  EXPECT_EQ(runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "scaled.py").string()).exitCode, 0);
+}
+
+TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
+  const Project p = Project::load(projectPath("spirals.json"));
+  const std::string code = generatePyTorchProgram(p);
+  for (const char* needle : {"DistributedDataParallel as DDP", "DistributedSampler(train_set, num_replicas=world_size, rank=rank",
+                             "\"nccl\" if use_cuda else \"gloo\"", "mp.spawn(", "LOCAL_RANK", "DEFAULT_WORLD_SIZE = 2",
+                             "per_replica = math.ceil(global_batch / world_size)", "eps=1e-07", "nn.init.xavier_uniform_",
+                             "dense(2, 64, \"glorot_uniform\", \"zeros\", True)", "nn.Tanh()", "F.cross_entropy(out, y)",
+                             "\"--steps\"", "NOISE = 0.2", "VALIDATION_SPLIT = 0.2"})
+    EXPECT_NE(code.find(needle), std::string::npos) << needle;
+  // The softmax of the last layer is folded into the loss, never applied twice.
+  EXPECT_EQ(code.find("nn.Softmax"), std::string::npos);
+}
+
+TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
+  std::string why;
+  if (!debianTorch(&why)) GTEST_SKIP() << why;
+  TempDir dir("codegen-run");
+  const Project p = Project::load(projectPath("spirals.json"));
+  const fs::path file = dir.path() / suggestedFileName(p, Framework::PyTorch);
+  writeFile(file, generatePyTorchProgram(p));
+  // Two replicas (the project's cpu:2), started with mp.spawn, gloo over localhost.
+  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() +
+                                     " --steps 5 --cpu");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("2 replica(s) on cpu (gloo): 2 x 32 = 64 samples per step"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(epoch 1/60: loss ([-+0-9.eE]+|nan|inf))"))) << r.output;
+  const double loss = std::stod(m[1].str());
+  EXPECT_TRUE(std::isfinite(loss)) << r.output;
+  // Three classes: a fresh model starts near ln 3 = 1.0986 and five steps cannot go far from it.
+  EXPECT_GT(loss, 0.5);
+  EXPECT_LT(loss, 2.0);
+  EXPECT_NE(r.output.find("done: 5 steps on 2 replica(s)"), std::string::npos) << r.output;
+}
+
+TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {
+  std::string why;
+  if (!debianTorch(&why)) GTEST_SKIP() << why;
+  TempDir dir("codegen-csv");
+  // y = 2 a - b + 0.5: a regression CSV with the label in the middle column.
+  std::string csv = "a,y,b\n";
+  for (int i = 0; i < 64; ++i) {
+    const double a = (i % 8) / 8.0, b = (i / 8) / 8.0;
+    csv += std::to_string(a) + "," + std::to_string(2 * a - b + 0.5) + "," + std::to_string(b) + "\n";
+  }
+  writeFile(dir.path() / "train.csv", csv);
+  nlohmann::json j = {
+      {"name", "CSV \"regression\""},
+      {"description", "a \"\"\"quoted\"\"\" description\\ with a backslash"},
+      {"model", {{"input_shape", {2}}, {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}, {"kernel_initializer", "he_normal"}},
+                                                   {{"type", "Dense"}, {"units", 1}}}}}},
+      {"data", {{"kind", "csv"}, {"path", (dir.path() / "train.csv").string()}, {"label_column", "y"}, {"standardize", true},
+                {"validation_split", 0.25}}},
+      {"training", {{"epochs", 2}, {"batch_size", 16}, {"optimizer", {{"name", "rmsprop"}, {"learning_rate", 0.01}}},
+                    {"loss", "mse"}, {"metrics", {"mae"}}, {"lr_scaling", "sqrt"}, {"warmup_epochs", 0.5}}},
+      {"distribute", {{"devices", "cpu:1"}}},
+  };
+  const Project p = Project::fromJson(j, "csv test");
+  const fs::path file = dir.path() / suggestedFileName(p, Framework::PyTorch);
+  EXPECT_EQ(file.filename().string(), "csv_regression_ddp_torch.py");
+  writeFile(file, generatePyTorchProgram(p));
+  writeFile(dir.path() / "tf.py", generateTensorFlowProgram(p));
+  EXPECT_EQ(runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "tf.py").string()).exitCode, 0);
+  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() + " --cpu");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(epoch 2/2: loss ([-+0-9.eE]+) mae ([-+0-9.eE]+) lr [^ ]+ \(6 steps\) val_loss)")))
+      << r.output;
+  EXPECT_TRUE(std::isfinite(std::stod(m[1].str())));
+}
+
+TEST(CodeGen, FrameworkNames) {
+  EXPECT_EQ(parseFramework("tf"), Framework::TensorFlow);
+  EXPECT_EQ(parseFramework("Keras"), Framework::TensorFlow);
+  EXPECT_EQ(parseFramework("pytorch"), Framework::PyTorch);
+  try {
+    parseFramework("jax");
+    FAIL() << "jax accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: tf, torch"), std::string::npos) << e.what();
+  }
+}

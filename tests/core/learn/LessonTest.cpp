@@ -1,0 +1,245 @@
+// Lesson files load and validate with errors naming the file and the field; real short runs of
+// lessons 2 and 4 fill every placeholder with measured numbers; a recorded lesson run exports a
+// Chrome trace whose spans sum to the stored phase times.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "Error.h"
+#include "LearnTestUtil.h"
+#include "learn/Lesson.h"
+#include "learn/LessonRunner.h"
+#include "learn/TraceExport.h"
+#include "store/RunStore.h"
+
+namespace fs = std::filesystem;
+using namespace ml;
+using nlohmann::json;
+
+namespace {
+
+std::string lessonsDir() { return (fs::path(MIRRORLAB_SOURCE_DIR) / "projects" / "lessons").string(); }
+std::string projectsDir() { return (fs::path(MIRRORLAB_SOURCE_DIR) / "projects").string(); }
+
+Lesson shipped(const std::string& id) {
+  for (auto& l : loadLessons(lessonsDir()))
+    if (l.id == id) return l;
+  throw std::runtime_error("no shipped lesson " + id);
+}
+
+json validLesson() {
+  return json::parse(R"({
+    "schema_version": 1, "id": "tiny", "title": "Tiny", "idea": "An idea.", "project": "spirals.json",
+    "experiments": [{"label": "two", "devices": "cpu:2", "batch_size": 32, "steps": 5}],
+    "question": {"text": "Q?", "choices": ["a", "b"], "correct": 0},
+    "reveal": "{final_acc_two} {speedup_2}"
+  })");
+}
+
+// Writes j to a lesson file and returns the UserError message of loading it.
+std::string loadError(const json& j, const std::string& name = "bad.json") {
+  mltest::TempDir dir("lesson");
+  const fs::path file = dir.path() / name;
+  mltest::writeFile(file, j.dump(2));
+  try {
+    loadLesson(file.string(), projectsDir());
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(file.string()), std::string::npos) << "the error names the file: " << msg;
+    return msg;
+  }
+  ADD_FAILURE() << "loaded without error: " << j.dump();
+  return "";
+}
+
+void expectAllFilled(const LessonOutcome& out) {
+  EXPECT_EQ(out.reveal.find('{'), std::string::npos) << out.reveal;
+  EXPECT_EQ(out.reveal.find('}'), std::string::npos) << out.reveal;
+}
+
+}  // namespace
+
+TEST(Lessons, AllShippedLessonsLoad) {
+  const auto lessons = loadLessons(lessonsDir());
+  ASSERT_GE(lessons.size(), 5u);
+  const std::vector<std::string> want = {"copies-and-shards", "gradients-averaged", "scale-learning-rate", "devices-not-accuracy",
+                                         "speedup-not-linear"};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
+  for (const auto& l : lessons) {
+    SCOPED_TRACE(l.sourcePath);
+    EXPECT_FALSE(l.title.empty());
+    EXPECT_FALSE(l.idea.empty());
+    EXPECT_FALSE(l.experiments.empty());
+    EXPECT_GE(l.question.choices.size(), 2u);
+    EXPECT_LT(l.question.correct, static_cast<int>(l.question.choices.size()));
+    EXPECT_FALSE(placeholdersIn(l.reveal).empty()) << "a reveal quotes measured figures";
+    const auto known = lessonFigureNames(l);
+    for (const auto& p : placeholdersIn(l.reveal)) EXPECT_NE(std::find(known.begin(), known.end(), p), known.end()) << p;
+  }
+  // Lesson 3 carries its project inline; the others name a file in projects/.
+  EXPECT_EQ(lessons[2].projectRef, "inline");
+  EXPECT_EQ(lessons[2].project.training.optimizer.name, "sgd");
+  EXPECT_EQ(lessons[0].projectRef, "spirals.json");
+  // The experiment settings reach the project that runs.
+  const Project p = lessons[2].experiments[2].apply(lessons[2].project);
+  EXPECT_EQ(p.distribute.devices, "cpu:4");
+  EXPECT_TRUE(p.training.perDeviceBatch);
+  EXPECT_EQ(p.training.lrScaling, "linear");
+  EXPECT_DOUBLE_EQ(p.training.warmupEpochs, 1.0);
+}
+
+TEST(Lessons, BadFilesNameTheFileAndTheField) {
+  json j = validLesson();
+  j.erase("question");
+  EXPECT_NE(loadError(j).find("question is missing"), std::string::npos);
+
+  j = validLesson();
+  j["experiments"][0]["devices"] = "tpu:4";
+  EXPECT_NE(loadError(j).find("experiments[0].devices is 'tpu:4'"), std::string::npos);
+
+  j = validLesson();
+  j["question"]["correct"] = 2;
+  EXPECT_NE(loadError(j).find("question.correct is 2 but there are only 2 choices"), std::string::npos);
+
+  j = validLesson();
+  j["reveal"] = "{final_acc_two} and {speedup_8}";
+  EXPECT_NE(loadError(j).find("reveal uses {speedup_8}"), std::string::npos);
+
+  j = validLesson();
+  j["expriments"] = j["experiments"];
+  EXPECT_NE(loadError(j).find("expriments is not a known field"), std::string::npos);
+
+  j = validLesson();
+  j["project"] = "no-such-project.json";
+  EXPECT_NE(loadError(j).find("project names 'no-such-project.json'"), std::string::npos);
+
+  j = validLesson();
+  j["experiments"].push_back(j["experiments"][0]);
+  EXPECT_NE(loadError(j).find("experiments[1].label 'two' is used twice"), std::string::npos);
+
+  j = validLesson();
+  j["experiments"][0]["label"] = "Two Devices";
+  EXPECT_NE(loadError(j).find("experiments[0].label is 'Two Devices'"), std::string::npos);
+
+  j = validLesson();
+  j["experiments"][0]["lr_scaling"] = "cubic";
+  EXPECT_NE(loadError(j).find("experiments[0].lr_scaling is 'cubic'"), std::string::npos);
+
+  j = validLesson();
+  j["project"] = json{{"model", {{"input_shape", {2}}, {"layers", json::array()}}}, {"training", {{"epochs", 0}}}};
+  EXPECT_NE(loadError(j).find("training.epochs"), std::string::npos);
+
+  mltest::TempDir dir("lesson-json");
+  mltest::writeFile(dir.path() / "broken.json", "{\"id\": ");
+  try {
+    loadLesson((dir.path() / "broken.json").string(), projectsDir());
+    FAIL() << "broken JSON loaded";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Lessons, FillPlaceholdersLeavesUnknownNames) {
+  LessonFigures f{{"a", {1, "one"}}, {"speedup_4", {3.2, "3.20"}}};
+  EXPECT_EQ(fillPlaceholders("{a} and {speedup_4} but {b}, {a}", f), "one and 3.20 but {b}, one");
+  EXPECT_EQ(placeholdersIn("{x} {y} {x} {not valid}"), (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(LessonRunner, GradientsAveragedLessonFillsEveryPlaceholder) {
+  Lesson lesson = shipped("gradients-averaged");
+  LessonRunnerOptions opts;
+  opts.maxSteps = 12;  // a short run: the figures are real, just fewer steps
+  LessonRunner runner(lesson, opts);
+  size_t started = 0;
+  runner.onExperimentStarted = [&](size_t, const ExperimentOutcome& o) {
+    ++started;
+    EXPECT_EQ(o.plan.replicas, 4);
+  };
+  const LessonOutcome out = runner.run();
+  ASSERT_TRUE(out.completed) << out.message;
+  EXPECT_EQ(started, 1u);
+  expectAllFilled(out);
+  const ExperimentOutcome& four = out.experiments.at(0);
+  EXPECT_EQ(four.finished.steps, 12);
+  EXPECT_EQ(four.steps.size(), 12u);
+  EXPECT_EQ(four.plan.globalBatch, 64);
+  EXPECT_EQ(out.figures.at("checksums_equal").text, "yes");
+  EXPECT_EQ(out.figures.at("shard_sizes_four").text, "16, 16, 16, 16");
+  EXPECT_EQ(out.figures.at("steps_four").text, "12");
+  // A 16-sample gradient is not the 64-sample one: the difference is real and moderate.
+  const double d = out.figures.at("replica_grad_diff").value;
+  EXPECT_GT(d, 0.01);
+  EXPECT_LT(d, 10.0);
+  EXPECT_NE(out.reveal.find("16 samples alone"), std::string::npos) << out.reveal;
+  EXPECT_NE(out.reveal.find(out.figures.at("checksum_four").text), std::string::npos);
+  EXPECT_EQ(out.figures.at("checksum_four").value, 1.0) << "one distinct checksum across the replicas";
+}
+
+TEST(LessonRunner, DevicesNotAccuracyLessonGivesTheSameCurveAndARecordedTrace) {
+  Lesson lesson = shipped("devices-not-accuracy");
+  mltest::TempDir dir("lesson-run");
+  const std::string db = (dir.path() / "runs.sqlite").string();
+  LessonRunnerOptions opts;
+  opts.maxSteps = 40;
+  opts.storePath = db;
+  LessonRunner runner(lesson, opts);
+  auto watcher = runner.hub().subscribe();  // what the studio does to watch live
+  const LessonOutcome out = runner.run();
+  ASSERT_TRUE(out.completed) << out.message;
+  expectAllFilled(out);
+  ASSERT_EQ(out.experiments.size(), 2u);
+  EXPECT_TRUE(watcher->closed());
+  std::vector<Event> seen;
+  watcher->drain(seen);
+  EXPECT_GE(seen.size(), 80u) << "both experiments' steps reached the subscriber";
+
+  const auto& f = out.figures;
+  // Same global batch, same seed: the same updates on 1 and 4 devices, to float rounding.
+  EXPECT_LT(f.at("max_loss_diff").value, 1e-4);
+  EXPECT_NEAR(f.at("final_acc_one").value, f.at("final_acc_four").value, 0.005);
+  EXPECT_GT(f.at("final_acc_one").value, 0.34) << "40 steps learn something beyond chance (1/3)";
+  EXPECT_EQ(f.at("checksums_equal_four").text, "yes");
+  EXPECT_EQ(f.at("replicas_one").value, 1);
+  EXPECT_EQ(f.at("replicas_four").value, 4);
+  EXPECT_DOUBLE_EQ(f.at("speedup_1").value, 1.0);
+  EXPECT_TRUE(std::isfinite(f.at("speedup_4").value));
+  EXPECT_GT(f.at("speedup_4").value, 0.0);
+  EXPECT_GT(f.at("step_ms_4").value, 0.0);
+  EXPECT_GE(f.at("sync_share_4").value, 0.0);
+  EXPECT_LE(f.at("sync_share_4").value, 1.0);
+
+  // Both runs were recorded; the 4-device one exports as a trace with 4 lanes.
+  ASSERT_TRUE(out.experiments[1].runId.has_value());
+  RunStore store = RunStore::open(db);
+  const int64_t run = *out.experiments[1].runId;
+  const auto steps = store.loadSteps(run, 1, 1000);
+  ASSERT_EQ(steps.size(), 40u);
+  const RunDetail detail = store.loadRun(run);
+  const json trace = json::parse(chromeTrace(steps, TraceOptions{"lesson", detail.deviceNames}).dump());
+  int lanes = 0;
+  std::map<std::pair<int, int>, double> spanSum;  // (step, replica) -> sum of span durations, us
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") ++lanes;
+    if (e.at("ph") == "X") spanSum[{e.at("args").at("step").get<int>(), e.at("tid").get<int>()}] += e.at("dur").get<double>();
+  }
+  EXPECT_EQ(lanes, 4);
+  ASSERT_EQ(spanSum.size(), 40u * 4u);
+  for (const auto& s : steps)
+    for (const auto& r : s.replicas) {
+      const std::pair<int, int> key(static_cast<int>(s.step), r.replica);
+      EXPECT_NEAR(spanSum[key], r.phases.total() * 1e6, 1e-3);
+    }
+}
+
+TEST(LessonRunner, CancelBeforeRunStopsAtOnce) {
+  LessonRunner runner(shipped("devices-not-accuracy"));
+  runner.requestCancel();
+  const LessonOutcome out = runner.run();
+  EXPECT_FALSE(out.completed);
+  EXPECT_NE(out.message.find("cancelled"), std::string::npos) << out.message;
+  EXPECT_TRUE(out.experiments.empty());
+}

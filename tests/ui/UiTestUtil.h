@@ -1,0 +1,76 @@
+// Shared set-up for the studio's QtTest suites: a temporary folder, a private run store
+// ($MIRRORLAB_DB), private settings, the studio's resources, and small project files.
+#pragma once
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QMessageBox>
+#include <QSet>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "Theme.h"
+#include "project/Project.h"
+
+namespace uitest {
+
+// Call from initTestCase(): settings and the store go to a fresh temporary folder.
+inline void isolate(QTemporaryDir& dir) {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("MirrorlabTest"));
+  // One settings file per test process: ctest runs the suites in parallel.
+  QCoreApplication::setApplicationName(QStringLiteral("mirrorlab-uitest-%1").arg(QCoreApplication::applicationPid()));
+  QSettings().clear();  // no last project or recent files from an earlier run
+  qputenv("MIRRORLAB_DB", dir.filePath(QStringLiteral("runs.sqlite")).toUtf8());
+  QDir::setCurrent(QStringLiteral(MIRRORLAB_SOURCE_DIR));  // projects/fashion-mlp.json is found here
+  static bool themed = false;
+  if (!themed) {
+    mlui::applyStudioTheme(*qApp);
+    themed = true;
+  }
+}
+
+// A small spirals project that trains in well under a second per epoch on 2 simulated devices.
+inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epochs = 12) {
+  ml::Project p;
+  p.name = "ui-test spirals";
+  p.model.inputShape = {2};
+  p.model.layers = {{"Dense", "", {{"units", 32}, {"activation", "tanh"}}},
+                    {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+  p.data.kind = "spirals";
+  p.data.samples = 2400;
+  p.data.classes = 3;
+  p.data.noise = 0.2;
+  p.data.seed = 7;
+  p.data.validationSplit = 0.2;
+  p.training.epochs = epochs;
+  p.training.batchSize = 32;
+  p.training.optimizer.learningRate = 0.01;
+  p.distribute.devices = devices;
+  return p;
+}
+
+inline QString writeProject(QTemporaryDir& dir, const ml::Project& p, const QString& name) {
+  const QString path = dir.filePath(name);
+  p.save(path.toStdString());
+  return path;
+}
+
+// The text of the first error dialog the window opened (non-blocking), or empty.
+inline QString errorDialogText(QWidget* window) {
+  for (auto* box : window->findChildren<QMessageBox*>(QStringLiteral("ErrorDialog"))) return box->text();
+  return {};
+}
+
+inline int distinctColors(const QImage& img) {
+  QSet<QRgb> colors;
+  const QImage i = img.convertToFormat(QImage::Format_RGB32);
+  for (int y = 0; y < i.height(); y += 2)
+    for (int x = 0; x < i.width(); x += 2) colors.insert(i.pixel(x, y));
+  return colors.size();
+}
+
+}  // namespace uitest

@@ -1,0 +1,124 @@
+// The model builder: adding through the palette, undo/redo, editing arguments, reordering,
+// a layer that does not fit, and the mirrored copies per device.
+#include <QLabel>
+#include <QListWidget>
+#include <QSpinBox>
+#include <QTableWidget>
+#include <QUndoStack>
+
+#include "MainWindow.h"
+#include "MirroredCopiesWidget.h"
+#include "ModelBuilderView.h"
+#include "ProjectDocument.h"
+#include "UiTestUtil.h"
+
+class ModelBuilderTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+  static int64_t total(mlui::MainWindow& w) { return w.modelBuilder()->analysis().totalParams; }
+
+ private Q_SLOTS:
+  void initTestCase() { uitest::isolate(dir_); }
+
+  void paletteDoubleClickAddsADenseAndUndoRemovesIt() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* palette = w.findChild<QListWidget*>(QStringLiteral("Palette"));
+    auto* stack = w.findChild<QListWidget*>(QStringLiteral("LayerStack"));
+    stack->setCurrentRow(2);  // insert after the last layer
+    QListWidgetItem* dense = palette->findItems(QStringLiteral("Dense"), Qt::MatchExactly).value(0);
+    QVERIFY(dense);
+    const QRect r = palette->visualItemRect(dense);
+    // A real double-click: press, release, then the double-click event on the same item.
+    QTest::mouseClick(palette->viewport(), Qt::LeftButton, {}, r.center());
+    QTest::mouseDClick(palette->viewport(), Qt::LeftButton, {}, r.center());
+    // Dense(64, relu) after Dense(10): 10 * 64 + 64 = 704 more parameters.
+    QCOMPARE(stack->count(), 4);
+    QCOMPARE(w.modelBuilder()->summaryTable()->rowCount(), 4);
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(3, 1)->text(), QStringLiteral("(None, 64)"));
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(3, 2)->text(), QStringLiteral("704"));
+    QCOMPARE(total(w), int64_t(101770 + 704));
+    QVERIFY(w.modelBuilder()->totalsText().contains(QStringLiteral("102,474")));
+    QVERIFY(w.document()->isModified());
+
+    w.document()->undoStack()->undo();
+    QCOMPARE(stack->count(), 3);
+    QCOMPARE(total(w), int64_t(101770));
+    QVERIFY(w.modelBuilder()->totalsText().contains(QStringLiteral("101,770")));
+    QVERIFY(!w.document()->isModified());
+    w.document()->undoStack()->redo();
+    QCOMPARE(total(w), int64_t(102474));
+  }
+
+  void inspectorEditsArgumentsAsOneUndoStep() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    w.modelBuilder()->selectLayer(1);  // dense: 128 units
+    auto* units = w.modelBuilder()->findChild<QSpinBox*>(QStringLiteral("arg_units"));
+    QVERIFY(units);
+    QCOMPARE(units->value(), 128);
+    units->setValue(65);
+    units->setValue(64);  // two edits of the same field merge into one undo step
+    // 784 * 64 + 64 + 64 * 10 + 10 = 50,890
+    QCOMPARE(total(w), int64_t(50890));
+    QCOMPARE(w.document()->undoStack()->count(), 1);
+    w.document()->undoStack()->undo();
+    QCOMPARE(total(w), int64_t(101770));
+    QCOMPARE(units->value(), 128);
+  }
+
+  void aLayerThatDoesNotFitShowsItsReason() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    w.modelBuilder()->removeLayer(0);  // no Flatten: Dense gets (28, 28)
+    const auto& a = w.modelBuilder()->analysis();
+    QVERIFY(!a.ok);
+    QCOMPARE(a.errorLayer, 0);
+    QVERIFY2(QString::fromStdString(a.rows[0].error).contains(QStringLiteral("Flatten")), a.rows[0].error.c_str());
+    auto* error = w.findChild<QLabel*>(QStringLiteral("ModelError"));
+    QVERIFY(error->isVisible());
+    QVERIFY(error->text().contains(QStringLiteral("expects a flat input")));
+    auto* stack = w.findChild<QListWidget*>(QStringLiteral("LayerStack"));
+    QVERIFY(stack->item(0)->toolTip().contains(QStringLiteral("add a Flatten layer")));
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(0, 0)->background().color(), QColor(0xfd, 0xec, 0xea));
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(1, 1)->text(), QStringLiteral("?"));
+    // Putting a Flatten back at the top fixes it.
+    w.modelBuilder()->addLayer(QStringLiteral("Flatten"), 0);
+    QVERIFY(w.modelBuilder()->analysis().ok);
+    QCOMPARE(total(w), int64_t(101770));
+    QVERIFY(!error->isVisible());
+  }
+
+  void reordersLayers() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    w.modelBuilder()->moveLayer(2, 1);  // Dense(10) before Dense(128): 784*10+10 + 10*128+128
+    QCOMPARE(w.document()->project().model.layers[1].args.at("units").get<int>(), 10);
+    QCOMPARE(total(w), int64_t(7850 + 1408));
+    w.document()->undoStack()->undo();
+    QCOMPARE(total(w), int64_t(101770));
+  }
+
+  void showsOneMirroredCopyPerDevice() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    auto* copies = w.findChild<mlui::MirroredCopiesWidget*>(QStringLiteral("MirroredCopies"));
+    QCOMPARE(copies->tileCount(), 2);  // 2 layers with weights x 1 device
+    ml::Project p = w.document()->project();
+    p.distribute.devices = "cpu:4";
+    w.document()->edit(QStringLiteral("devices"), p);
+    QCOMPARE(copies->tileCount(), 8);
+    QCOMPARE(w.modelBuilder()->analysis().replicas, 4);
+    QCOMPARE(w.modelBuilder()->analysis().perReplicaBatch, int64_t(32));  // 128 global / 4
+  }
+};
+
+QTEST_MAIN(ModelBuilderTest)
+#include "test_modelbuilder.moc"

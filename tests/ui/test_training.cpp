@@ -1,0 +1,192 @@
+// A real short training from the studio on 2 simulated devices: the charts hold the points,
+// the sync check reports equal checksums, the run is stored and listed, two runs overlay, and
+// Stop ends a run as cancelled.
+#include <QAction>
+#include <QLabel>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QTableWidget>
+
+#include "DashboardView.h"
+#include "MainWindow.h"
+#include "RunTableModel.h"
+#include "RunsView.h"
+#include "TrainingSession.h"
+#include "charts/DeviceCharts.h"
+#include "charts/MetricChart.h"
+#include "charts/TimelineChart.h"
+#include "store/RunStore.h"
+#include "UiTestUtil.h"
+
+Q_DECLARE_METATYPE(ml::RunFinished)
+
+class TrainingTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+  // Trains the project in the window and waits for the end; returns the finish event.
+  static ml::RunFinished train(mlui::MainWindow& w, int maxSteps = 0) {
+    ml::RunFinished out;
+    bool ended = false;
+    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                              [&](const ml::RunFinished& f, std::optional<int64_t>) { out = f; ended = true; });
+    w.dashboard()->setMaxSteps(maxSteps);
+    w.dashboard()->trainAction()->trigger();
+    if (!QTest::qWaitFor([&] { return ended; }, 60000)) qWarning("training did not end in 60 s");
+    QObject::disconnect(c);
+    return out;
+  }
+
+ private Q_SLOTS:
+  void initTestCase() { uitest::isolate(dir_); }
+
+  void trainsAndFillsTheCharts() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("spirals.json"))));
+    w.resize(1400, 900);
+    w.show();
+    const auto f = train(w);
+    QCOMPARE(f.status, ml::RunStatus::Finished);
+    // 2400 samples, 20% held out: 1920 / 32 = 60 steps per epoch, 12 epochs.
+    QCOMPARE(f.steps, int64_t(720));
+    auto* d = w.dashboard();
+    QCOMPARE(d->lossChart()->trainGraph()->dataCount(), 720);
+    QCOMPARE(d->lossChart()->validationGraph()->dataCount(), 12);
+    QCOMPARE(d->accuracyChart()->trainGraph()->dataCount(), 720);
+    QVERIFY(d->throughputChart()->trainGraph()->dataCount() > 0);
+    // The loss went down: last smoothed value well below the first step's.
+    const double first = d->lossChart()->trainGraph()->data()->at(0)->value;
+    QVERIFY2(d->lossChart()->lastSmoothed() < first * 0.7, qPrintable(QString::number(d->lossChart()->lastSmoothed())));
+    QCOMPARE(d->utilizationChart()->deviceCount(), 2);
+    QVERIFY(d->utilizationChart()->deviceGraph(0)->dataCount() > 0);
+    QVERIFY(d->utilizationChart()->deviceGraph(1)->dataCount() > 0);
+    QCOMPARE(d->breakdownChart()->computeBars()->dataCount(), 2);
+    QVERIFY(d->breakdownChart()->computeShare() > 0);
+    QCOMPARE(d->timelineChart()->barCount() > 10 * 2 * 2, true);  // 10 steps x 2 lanes x >= 2 phases
+    const QString sync = d->syncLabel()->text();
+    QVERIFY2(sync.contains(QStringLiteral("in sync")) && sync.contains(QStringLiteral("equal")), qPrintable(sync));
+    QVERIFY(sync.contains(QStringLiteral("epoch 12")));
+
+    // The window during/after training is not blank: many colours in the chart area.
+    const QImage img = d->grab().toImage();
+    QVERIFY(uitest::distinctColors(img) > 40);
+    QVERIFY(img.save(dir_.filePath(QStringLiteral("dashboard-trained.png"))));
+
+    // The run is in the store, and the Runs screen lists it.
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    const auto runs = store.listRuns();
+    QCOMPARE(runs.size(), size_t(1));
+    QCOMPARE(runs[0].status, std::string("finished"));
+    QCOMPARE(runs[0].replicas, 2);
+    QCOMPARE(runs[0].epochsDone, 12);
+    QCOMPARE(w.session()->lastRunId().value_or(-1), runs[0].id);
+    w.showPage(mlui::MainWindow::RunsPage);
+    QTRY_COMPARE_WITH_TIMEOUT(w.runsView()->model()->rowCount(), 1, 10000);
+    QCOMPARE(w.runsView()->model()->run(0)->status, std::string("finished"));
+  }
+
+  void overlaysTwoRuns() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:1", 3), QStringLiteral("one.json"))));
+    w.show();
+    QCOMPARE(train(w).status, ml::RunStatus::Finished);
+    w.showPage(mlui::MainWindow::RunsPage);
+    auto* runs = w.runsView();
+    QTRY_COMPARE_WITH_TIMEOUT(runs->model()->rowCount(), 2, 10000);  // with the run of the test above
+    std::vector<int64_t> ids;
+    for (const auto& r : runs->model()->runs()) ids.push_back(r.id);
+    QSignalSpy loaded(runs, &mlui::RunsView::comparisonLoaded);
+    runs->selectRuns(ids);
+    QVERIFY(loaded.wait(10000));
+    QCOMPARE(runs->overlay()->graphCount(), 2);
+    QVERIFY(runs->overlay()->graph(0)->dataCount() > 0);
+    QVERIFY(runs->overlay()->graph(1)->dataCount() > 0);
+    QCOMPARE(runs->scalingTable()->rowCount(), 2);
+    QVERIFY(runs->scalingTable()->item(0, 0)->text().contains(QStringLiteral("baseline")));
+    QCOMPARE(runs->scalingTable()->item(0, 4)->text(), QStringLiteral("1.00×"));
+    // The configurations differ in the devices (cpu:2 vs cpu:1) and the epochs, and only there.
+    QStringList keys;
+    for (int r = 0; r < runs->diffTable()->rowCount(); ++r) keys << runs->diffTable()->item(r, 0)->text();
+    QVERIFY2(keys.join(QLatin1Char(' ')).contains(QStringLiteral("devices")), qPrintable(keys.join(QLatin1Char(' '))));
+    QVERIFY(!keys.contains(QStringLiteral("optimizer.name")));
+  }
+
+  void stopEndsTheRunAsCancelled() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 500), QStringLiteral("long.json"))));
+    w.show();
+    ml::RunFinished out;
+    bool ended = false;
+    connect(w.session(), &mlui::TrainingSession::runEnded, this,
+            [&](const ml::RunFinished& f, std::optional<int64_t>) { out = f; ended = true; });
+    w.dashboard()->trainAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(w.dashboard()->lossChart()->trainGraph()->dataCount() > 20, 30000);
+    w.dashboard()->stopAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(ended, 30000);
+    QCOMPARE(out.status, ml::RunStatus::Cancelled);
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    QCOMPARE(store.loadRun(*w.session()->lastRunId()).summary.status, std::string("cancelled"));
+  }
+
+  void pauseHoldsTheRunAndResumeContinues() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 500), QStringLiteral("pause.json"))));
+    w.show();
+    bool ended = false;
+    connect(w.session(), &mlui::TrainingSession::runEnded, this, [&] { ended = true; });
+    w.dashboard()->trainAction()->trigger();
+    auto* graph = w.dashboard()->lossChart()->trainGraph();
+    QTRY_VERIFY_WITH_TIMEOUT(graph->dataCount() > 10, 30000);
+    w.dashboard()->pauseAction()->trigger();
+    QCOMPARE(w.session()->state(), mlui::TrainingSession::State::Paused);
+    QTest::qWait(200);  // the step in flight arrives
+    const int held = graph->dataCount();
+    QTest::qWait(400);
+    QCOMPARE(graph->dataCount(), held);  // no step while paused
+    w.dashboard()->pauseAction()->trigger();
+    QCOMPARE(w.session()->state(), mlui::TrainingSession::State::Running);
+    QTRY_VERIFY_WITH_TIMEOUT(graph->dataCount() > held + 5, 10000);
+    w.dashboard()->stopAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(ended, 30000);
+  }
+
+  void closingDuringTrainingStopsAndRecordsCancelled() {
+    auto* w = new mlui::MainWindow;
+    QVERIFY(w->openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 500), QStringLiteral("close.json"))));
+    w->show();
+    std::optional<int64_t> runId;
+    bool ended = false;
+    connect(w->session(), &mlui::TrainingSession::runEnded, this, [&](const ml::RunFinished&, std::optional<int64_t> id) {
+      runId = id;
+      ended = true;
+    });
+    w->dashboard()->trainAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(w->dashboard()->lossChart()->trainGraph()->dataCount() > 10, 30000);
+    QVERIFY(!w->close());  // refused for now: the run is being stopped
+    QCOMPARE(w->session()->state(), mlui::TrainingSession::State::Stopping);
+    QTRY_VERIFY_WITH_TIMEOUT(ended, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(!w->isVisible(), 5000);  // and then the window closes by itself
+    QVERIFY(runId.has_value());
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    QCOMPARE(store.loadRun(*runId).summary.status, std::string("cancelled"));
+    delete w;
+  }
+
+  void aMissingDataSetIsShownInADialog() {
+    mlui::MainWindow w;
+    ml::Project p = uitest::spiralsProject();
+    p.data.kind = "csv";
+    p.data.path = "/nonexistent/data.csv";
+    QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("missing.json"))));
+    w.show();
+    QSignalSpy failed(w.session(), &mlui::TrainingSession::runFailed);
+    w.dashboard()->trainAction()->trigger();
+    QVERIFY(failed.wait(20000));
+    const QString text = uitest::errorDialogText(&w);
+    QVERIFY2(text.contains(QStringLiteral("/nonexistent/data.csv")), qPrintable(text));
+    QCOMPARE(w.session()->state(), mlui::TrainingSession::State::Idle);
+  }
+};
+
+QTEST_MAIN(TrainingTest)
+#include "test_training.moc"

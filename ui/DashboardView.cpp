@@ -1,0 +1,360 @@
+// The live dashboard. Every chart gets addData per event and one queued replot per frame.
+#include "DashboardView.h"
+
+#include <QAction>
+#include <QGridLayout>
+#include <QLabel>
+#include <QProgressBar>
+#include <QSlider>
+#include <QSpinBox>
+#include <QToolBar>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "ProjectDocument.h"
+#include "Theme.h"
+#include "charts/DeviceCharts.h"
+#include "charts/MetricChart.h"
+#include "charts/TimelineChart.h"
+#include "nn/Summary.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+static QString hex(uint64_t v) { return QStringLiteral("0x%1").arg(v, 16, 16, QLatin1Char('0')); }
+
+static QString duration(double s) {
+  if (s < 60) return QStringLiteral("%1 s").arg(s, 0, 'f', 1);
+  const int m = static_cast<int>(s) / 60;
+  if (m < 60) return QStringLiteral("%1 min %2 s").arg(m).arg(static_cast<int>(s) % 60);
+  return QStringLiteral("%1 h %2 min").arg(m / 60).arg(m % 60);
+}
+
+DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath,
+                             QWidget* parent)
+    : QWidget(parent), doc_(doc), session_(session), storePath_(std::move(storePath)) {
+  auto* root = new QVBoxLayout(this);
+  root->setContentsMargins(0, 0, 0, 0);
+  root->setSpacing(0);
+
+  // Run bar.
+  auto* bar = new QToolBar(this);
+  bar->setObjectName(QStringLiteral("RunBar"));
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  bar->setIconSize(QSize(18, 18));
+  train_ = bar->addAction(icon(QStringLiteral("play")), tr("Train"));
+  train_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_R));
+  train_->setToolTip(tr("Start training the project (Ctrl+R)"));
+  pause_ = bar->addAction(icon(QStringLiteral("pause")), tr("Pause"));
+  pause_->setCheckable(true);
+  pause_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_P));
+  stop_ = bar->addAction(icon(QStringLiteral("stop")), tr("Stop"));
+  stop_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_Period));
+  stop_->setToolTip(tr("Stop after the current step; the run is kept as cancelled (Ctrl+.)"));
+  for (QAction* a : {train_, pause_, stop_})
+    if (auto* b = qobject_cast<QToolButton*>(bar->widgetForAction(a))) setRole(b, "runButton");
+  bar->addSeparator();
+  bar->addWidget(new QLabel(tr(" Stop after "), bar));
+  maxSteps_ = new QSpinBox(bar);
+  maxSteps_->setRange(0, 100000000);
+  maxSteps_->setSpecialValueText(tr("all epochs"));
+  maxSteps_->setSuffix(tr(" steps"));
+  maxSteps_->setToolTip(tr("Stop after this many optimizer steps (0: run every epoch)"));
+  bar->addWidget(maxSteps_);
+  bar->addSeparator();
+  bar->addWidget(new QLabel(tr(" Smoothing "), bar));
+  smoothing_ = new QSlider(Qt::Horizontal, bar);
+  smoothing_->setRange(0, 99);
+  smoothing_->setValue(85);
+  smoothing_->setFixedWidth(130);
+  smoothing_->setToolTip(tr("Smoothing of the per-step curves (exponential moving average)"));
+  smoothing_->setAccessibleName(tr("Curve smoothing"));
+  bar->addWidget(smoothing_);
+  root->addWidget(bar);
+
+  auto* body = new QWidget(this);
+  auto* v = new QVBoxLayout(body);
+  v->setContentsMargins(14, 10, 14, 10);
+  v->setSpacing(8);
+  root->addWidget(body, 1);
+
+  runTitle_ = new QLabel(tr("No run yet — press Train (Ctrl+R) to train the project and watch the replicas."), body);
+  runTitle_->setObjectName(QStringLiteral("RunTitle"));
+  runTitle_->setTextFormat(Qt::RichText);
+  runTitle_->setWordWrap(true);
+  v->addWidget(runTitle_);
+
+  // Headline numbers.
+  auto* cards = new QHBoxLayout;
+  cards->setSpacing(8);
+  cards->addWidget(statCard(tr("Step"), &stepValue_));
+  cards->addWidget(statCard(tr("Epoch"), &epochValue_));
+  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_));
+  cards->addWidget(statCard(tr("Validation"), &valValue_));
+  cards->addWidget(statCard(tr("Throughput"), &speedValue_));
+  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_));
+  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_));
+  v->addLayout(cards);
+  progress_ = new QProgressBar(body);
+  progress_->setTextVisible(false);
+  progress_->setFixedHeight(6);
+  progress_->setRange(0, 1);
+  progress_->setValue(0);
+  v->addWidget(progress_);
+
+  sync_ = new QLabel(tr("Replica sync check: appears after the first epoch — equal weight checksums on every "
+                        "replica prove the copies are identical."), body);
+  sync_->setObjectName(QStringLiteral("SyncCheck"));
+  sync_->setWordWrap(true);
+  sync_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  setRole(sync_, "syncIdle");
+  v->addWidget(sync_);
+
+  // Charts.
+  loss_ = new MetricChart(tr("Loss"), tr("step"), tr("loss"), QStringLiteral("loss"), trainColor(), true, body);
+  accuracy_ = new MetricChart(tr("Accuracy"), tr("step"), tr("accuracy (%)"), QStringLiteral("accuracy"),
+                              QColor(0x59, 0xA1, 0x4F), true, body);
+  accuracy_->setFixedValueRange(0, 100);
+  accuracy_->setUnit(QStringLiteral("%"));
+  throughput_ = new MetricChart(tr("Throughput"), tr("step"), tr("samples / s"), QStringLiteral("throughput"),
+                                QColor(0xB0, 0x7A, 0xA1), false, body);
+  throughput_->setUnit(tr("samples/s"));
+  util_ = new UtilizationChart(body);
+  breakdown_ = new StepBreakdownChart(body);
+  timeline_ = new TimelineChart(body);
+  shareNumbers_ = new QLabel(body);
+  shareNumbers_->setObjectName(QStringLiteral("SyncShare"));
+  setRole(shareNumbers_, "caption");
+  auto* phaseLegend = new QLabel(body);
+  QStringList parts;
+  for (Phase p : {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer})
+    parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
+  phaseLegend->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));
+  setRole(phaseLegend, "caption");
+
+  auto wrap = [body](QWidget* chart, QLabel* caption) {
+    auto* w = new QWidget(body);
+    auto* l = new QVBoxLayout(w);
+    l->setContentsMargins(0, 0, 0, 0);
+    l->setSpacing(2);
+    l->addWidget(chart, 1);
+    l->addWidget(caption);
+    return w;
+  };
+  auto* grid = new QGridLayout;
+  grid->setSpacing(10);
+  grid->addWidget(loss_, 0, 0);
+  grid->addWidget(accuracy_, 0, 1);
+  grid->addWidget(util_, 0, 2);
+  grid->addWidget(wrap(breakdown_, shareNumbers_), 1, 0);
+  grid->addWidget(throughput_, 1, 1);
+  grid->addWidget(wrap(timeline_, phaseLegend), 1, 2);
+  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
+  for (int r = 0; r < 2; ++r) grid->setRowStretch(r, 1);
+  v->addLayout(grid, 1);
+
+  renderLater_ = new QTimer(this);
+  renderLater_->setSingleShot(true);
+  connect(renderLater_, &QTimer::timeout, this, &DashboardView::render);
+  connect(session_, &TrainingSession::runEnded, this, [this] { render(); });
+  connect(train_, &QAction::triggered, this, &DashboardView::startTraining);
+  connect(pause_, &QAction::toggled, session_, &TrainingSession::setPaused);
+  connect(stop_, &QAction::triggered, session_, &TrainingSession::stop);
+  connect(smoothing_, &QSlider::valueChanged, this, [this](int v) {
+    loss_->setSmoothing(v / 100.0);
+    accuracy_->setSmoothing(v / 100.0);
+    throughput_->setSmoothing(v / 100.0);
+    updateNumbers();
+  });
+  loss_->setSmoothing(0.85);
+  accuracy_->setSmoothing(0.85);
+  throughput_->setSmoothing(0.85);
+  accuracy_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  connect(session_, &TrainingSession::stateChanged, this, &DashboardView::onStateChanged);
+  connect(session_, &TrainingSession::eventsArrived, this, &DashboardView::onEvents);
+  onStateChanged(session_->state());
+  updateNumbers();
+}
+
+QWidget* DashboardView::statCard(const QString& caption, QLabel** value) {
+  auto* card = new QFrame(this);
+  setRole(card, "card");
+  auto* l = new QVBoxLayout(card);
+  l->setContentsMargins(10, 6, 10, 6);
+  l->setSpacing(0);
+  auto* c = new QLabel(caption, card);
+  setRole(c, "caption");
+  *value = new QLabel(QStringLiteral("—"), card);
+  setRole(*value, "bigNumber");
+  (*value)->setObjectName(QStringLiteral("stat_") + caption.section(QLatin1Char(' '), 0, 0));
+  l->addWidget(c);
+  l->addWidget(*value);
+  return card;
+}
+
+std::vector<LiveChart*> DashboardView::charts() const {
+  return {loss_, accuracy_, util_, breakdown_, throughput_, timeline_};
+}
+
+void DashboardView::setMaxSteps(int steps) { maxSteps_->setValue(steps); }
+
+void DashboardView::startTraining() {
+  if (session_->isActive()) return;
+  session_->start(doc_->project(), storePath_(), maxSteps_->value());
+}
+
+void DashboardView::onStateChanged(TrainingSession::State s) {
+  const bool active = s != TrainingSession::State::Idle;
+  train_->setEnabled(!active);
+  pause_->setEnabled(s == TrainingSession::State::Running || s == TrainingSession::State::Paused);
+  stop_->setEnabled(active && s != TrainingSession::State::Stopping);
+  {
+    QSignalBlocker block(pause_);
+    pause_->setChecked(s == TrainingSession::State::Paused);
+  }
+  maxSteps_->setEnabled(!active);
+}
+
+void DashboardView::onEvents(const std::vector<ml::Event>& events) {
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) onStep(*s);
+    else if (const auto* d = std::get_if<ml::DeviceSample>(&e)) util_->addSample(*d);
+    else if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) onEpoch(*ep);
+    else if (const auto* st = std::get_if<ml::RunStarted>(&e)) onRunStarted(*st);
+    else if (const auto* f = std::get_if<ml::RunFinished>(&e)) onFinished(*f);
+  }
+  dirty_ = true;
+  if (!isVisible()) return;  // drawn when the page is shown
+  double cost = 0;  // ms the charts took to draw last time
+  for (LiveChart* c : charts()) cost += c->replotTime(false);
+  const qint64 due = std::max<qint64>(40, static_cast<qint64>(10 * cost));
+  if (!sinceRender_.isValid() || sinceRender_.elapsed() >= due) render();
+  else if (!renderLater_->isActive()) renderLater_->start(static_cast<int>(due - sinceRender_.elapsed()));
+}
+
+void DashboardView::render() {
+  renderLater_->stop();
+  sinceRender_.restart();
+  dirty_ = false;
+  breakdown_->updateBars();
+  timeline_->updateBars();
+  for (LiveChart* c : charts()) c->refresh();
+  updateNumbers();
+}
+
+void DashboardView::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (dirty_) render();
+}
+
+void DashboardView::onRunStarted(const ml::RunStarted& e) {
+  started_ = e;
+  haveStep_ = false;
+  speedEma_ = 0;
+  lastValMetric_.reset();
+  lastValLoss_.reset();
+  deviceNames_.clear();
+  for (const auto& d : e.devices) deviceNames_.push_back(d.substr(0, d.find(' ')));
+  if (deviceNames_.empty())
+    for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));
+  for (LiveChart* c : charts()) c->clearData();
+  util_->setDevices(deviceNames_);
+  breakdown_->setDevices(deviceNames_);
+  timeline_->setDevices(deviceNames_);
+  const auto& metrics = doc_->project().training.metrics;
+  metricName_ = metrics.empty() ? QStringLiteral("accuracy") : q(metrics.front());
+  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
+  accuracy_->setUnit(isAccuracy ? QStringLiteral("%") : QString());
+  if (auto* t = qobject_cast<QCPTextElement*>(accuracy_->plotLayout()->element(0, 0)))
+    t->setText(isAccuracy ? tr("Accuracy") : metricName_.toUpper());
+  accuracy_->yAxis->setLabel(isAccuracy ? tr("accuracy (%)") : metricName_);
+  if (isAccuracy) accuracy_->setFixedValueRange(0, 100);
+  progress_->setRange(0, static_cast<int>(std::max<int64_t>(1, e.totalSteps)));
+  progress_->setValue(0);
+  runTitle_->setText(tr("<b>%1</b> · %2 replica%3 × %4 = %5 samples per step · lr %6")
+                         .arg(q(e.runName).toHtmlEscaped())
+                         .arg(e.replicas)
+                         .arg(e.replicas == 1 ? QString() : QStringLiteral("s"))
+                         .arg(e.perReplicaBatch)
+                         .arg(e.globalBatch)
+                         .arg(e.lr, 0, 'g', 4));
+  setRole(sync_, "syncIdle");
+  sync_->setText(tr("Replica sync check: waiting for the end of epoch 1…"));
+}
+
+void DashboardView::onStep(const ml::StepEvent& e) {
+  const double step = static_cast<double>(e.step);
+  loss_->addStep(step, e.loss);
+  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
+  accuracy_->addStep(step, isAccuracy ? e.metric * 100.0 : e.metric);
+  if (e.stepTime > 0) {
+    const double sps = static_cast<double>(e.samples) / e.stepTime;
+    throughput_->addStep(step, sps);
+    speedEma_ = haveStep_ ? 0.9 * speedEma_ + 0.1 * sps : sps;
+  }
+  breakdown_->addStep(e);
+  timeline_->addStep(e);
+  last_ = e;
+  haveStep_ = true;
+}
+
+void DashboardView::onEpoch(const ml::EpochEvent& e) {
+  const double step = static_cast<double>(last_.step);
+  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
+  if (e.valLoss) loss_->addValidation(step, *e.valLoss);
+  if (e.valMetric) accuracy_->addValidation(step, isAccuracy ? *e.valMetric * 100.0 : *e.valMetric);
+  lastValLoss_ = e.valLoss;
+  lastValMetric_ = e.valMetric;
+  if (e.inSync && !e.checksums.empty()) {
+    setRole(sync_, "syncOk");
+    sync_->setText(tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
+                       .arg(e.epoch)
+                       .arg(e.checksums.size())
+                       .arg(hex(e.checksums.front())));
+  } else {
+    QStringList parts;
+    for (size_t i = 0; i < e.checksums.size(); ++i)
+      parts << QStringLiteral("%1 %2").arg(i < deviceNames_.size() ? q(deviceNames_[i]) : QString::number(i), hex(e.checksums[i]));
+    setRole(sync_, "syncBad");
+    sync_->setText(tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
+  }
+}
+
+void DashboardView::onFinished(const ml::RunFinished& e) {
+  runTitle_->setText(runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
+                     tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
+}
+
+void DashboardView::updateNumbers() {
+  if (!haveStep_) {
+    for (QLabel* l : {stepValue_, epochValue_, lossValue_, valValue_, speedValue_, syncShareValue_, timeValue_})
+      l->setText(QStringLiteral("—"));
+    shareNumbers_->setText(tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
+    return;
+  }
+  stepValue_->setText(QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
+  epochValue_->setText(QStringLiteral("%1 / %2").arg(last_.epoch).arg(started_.epochs));
+  lossValue_->setText(QString::number(loss_->lastSmoothed(), 'f', 4));
+  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
+  if (lastValMetric_)
+    valValue_->setText(isAccuracy ? QStringLiteral("%1%").arg(*lastValMetric_ * 100, 0, 'f', 1)
+                                  : QString::number(*lastValMetric_, 'f', 4));
+  else if (lastValLoss_) valValue_->setText(tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
+  else valValue_->setText(QStringLiteral("—"));
+  speedValue_->setText(tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
+  const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
+  syncShareValue_->setText(QStringLiteral("%1%").arg(ar + wait, 0, 'f', 1));
+  shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
+                             .arg(100 - ar - wait, 0, 'f', 1)
+                             .arg(ar, 0, 'f', 1)
+                             .arg(wait, 0, 'f', 1));
+  const double elapsed = last_.wallTime;
+  const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *
+                                           static_cast<double>(std::max<int64_t>(0, started_.totalSteps - last_.step))
+                                     : 0;
+  timeValue_->setText(QStringLiteral("%1 / %2").arg(duration(elapsed), duration(left)));
+  progress_->setValue(static_cast<int>(last_.step));
+}
+
+}  // namespace mlui

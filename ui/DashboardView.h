@@ -1,0 +1,99 @@
+// The live dashboard: Train / Pause / Stop, headline numbers, and the charts — loss, accuracy,
+// utilization per device, step-time breakdown, throughput, a timeline of the last steps — plus
+// the replica sync check. It consumes telemetry batches from TrainingSession (one per frame).
+#pragma once
+#include <functional>
+#include <vector>
+
+#include <QElapsedTimer>
+#include <QTimer>
+#include <QWidget>
+
+#include "TrainingSession.h"
+#include "telemetry/Events.h"
+
+class QAction;
+class QLabel;
+class QProgressBar;
+class QSlider;
+class QSpinBox;
+
+namespace mlui {
+
+class ProjectDocument;
+class MetricChart;
+class UtilizationChart;
+class StepBreakdownChart;
+class TimelineChart;
+class LiveChart;
+
+class DashboardView : public QWidget {
+  Q_OBJECT
+ public:
+  DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath,
+                QWidget* parent = nullptr);
+
+  QAction* trainAction() const { return train_; }
+  QAction* pauseAction() const { return pause_; }
+  QAction* stopAction() const { return stop_; }
+  void setMaxSteps(int steps);
+
+  MetricChart* lossChart() const { return loss_; }
+  MetricChart* accuracyChart() const { return accuracy_; }
+  MetricChart* throughputChart() const { return throughput_; }
+  UtilizationChart* utilizationChart() const { return util_; }
+  StepBreakdownChart* breakdownChart() const { return breakdown_; }
+  TimelineChart* timelineChart() const { return timeline_; }
+  QLabel* syncLabel() const { return sync_; }
+  std::vector<LiveChart*> charts() const;
+
+  void onEvents(const std::vector<ml::Event>& events);
+  // Redraws every chart now (also after a run ends and when the page is shown).
+  void render();
+
+ protected:
+  void showEvent(QShowEvent* e) override;
+
+ private:
+  void startTraining();
+  void onStateChanged(TrainingSession::State s);
+  void onRunStarted(const ml::RunStarted& e);
+  void onStep(const ml::StepEvent& e);
+  void onEpoch(const ml::EpochEvent& e);
+  void onFinished(const ml::RunFinished& e);
+  void updateNumbers();
+  QWidget* statCard(const QString& caption, QLabel** value);
+
+  ProjectDocument* doc_;
+  TrainingSession* session_;
+  std::function<QString()> storePath_;
+  QAction *train_, *pause_, *stop_;
+  QSpinBox* maxSteps_;
+  QSlider* smoothing_;
+  QLabel* runTitle_;
+  QLabel *stepValue_, *epochValue_, *lossValue_, *valValue_, *speedValue_, *syncShareValue_, *timeValue_;
+  QProgressBar* progress_;
+  QLabel* sync_;
+  MetricChart* loss_;
+  MetricChart* accuracy_;
+  MetricChart* throughput_;
+  UtilizationChart* util_;
+  StepBreakdownChart* breakdown_;
+  TimelineChart* timeline_;
+  QLabel* shareNumbers_;
+
+  ml::RunStarted started_;
+  ml::StepEvent last_;
+  std::optional<double> lastValMetric_, lastValLoss_;
+  std::vector<std::string> deviceNames_;
+  double speedEma_ = 0;
+  bool haveStep_ = false;
+  QString metricName_ = QStringLiteral("accuracy");
+  // Rendering budget: charts redraw at most every max(40 ms, 10 x their last drawing time), so
+  // drawing never takes more than ~10% of a core away from training on a small machine.
+  QElapsedTimer sinceRender_;
+  QTimer* renderLater_;
+  bool dirty_ = false;
+};
+
+}  // namespace mlui

@@ -1,0 +1,251 @@
+// Devices: probed once on a worker thread (the CUDA plugin may take a moment to load).
+#include "DevicesView.h"
+
+#include <QButtonGroup>
+#include <QCheckBox>
+#include <QGridLayout>
+#include <QLabel>
+#include <QRadioButton>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "Async.h"
+#include "Error.h"
+#include "ProjectDocument.h"
+#include "Theme.h"
+#include "distribute/DeviceList.h"
+#include "nn/Summary.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+static QFrame* card(QWidget* parent) {
+  auto* f = new QFrame(parent);
+  setRole(f, "card");
+  return f;
+}
+
+DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+  auto* page = new QWidget(scroll);
+  scroll->setWidget(page);
+  auto* v = new QVBoxLayout(page);
+  v->setContentsMargins(16, 12, 16, 12);
+  v->setSpacing(10);
+  v->addWidget(pageTitle(tr("Devices")));
+  v->addWidget(pageHint(tr("Each device trains a full copy of the model on its share of every batch; the "
+                           "gradients are all-reduced so the copies stay identical.")));
+  reason_ = new QLabel(tr("Looking for GPUs…"), page);
+  reason_->setObjectName(QStringLiteral("GpuReason"));
+  reason_->setWordWrap(true);
+  setRole(reason_, "bannerInfo");
+  v->addWidget(reason_);
+
+  v->addWidget(sectionTitle(tr("GPUs")));
+  gpuCards_ = new QWidget(page);
+  gpuLayout_ = new QVBoxLayout(gpuCards_);
+  gpuLayout_->setContentsMargins(0, 0, 0, 0);
+  v->addWidget(gpuCards_);
+
+  v->addWidget(sectionTitle(tr("Simulated CPU devices")));
+  auto* cpu = card(page);
+  auto* cg = new QGridLayout(cpu);
+  cg->setContentsMargins(14, 12, 14, 12);
+  auto* cpuIcon = new QLabel(cpu);
+  cpuIcon->setPixmap(icon(QStringLiteral("cpu")).pixmap(40, 40));
+  cg->addWidget(cpuIcon, 0, 0, 2, 1, Qt::AlignTop);
+  auto* cpuTitle = new QLabel(tr("<b>CPU replicas</b> — one thread per device, a real all-reduce over host memory"), cpu);
+  cg->addWidget(cpuTitle, 0, 1, 1, 2);
+  cg->addWidget(new QLabel(tr("Devices"), cpu), 1, 1);
+  cpuCount_ = new QSpinBox(cpu);
+  cpuCount_->setObjectName(QStringLiteral("CpuDeviceCount"));
+  cpuCount_->setRange(1, ml::kMaxReplicas);
+  cpuCount_->setAccessibleName(tr("Number of simulated CPU devices"));
+  cg->addWidget(cpuCount_, 1, 2, Qt::AlignLeft);
+  cpuInfo_ = new QLabel(cpu);
+  setRole(cpuInfo_, "caption");
+  cpuInfo_->setWordWrap(true);
+  cg->addWidget(cpuInfo_, 2, 1, 1, 2);
+  chips_ = new QLabel(cpu);
+  chips_->setTextFormat(Qt::RichText);
+  chips_->setWordWrap(true);
+  cg->addWidget(chips_, 3, 1, 1, 2);
+  cg->setColumnStretch(2, 1);
+  v->addWidget(cpu);
+  connect(cpuCount_, &QSpinBox::valueChanged, this, [this] {
+    if (!refreshing_) writeDevices();
+  });
+
+  v->addWidget(sectionTitle(tr("All-reduce")));
+  auto* ar = card(page);
+  auto* av = new QVBoxLayout(ar);
+  av->setContentsMargins(14, 10, 14, 10);
+  algo_ = new QButtonGroup(this);
+  const struct { const char* name; QString text; } algos[] = {
+      {"ring", tr("Ring — each device sends and receives 2·(N−1)/N of the gradients; scales with N")},
+      {"reduce-to-one", tr("Reduce to one, then broadcast — simple; device 0 does all the summing")},
+      {"nccl", tr("NCCL — GPUs only")}};
+  for (const auto& a : algos) {
+    auto* b = new QRadioButton(a.text, ar);
+    b->setObjectName(QStringLiteral("algo_") + QString::fromLatin1(a.name));
+    b->setProperty("algo", QString::fromLatin1(a.name));
+    algo_->addButton(b);
+    av->addWidget(b);
+  }
+  connect(algo_, &QButtonGroup::buttonClicked, this,
+          [this](QAbstractButton* b) { writeAllReduce(b->property("algo").toString()); });
+  auto* bucketRow = new QHBoxLayout;
+  bucketRow->addWidget(new QLabel(tr("Gradient bucket"), ar));
+  bucket_ = new QSpinBox(ar);
+  bucket_->setRange(4, 1 << 20);
+  bucket_->setSuffix(tr(" KiB"));
+  bucket_->setToolTip(tr("The all-reduce starts on a bucket as soon as backward has produced it"));
+  bucketRow->addWidget(bucket_);
+  bucketRow->addStretch(1);
+  av->addLayout(bucketRow);
+  connect(bucket_, &QSpinBox::valueChanged, this, [this](int kib) {
+    if (refreshing_) return;
+    ml::Project p = doc_->project();
+    p.distribute.bucketBytes = static_cast<int64_t>(kib) * 1024;
+    doc_->edit(tr("Change bucket size"), p, QStringLiteral("bucket"));
+  });
+  v->addWidget(ar);
+
+  path_ = new QLabel(page);
+  path_->setObjectName(QStringLiteral("PathLine"));
+  path_->setWordWrap(true);
+  setRole(path_, "planSentence");
+  v->addWidget(path_);
+  v->addStretch(1);
+
+  connect(doc_, &ProjectDocument::changed, this, &DevicesView::refresh);
+  refresh();
+  // Probe off the UI thread (the CUDA plugin may take a moment to load).
+  runAsync<ml::DeviceReport>(this, [] { return ml::probeDevices(); }, [this](const Outcome<ml::DeviceReport>& r) {
+    ml::DeviceReport report;
+    if (r.value) report = *r.value;
+    else report.noGpuReason = r.error.toStdString();
+    onProbed(report);
+  });
+}
+
+void DevicesView::onProbed(const ml::DeviceReport& r) {
+  report_ = r;
+  probed_ = true;
+  qDeleteAll(gpuChecks_);
+  gpuChecks_.clear();
+  while (auto* item = gpuLayout_->takeAt(0)) {
+    delete item->widget();
+    delete item;
+  }
+  if (r.gpus.empty()) {
+    setRole(reason_, "banner");
+    reason_->setText(tr("<b>No GPU available:</b> %1. Training runs on simulated CPU devices only.")
+                         .arg(q(r.noGpuReason.empty() ? "no GPU was found" : r.noGpuReason).toHtmlEscaped()));
+    auto* none = new QLabel(tr("No GPUs detected on this machine."), gpuCards_);
+    setRole(none, "caption");
+    gpuLayout_->addWidget(none);
+  } else {
+    setRole(reason_, "bannerInfo");
+    reason_->setText(tr("%n GPU(s) found. Tick the ones to train on; untick all to use simulated CPU devices.", "",
+                        static_cast<int>(r.gpus.size())));
+    for (const auto& g : r.gpus) {
+      auto* c = card(gpuCards_);
+      auto* h = new QHBoxLayout(c);
+      h->setContentsMargins(14, 10, 14, 10);
+      auto* ic = new QLabel(c);
+      ic->setPixmap(icon(QStringLiteral("gpu")).pixmap(40, 40));
+      h->addWidget(ic);
+      auto* text = new QLabel(tr("<b>gpu:%1 · %2</b><br>%3 memory · compute capability %4.%5 · driver %6")
+                                  .arg(g.index)
+                                  .arg(q(g.name).toHtmlEscaped(), q(ml::formatBytes(static_cast<double>(g.memoryBytes))))
+                                  .arg(g.ccMajor)
+                                  .arg(g.ccMinor)
+                                  .arg(q(g.driverVersion)),
+                              c);
+      h->addWidget(text, 1);
+      auto* check = new QCheckBox(tr("Use"), c);
+      check->setProperty("gpu", g.index);
+      gpuChecks_ << check;
+      h->addWidget(check);
+      connect(check, &QCheckBox::toggled, this, [this] {
+        if (!refreshing_) writeDevices();
+      });
+      gpuLayout_->addWidget(c);
+    }
+  }
+  refresh();
+  Q_EMIT probeFinished();
+}
+
+void DevicesView::refresh() {
+  refreshing_ = true;
+  const auto& d = doc_->project().distribute;
+  ml::DeviceList list;
+  QString error;
+  try {
+    list = ml::parseDevices(d.devices);
+  } catch (const ml::UserError& e) {
+    error = q(e.what());
+  }
+  const bool gpu = error.isEmpty() && list.kind == ml::DeviceKind::Gpu;
+  if (!gpu && error.isEmpty()) cpuCount_->setValue(list.size());
+  for (QCheckBox* c : gpuChecks_) {
+    bool on = false;
+    for (const auto& dev : list.devices) on |= gpu && dev.physical == c->property("gpu").toInt();
+    c->setChecked(on);
+  }
+  for (QAbstractButton* b : algo_->buttons()) {
+    b->setChecked(b->property("algo").toString() == q(d.allreduce));
+    if (b->property("algo").toString() == QLatin1String("nccl")) b->setEnabled(!report_.gpus.empty());
+  }
+  bucket_->setValue(static_cast<int>(d.bucketBytes / 1024));
+  const int n = gpu ? 0 : cpuCount_->value();
+  QStringList chips;
+  for (int i = 0; i < n; ++i)
+    chips << QStringLiteral("<span style='background:%1; color:white; padding:2px 6px;'>&nbsp;cpu:%2&nbsp;</span>")
+                 .arg(deviceColor(i).name())
+                 .arg(i);
+  chips_->setText(chips.join(QStringLiteral(" ")));
+  cpuInfo_->setText(tr("This machine has %n CPU core(s)", "", report_.cpuCores) +
+                    (report_.cpuModel.empty() ? QString() : QStringLiteral(" (%1)").arg(q(report_.cpuModel))) +
+                    tr(". More devices than cores still train correctly, but they share the cores."));
+  if (!error.isEmpty()) {
+    setRole(path_, "error");
+    path_->setText(error);
+  } else {
+    setRole(path_, "planSentence");
+    QString why = gpu ? tr("on the GPUs ticked above") : report_.gpus.empty() && probed_
+                                                             ? tr("because no GPU is available")
+                                                             : tr("because no GPU is ticked");
+    path_->setText(tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce)));
+  }
+  refreshing_ = false;
+}
+
+void DevicesView::writeDevices() {
+  ml::Project p = doc_->project();
+  QStringList ids;
+  for (QCheckBox* c : gpuChecks_)
+    if (c->isChecked()) ids << QString::number(c->property("gpu").toInt());
+  p.distribute.devices = ids.isEmpty() ? "cpu:" + std::to_string(cpuCount_->value())
+                                       : "gpu:" + ids.join(QLatin1Char(',')).toStdString();
+  if (ids.isEmpty() && p.distribute.allreduce == "nccl") p.distribute.allreduce = "ring";
+  if (p.distribute.devices != doc_->project().distribute.devices)
+    doc_->edit(tr("Change devices"), p, QStringLiteral("devices"));
+}
+
+void DevicesView::writeAllReduce(const QString& name) {
+  ml::Project p = doc_->project();
+  p.distribute.allreduce = name.toStdString();
+  if (p.distribute.allreduce != doc_->project().distribute.allreduce) doc_->edit(tr("Change all-reduce"), p);
+}
+
+}  // namespace mlui

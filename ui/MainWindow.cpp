@@ -1,0 +1,350 @@
+// The studio window: navigation, menus, project files and the run state.
+#include "MainWindow.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QCoreApplication>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QListWidget>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QSettings>
+#include <QStackedWidget>
+#include <QStatusBar>
+#include <QUndoStack>
+
+#include "DashboardView.h"
+#include "DataCache.h"
+#include "DataView.h"
+#include "DevicesView.h"
+#include "Error.h"
+#include "ModelBuilderView.h"
+#include "ProjectDocument.h"
+#include "RunsView.h"
+#include "Theme.h"
+#include "TrainingSession.h"
+#include "TrainingSettingsView.h"
+#include "store/RunStore.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+static constexpr int kMaxRecent = 8;
+
+MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
+  doc_ = new ProjectDocument(this);
+  cache_ = std::make_shared<DataCache>();
+  session_ = new TrainingSession(cache_, this);
+
+  auto* central = new QWidget(this);
+  auto* h = new QHBoxLayout(central);
+  h->setContentsMargins(0, 0, 0, 0);
+  h->setSpacing(0);
+  auto* navBar = new QWidget(central);
+  navBar->setObjectName(QStringLiteral("NavBar"));
+  navBar->setAttribute(Qt::WA_StyledBackground);
+  auto* nv = new QVBoxLayout(navBar);
+  nv->setContentsMargins(0, 4, 0, 8);
+  auto* title = new QLabel(QStringLiteral("Mirrorlab"), navBar);
+  title->setObjectName(QStringLiteral("NavTitle"));
+  auto* subtitle = new QLabel(tr("mirrored training studio"), navBar);
+  subtitle->setObjectName(QStringLiteral("NavSubtitle"));
+  nav_ = new QListWidget(navBar);
+  nav_->setObjectName(QStringLiteral("NavList"));
+  nav_->setIconSize(QSize(22, 22));
+  nav_->setAccessibleName(tr("Screens"));
+  nav_->setFixedWidth(190);
+  nv->addWidget(title);
+  nv->addWidget(subtitle);
+  nv->addWidget(nav_, 1);
+  pages_ = new QStackedWidget(central);
+  h->addWidget(navBar);
+  h->addWidget(pages_, 1);
+  setCentralWidget(central);
+
+  model_ = new ModelBuilderView(doc_, pages_);
+  data_ = new DataView(doc_, cache_, pages_);
+  devices_ = new DevicesView(doc_, pages_);
+  training_ = new TrainingSettingsView(doc_, cache_, pages_);
+  dashboard_ = new DashboardView(doc_, session_, &MainWindow::storePath, pages_);
+  runs_ = new RunsView(&MainWindow::storePath, pages_);
+  const struct { QWidget* page; QString name, icon; } pages[] = {
+      {model_, tr("Model"), QStringLiteral("model")},           {data_, tr("Data"), QStringLiteral("data")},
+      {devices_, tr("Devices"), QStringLiteral("devices")},     {training_, tr("Training"), QStringLiteral("training")},
+      {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")}};
+  for (const auto& p : pages) {
+    pages_->addWidget(p.page);
+    new QListWidgetItem(icon(p.icon), p.name, nav_);
+  }
+  connect(nav_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
+  connect(pages_, &QStackedWidget::currentChanged, this, [this](int i) {
+    if (i == RunsPage) runs_->refresh();
+  });
+  nav_->setCurrentRow(0);
+
+  buildMenus();
+  buildStatusBar();
+
+  connect(data_, &DataView::dataLoaded, training_, &TrainingSettingsView::refresh);
+  connect(doc_, &ProjectDocument::pathChanged, this, &MainWindow::updateTitle);
+  connect(doc_, &ProjectDocument::modifiedChanged, this, &MainWindow::updateTitle);
+  connect(doc_, &ProjectDocument::changed, this, &MainWindow::updateTitle);
+  connect(session_, &TrainingSession::stateChanged, this, [this](TrainingSession::State s) {
+    runState_->setText(TrainingSession::stateText(s));
+    busy_->setVisible(s == TrainingSession::State::Preparing || s == TrainingSession::State::Stopping);
+    if (s == TrainingSession::State::Preparing) showPage(DashboardPage);
+    if (s == TrainingSession::State::Running) statusBar()->clearMessage();
+  });
+  connect(session_, &TrainingSession::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
+  connect(session_, &TrainingSession::runFailed, this,
+          [this](const QString& m) { showError(tr("Training could not run"), m); });
+  connect(session_, &TrainingSession::runEnded, this, &MainWindow::onRunEnded);
+  connect(session_, &TrainingSession::eventsArrived, this, [this](const std::vector<ml::Event>& events) {
+    for (const auto& e : events)
+      if (const auto* s = std::get_if<ml::StepEvent>(&e))
+        runState_->setText(tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));
+  });
+  connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
+  connect(runs_, &RunsView::openProjectRequested, this, [this](const ml::Project& p, const QString& name) {
+    if (!maybeSave()) return;
+    doc_->reset(p);
+    statusBar()->showMessage(tr("Opened the project of run “%1”: train it again or save it as a file.").arg(name), 8000);
+    showPage(ModelPage);
+  });
+  resize(1480, 920);
+  updateTitle();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildMenus() {
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  QAction* a = file->addAction(icon(QStringLiteral("new")), tr("&New Project"), this, &MainWindow::newProject);
+  a->setShortcut(QKeySequence::New);
+  a = file->addAction(icon(QStringLiteral("open")), tr("&Open Project…"), this, &MainWindow::open);
+  a->setShortcut(QKeySequence::Open);
+  recentMenu_ = file->addMenu(tr("Open &Recent"));
+  file->addSeparator();
+  a = file->addAction(icon(QStringLiteral("save")), tr("&Save"), this, &MainWindow::save);
+  a->setShortcut(QKeySequence::Save);
+  a = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
+  a->setShortcut(QKeySequence::SaveAs);
+  file->addSeparator();
+  a = file->addAction(tr("&Quit"), this, &QWidget::close);
+  a->setShortcut(QKeySequence::Quit);
+  updateRecentMenu();
+
+  QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+  QAction* undo = doc_->undoStack()->createUndoAction(this, tr("&Undo"));
+  undo->setIcon(icon(QStringLiteral("undo")));
+  undo->setShortcut(QKeySequence::Undo);
+  QAction* redo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
+  redo->setIcon(icon(QStringLiteral("redo")));
+  redo->setShortcut(QKeySequence::Redo);
+  edit->addAction(undo);
+  edit->addAction(redo);
+
+  QMenu* run = menuBar()->addMenu(tr("&Run"));
+  run->addAction(dashboard_->trainAction());
+  run->addAction(dashboard_->pauseAction());
+  run->addAction(dashboard_->stopAction());
+
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  for (int i = 0; i < nav_->count(); ++i) {
+    QAction* go = view->addAction(nav_->item(i)->icon(), nav_->item(i)->text(), this, [this, i] { showPage(static_cast<Page>(i)); });
+    go->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
+  }
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About Mirrorlab"), this, [this] {
+    QMessageBox::about(this, tr("About Mirrorlab"),
+                       tr("<h3>Mirrorlab %1</h3><p>A studio for synchronous data-parallel (\"mirrored\") training: "
+                          "every device holds a copy of the model, each batch is split across them and the gradients "
+                          "are all-reduced so the copies stay identical.</p><p>Charts by QCustomPlot (GPL-3.0).</p>")
+                           .arg(QStringLiteral(MIRRORLAB_VERSION)));
+  });
+}
+
+void MainWindow::buildStatusBar() {
+  runState_ = new QLabel(TrainingSession::stateText(TrainingSession::State::Idle), this);
+  runState_->setObjectName(QStringLiteral("RunState"));
+  busy_ = new QProgressBar(this);
+  busy_->setRange(0, 0);
+  busy_->setMaximumWidth(120);
+  busy_->setMaximumHeight(12);
+  busy_->hide();
+  projectInfo_ = new QLabel(this);
+  setRole(projectInfo_, "caption");
+  statusBar()->addPermanentWidget(projectInfo_);
+  statusBar()->addPermanentWidget(busy_);
+  statusBar()->addPermanentWidget(runState_);
+}
+
+void MainWindow::showPage(Page page) { nav_->setCurrentRow(page); }
+MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
+
+QString MainWindow::storePath() { return q(ml::defaultStorePath()); }
+
+QString MainWindow::findDefaultProject() {
+  const QString app = QCoreApplication::applicationDirPath();
+  for (const QString& dir : {app + QStringLiteral("/../../projects"), app + QStringLiteral("/../projects"),
+                             app + QStringLiteral("/../share/mirrorlab/projects"), QDir::currentPath() + QStringLiteral("/projects"),
+                             QDir::currentPath()}) {
+    const QFileInfo f(dir + QStringLiteral("/fashion-mlp.json"));
+    if (f.exists()) return f.canonicalFilePath();
+  }
+  return {};
+}
+
+void MainWindow::openInitialProject() {
+  const QString last = QSettings().value(QStringLiteral("lastProject")).toString();
+  if (!last.isEmpty() && QFileInfo::exists(last)) {
+    try {
+      doc_->load(last);
+      return;
+    } catch (const std::exception&) {
+      // fall through to the example project; the user did not ask for this file now
+    }
+  }
+  const QString def = findDefaultProject();
+  if (!def.isEmpty()) {
+    try {
+      doc_->load(def);
+      return;
+    } catch (const std::exception& e) {
+      showError(tr("Cannot open the example project"), q(e.what()));
+    }
+  }
+  doc_->reset(mlui::newProject());
+}
+
+bool MainWindow::openProject(const QString& path) {
+  try {
+    doc_->load(path);
+  } catch (const std::exception& e) {
+    showError(tr("Cannot open the project"), q(e.what()));
+    return false;
+  }
+  addRecent(doc_->path());
+  statusBar()->showMessage(tr("Opened %1").arg(path), 5000);
+  return true;
+}
+
+bool MainWindow::saveProject(const QString& path) {
+  try {
+    doc_->save(path);
+  } catch (const std::exception& e) {
+    showError(tr("Cannot save the project"), q(e.what()));
+    return false;
+  }
+  addRecent(doc_->path());
+  statusBar()->showMessage(tr("Saved %1").arg(path), 5000);
+  return true;
+}
+
+void MainWindow::showError(const QString& title, const QString& message) {
+  statusBar()->showMessage(title + QStringLiteral(": ") + message, 15000);
+  auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
+  box->setObjectName(QStringLiteral("ErrorDialog"));
+  box->setAttribute(Qt::WA_DeleteOnClose);
+  box->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  box->open();  // window-modal, does not block the event loop (training keeps drawing)
+}
+
+void MainWindow::newProject() {
+  if (!maybeSave()) return;
+  doc_->reset(mlui::newProject());
+  showPage(ModelPage);
+}
+
+void MainWindow::open() {
+  if (!maybeSave()) return;
+  const QString dir = doc_->path().isEmpty() ? QFileInfo(findDefaultProject()).absolutePath() : QFileInfo(doc_->path()).absolutePath();
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open project"), dir, tr("Mirrorlab projects (*.json);;All files (*)"));
+  if (!path.isEmpty()) openProject(path);
+}
+
+bool MainWindow::save() {
+  if (doc_->path().isEmpty()) return saveAs();
+  return saveProject(doc_->path());
+}
+
+bool MainWindow::saveAs() {
+  QString suggested = doc_->path();
+  if (suggested.isEmpty()) suggested = QDir::homePath() + QStringLiteral("/") + q(doc_->project().name) + QStringLiteral(".json");
+  const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"), suggested, tr("Mirrorlab projects (*.json)"));
+  return !path.isEmpty() && saveProject(path);
+}
+
+bool MainWindow::maybeSave() {
+  if (!doc_->isModified()) return true;
+  const auto answer = QMessageBox::warning(this, tr("Unsaved changes"),
+                                           tr("The project “%1” has unsaved changes. Save them?").arg(doc_->displayName()),
+                                           QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+  if (answer == QMessageBox::Save) return save();
+  return answer == QMessageBox::Discard;
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings s;
+  QStringList recent = s.value(QStringLiteral("recentProjects")).toStringList();
+  recent.removeAll(path);
+  recent.prepend(path);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  s.setValue(QStringLiteral("recentProjects"), recent);
+  s.setValue(QStringLiteral("lastProject"), path);
+  updateRecentMenu();
+}
+
+void MainWindow::updateRecentMenu() {
+  recentMenu_->clear();
+  const QStringList recent = QSettings().value(QStringLiteral("recentProjects")).toStringList();
+  for (const QString& path : recent)
+    recentMenu_->addAction(QFileInfo(path).fileName(), this, [this, path] {
+      if (maybeSave()) openProject(path);
+    })->setToolTip(path);
+  recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::updateTitle() {
+  setWindowTitle(QStringLiteral("%1[*] — Mirrorlab").arg(doc_->displayName()));
+  setWindowModified(doc_->isModified());
+  const auto& p = doc_->project();
+  projectInfo_->setText(tr("%1 · %2 · %3").arg(q(p.name), q(p.data.kind), q(p.distribute.devices)));
+}
+
+void MainWindow::onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId) {
+  const QString status = q(ml::toString(f.status));
+  QString msg = tr("Run %1 after %2 steps (%3 s)").arg(status).arg(f.steps).arg(f.seconds, 0, 'f', 1);
+  if (runId) msg += tr(" — stored as run #%1").arg(*runId);
+  statusBar()->showMessage(msg, 15000);
+  runState_->setText(tr("Ready · last run %1").arg(status));
+  if (f.status == ml::RunStatus::Failed || f.status == ml::RunStatus::Diverged)
+    showError(f.status == ml::RunStatus::Diverged ? tr("Training diverged") : tr("Training failed"), q(f.message));
+  if (currentPage() == RunsPage) runs_->refresh();
+  if (closeWhenStopped_) close();
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+  // Ask about unsaved changes first (once), then stop a running training cleanly: the run is
+  // stored as cancelled and the window closes when the worker is done.
+  if (!closeWhenStopped_ && !maybeSave()) {
+    e->ignore();
+    return;
+  }
+  if (session_->isActive()) {
+    closeWhenStopped_ = true;
+    session_->stop();
+    e->ignore();
+    return;
+  }
+  if (!doc_->path().isEmpty()) QSettings().setValue(QStringLiteral("lastProject"), doc_->path());
+  e->accept();
+}
+
+}  // namespace mlui

@@ -1,0 +1,95 @@
+// The studio window: navigation on the left (Model, Data, Devices, Training, Dashboard, Runs),
+// the File / Edit / Run / View menus, recent files, the unsaved-changes prompt and a status bar
+// with the run state. Owns the document, the data cache and the training session.
+#pragma once
+#include <memory>
+
+#include <QMainWindow>
+
+#include "telemetry/Events.h"
+
+class QLabel;
+class QListWidget;
+class QMenu;
+class QProgressBar;
+class QStackedWidget;
+
+namespace mlui {
+
+class DataCache;
+class DashboardView;
+class DataView;
+class DevicesView;
+class ModelBuilderView;
+class ProjectDocument;
+class RunsView;
+class TrainingSession;
+class TrainingSettingsView;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage };
+
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Opens the last project (QSettings), else projects/fashion-mlp.json, else a new project.
+  void openInitialProject();
+  // Shows the error in a dialog (and the status bar) and returns false when it cannot be opened.
+  bool openProject(const QString& path);
+  bool saveProject(const QString& path);
+  void showPage(Page page);
+  Page currentPage() const;
+
+  ProjectDocument* document() const { return doc_; }
+  TrainingSession* session() const { return session_; }
+  ModelBuilderView* modelBuilder() const { return model_; }
+  DashboardView* dashboard() const { return dashboard_; }
+  RunsView* runsView() const { return runs_; }
+  DataView* dataView() const { return data_; }
+  DevicesView* devicesView() const { return devices_; }
+  TrainingSettingsView* trainingView() const { return training_; }
+  // The run store: $MIRRORLAB_DB, else the user's data folder.
+  static QString storePath();
+  // projects/fashion-mlp.json next to the executable (../../projects, ../projects) or in the
+  // current directory; empty when none is found.
+  static QString findDefaultProject();
+  // A dialog that does not block (tests read its text); also written to the status bar.
+  void showError(const QString& title, const QString& message);
+
+ protected:
+  void closeEvent(QCloseEvent* e) override;
+
+ private:
+  void buildMenus();
+  void buildStatusBar();
+  void updateTitle();
+  void updateRecentMenu();
+  void addRecent(const QString& path);
+  bool maybeSave();
+  void newProject();
+  void open();
+  bool save();
+  bool saveAs();
+  void onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId);
+
+  ProjectDocument* doc_;
+  std::shared_ptr<DataCache> cache_;
+  TrainingSession* session_;
+  QListWidget* nav_;
+  QStackedWidget* pages_;
+  ModelBuilderView* model_;
+  DataView* data_;
+  DevicesView* devices_;
+  TrainingSettingsView* training_;
+  DashboardView* dashboard_;
+  RunsView* runs_;
+  QMenu* recentMenu_;
+  QLabel* runState_;
+  QLabel* projectInfo_;
+  QProgressBar* busy_;
+  bool closeWhenStopped_ = false;
+};
+
+}  // namespace mlui

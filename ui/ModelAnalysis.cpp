@@ -1,0 +1,139 @@
+// Builds the model with core's Sequential to read shapes, parameters and the reason a layer fails.
+#include "ModelAnalysis.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "Error.h"
+#include "distribute/DeviceList.h"
+#include "nn/Sequential.h"
+#include "nn/Summary.h"
+
+namespace mlui {
+
+static std::string snake(const std::string& type) {
+  std::string out;
+  for (size_t i = 0; i < type.size(); ++i) {
+    const char c = type[i];
+    if (std::isupper(static_cast<unsigned char>(c)) && i) out += '_';
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
+  std::map<std::string, int> counts;
+  std::set<std::string> used;
+  for (const auto& l : spec.layers)
+    if (!l.name.empty()) used.insert(l.name);
+  std::vector<std::string> names;
+  for (const auto& l : spec.layers) {
+    if (!l.name.empty()) { names.push_back(l.name); continue; }
+    const std::string base = snake(l.type);
+    std::string name;
+    do {
+      int& c = counts[base];
+      name = c == 0 ? base : base + "_" + std::to_string(c);
+      ++c;
+    } while (used.count(name));
+    used.insert(name);
+    names.push_back(name);
+  }
+  return names;
+}
+
+std::string describeLayer(const ml::LayerSpec& l) {
+  auto str = [&](const char* k) -> std::string {
+    if (!l.args.contains(k)) return {};
+    const auto& v = l.args.at(k);
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  if (l.type == "Dense") {
+    std::string s = str("units");
+    const std::string act = str("activation");
+    if (!act.empty() && act != "linear") s += ", " + act;
+    return s;
+  }
+  if (l.type == "Activation") return str("activation");
+  if (l.type == "Dropout") return str("rate").empty() ? "0.5" : str("rate");
+  return {};
+}
+
+int replicaCount(const ml::Project& p) {
+  try {
+    return ml::parseDevices(p.distribute.devices).size();
+  } catch (const ml::UserError&) {
+    return 1;
+  }
+}
+
+int64_t globalBatch(const ml::Project& p) {
+  const int64_t b = p.training.batchSize;
+  return p.training.perDeviceBatch ? b * replicaCount(p) : b;
+}
+
+int64_t perReplicaBatch(const ml::Project& p) {
+  const int64_t micro = globalBatch(p) / std::max(1, p.training.accumulate);
+  const int n = replicaCount(p);
+  return (micro + n - 1) / n;
+}
+
+ModelAnalysis analyzeModel(const ml::Project& p) {
+  ModelAnalysis a;
+  const auto& spec = p.model;
+  const auto names = layerNames(spec);
+  a.inputShape = ml::shapeToString(spec.inputShape);
+  a.replicas = replicaCount(p);
+  try {
+    for (const auto& d : ml::parseDevices(p.distribute.devices).devices) a.deviceLabels.push_back(d.label());
+  } catch (const ml::UserError&) {
+    a.deviceLabels = {"cpu:0"};
+  }
+  a.perReplicaBatch = perReplicaBatch(p);
+  a.optimizerSlots = ml::optimizerSlotCount(p.training.optimizer);
+  for (size_t i = 0; i < spec.layers.size(); ++i)
+    a.rows.push_back({names[i], spec.layers[i].type, describeLayer(spec.layers[i]), "?", 0, false, {}});
+
+  auto fill = [&](const ml::Sequential& m) {
+    const auto s = m.summary();
+    for (size_t i = 0; i < s.size(); ++i) {
+      a.rows[i].shape = ml::shapeToString(s[i].outputShape);
+      a.rows[i].params = s[i].params;
+      a.rows[i].known = true;
+    }
+  };
+  try {
+    ml::Sequential m(spec);
+    fill(m);
+    a.ok = true;
+    a.totalParams = m.paramCount();
+    a.outputShape = ml::shapeToString(m.outputShape());
+    a.paramBytes = a.gradBytes = static_cast<double>(a.totalParams) * sizeof(float);
+    a.optimizerBytes = a.paramBytes * a.optimizerSlots;
+    a.activationBytes = static_cast<double>(m.activationBytes(a.perReplicaBatch));
+    return a;
+  } catch (const ml::UserError& e) {
+    a.error = e.what();
+  }
+  // Find the first layer that does not fit: the longest prefix that builds.
+  ml::ModelSpec prefix = spec;
+  for (size_t k = 1; k <= spec.layers.size(); ++k) {
+    prefix.layers.assign(spec.layers.begin(), spec.layers.begin() + static_cast<std::ptrdiff_t>(k));
+    for (size_t i = 0; i < k; ++i) prefix.layers[i].name = names[i];
+    try {
+      ml::Sequential m(prefix);
+      fill(m);
+    } catch (const ml::UserError& e) {
+      a.errorLayer = static_cast<int>(k - 1);
+      a.rows[k - 1].error = e.what();
+      a.error = e.what();
+      break;
+    }
+  }
+  for (const auto& r : a.rows) a.totalParams += r.known ? r.params : 0;
+  return a;
+}
+
+}  // namespace mlui

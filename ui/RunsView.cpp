@@ -1,0 +1,366 @@
+// The Runs screen. Each store request opens its own connection on a worker thread (RunStore is
+// one connection per thread) and hands a plain result back to the UI thread.
+#include "RunsView.h"
+
+#include <algorithm>
+
+#include <QComboBox>
+#include <QFileDialog>
+#include <QHeaderView>
+#include <QInputDialog>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMessageBox>
+#include <QSortFilterProxyModel>
+#include <QSplitter>
+#include <QTabWidget>
+#include <QTableView>
+#include <QTableWidget>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include "Async.h"
+#include "RunTableModel.h"
+#include "Theme.h"
+#include "store/RunCompare.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
+    : QWidget(parent), storePath_(std::move(storePath)) {
+  auto* v = new QVBoxLayout(this);
+  v->setContentsMargins(16, 12, 16, 12);
+  v->setSpacing(8);
+  v->addWidget(pageTitle(tr("Runs")));
+  storeLabel_ = pageHint(QString(), this);
+  v->addWidget(storeLabel_);
+
+  auto* bar = new QToolBar(this);
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  bar->setIconSize(QSize(16, 16));
+  filter_ = new QLineEdit(bar);
+  filter_->setPlaceholderText(tr("Filter by name, devices, tag…"));
+  filter_->setClearButtonEnabled(true);
+  filter_->setMaximumWidth(260);
+  bar->addWidget(filter_);
+  statusFilter_ = new QComboBox(bar);
+  statusFilter_->addItems({tr("any status"), QStringLiteral("finished"), QStringLiteral("cancelled"),
+                           QStringLiteral("running"), QStringLiteral("failed"), QStringLiteral("diverged"),
+                           QStringLiteral("interrupted")});
+  bar->addWidget(statusFilter_);
+  bar->addSeparator();
+  bar->addAction(icon(QStringLiteral("refresh")), tr("Refresh"), this, &RunsView::refresh);
+  bar->addAction(icon(QStringLiteral("rename")), tr("Rename"), this, &RunsView::renameSelected);
+  bar->addAction(icon(QStringLiteral("tag")), tr("Tag"), this, &RunsView::tagSelected);
+  bar->addAction(icon(QStringLiteral("export")), tr("Export CSV"), this, &RunsView::exportSelected);
+  bar->addAction(icon(QStringLiteral("open")), tr("Open project"), this, &RunsView::openSelected);
+  QAction* del = bar->addAction(icon(QStringLiteral("remove")), tr("Delete"), this, &RunsView::deleteSelected);
+  del->setShortcut(QKeySequence::Delete);
+  del->setShortcutContext(Qt::WidgetWithChildrenShortcut);
+  v->addWidget(bar);
+
+  model_ = new RunTableModel(this);
+  proxy_ = new QSortFilterProxyModel(this);
+  proxy_->setSourceModel(model_);
+  proxy_->setSortRole(Qt::UserRole);
+  proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+  proxy_->setFilterKeyColumn(-1);
+  table_ = new QTableView(this);
+  table_->setObjectName(QStringLiteral("RunsTable"));
+  table_->setModel(proxy_);
+  table_->setSortingEnabled(true);
+  table_->sortByColumn(RunTableModel::Id, Qt::DescendingOrder);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  table_->setAlternatingRowColors(true);
+  table_->setShowGrid(false);
+  table_->setWordWrap(false);
+  table_->verticalHeader()->hide();
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  table_->horizontalHeader()->setSectionResizeMode(RunTableModel::Name, QHeaderView::Stretch);
+  table_->setAccessibleName(tr("Stored runs"));
+  connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(statusFilter_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsView::onSelectionChanged);
+
+  // Comparison: overlay, config diff, scaling.
+  auto* compare = new QWidget(this);
+  auto* cv = new QVBoxLayout(compare);
+  cv->setContentsMargins(0, 0, 0, 0);
+  auto* axes = new QHBoxLayout;
+  axes->addWidget(new QLabel(tr("Show"), compare));
+  series_ = new QComboBox(compare);
+  series_->addItems({tr("training loss"), tr("validation loss"), tr("training accuracy / metric"),
+                     tr("validation accuracy / metric")});
+  axes->addWidget(series_);
+  axes->addWidget(new QLabel(tr("against"), compare));
+  xAxis_ = new QComboBox(compare);
+  xAxis_->addItems({tr("step"), tr("epoch"), tr("samples seen"), tr("wall time")});
+  axes->addWidget(xAxis_);
+  axes->addStretch(1);
+  axes->addWidget(new QLabel(tr("Baseline"), compare));
+  baseline_ = new QComboBox(compare);
+  baseline_->setObjectName(QStringLiteral("Baseline"));
+  baseline_->setMinimumContentsLength(16);
+  axes->addWidget(baseline_);
+  cv->addLayout(axes);
+  overlay_ = new OverlayChart(compare);
+  auto* tabs = new QTabWidget(compare);
+  scaling_ = new QTableWidget(0, 6, tabs);
+  scaling_->setObjectName(QStringLiteral("ScalingTable"));
+  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples/s"), tr("s / epoch"), tr("Speed-up"),
+                                       tr("Scaling efficiency")});
+  diff_ = new QTableWidget(0, 1, tabs);
+  diff_->setObjectName(QStringLiteral("DiffTable"));
+  for (QTableWidget* t : {scaling_, diff_}) {
+    t->verticalHeader()->hide();
+    t->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    t->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    t->horizontalHeader()->setStretchLastSection(true);
+    t->setAlternatingRowColors(true);
+    t->setShowGrid(false);
+  }
+  tabs->addTab(scaling_, tr("Speed-up and scaling"));
+  tabs->addTab(diff_, tr("Configuration differences"));
+  auto* lower = new QSplitter(Qt::Horizontal, compare);
+  lower->addWidget(overlay_);
+  lower->addWidget(tabs);
+  lower->setStretchFactor(0, 1);
+  lower->setStretchFactor(1, 1);
+  cv->addWidget(lower, 1);
+  connect(xAxis_, &QComboBox::currentIndexChanged, this, &RunsView::updateOverlayAxes);
+  connect(series_, &QComboBox::currentIndexChanged, this, &RunsView::updateOverlayAxes);
+  connect(baseline_, &QComboBox::currentIndexChanged, this, &RunsView::showComparison);
+
+  auto* split = new QSplitter(Qt::Vertical, this);
+  split->addWidget(table_);
+  split->addWidget(compare);
+  split->setStretchFactor(0, 2);
+  split->setStretchFactor(1, 3);
+  split->setChildrenCollapsible(false);
+  v->addWidget(split, 1);
+}
+
+void RunsView::refresh() {
+  const std::string path = storePath_().toStdString();
+  storeLabel_->setText(tr("Every run started in the studio or the CLI is stored in %1. Select several runs to "
+                          "compare them.").arg(q(path).toHtmlEscaped()));
+  ml::RunFilter filter;
+  if (statusFilter_->currentIndex() > 0) filter.status = statusFilter_->currentText().toStdString();
+  ++busy_;
+  const auto keep = selectedIds();
+  runAsync<std::vector<ml::RunSummary>>(
+      this, [path, filter] { return ml::RunStore::open(path).listRuns(filter); },
+      [this, keep](const Outcome<std::vector<ml::RunSummary>>& r) {
+        --busy_;
+        if (!r.value) {
+          Q_EMIT errorOccurred(tr("Cannot read the run store"), r.error);
+          Q_EMIT refreshed();
+          return;
+        }
+        model_->setRuns(*r.value);
+        // Keep the selection; on first sight select the newest run so the chart is not empty.
+        if (keep.empty() && !r.value->empty()) {
+          int64_t newest = 0;
+          for (const auto& run : *r.value) newest = std::max(newest, run.id);
+          selectRuns({newest});
+        } else {
+          selectRuns(keep);
+        }
+        Q_EMIT refreshed();
+      });
+}
+
+std::vector<int64_t> RunsView::selectedIds() const {
+  std::vector<int64_t> ids;
+  for (const QModelIndex& i : table_->selectionModel()->selectedRows())
+    if (const auto* r = model_->run(proxy_->mapToSource(i).row())) ids.push_back(r->id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+void RunsView::selectRuns(const std::vector<int64_t>& ids) {
+  QItemSelection sel;
+  for (int64_t id : ids) {
+    const int row = model_->rowOf(id);
+    if (row < 0) continue;
+    const QModelIndex i = proxy_->mapFromSource(model_->index(row, 0));
+    sel.select(i, i.siblingAtColumn(RunTableModel::ColumnCount - 1));
+  }
+  table_->selectionModel()->select(sel, QItemSelectionModel::ClearAndSelect | QItemSelectionModel::Rows);
+}
+
+void RunsView::onSelectionChanged() {
+  const auto ids = selectedIds();
+  const int generation = ++compareGeneration_;
+  if (ids.empty()) {
+    compared_.clear();
+    showComparison();
+    return;
+  }
+  const std::string path = storePath_().toStdString();
+  ++busy_;
+  runAsync<std::vector<RunCurves>>(
+      this,
+      [path, ids] {
+        auto store = ml::RunStore::open(path);
+        std::vector<RunCurves> out;
+        for (int64_t id : ids) out.push_back({store.loadRun(id), store.loadCurves(id)});
+        return out;
+      },
+      [this, generation](const Outcome<std::vector<RunCurves>>& r) {
+        --busy_;
+        if (generation != compareGeneration_) return;  // the selection changed meanwhile
+        if (!r.value) {
+          Q_EMIT errorOccurred(tr("Cannot load the runs"), r.error);
+          return;
+        }
+        compared_ = *r.value;
+        {
+          QSignalBlocker block(baseline_);
+          baseline_->clear();
+          for (const auto& c : compared_)
+            baseline_->addItem(QStringLiteral("#%1 %2").arg(c.detail.summary.id).arg(q(c.detail.summary.name)));
+        }
+        overlay_->setRuns(compared_);
+        updateOverlayAxes();
+        showComparison();
+        Q_EMIT comparisonLoaded();
+      });
+}
+
+void RunsView::updateOverlayAxes() {
+  overlay_->setAxes(static_cast<OverlayChart::XAxis>(xAxis_->currentIndex()),
+                    static_cast<OverlayChart::Series>(series_->currentIndex()));
+}
+
+void RunsView::showComparison() {
+  // Scaling against the baseline.
+  scaling_->setRowCount(static_cast<int>(compared_.size()));
+  const int base = std::clamp(baseline_->currentIndex(), 0, std::max(0, static_cast<int>(compared_.size()) - 1));
+  ml::Throughput baseTp;
+  if (!compared_.empty()) baseTp = ml::throughputOf(compared_[static_cast<size_t>(base)].detail);
+  for (size_t i = 0; i < compared_.size(); ++i) {
+    const auto& d = compared_[i].detail;
+    const auto tp = ml::throughputOf(d);
+    const auto sc = ml::scalingVs(baseTp, tp);
+    const bool isBase = static_cast<int>(i) == base;
+    const QStringList cells = {
+        QStringLiteral("#%1 %2%3").arg(d.summary.id).arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString()),
+        QString::number(tp.replicas),
+        tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
+        tp.secondsPerEpoch > 0 ? QString::number(tp.secondsPerEpoch, 'f', 2) : QStringLiteral("—"),
+        sc.speedup > 0 ? QStringLiteral("%1×").arg(sc.speedup, 0, 'f', 2) : QStringLiteral("—"),
+        sc.efficiency > 0 ? QStringLiteral("%1%").arg(sc.efficiency * 100, 0, 'f', 0) : QStringLiteral("—")};
+    for (int c = 0; c < cells.size(); ++c) {
+      auto* item = new QTableWidgetItem(cells[c]);
+      if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
+      item->setForeground(c == 0 ? OverlayChart::runColor(static_cast<int>(i)) : QColor(0x1f, 0x2d, 0x3d));
+      scaling_->setItem(static_cast<int>(i), c, item);
+    }
+  }
+  // Configuration differences: only the keys that differ.
+  std::vector<std::string> configs;
+  for (const auto& c : compared_) configs.push_back(c.detail.configJson);
+  const auto rows = compared_.size() >= 2 ? ml::configDiff(configs) : std::vector<ml::ConfigDiffRow>{};
+  diff_->clear();
+  diff_->setColumnCount(1 + static_cast<int>(compared_.size()));
+  QStringList headers{tr("Setting")};
+  for (const auto& c : compared_) headers << QStringLiteral("#%1").arg(c.detail.summary.id);
+  diff_->setHorizontalHeaderLabels(headers);
+  diff_->setRowCount(static_cast<int>(rows.size()));
+  for (size_t r = 0; r < rows.size(); ++r) {
+    diff_->setItem(static_cast<int>(r), 0, new QTableWidgetItem(q(rows[r].key)));
+    for (size_t c = 0; c < rows[r].values.size(); ++c)
+      diff_->setItem(static_cast<int>(r), static_cast<int>(c) + 1,
+                     new QTableWidgetItem(rows[r].values[c] ? q(*rows[r].values[c]) : tr("(absent)")));
+  }
+}
+
+void RunsView::renameSelected() {
+  const auto ids = selectedIds();
+  if (ids.size() != 1) return;
+  const auto* r = model_->run(model_->rowOf(ids.front()));
+  bool ok = false;
+  const QString name = QInputDialog::getText(this, tr("Rename run"), tr("New name:"), QLineEdit::Normal,
+                                             r ? q(r->name) : QString(), &ok);
+  if (!ok || name.trimmed().isEmpty()) return;
+  const std::string path = storePath_().toStdString();
+  runAsync<bool>(this, [path, id = ids.front(), n = name.trimmed().toStdString()] {
+    ml::RunStore::open(path).renameRun(id, n);
+    return true;
+  }, [this](const Outcome<bool>& r) {
+    if (!r.value) Q_EMIT errorOccurred(tr("Cannot rename the run"), r.error);
+    refresh();
+  });
+}
+
+void RunsView::tagSelected() {
+  const auto ids = selectedIds();
+  if (ids.empty()) return;
+  bool ok = false;
+  const QString tag = QInputDialog::getText(this, tr("Tag runs"), tr("Tag for %n run(s):", "", static_cast<int>(ids.size())),
+                                            QLineEdit::Normal, QString(), &ok);
+  if (!ok || tag.trimmed().isEmpty()) return;
+  const std::string path = storePath_().toStdString();
+  runAsync<bool>(this, [path, ids, t = tag.trimmed().toStdString()] {
+    auto store = ml::RunStore::open(path);
+    for (int64_t id : ids) store.tagRun(id, t);
+    return true;
+  }, [this](const Outcome<bool>& r) {
+    if (!r.value) Q_EMIT errorOccurred(tr("Cannot tag the runs"), r.error);
+    refresh();
+  });
+}
+
+void RunsView::deleteSelected() {
+  const auto ids = selectedIds();
+  if (ids.empty()) return;
+  if (QMessageBox::question(this, tr("Delete runs"),
+                            tr("Delete %n run(s) and everything recorded with them? This cannot be undone.", "",
+                               static_cast<int>(ids.size()))) != QMessageBox::Yes)
+    return;
+  const std::string path = storePath_().toStdString();
+  runAsync<bool>(this, [path, ids] {
+    auto store = ml::RunStore::open(path);
+    for (int64_t id : ids) store.deleteRun(id);
+    return true;
+  }, [this](const Outcome<bool>& r) {
+    if (!r.value) Q_EMIT errorOccurred(tr("Cannot delete the runs"), r.error);
+    refresh();
+  });
+}
+
+void RunsView::exportSelected() {
+  const auto ids = selectedIds();
+  if (ids.empty()) return;
+  const QString dir = QFileDialog::getExistingDirectory(this, tr("Export CSV into folder"));
+  if (dir.isEmpty()) return;
+  const std::string path = storePath_().toStdString();
+  runAsync<bool>(this, [path, ids, d = dir.toStdString()] {
+    auto store = ml::RunStore::open(path);
+    for (int64_t id : ids) store.exportCsv(id, d + "/run-" + std::to_string(id));
+    return true;
+  }, [this, dir](const Outcome<bool>& r) {
+    if (!r.value) Q_EMIT errorOccurred(tr("Cannot export the runs"), r.error);
+    else storeLabel_->setText(tr("Exported to %1 (one folder per run: steps, epochs, replica steps, device samples).").arg(dir));
+  });
+}
+
+void RunsView::openSelected() {
+  const auto ids = selectedIds();
+  if (ids.size() != 1) return;
+  for (const auto& c : compared_)
+    if (c.detail.summary.id == ids.front()) {
+      try {
+        const auto p = ml::Project::fromJson(nlohmann::json::parse(c.detail.projectJson), "run #" + std::to_string(ids.front()));
+        Q_EMIT openProjectRequested(p, q(c.detail.summary.name));
+      } catch (const std::exception& e) {
+        Q_EMIT errorOccurred(tr("Cannot open the run's project"), q(e.what()));
+      }
+    }
+}
+
+}  // namespace mlui

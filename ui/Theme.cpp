@@ -1,0 +1,129 @@
+// Colours, fonts and chart styling shared by every screen.
+#include "Theme.h"
+
+#include <QApplication>
+#include <QFile>
+#include <QLabel>
+#include <QStyle>
+#include <qcustomplot.h>
+
+static void initStudioResources() { Q_INIT_RESOURCE(mirrorlab); }
+
+namespace mlui {
+
+QColor deviceColor(int device) {
+  // Tableau 10: distinct, colour-blind friendly enough, pleasant on white.
+  static const QColor colors[] = {QColor(0x4E, 0x79, 0xA7), QColor(0xF2, 0x8E, 0x2B), QColor(0x59, 0xA1, 0x4F),
+                                  QColor(0xE1, 0x57, 0x59), QColor(0x76, 0xB7, 0xB2), QColor(0xB0, 0x7A, 0xA1),
+                                  QColor(0xED, 0xC9, 0x48), QColor(0x9C, 0x75, 0x5F), QColor(0xFF, 0x9D, 0xA7),
+                                  QColor(0x79, 0x70, 0x6E)};
+  const int n = static_cast<int>(sizeof colors / sizeof colors[0]);
+  QColor c = colors[((device % n) + n) % n];
+  if (device >= n) c = c.darker(100 + 25 * (device / n));
+  return c;
+}
+
+QColor phaseColor(Phase p) {
+  switch (p) {
+    case Phase::Forward: return QColor(0x5B, 0x8F, 0xD9);
+    case Phase::Backward: return QColor(0x3E, 0xB4, 0x89);
+    case Phase::AllReduce: return QColor(0xF0, 0xA2, 0x02);
+    case Phase::Wait: return QColor(0xC4, 0xCA, 0xD3);
+    case Phase::Optimizer: return QColor(0x93, 0x6F, 0xC9);
+  }
+  return Qt::gray;
+}
+
+QString phaseName(Phase p) {
+  switch (p) {
+    case Phase::Forward: return QStringLiteral("forward");
+    case Phase::Backward: return QStringLiteral("backward");
+    case Phase::AllReduce: return QStringLiteral("all-reduce");
+    case Phase::Wait: return QStringLiteral("wait");
+    case Phase::Optimizer: return QStringLiteral("optimizer");
+  }
+  return {};
+}
+
+QColor accentColor() { return QColor(0x2F, 0x6F, 0xB0); }
+QColor trainColor() { return QColor(0x4E, 0x79, 0xA7); }
+QColor validationColor() { return QColor(0xE1, 0x57, 0x59); }
+
+void applyStudioTheme(QApplication& app) {
+  initStudioResources();
+  QFile qss(QStringLiteral(":/studio.qss"));
+  if (qss.open(QIODevice::ReadOnly)) app.setStyleSheet(QString::fromUtf8(qss.readAll()));
+  app.setWindowIcon(icon(QStringLiteral("mirrorlab")));
+}
+
+QIcon icon(const QString& name) {
+  // SVG renders crisply at any device pixel ratio when the Qt SVG icon engine is installed;
+  // without it the icon is empty and every action still shows its text.
+  return QIcon(QStringLiteral(":/icons/%1.svg").arg(name));
+}
+
+void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, const QString& yLabel) {
+  plot->setBackground(Qt::white);
+  plot->setNotAntialiasedElements(QCP::aeAll);
+  plot->setAntialiasedElements(QCP::aeNone);
+  plot->setPlottingHint(QCP::phFastPolylines, true);
+  plot->setPlottingHint(QCP::phCacheLabels, true);
+  QFont base = plot->font();
+  QFont tick = base;
+  tick.setPointSizeF(base.pointSizeF() * 0.88);
+  QFont label = base;
+  label.setPointSizeF(base.pointSizeF() * 0.92);
+  if (plot->plotLayout()->rowCount() == 1 || !qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))) {
+    plot->plotLayout()->insertRow(0);
+    QFont tf = base;
+    tf.setBold(true);
+    auto* t = new QCPTextElement(plot, title, tf);
+    t->setTextColor(QColor(0x1f, 0x2d, 0x3d));
+    t->setMargins(QMargins(0, 6, 0, 0));
+    plot->plotLayout()->addElement(0, 0, t);
+  } else {
+    qobject_cast<QCPTextElement*>(plot->plotLayout()->element(0, 0))->setText(title);
+  }
+  const QColor axisColor(0x8a, 0x96, 0xa3), gridColor(0xe9, 0xed, 0xf2), text(0x3b, 0x4a, 0x5a);
+  for (QCPAxis* a : {plot->xAxis, plot->yAxis}) {
+    a->setBasePen(QPen(axisColor, 1));
+    a->setTickPen(QPen(axisColor, 1));
+    a->setSubTickPen(QPen(axisColor, 1));
+    a->setSubTicks(false);
+    a->setTickLength(0, 4);
+    a->setTickLabelFont(tick);
+    a->setTickLabelColor(text);
+    a->setLabelFont(label);
+    a->setLabelColor(text);
+    a->grid()->setPen(QPen(gridColor, 1, Qt::SolidLine));
+    a->grid()->setZeroLinePen(Qt::NoPen);
+  }
+  plot->xAxis->setLabel(xLabel);
+  plot->yAxis->setLabel(yLabel);
+  plot->axisRect()->setupFullAxesBox(false);
+  plot->xAxis2->setVisible(false);
+  plot->yAxis2->setVisible(false);
+  plot->legend->setFont(tick);
+  plot->legend->setBrush(QColor(255, 255, 255, 230));
+  plot->legend->setBorderPen(QPen(QColor(0xdd, 0xe3, 0xea)));
+  plot->legend->setIconSize(14, 8);
+  plot->legend->setRowSpacing(-2);
+}
+
+void setRole(QWidget* w, const char* role) {
+  w->setProperty("role", QString::fromLatin1(role));
+  w->style()->unpolish(w);
+  w->style()->polish(w);
+}
+
+static QLabel* labelWithRole(const QString& text, const char* role, QWidget* parent) {
+  auto* l = new QLabel(text, parent);
+  l->setProperty("role", QString::fromLatin1(role));
+  l->setWordWrap(true);
+  return l;
+}
+QLabel* pageTitle(const QString& text, QWidget* parent) { return labelWithRole(text, "pageTitle", parent); }
+QLabel* pageHint(const QString& text, QWidget* parent) { return labelWithRole(text, "pageHint", parent); }
+QLabel* sectionTitle(const QString& text, QWidget* parent) { return labelWithRole(text, "sectionTitle", parent); }
+
+}  // namespace mlui

@@ -1,0 +1,160 @@
+// The worker thread of a training run and the display-rate pump of its telemetry.
+#include "TrainingSession.h"
+
+#include "DataCache.h"
+#include "Error.h"
+#include "store/Recorder.h"
+#include "telemetry/Channel.h"
+#include "train/Trainer.h"
+
+namespace mlui {
+
+TrainingSession::TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent)
+    : QObject(parent), cache_(std::move(cache)) {
+  timer_.setInterval(40);  // display rate: 25 frames per second whatever the step rate
+  timer_.setTimerType(Qt::CoarseTimer);
+  connect(&timer_, &QTimer::timeout, this, &TrainingSession::poll);
+}
+
+TrainingSession::~TrainingSession() {
+  cancel_.store(true);
+  {
+    std::lock_guard lock(mu_);
+    if (trainer_) trainer_->requestCancel();
+  }
+  if (worker_.joinable()) worker_.join();
+}
+
+QString TrainingSession::stateText(State s) {
+  switch (s) {
+    case State::Idle: return tr("Ready");
+    case State::Preparing: return tr("Preparing");
+    case State::Running: return tr("Training");
+    case State::Paused: return tr("Paused");
+    case State::Stopping: return tr("Stopping");
+  }
+  return {};
+}
+
+void TrainingSession::setState(State s) {
+  if (s == state_) return;
+  state_ = s;
+  Q_EMIT stateChanged(s);
+}
+
+uint64_t TrainingSession::droppedEvents() const {
+  std::lock_guard lock(mu_);
+  return channel_ ? channel_->dropped() : 0;
+}
+
+bool TrainingSession::start(const ml::Project& project, const QString& storePath, int64_t maxSteps) {
+  if (isActive()) return false;
+  if (worker_.joinable()) worker_.join();  // the previous worker has already posted its end
+  cancel_.store(false);
+  paused_.store(false);
+  lastRunId_.reset();
+  {
+    std::lock_guard lock(mu_);
+    channel_.reset();
+  }
+  setState(State::Preparing);
+  Q_EMIT statusMessage(tr("Loading data…"));
+  const std::string store = storePath.toStdString();
+  worker_ = std::thread([this, project, store, maxSteps, cache = cache_] {
+    std::optional<ml::RunFinished> finished;
+    std::optional<int64_t> runId;
+    QString error;
+    try {
+      auto data = cache->get(project);
+      if (!cancel_.load()) {
+        QMetaObject::invokeMethod(this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
+        ml::TelemetryHub hub;
+        auto uiChannel = hub.subscribe(1 << 16);
+        ml::TrainerOptions options;
+        options.maxSteps = maxSteps;
+        options.sampleInterval = 0.05;  // two utilization points per frame-pair: smooth lines
+        ml::Trainer trainer(project, data, hub, options);
+        // The recorder opens its own connection here, off the UI thread; a bad store fails now.
+        ml::Recorder recorder(store, hub.subscribe(1 << 18));
+        {
+          std::lock_guard lock(mu_);
+          channel_ = uiChannel;
+          trainer_ = &trainer;
+        }
+        if (paused_.load()) trainer.setPaused(true);
+        if (cancel_.load()) trainer.requestCancel();
+        QMetaObject::invokeMethod(this, [this] { if (state_ == State::Preparing) setState(State::Running); }, Qt::QueuedConnection);
+        finished = trainer.run();
+        {
+          std::lock_guard lock(mu_);
+          trainer_ = nullptr;
+        }
+        hub.closeAll();
+        recorder.stop();
+        runId = recorder.runId();
+        if (!recorder.error().empty()) error = QString::fromStdString("The run store reported: " + recorder.error());
+      }
+    } catch (const std::exception& e) {  // ml::UserError and anything unexpected: shown, never a crash
+      std::lock_guard lock(mu_);
+      trainer_ = nullptr;
+      error = QString::fromStdString(e.what());
+    }
+    QMetaObject::invokeMethod(this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); },
+                              Qt::QueuedConnection);
+  });
+  timer_.start();
+  return true;
+}
+
+void TrainingSession::setPaused(bool paused) {
+  if (state_ != State::Running && state_ != State::Paused && state_ != State::Preparing) return;
+  paused_.store(paused);
+  {
+    std::lock_guard lock(mu_);
+    if (trainer_) trainer_->setPaused(paused);
+  }
+  if (state_ != State::Preparing) setState(paused ? State::Paused : State::Running);
+}
+
+void TrainingSession::stop() {
+  if (!isActive()) return;
+  cancel_.store(true);
+  {
+    std::lock_guard lock(mu_);
+    if (trainer_) trainer_->requestCancel();
+  }
+  setState(State::Stopping);
+  Q_EMIT statusMessage(tr("Stopping after the current step…"));
+}
+
+void TrainingSession::poll() {
+  std::shared_ptr<ml::Channel> ch;
+  {
+    std::lock_guard lock(mu_);
+    ch = channel_;
+  }
+  if (!ch) return;
+  batch_.clear();
+  if (ch->drain(batch_) > 0) Q_EMIT eventsArrived(batch_);
+}
+
+void TrainingSession::onWorkerDone(std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error) {
+  poll();  // the last events (RunFinished) before saying it ended
+  timer_.stop();
+  if (worker_.joinable()) worker_.join();  // it has finished: this returns at once
+  lastRunId_ = runId;
+  setState(State::Idle);
+  if (finished) {
+    Q_EMIT runEnded(*finished, runId);
+    if (!error.isEmpty()) Q_EMIT runFailed(error);
+  } else if (!error.isEmpty()) {
+    Q_EMIT runFailed(error);
+  } else {
+    ml::RunFinished f;
+    f.status = ml::RunStatus::Cancelled;
+    f.message = "stopped before training started";
+    Q_EMIT runEnded(f, std::nullopt);
+  }
+}
+
+}  // namespace mlui

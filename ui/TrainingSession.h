@@ -1,0 +1,75 @@
+// Runs one training at a time on a worker thread (load data, build the trainer, open the
+// recorder, train) and hands the telemetry to the UI: a 40 ms timer drains the UI's channel and
+// emits the batch once, so charts redraw at display rate whatever the step rate. The UI thread
+// never waits on training or on disk; cancel and pause are flags the trainer checks between steps.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <QObject>
+#include <QString>
+#include <QTimer>
+
+#include "project/Project.h"
+#include "telemetry/Events.h"
+
+namespace ml {
+class Channel;
+class Trainer;
+}
+
+namespace mlui {
+
+class DataCache;
+
+class TrainingSession : public QObject {
+  Q_OBJECT
+ public:
+  enum class State { Idle, Preparing, Running, Paused, Stopping };
+  Q_ENUM(State)
+
+  TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent = nullptr);
+  ~TrainingSession() override;  // cancels a running training and joins its thread
+
+  // storePath: where the run is recorded. maxSteps 0: all epochs.
+  bool start(const ml::Project& project, const QString& storePath, int64_t maxSteps = 0);
+  void setPaused(bool paused);
+  void stop();
+  State state() const { return state_; }
+  bool isActive() const { return state_ != State::Idle; }
+  std::optional<int64_t> lastRunId() const { return lastRunId_; }
+  uint64_t droppedEvents() const;
+  static QString stateText(State s);
+
+ Q_SIGNALS:
+  void stateChanged(mlui::TrainingSession::State state);
+  void statusMessage(const QString& message);
+  // A batch of telemetry, in order (emitted on the UI thread; connect directly).
+  void eventsArrived(const std::vector<ml::Event>& events);
+  // The run could not start (data set, model, store): the message names the problem.
+  void runFailed(const QString& message);
+  // The run ended (finished, cancelled, diverged, failed); runId is its id in the store.
+  void runEnded(const ml::RunFinished& finished, std::optional<int64_t> runId);
+
+ private:
+  void poll();
+  void setState(State s);
+  void onWorkerDone(std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error);
+
+  std::shared_ptr<DataCache> cache_;
+  State state_ = State::Idle;
+  QTimer timer_;
+  std::thread worker_;
+  mutable std::mutex mu_;              // guards channel_ and trainer_ (set by the worker)
+  std::shared_ptr<ml::Channel> channel_;
+  ml::Trainer* trainer_ = nullptr;
+  std::atomic<bool> cancel_{false}, paused_{false};
+  std::optional<int64_t> lastRunId_;
+  std::vector<ml::Event> batch_;
+};
+
+}  // namespace mlui

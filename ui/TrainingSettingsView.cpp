@@ -1,0 +1,232 @@
+// Training settings, written to the project on every change (undoable, merged per field).
+#include "TrainingSettingsView.h"
+
+#include <QCheckBox>
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QScrollArea>
+#include <QSpinBox>
+#include <QVBoxLayout>
+
+#include "DataCache.h"
+#include "Error.h"
+#include "ModelAnalysis.h"
+#include "ProjectDocument.h"
+#include "Theme.h"
+#include "nn/Summary.h"
+#include "train/Trainer.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+// Training samples for the plan: the loaded data set when it is cached, else what the data
+// section says (exact for generated sets and Fashion-MNIST).
+static std::pair<int64_t, bool> trainSamples(const ml::Project& p, const DataCache& cache) {
+  if (auto d = cache.peek(p)) return {d->train.size, true};
+  const auto& d = p.data;
+  if (d.kind == "fashion-mnist") return {60000, true};
+  if (d.kind == "spirals" || d.kind == "blobs")
+    return {d.samples - static_cast<int64_t>(static_cast<double>(d.samples) * d.validationSplit), true};
+  return {0, false};
+}
+
+static QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, QWidget* parent) {
+  auto* s = new QDoubleSpinBox(parent);
+  s->setRange(lo, hi);
+  s->setDecimals(decimals);
+  s->setSingleStep(step);
+  return s;
+}
+
+TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidget* parent)
+    : QWidget(parent), doc_(doc), cache_(std::move(cache)) {
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+  auto* page = new QWidget(scroll);
+  scroll->setWidget(page);
+  auto* v = new QVBoxLayout(page);
+  v->setContentsMargins(16, 12, 16, 12);
+  v->setSpacing(10);
+  v->addWidget(pageTitle(tr("Training")));
+  v->addWidget(pageHint(tr("With N devices each step sees N shards of the batch. Scale the learning rate with the "
+                           "global batch, and warm up when the batch is large.")));
+
+  sentence_ = new QLabel(page);
+  sentence_->setObjectName(QStringLiteral("PlanSentence"));
+  sentence_->setWordWrap(true);
+  sentence_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  setRole(sentence_, "planSentence");
+  v->addWidget(sentence_);
+  warnings_ = new QLabel(page);
+  warnings_->setObjectName(QStringLiteral("PlanWarnings"));
+  warnings_->setWordWrap(true);
+  warnings_->setTextFormat(Qt::RichText);
+  setRole(warnings_, "banner");
+  v->addWidget(warnings_);
+  samplesNote_ = new QLabel(page);
+  setRole(samplesNote_, "caption");
+  v->addWidget(samplesNote_);
+
+  auto* columns = new QHBoxLayout;
+  columns->setSpacing(24);
+  auto* left = new QFormLayout;
+  auto* right = new QFormLayout;
+  optForm_ = right;
+  for (auto* f : {left, right}) {
+    f->setFieldGrowthPolicy(QFormLayout::FieldsStayAtSizeHint);
+    f->setLabelAlignment(Qt::AlignRight);
+    f->setVerticalSpacing(8);
+  }
+  epochs_ = new QSpinBox(page);
+  epochs_->setRange(1, 100000);
+  batch_ = new QSpinBox(page);
+  batch_->setRange(1, 1 << 24);
+  batch_->setGroupSeparatorShown(true);
+  batchMode_ = new QComboBox(page);
+  batchMode_->addItem(tr("global (all devices together)"));
+  batchMode_->addItem(tr("per device"));
+  auto* batchRow = new QHBoxLayout;
+  batchRow->addWidget(batch_);
+  batchRow->addWidget(batchMode_);
+  lr_ = dspin(1e-6, 10.0, 6, 0.0005, page);
+  scaling_ = new QComboBox(page);
+  scaling_->addItem(tr("none — keep the rate"), QStringLiteral("none"));
+  scaling_->addItem(tr("linear — × devices (Goyal et al.)"), QStringLiteral("linear"));
+  scaling_->addItem(tr("square root — × √devices"), QStringLiteral("sqrt"));
+  warmup_ = dspin(0, 1000, 2, 0.5, page);
+  warmup_->setSuffix(tr(" epochs"));
+  accumulate_ = new QSpinBox(page);
+  accumulate_->setRange(1, 1024);
+  accumulate_->setSuffix(tr(" micro-batches"));
+  seed_ = new QSpinBox(page);
+  seed_->setRange(0, std::numeric_limits<int>::max());
+  left->addRow(sectionTitle(tr("Schedule")));
+  left->addRow(tr("Epochs"), epochs_);
+  left->addRow(tr("Batch size"), batchRow);
+  left->addRow(tr("Accumulation"), accumulate_);
+  left->addRow(tr("Seed"), seed_);
+  left->addRow(sectionTitle(tr("Learning rate")));
+  left->addRow(tr("Base rate"), lr_);
+  left->addRow(tr("Scaling rule"), scaling_);
+  left->addRow(tr("Warm-up"), warmup_);
+
+  optimizer_ = new QComboBox(page);
+  optimizer_->addItem(QStringLiteral("Adam"), QStringLiteral("adam"));
+  optimizer_->addItem(QStringLiteral("SGD"), QStringLiteral("sgd"));
+  optimizer_->addItem(QStringLiteral("RMSprop"), QStringLiteral("rmsprop"));
+  momentum_ = dspin(0, 0.999, 3, 0.05, page);
+  nesterov_ = new QCheckBox(tr("Nesterov momentum"), page);
+  beta1_ = dspin(0, 0.9999, 4, 0.01, page);
+  beta2_ = dspin(0, 0.99999, 5, 0.001, page);
+  rho_ = dspin(0, 0.9999, 4, 0.01, page);
+  epsilon_ = dspin(0, 1, 10, 1e-7, page);
+  right->addRow(sectionTitle(tr("Optimizer")));
+  right->addRow(tr("Optimizer"), optimizer_);
+  right->addRow(tr("Momentum"), momentum_);
+  right->addRow(QString(), nesterov_);
+  right->addRow(tr("β₁"), beta1_);
+  right->addRow(tr("β₂"), beta2_);
+  right->addRow(tr("ρ"), rho_);
+  right->addRow(tr("ε"), epsilon_);
+  columns->addLayout(left);
+  columns->addLayout(right);
+  columns->addStretch(1);
+  v->addLayout(columns);
+  v->addStretch(1);
+
+  auto bindSpin = [this](QSpinBox* s, const QString& what) {
+    connect(s, &QSpinBox::valueChanged, this, [this, what] { write(what, what); });
+  };
+  auto bindD = [this](QDoubleSpinBox* s, const QString& what) {
+    connect(s, &QDoubleSpinBox::valueChanged, this, [this, what] { write(what, what); });
+  };
+  bindSpin(epochs_, tr("epochs"));
+  bindSpin(batch_, tr("batch size"));
+  bindSpin(accumulate_, tr("accumulation"));
+  bindSpin(seed_, tr("seed"));
+  for (auto [s, w] : {std::pair{lr_, tr("learning rate")}, {warmup_, tr("warm-up")}, {momentum_, tr("momentum")},
+                      {beta1_, tr("beta 1")}, {beta2_, tr("beta 2")}, {rho_, tr("rho")}, {epsilon_, tr("epsilon")}})
+    bindD(s, w);
+  for (auto [c, w] : {std::pair{batchMode_, tr("batch mode")}, {scaling_, tr("scaling rule")}, {optimizer_, tr("optimizer")}})
+    connect(c, &QComboBox::currentIndexChanged, this, [this, w = w] { write(w, QString()); });
+  connect(nesterov_, &QCheckBox::toggled, this, [this] { write(tr("Nesterov"), QString()); });
+  connect(doc_, &ProjectDocument::changed, this, &TrainingSettingsView::refresh);
+  refresh();
+}
+
+void TrainingSettingsView::write(const QString& what, const QString& key) {
+  if (refreshing_) return;
+  ml::Project p = doc_->project();
+  auto& t = p.training;
+  t.epochs = epochs_->value();
+  t.batchSize = batch_->value();
+  t.perDeviceBatch = batchMode_->currentIndex() == 1;
+  t.accumulate = accumulate_->value();
+  t.seed = static_cast<uint64_t>(seed_->value());
+  t.optimizer.learningRate = lr_->value();
+  t.lrScaling = scaling_->currentData().toString().toStdString();
+  t.warmupEpochs = warmup_->value();
+  t.optimizer.name = optimizer_->currentData().toString().toStdString();
+  t.optimizer.momentum = momentum_->value();
+  t.optimizer.nesterov = nesterov_->isChecked();
+  t.optimizer.beta1 = beta1_->value();
+  t.optimizer.beta2 = beta2_->value();
+  t.optimizer.rho = rho_->value();
+  t.optimizer.epsilon = epsilon_->value();
+  doc_->edit(tr("Change %1").arg(what), p, key.isEmpty() ? QString() : QStringLiteral("training.") + key);
+}
+
+void TrainingSettingsView::refresh() {
+  refreshing_ = true;
+  const auto& p = doc_->project();
+  const auto& t = p.training;
+  epochs_->setValue(t.epochs);
+  batch_->setValue(static_cast<int>(t.batchSize));
+  batchMode_->setCurrentIndex(t.perDeviceBatch ? 1 : 0);
+  accumulate_->setValue(t.accumulate);
+  seed_->setValue(static_cast<int>(t.seed));
+  lr_->setValue(t.optimizer.learningRate);
+  scaling_->setCurrentIndex(std::max(0, scaling_->findData(q(t.lrScaling))));
+  warmup_->setValue(t.warmupEpochs);
+  optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(q(t.optimizer.name))));
+  momentum_->setValue(t.optimizer.momentum);
+  nesterov_->setChecked(t.optimizer.nesterov);
+  beta1_->setValue(t.optimizer.beta1);
+  beta2_->setValue(t.optimizer.beta2);
+  rho_->setValue(t.optimizer.rho);
+  epsilon_->setValue(t.optimizer.epsilon);
+  const QString opt = q(t.optimizer.name);
+  optForm_->setRowVisible(momentum_, opt != QLatin1String("adam"));
+  optForm_->setRowVisible(nesterov_, opt == QLatin1String("sgd"));
+  optForm_->setRowVisible(beta1_, opt == QLatin1String("adam"));
+  optForm_->setRowVisible(beta2_, opt == QLatin1String("adam"));
+  optForm_->setRowVisible(rho_, opt == QLatin1String("rmsprop"));
+  optForm_->setRowVisible(epsilon_, opt != QLatin1String("sgd"));
+  refreshing_ = false;
+
+  const auto [samples, known] = trainSamples(p, *cache_);
+  samplesNote_->setText(known ? tr("Planned for %1 training samples.").arg(q(ml::withThousands(samples)))
+                              : tr("Load the data set on the Data page for exact step counts."));
+  try {
+    const ml::RunPlan plan = ml::planRun(p, replicaCount(p), known ? samples : std::max<int64_t>(globalBatch(p), 1) * 100);
+    setRole(sentence_, "planSentence");
+    sentence_->setText(q(plan.sentence()));
+    QStringList w;
+    for (const auto& s : plan.warnings) w << QStringLiteral("⚠ ") + q(s).toHtmlEscaped();
+    warnings_->setText(w.join(QStringLiteral("<br>")));
+    warnings_->setVisible(!w.isEmpty());
+  } catch (const ml::UserError& e) {
+    setRole(sentence_, "error");
+    sentence_->setText(q(e.what()));
+    warnings_->hide();
+  }
+}
+
+}  // namespace mlui

@@ -1,0 +1,45 @@
+// The Training screen: epochs, batch size (global or per device), learning rate with its scaling
+// rule and warm-up, optimizer and its arguments, accumulation, seed — and, live, the sentence
+// from core's RunPlan that spells out what will happen, with its warnings.
+#pragma once
+#include <memory>
+
+#include <QWidget>
+
+class QCheckBox;
+class QComboBox;
+class QDoubleSpinBox;
+class QFormLayout;
+class QLabel;
+class QSpinBox;
+
+namespace mlui {
+
+class DataCache;
+class ProjectDocument;
+
+class TrainingSettingsView : public QWidget {
+  Q_OBJECT
+ public:
+  TrainingSettingsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidget* parent = nullptr);
+  QLabel* sentenceLabel() const { return sentence_; }
+  QLabel* warningsLabel() const { return warnings_; }
+  void refresh();
+
+ private:
+  void write(const QString& what, const QString& key);
+
+  ProjectDocument* doc_;
+  std::shared_ptr<DataCache> cache_;
+  bool refreshing_ = false;
+  QSpinBox *epochs_, *batch_, *accumulate_, *seed_;
+  QComboBox *batchMode_, *scaling_, *optimizer_;
+  QDoubleSpinBox *lr_, *warmup_, *momentum_, *beta1_, *beta2_, *rho_, *epsilon_;
+  QCheckBox* nesterov_;
+  QFormLayout* optForm_;
+  QLabel* sentence_;
+  QLabel* warnings_;
+  QLabel* samplesNote_;
+};
+
+}  // namespace mlui

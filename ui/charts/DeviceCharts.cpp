@@ -1,0 +1,141 @@
+// Utilization and step-time breakdown per device.
+#include "charts/DeviceCharts.h"
+
+#include "Theme.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+UtilizationChart::UtilizationChart(QWidget* parent)
+    : LiveChart(tr("Utilization per device"), tr("wall time (s)"), tr("busy computing (%)"), QStringLiteral("utilization"),
+                parent) {
+  legend->setVisible(true);
+  axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
+  yAxis->setRange(0, 105);
+  interaction()->setFormatter([](QCPAbstractPlottable* pl, double key, double value) {
+    return QStringLiteral("%1\n%2 s: %3% busy").arg(pl->name()).arg(key, 0, 'f', 1).arg(value, 0, 'f', 1);
+  });
+}
+
+void UtilizationChart::setDevices(const std::vector<std::string>& names) {
+  clearGraphs();
+  for (size_t i = 0; i < names.size(); ++i) {
+    QCPGraph* g = addGraph();
+    g->setName(q(names[i]));
+    g->setPen(QPen(deviceColor(static_cast<int>(i)), 1.6));
+    g->setAdaptiveSampling(true);
+  }
+  tmax_ = 0;
+}
+
+QCPGraph* UtilizationChart::deviceGraph(int device) const { return device < graphCount() ? graph(device) : nullptr; }
+
+void UtilizationChart::addSample(const ml::DeviceSample& s) {
+  if (s.device < 0) return;
+  while (graphCount() <= s.device) {  // samples before RunStarted named the devices
+    QCPGraph* g = addGraph();
+    g->setName(QStringLiteral("device %1").arg(graphCount() - 1));
+    g->setPen(QPen(deviceColor(graphCount() - 1), 1.6));
+  }
+  graph(s.device)->addData(s.wallTime, s.utilization * 100.0);
+  tmax_ = std::max(tmax_, s.wallTime);
+}
+
+void UtilizationChart::clearData() {
+  for (int i = 0; i < graphCount(); ++i) graph(i)->data()->clear();
+  tmax_ = 0;
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void UtilizationChart::rescaleToData() {
+  xAxis->setRange(0, std::max(1.0, tmax_ * 1.02));
+  yAxis->setRange(0, 105);
+}
+
+StepBreakdownChart::StepBreakdownChart(QWidget* parent)
+    : LiveChart(tr("Step time per device"), QString(), tr("ms per step (last 20 steps)"), QStringLiteral("step-breakdown"),
+                parent) {
+  auto makeBars = [this](const QString& name, Phase phase) {
+    auto* b = new QCPBars(xAxis, yAxis);
+    b->setName(name);
+    b->setPen(QPen(phaseColor(phase).darker(115), 1));
+    b->setBrush(phaseColor(phase));
+    b->setWidth(0.6);
+    return b;
+  };
+  compute_ = makeBars(tr("compute"), Phase::Forward);
+  allreduce_ = makeBars(tr("all-reduce"), Phase::AllReduce);
+  wait_ = makeBars(tr("waiting"), Phase::Wait);
+  allreduce_->moveAbove(compute_);
+  wait_->moveAbove(allreduce_);
+  legend->setVisible(true);
+  axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
+  xAxis->grid()->setVisible(false);
+  setDevices({"cpu:0"});
+  interaction()->setFormatter([this](QCPAbstractPlottable* pl, double key, double value) {
+    const QString dev = xAxis->ticker().dynamicCast<QCPAxisTickerText>()->ticks().value(key);
+    return QStringLiteral("%1 — %2\n%3 ms per step").arg(dev, pl->name()).arg(value, 0, 'f', 2);
+  });
+}
+
+void StepBreakdownChart::setDevices(const std::vector<std::string>& names) {
+  QSharedPointer<QCPAxisTickerText> ticker(new QCPAxisTickerText);
+  for (size_t i = 0; i < names.size(); ++i) ticker->addTick(static_cast<double>(i + 1), q(names[i]));
+  xAxis->setTicker(ticker);
+  devices_ = std::max<int>(1, static_cast<int>(names.size()));
+  xAxis->setRange(0.4, devices_ + 0.6);
+}
+
+void StepBreakdownChart::addStep(const ml::StepEvent& e) {
+  recent_.push_back(e.replicas);
+  if (recent_.size() > kWindow) recent_.pop_front();
+}
+
+void StepBreakdownChart::updateBars() {
+  if (recent_.empty()) return;
+  const int n = static_cast<int>(recent_.back().size());
+  QVector<double> keys(n), compute(n, 0), ar(n, 0), wait(n, 0);
+  double total = 0, arTotal = 0, waitTotal = 0;
+  for (const auto& step : recent_)
+    for (const auto& r : step) {
+      if (r.replica < 0 || r.replica >= n) continue;
+      compute[r.replica] += r.phases.compute();
+      ar[r.replica] += r.phases.allreduce;
+      wait[r.replica] += r.phases.wait;
+      total += r.phases.total();
+      arTotal += r.phases.allreduce;
+      waitTotal += r.phases.wait;
+    }
+  const double scale = 1000.0 / static_cast<double>(recent_.size());  // seconds summed -> ms per step
+  ymax_ = 0;
+  for (int i = 0; i < n; ++i) {
+    keys[i] = i + 1;
+    compute[i] *= scale;
+    ar[i] *= scale;
+    wait[i] *= scale;
+    ymax_ = std::max(ymax_, compute[i] + ar[i] + wait[i]);
+  }
+  compute_->setData(keys, compute, true);
+  allreduce_->setData(keys, ar, true);
+  wait_->setData(keys, wait, true);
+  allreduceShare_ = total > 0 ? arTotal / total : 0;
+  waitShare_ = total > 0 ? waitTotal / total : 0;
+}
+
+void StepBreakdownChart::clearData() {
+  recent_.clear();
+  compute_->data()->clear();
+  allreduce_->data()->clear();
+  wait_->data()->clear();
+  allreduceShare_ = waitShare_ = 0;
+  ymax_ = 1;
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void StepBreakdownChart::rescaleToData() {
+  xAxis->setRange(0.4, devices_ + 0.6);
+  yAxis->setRange(0, std::max(0.01, ymax_ * 1.25));  // headroom for the legend
+}
+
+}  // namespace mlui

@@ -1,0 +1,56 @@
+// Per-device charts: utilization over time (a line per device in the device's colour) and the
+// step-time breakdown per device stacked as compute / all-reduce / waiting.
+#pragma once
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "charts/LiveChart.h"
+#include "telemetry/Events.h"
+
+namespace mlui {
+
+class UtilizationChart : public LiveChart {
+  Q_OBJECT
+ public:
+  explicit UtilizationChart(QWidget* parent = nullptr);
+  void setDevices(const std::vector<std::string>& names);
+  void addSample(const ml::DeviceSample& s);
+  void clearData() override;
+  QCPGraph* deviceGraph(int device) const;
+  int deviceCount() const { return graphCount(); }
+
+ protected:
+  void rescaleToData() override;
+
+ private:
+  double tmax_ = 0;
+};
+
+class StepBreakdownChart : public LiveChart {
+  Q_OBJECT
+ public:
+  explicit StepBreakdownChart(QWidget* parent = nullptr);
+  void setDevices(const std::vector<std::string>& names);
+  void addStep(const ml::StepEvent& e);
+  // Recomputes the bars from the last `window` steps (call once per frame).
+  void updateBars();
+  void clearData() override;
+  // Shares of replica step time over the window, for the numbers next to the chart.
+  double allreduceShare() const { return allreduceShare_; }
+  double waitShare() const { return waitShare_; }
+  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_; }
+  QCPBars* computeBars() const { return compute_; }
+
+ protected:
+  void rescaleToData() override;
+
+ private:
+  static constexpr size_t kWindow = 20;
+  std::deque<std::vector<ml::ReplicaStep>> recent_;
+  QCPBars *compute_, *allreduce_, *wait_;
+  double allreduceShare_ = 0, waitShare_ = 0, ymax_ = 1;
+  int devices_ = 1;
+};
+
+}  // namespace mlui

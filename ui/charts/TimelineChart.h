@@ -1,0 +1,45 @@
+// The last ~10 steps as a timeline: one lane per device, each step's phases (forward, backward,
+// wait, all-reduce, optimizer) as coloured bars from the replica's start time. Shows why the
+// fastest replica waits and where the all-reduce sits.
+#pragma once
+#include <deque>
+#include <vector>
+
+#include "Theme.h"
+#include "charts/LiveChart.h"
+#include "telemetry/Events.h"
+
+namespace mlui {
+
+class TimelineChart : public LiveChart {
+  Q_OBJECT
+ public:
+  explicit TimelineChart(QWidget* parent = nullptr);
+  void setDevices(const std::vector<std::string>& names);
+  void addStep(const ml::StepEvent& e);
+  void updateBars();  // once per frame
+  void clearData() override;
+  int barCount() const;  // visible phase bars, for tests
+
+ protected:
+  void rescaleToData() override;
+
+ private:
+  struct Bar {
+    int device;
+    int64_t step;
+    Phase phase;
+    double t0, t1;
+  };
+  QString tipAt(const QPointF& pos) const;
+
+  static constexpr size_t kSteps = 10;
+  std::deque<ml::StepEvent> recent_;
+  std::vector<QCPItemRect*> pool_;
+  std::vector<Bar> bars_;
+  int devices_ = 1;
+  double t0_ = 0, t1_ = 1;
+  bool dirty_ = false;
+};
+
+}  // namespace mlui
