@@ -17,18 +17,6 @@ static int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool allFinite(const float* p, size_t n) {
-  // x * 0 is NaN exactly when x is inf or NaN; eight lanes keep the loop vectorisable.
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += p[i + static_cast<size_t>(l)] * 0.0f;
-  for (; i < n; ++i) acc[0] += p[i] * 0.0f;
-  float s = 0;
-  for (float a : acc) s += a;
-  return s == 0.0f;
-}
-
 MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric,
                                    const OptimizerSpec& optimizer, StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
@@ -162,16 +150,13 @@ void MirroredStrategy::commLoop(Replica& r) {
     spinWaitWhileEqual(r.commGen, seen, 200);
     seen = r.commGen.load(std::memory_order_acquire);
     if (seen == UINT64_MAX) return;
-    bool finite = true;
     auto grads = r.model->grads();
     for (int k = 0; k < nb; ++k) {
       for (int rd = r.ready.load(std::memory_order_acquire); rd <= k; rd = r.ready.load(std::memory_order_acquire))
         spinWaitWhileEqual(r.ready, rd, 200);
       const Bucket& b = buckets_[static_cast<size_t>(k)];
       auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
-      if (finite && !allFinite(span.data(), span.size())) finite = false;
       allreduce_->allReduce(r.rank, span);
-      if (k == nb - 1) r.commGradBad = !finite;  // read by compute after `reduced` (release)
       r.reduced.store(k + 1, std::memory_order_release);
       r.reduced.notify_one();
     }
@@ -250,24 +235,20 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
     }
   }
   r.backwardEnd = now();
+  // Checked on the local (pre-reduce) values, so the replica where it appeared is named.
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
+  } else if (!model.gradientsFinite()) {
+    r.finite = false;
+    r.badWhat = "gradient";
   }
   if (overlap) {
     const int nb = static_cast<int>(buckets_.size());
     for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
       spinWaitWhileEqual(r.reduced, rd, 200);
-    if (r.finite && r.commGradBad) {  // the comm thread saw a bad gradient before reducing it
-      r.finite = false;
-      r.badWhat = "gradient";
-    }
-  } else {
-    if (r.finite && !allFinite(model.grads().data(), model.grads().size())) {
-      r.finite = false;
-      r.badWhat = "gradient";
-    }
-    if (multi) allreduce_->allReduce(r.rank, model.grads());
+  } else if (multi) {
+    allreduce_->allReduce(r.rank, model.grads());
   }
   r.commEnd = now();
   r.phases.optimizer = 0;

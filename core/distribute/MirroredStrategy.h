@@ -21,6 +21,7 @@
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
+#include "tensor/Finite.h"
 #include "telemetry/Events.h"
 
 namespace ml {
@@ -99,7 +100,6 @@ class MirroredStrategy {
     int64_t samples = 0;
     bool finite = true;
     std::string badWhat;
-    bool commGradBad = false;         // written by the comm thread, read after `reduced`
     PhaseTimes phases;
     double start = 0, backwardEnd = 0, commEnd = 0;
   };
@@ -145,7 +145,5 @@ inline std::pair<int64_t, int64_t> shardRange(int64_t size, int r, int n) {
   return {size * r / n, size * (r + 1) / n};
 }
 
-// True when every value is finite (no inf, no NaN). Branch-free, vectorisable.
-bool allFinite(const float* p, size_t n);
 
 }  // namespace ml

@@ -5,6 +5,7 @@
 
 #include "Error.h"
 #include "nn/Initializers.h"
+#include "tensor/Finite.h"
 
 namespace ml {
 
@@ -64,6 +65,12 @@ void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(in),
                 static_cast<int>(out), 1.0f, dy, static_cast<int>(out), w_, static_cast<int>(out), 0.0f, dx,
                 static_cast<int>(in));
+}
+
+bool Dense::gradientsFinite() const {
+  // The whole kernel gradient: a NaN input swallowed by a relu (NaN > 0 is false) leaves the loss
+  // and the bias gradient finite but poisons dW = x^T dz.
+  return allFinite(dw_, static_cast<size_t>(inFeatures() * units_)) && (!useBias_ || allFinite(db_, static_cast<size_t>(units_)));
 }
 
 nlohmann::json Dense::args() const {

@@ -17,6 +17,7 @@ class Dense : public Layer {
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   nlohmann::json args() const override;
+  bool gradientsFinite() const override;
 
   Act activation() const { return act_; }
   // Set by the model when the loss takes the softmax gradient itself (fused softmax + cross-entropy):

@@ -35,6 +35,8 @@ class Layer {
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
   virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n,
                         const StepContext& ctx) = 0;
+  // False when this pass left a non-finite parameter gradient.
+  virtual bool gradientsFinite() const { return true; }
   // A layer whose output is its input (Flatten): the model skips the copy.
   virtual bool isReshape() const { return false; }
   // Arguments as in the project file, for summary and weights files.

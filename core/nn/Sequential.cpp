@@ -146,6 +146,12 @@ void Sequential::backward(const float* x, int64_t n, const StepContext& ctx,
   }
 }
 
+bool Sequential::gradientsFinite() const {
+  for (const auto& l : layers_)
+    if (!l->gradientsFinite()) return false;
+  return true;
+}
+
 std::vector<LayerSummary> Sequential::summary() const {
   std::vector<LayerSummary> rows;
   for (const auto& l : layers_) rows.push_back({l->name, l->type(), l->outputShape, l->paramCount()});

@@ -62,6 +62,9 @@ class Sequential {
   void backward(const float* x, int64_t n, const StepContext& ctx,
                 const std::function<void(size_t)>& onLayerDone = {});
 
+  // Every layer's gradient witness is finite (see Layer::gradientsFinite).
+  bool gradientsFinite() const;
+
   std::vector<LayerSummary> summary() const;
   // Bytes a replica needs for a batch of `batch`: params, grads, activations and their gradients.
   int64_t activationBytes(int64_t batch) const;
