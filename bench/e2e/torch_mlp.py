@@ -50,7 +50,8 @@ def run(rank, world, args, result_queue=None):
         os.environ.setdefault("MASTER_PORT", "29517")
         torch.distributed.init_process_group("gloo", rank=rank, world_size=world)
         model = torch.nn.parallel.DistributedDataParallel(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
+    # foreach: the multi-tensor Adam, several times faster than the per-parameter loop on this build
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, foreach=True)
     n = x.shape[0]
     per = args.batch // world
     times = []
