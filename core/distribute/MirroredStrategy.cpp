@@ -208,7 +208,13 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   }
   const int64_t B = static_cast<int64_t>(job.indices.size()), K = job.accumulate;
   const int64_t k = model.outFeatures();
-  const auto onLayer = [&](size_t layer) { markReady(r, layer); };
+  // With overlap, each layer's gradients are checked for inf/NaN on this thread before its bucket
+  // is released to the comm thread (after that the all-reduce owns the buffer).
+  bool gradBad = false;
+  const auto onLayer = [&](size_t layer) {
+    if (!model.layer(layer).gradientsFinite()) gradBad = true;
+    markReady(r, layer);
+  };
   for (int64_t m = 0; m < K; ++m) {
     const auto [mlo, mhi] = shardRange(B, static_cast<int>(m), static_cast<int>(K));
     const auto [lo, hi] = shardRange(mhi - mlo, r.rank, n);
@@ -229,6 +235,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
       r.phases.backward += now() - t1;
     }
     if (last && overlap) {
+      if (rows == 0 && !model.gradientsFinite()) gradBad = true;  // no callbacks ran for this pass
       // Empty shards and parameter-free tails: release every bucket so nobody waits forever.
       r.ready.store(static_cast<int>(buckets_.size()), std::memory_order_release);
       r.ready.notify_one();
@@ -239,7 +246,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (!model.gradientsFinite()) {
+  } else if (overlap ? gradBad : !model.gradientsFinite()) {
     r.finite = false;
     r.badWhat = "gradient";
   }

@@ -156,6 +156,27 @@ TEST(MirroredStrategy, NonFiniteGradientNamesTheReplica) {
   r = s2->trainStep(d, idx, 1, 0.1f, 1);
   EXPECT_FALSE(r.finite);
   EXPECT_EQ(r.badReplica, 2);
+  // Several buckets: the gradients are checked layer by layer before the comm threads reduce them.
+  auto s3 = makeStrategy(3, "sgd", false, "ring", 400);
+  ASSERT_GT(s3->bucketCount(), 1);
+  r = s3->trainStep(d, idx, 1, 0.1f, 1);
+  EXPECT_FALSE(r.finite);
+  EXPECT_EQ(r.badReplica, 2);
+}
+
+TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
+  // relu(NaN) is 0, so the loss stays finite; dW = x^T dz of the first layer does not.
+  ml::Dataset d = data();
+  d.x[40 * 12] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+    auto s = makeStrategy(2, "sgd", false, "ring", bytes);
+    std::vector<int64_t> idx(60);
+    std::iota(idx.begin(), idx.end(), 0);  // sample 40 is in replica 1's half
+    const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
+    EXPECT_FALSE(r.finite) << "bucket bytes " << bytes;
+    EXPECT_EQ(r.badReplica, 1);
+    EXPECT_EQ(r.badWhat, "gradient");
+  }
 }
 
 }  // namespace
