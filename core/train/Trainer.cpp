@@ -296,7 +296,9 @@ RunFinished Trainer::run() {
         metricSum += r.metricSum;
         samples += r.samples;
         hub_.publish(ev);
-        if (t2 - lastSample >= options_.sampleInterval && utilWall > 0) {
+        // A sample per interval, and one at every epoch's end so that short runs show utilization too.
+        const bool epochEnd = i + 1 == spe || step == totalSteps;
+        if ((t2 - lastSample >= options_.sampleInterval || epochEnd) && utilWall > 0) {
           for (int d = 0; d < n; ++d) {
             DeviceSample ds;
             ds.wallTime = t2;

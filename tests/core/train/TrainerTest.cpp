@@ -174,7 +174,8 @@ TEST(Trainer, EpochsReportValidationSyncSharesAndEqualChecksums) {
   ml::Trainer t(p, makeData(), hub);
   ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
   std::vector<ml::EpochEvent> epochs;
-  for (const auto& e : drainAll(*ch))
+  const auto events = drainAll(*ch);
+  for (const auto& e : events)
     if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs.push_back(*ep);
   ASSERT_EQ(epochs.size(), 3u);
   for (const auto& ep : epochs) {
@@ -186,6 +187,15 @@ TEST(Trainer, EpochsReportValidationSyncSharesAndEqualChecksums) {
     EXPECT_LE(ep.allreduceShare + ep.waitShare, 1.0);
   }
   EXPECT_LT(epochs.back().trainLoss, epochs.front().trainLoss);
+  // At least one utilization sample per device per epoch, however short the epoch.
+  std::vector<int> samples(3, 0);
+  for (const auto& e : events)
+    if (const auto* ds = std::get_if<ml::DeviceSample>(&e)) {
+      ++samples[static_cast<size_t>(ds->device)];
+      EXPECT_GT(ds->utilization, 0.0);
+      EXPECT_LE(ds->utilization, 1.0);
+    }
+  for (int n : samples) EXPECT_GE(n, 3);
   EXPECT_GT(*epochs.back().valMetric, 0.5);  // 4 classes: well above chance
 }
 
