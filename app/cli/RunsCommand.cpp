@@ -2,6 +2,8 @@
 // Tables are aligned for a terminal; `list --json` is for scripts.
 #include "RunsCommand.h"
 
+#include "Commands.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -361,19 +363,6 @@ int remove(const RunsArgs& a) {
   return 0;
 }
 
-template <class F>
-int guard(F f) {
-  try {
-    return f();
-  } catch (const ml::UserError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-}
-
 }  // namespace
 
 void addRunsCommand(CLI::App& app, int& exitCode) {
@@ -384,7 +373,7 @@ void addRunsCommand(CLI::App& app, int& exitCode) {
     CLI::App* c = runs->add_subcommand(name, help);
     c->add_option("--db", a->db,
                   "Run store (default: $MIRRORLAB_DB, else $XDG_DATA_HOME/mirrorlab/runs.sqlite)");
-    c->callback([a, fn, &exitCode] { exitCode = guard([&] { return fn(*a); }); });
+    c->callback([a, fn, &exitCode] { exitCode = guarded([&] { return fn(*a); }); });
     return c;
   };
   auto idArg = [&](CLI::App* c) { c->add_option("id", a->id, "Run id (see `runs list`)")->required(); };

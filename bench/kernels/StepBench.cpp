@@ -6,31 +6,12 @@
 #include <numeric>
 
 #include "distribute/MirroredStrategy.h"
-#include "nn/Rng.h"
+#include "BenchData.h"
 
 namespace {
 
-ml::Dataset randomImages(int64_t n) {
-  ml::Dataset d;
-  d.name = "random 28x28";
-  d.sampleShape = {28, 28};
-  d.size = n;
-  d.numClasses = 10;
-  d.x.resize(static_cast<size_t>(n * 784));
-  ml::Rng r(1);
-  for (auto& v : d.x) v = static_cast<float>(r.uniform());
-  for (int64_t i = 0; i < n; ++i) d.y.push_back(static_cast<float>(i % 10));
-  return d;
-}
-
-ml::ModelSpec mlp(std::vector<int64_t> hidden) {
-  ml::ModelSpec m;
-  m.inputShape = {28, 28};
-  m.layers.push_back({"Flatten", "", {}});
-  for (auto h : hidden) m.layers.push_back({"Dense", "", {{"units", h}, {"activation", "relu"}}});
-  m.layers.push_back({"Dense", "", {{"units", 10}, {"activation", "softmax"}}});
-  return m;
-}
+using mlbench::mlp;
+using mlbench::randomImages;
 
 // args: devices, threads per device (single device only), global batch, wide (0/1)
 void BM_MirroredStep(benchmark::State& s) {

@@ -7,34 +7,22 @@
 #include <filesystem>
 #include <thread>
 
-#include "nn/Rng.h"
+#include "BenchData.h"
 #include "store/Recorder.h"
 #include "train/Trainer.h"
 
 namespace {
 
-std::shared_ptr<const ml::DataSplit> randomImages(int64_t n) {
+std::shared_ptr<const ml::DataSplit> randomSplit(int64_t n) {
   auto s = std::make_shared<ml::DataSplit>();
-  auto& d = s->train;
-  d.name = "random 28x28";
-  d.sampleShape = {28, 28};
-  d.size = n;
-  d.numClasses = 10;
-  d.x.resize(static_cast<size_t>(n * 784));
-  ml::Rng r(1);
-  for (auto& v : d.x) v = static_cast<float>(r.uniform());
-  for (int64_t i = 0; i < n; ++i) d.y.push_back(static_cast<float>(i % 10));
+  s->train = mlbench::randomImages(n);
   return s;
 }
 
 ml::Project project(const std::string& devices) {
   ml::Project p;
   p.name = "telemetry bench";
-  p.model.inputShape = {28, 28};
-  p.model.layers = {{"Flatten", "", nlohmann::json::object()},
-                    {"Dense", "", {{"units", 512}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 512}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 10}, {"activation", "softmax"}}}};
+  p.model = mlbench::mlp({512, 512});
   p.training.batchSize = 256;
   p.training.epochs = 100;
   p.distribute.devices = devices;
@@ -43,7 +31,7 @@ ml::Project project(const std::string& devices) {
 
 // args: devices, telemetry (0 off, 1 on)
 void BM_TrainerSteps(benchmark::State& s) {
-  static const auto data = randomImages(8192);
+  static const auto data = randomSplit(8192);
   const std::string devices = "cpu:" + std::to_string(s.range(0));
   const std::string db = (std::filesystem::temp_directory_path() / "mirrorlab-telemetry-bench.sqlite").string();
   for (auto _ : s) {
