@@ -28,20 +28,9 @@ static QFrame* card(QWidget* parent) {
 }
 
 DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(0, 0, 0, 0);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  outer->addWidget(scroll);
-  auto* page = new QWidget(scroll);
-  scroll->setWidget(page);
-  auto* v = new QVBoxLayout(page);
-  v->setContentsMargins(16, 12, 16, 12);
-  v->setSpacing(10);
-  v->addWidget(pageTitle(tr("Devices")));
-  v->addWidget(pageHint(tr("Each device trains a full copy of the model on its share of every batch; the "
-                           "gradients are all-reduced so the copies stay identical.")));
+  auto* v = scrollingPage(this, tr("Devices"), tr("Each device trains a full copy of the model on its share of every batch; the "
+                           "gradients are all-reduced so the copies stay identical."));
+  QWidget* page = v->parentWidget();
   reason_ = new QLabel(tr("Looking for GPUs…"), page);
   reason_->setObjectName(QStringLiteral("GpuReason"));
   reason_->setWordWrap(true);

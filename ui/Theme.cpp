@@ -1,6 +1,12 @@
 // Colours, fonts and chart styling shared by every screen.
 #include "Theme.h"
 
+#include <QFrame>
+
+#include <QVBoxLayout>
+
+#include <QScrollArea>
+
 #include <QApplication>
 #include <QFile>
 #include <QLabel>
@@ -125,5 +131,22 @@ static QLabel* labelWithRole(const QString& text, const char* role, QWidget* par
 QLabel* pageTitle(const QString& text, QWidget* parent) { return labelWithRole(text, "pageTitle", parent); }
 QLabel* pageHint(const QString& text, QWidget* parent) { return labelWithRole(text, "pageHint", parent); }
 QLabel* sectionTitle(const QString& text, QWidget* parent) { return labelWithRole(text, "sectionTitle", parent); }
+
+QVBoxLayout* scrollingPage(QWidget* owner, const QString& title, const QString& hint) {
+  auto* outer = new QVBoxLayout(owner);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(owner);
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  outer->addWidget(scroll);
+  auto* page = new QWidget(scroll);
+  scroll->setWidget(page);
+  auto* v = new QVBoxLayout(page);
+  v->setContentsMargins(16, 12, 16, 12);
+  v->setSpacing(10);
+  v->addWidget(pageTitle(title));
+  v->addWidget(pageHint(hint));
+  return v;
+}
 
 }  // namespace mlui

@@ -11,6 +11,8 @@ class QCPAxisRect;
 class QWidget;
 class QLabel;
 
+class QVBoxLayout;
+
 namespace mlui {
 
 enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer };
@@ -32,6 +34,9 @@ void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, 
 void setRole(QWidget* w, const char* role);
 QLabel* pageTitle(const QString& text, QWidget* parent = nullptr);
 QLabel* pageHint(const QString& text, QWidget* parent = nullptr);
+// A scrolling settings page inside `owner`: returns the page's vertical layout, already holding
+// the title and the hint.
+QVBoxLayout* scrollingPage(QWidget* owner, const QString& title, const QString& hint);
 QLabel* sectionTitle(const QString& text, QWidget* parent = nullptr);
 
 }  // namespace mlui

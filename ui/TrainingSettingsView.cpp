@@ -43,20 +43,9 @@ static QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, QW
 
 TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidget* parent)
     : QWidget(parent), doc_(doc), cache_(std::move(cache)) {
-  auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(0, 0, 0, 0);
-  auto* scroll = new QScrollArea(this);
-  scroll->setWidgetResizable(true);
-  scroll->setFrameShape(QFrame::NoFrame);
-  outer->addWidget(scroll);
-  auto* page = new QWidget(scroll);
-  scroll->setWidget(page);
-  auto* v = new QVBoxLayout(page);
-  v->setContentsMargins(16, 12, 16, 12);
-  v->setSpacing(10);
-  v->addWidget(pageTitle(tr("Training")));
-  v->addWidget(pageHint(tr("With N devices each step sees N shards of the batch. Scale the learning rate with the "
-                           "global batch, and warm up when the batch is large.")));
+  auto* v = scrollingPage(this, tr("Training"), tr("With N devices each step sees N shards of the batch. Scale the learning rate with the "
+                           "global batch, and warm up when the batch is large."));
+  QWidget* page = v->parentWidget();
 
   sentence_ = new QLabel(page);
   sentence_->setObjectName(QStringLiteral("PlanSentence"));

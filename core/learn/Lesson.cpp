@@ -3,6 +3,8 @@
 // is refused when the lesson loads, not when a learner reaches the end of it.
 #include "learn/Lesson.h"
 
+#include "JsonFile.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -181,16 +183,8 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
 }
 
 Lesson loadLesson(const std::string& path, const std::string& projectsDir) {
-  std::ifstream in(path);
-  if (!in) throw UserError("cannot open lesson file '" + path + "': check the path (lessons are in projects/lessons/)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw UserError(path + ": not valid JSON (" + std::string(e.what()) + "): fix the file or start from a shipped lesson");
-  }
+  const json j = readJsonFile(path, "lesson file", "check the path (lessons are in projects/lessons/)",
+                              "fix the file or start from a shipped lesson");
   Lesson l = parseLesson(j, path, projectsDir);
   l.sourcePath = path;
   return l;

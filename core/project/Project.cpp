@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "Error.h"
+#include "JsonFile.h"
 
 namespace ml {
 
@@ -267,17 +268,9 @@ void validate(const Project& p, const std::string& source) {
 }
 
 Project Project::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw UserError("cannot open project file '" + path + "': check the path (example projects are in projects/)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    throw UserError(path + ": not valid JSON (" + std::string(e.what()) + "): fix the file or start from projects/fashion-mlp.json");
-  }
-  return fromJson(j, path);
+  return fromJson(readJsonFile(path, "project file", "check the path (example projects are in projects/)",
+                               "fix the file or start from projects/fashion-mlp.json"),
+                  path);
 }
 
 void Project::save(const std::string& path) const {
