@@ -199,14 +199,21 @@ std::vector<LiveChart*> DashboardView::charts() const {
 
 void DashboardView::setMaxSteps(int steps) { maxSteps_->setValue(steps); }
 
+void DashboardView::setExternalRun(bool busy) {
+  externalBusy_ = busy;
+  onStateChanged(session_->state());
+  train_->setToolTip(busy ? tr("A lesson or scaling experiment is running on the Learn screen: wait for it to end")
+                          : tr("Start training the project (Ctrl+R)"));
+}
+
 void DashboardView::startTraining() {
-  if (session_->isActive()) return;
+  if (session_->isActive() || externalBusy_) return;
   session_->start(doc_->project(), storePath_(), maxSteps_->value());
 }
 
 void DashboardView::onStateChanged(TrainingSession::State s) {
   const bool active = s != TrainingSession::State::Idle;
-  train_->setEnabled(!active);
+  train_->setEnabled(!active && !externalBusy_);
   pause_->setEnabled(s == TrainingSession::State::Running || s == TrainingSession::State::Paused);
   stop_->setEnabled(active && s != TrainingSession::State::Stopping);
   {

@@ -50,6 +50,8 @@ class DashboardView : public QWidget {
   void onEvents(const std::vector<ml::Event>& events);
   // Redraws every chart now (also after a run ends and when the page is shown).
   void render();
+  // Another run (a lesson, a scaling experiment) uses the cores: Train is disabled meanwhile.
+  void setExternalRun(bool busy);
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -94,6 +96,7 @@ class DashboardView : public QWidget {
   QElapsedTimer sinceRender_;
   QTimer* renderLater_;
   bool dirty_ = false;
+  bool externalBusy_ = false;
 };
 
 }  // namespace mlui

@@ -30,6 +30,7 @@
 #include "Theme.h"
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
+#include "learn/LearnView.h"
 #include "store/RunStore.h"
 
 namespace mlui {
@@ -74,10 +75,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   training_ = new TrainingSettingsView(doc_, cache_, pages_);
   dashboard_ = new DashboardView(doc_, session_, &MainWindow::storePath, pages_);
   runs_ = new RunsView(&MainWindow::storePath, pages_);
+  learn_ = new LearnView(doc_, session_, cache_, &MainWindow::storePath, pages_);
   const struct { QWidget* page; QString name, icon; } pages[] = {
       {model_, tr("Model"), QStringLiteral("model")},           {data_, tr("Data"), QStringLiteral("data")},
       {devices_, tr("Devices"), QStringLiteral("devices")},     {training_, tr("Training"), QStringLiteral("training")},
-      {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")}};
+      {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")},
+      {learn_, tr("Learn"), QStringLiteral("learn")}};
   for (const auto& p : pages) {
     pages_->addWidget(p.page);
     new QListWidgetItem(icon(p.icon), p.name, nav_);
@@ -111,6 +114,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
         runState_->setText(tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));
   });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
+  connect(learn_, &LearnView::errorOccurred, this, &MainWindow::showError);
+  connect(learn_, &LearnView::busyChanged, dashboard_, &DashboardView::setExternalRun);
+  connect(learn_, &LearnView::busyChanged, this, [this](bool busy) {
+    runState_->setText(busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
+  });
   connect(runs_, &RunsView::openProjectRequested, this, [this](const ml::Project& p, const QString& name) {
     if (!maybeSave()) return;
     doc_->reset(p);

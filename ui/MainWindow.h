@@ -1,4 +1,4 @@
-// The studio window: navigation on the left (Model, Data, Devices, Training, Dashboard, Runs),
+// The studio window: navigation on the left (Model, Data, Devices, Training, Dashboard, Runs, Learn),
 // the File / Edit / Run / View menus, recent files, the unsaved-changes prompt and a status bar
 // with the run state. Owns the document, the data cache and the training session.
 #pragma once
@@ -20,6 +20,7 @@ class DataCache;
 class DashboardView;
 class DataView;
 class DevicesView;
+class LearnView;
 class ModelBuilderView;
 class ProjectDocument;
 class RunsView;
@@ -29,7 +30,7 @@ class TrainingSettingsView;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage };
+  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage, LearnPage };
 
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -47,6 +48,7 @@ class MainWindow : public QMainWindow {
   ModelBuilderView* modelBuilder() const { return model_; }
   DashboardView* dashboard() const { return dashboard_; }
   RunsView* runsView() const { return runs_; }
+  LearnView* learnView() const { return learn_; }
   DataView* dataView() const { return data_; }
   DevicesView* devicesView() const { return devices_; }
   TrainingSettingsView* trainingView() const { return training_; }
@@ -85,6 +87,7 @@ class MainWindow : public QMainWindow {
   TrainingSettingsView* training_;
   DashboardView* dashboard_;
   RunsView* runs_;
+  LearnView* learn_;
   QMenu* recentMenu_;
   QLabel* runState_;
   QLabel* projectInfo_;

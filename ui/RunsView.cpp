@@ -22,7 +22,9 @@
 #include "Async.h"
 #include "RunTableModel.h"
 #include "Theme.h"
+#include "learn/TraceExport.h"
 #include "store/RunCompare.h"
+#include "store/RunStore.h"
 
 namespace mlui {
 
@@ -55,6 +57,8 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   bar->addAction(icon(QStringLiteral("rename")), tr("Rename"), this, &RunsView::renameSelected);
   bar->addAction(icon(QStringLiteral("tag")), tr("Tag"), this, &RunsView::tagSelected);
   bar->addAction(icon(QStringLiteral("export")), tr("Export CSV"), this, &RunsView::exportSelected);
+  bar->addAction(icon(QStringLiteral("export")), tr("Export trace"), this, &RunsView::exportTraceSelected)
+      ->setToolTip(tr("Save the selected run's per-device timeline as a Chrome trace (open it in ui.perfetto.dev or chrome://tracing)"));
   bar->addAction(icon(QStringLiteral("open")), tr("Open project"), this, &RunsView::openSelected);
   QAction* del = bar->addAction(icon(QStringLiteral("remove")), tr("Delete"), this, &RunsView::deleteSelected);
   del->setShortcut(QKeySequence::Delete);
@@ -346,6 +350,32 @@ void RunsView::exportSelected() {
   }, [this, dir](const Outcome<bool>& r) {
     if (!r.value) Q_EMIT errorOccurred(tr("Cannot export the runs"), r.error);
     else storeLabel_->setText(tr("Exported to %1 (one folder per run: steps, epochs, replica steps, device samples).").arg(dir));
+  });
+}
+
+void RunsView::exportTraceSelected() {
+  const auto ids = selectedIds();
+  if (ids.size() != 1) {
+    Q_EMIT errorOccurred(tr("Export trace"), tr("Select one run: a trace file holds the timeline of one run."));
+    return;
+  }
+  const QString path = QFileDialog::getSaveFileName(this, tr("Export the run's timeline"), QStringLiteral("run-%1.trace.json").arg(ids.front()),
+                                                    tr("Chrome trace (*.json)"));
+  if (!path.isEmpty()) exportTrace(ids.front(), path);
+}
+
+void RunsView::exportTrace(int64_t runId, const QString& path) {
+  runAsync<ml::TraceExportSummary>(this, [p = storePath_().toStdString(), runId, out = path.toStdString()] {
+    auto store = ml::RunStore::open(p);
+    return ml::exportRunTrace(store, runId, out);
+  }, [this, path](const Outcome<ml::TraceExportSummary>& r) {
+    if (!r.value) {
+      Q_EMIT errorOccurred(tr("Cannot export the trace"), r.error);
+      return;
+    }
+    storeLabel_->setText(tr("Trace written to %1: %2 steps, %3 device tracks, %4 spans. Open it in ui.perfetto.dev or chrome://tracing.")
+                             .arg(path).arg(r.value->steps).arg(r.value->tracks).arg(r.value->spans));
+    Q_EMIT traceExported(path);
   });
 }
 

@@ -36,10 +36,13 @@ class RunsView : public QWidget {
   QTableWidget* scalingTable() const { return scaling_; }
   void selectRuns(const std::vector<int64_t>& ids);
   std::vector<int64_t> selectedIds() const;
+  // Writes a run's per-device timeline as a Chrome trace (async); emits traceExported or errorOccurred.
+  void exportTrace(int64_t runId, const QString& path);
 
  Q_SIGNALS:
   void refreshed();
   void comparisonLoaded();
+  void traceExported(const QString& path);
   void openProjectRequested(const ml::Project& project, const QString& runName);
   void errorOccurred(const QString& title, const QString& message);
 
@@ -50,6 +53,7 @@ class RunsView : public QWidget {
   void tagSelected();
   void deleteSelected();
   void exportSelected();
+  void exportTraceSelected();
   void openSelected();
   void updateOverlayAxes();
 

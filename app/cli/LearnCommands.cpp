@@ -155,18 +155,9 @@ int exportCode(const LearnArgs& a) {
 
 int trace(const LearnArgs& a) {
   ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
-  const ml::RunDetail run = store.loadRun(a.runId);
-  const auto steps = store.loadSteps(a.runId, a.fromStep, a.toStep);
-  size_t spans = 0;
-  for (const auto& s : steps) spans += 5 * s.replicas.size();
-  if (spans == 0) throw ml::UserError("run " + std::to_string(a.runId) + " has no per-replica timings in steps " + std::to_string(a.fromStep) + ".." +
-                                      (a.toStep == std::numeric_limits<int64_t>::max() ? std::string("end") : std::to_string(a.toStep)));
-  ml::TraceOptions o;
-  o.processName = "run " + std::to_string(a.runId) + ": " + run.summary.name;
-  o.deviceNames = run.deviceNames;
-  ml::writeChromeTrace(steps, a.output, o);
+  const auto t = ml::exportRunTrace(store, a.runId, a.output, a.fromStep, a.toStep);
   std::printf("wrote %s: %zu steps, %d device track(s), %zu spans (open it in https://ui.perfetto.dev or chrome://tracing)\n", a.output.c_str(),
-              steps.size(), run.summary.replicas, spans);
+              t.steps, t.tracks, t.spans);
   return 0;
 }
 

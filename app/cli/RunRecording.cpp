@@ -18,6 +18,8 @@ struct RunRecording::Impl {
   std::optional<int64_t> id;
 };
 
+std::string RecordingArgs::storePath() const { return noRecord ? std::string() : db.empty() ? ml::defaultStorePath() : db; }
+
 std::unique_ptr<RunRecording> RunRecording::open(const RecordingArgs& args, ml::TelemetryHub& hub) {
   if (args.noRecord) return nullptr;
   std::unique_ptr<RunRecording> r(new RunRecording());

@@ -15,6 +15,8 @@ struct RecordingArgs {
   std::string db;         // --db PATH (else MIRRORLAB_DB, else the user's data folder)
   bool noRecord = false;  // --no-record
   void addTo(CLI::App* cmd);
+  // Where runs are recorded: "" with --no-record.
+  std::string storePath() const;
 };
 
 class RunRecording {

@@ -13,6 +13,7 @@
 #include "Error.h"
 #include "data/Dataset.h"
 #include "nn/WeightsFile.h"
+#include "learn/ScalingExperiment.h"
 #include "train/Trainer.h"
 
 namespace mlcli {
@@ -117,58 +118,58 @@ struct ScaleArgs {
 int scale(ScaleArgs& a) {
   ml::Project base = ml::Project::load(a.project);
   a.o.apply(base);
-  const auto sweep = ml::parseDeviceSweep(a.devices);
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(base.data));
-  // Batch policy: keep the global batch, or keep the first row's per-replica batch.
-  const int firstN = sweep.front().size();
-  const int64_t firstGlobal = base.training.perDeviceBatch ? base.training.batchSize * firstN : base.training.batchSize;
-  const int64_t perDevice = std::max<int64_t>(1, firstGlobal / firstN);
-  struct Row { std::string devices; int n; int64_t global, per; double stepMs, sps, sync; };
-  std::vector<Row> rows;
+  ml::ScalingOptions so;
+  so.devices = a.devices;
+  so.keep = ml::parseBatchPolicy(a.keep);
+  so.steps = a.steps;
+  so.storePath = a.rec.storePath();
+  ml::ScalingExperiment experiment(base, data, so);
   std::printf("scaling %s over %s for %lld steps each, keeping the %s batch\n", base.name.c_str(), a.devices.c_str(),
               static_cast<long long>(a.steps), a.keep == "global" ? "global" : "per-device");
-  for (const auto& dl : sweep) {
-    ml::Project p = base;
-    p.distribute.devices = dl.spec;
-    p.training.perDeviceBatch = false;
-    p.training.batchSize = a.keep == "global" ? firstGlobal : perDevice * dl.size();
-    p.training.epochs = static_cast<int>(std::max<int64_t>(1, (a.steps * p.training.batchSize + data->train.size - 1) / data->train.size));
-    ml::TelemetryHub hub;
-    ml::TrainerOptions opts;
-    opts.maxSteps = a.steps;
-    opts.runName = p.name + " scale " + dl.spec;
-    ml::Trainer trainer(p, data, hub, opts);
-    auto recording = RunRecording::open(a.rec, hub);
-    std::vector<ml::StepEvent> steps;
-    const auto fin = runTraining(trainer, hub, true, recording.get(), nullptr, &steps);
-    if (fin.status != ml::RunStatus::Finished) return exitCodeFor(fin);
-    // Median step time over the steps after a short warm-up.
-    std::vector<double> times;
-    double ar = 0, all = 0;
-    const size_t skip = std::min<size_t>(steps.size() / 10, 10);
-    for (size_t i = skip; i < steps.size(); ++i) {
-      times.push_back(steps[i].stepTime);
-      for (const auto& r : steps[i].replicas) {
-        ar += r.phases.allreduce + r.phases.wait;
-        all += r.phases.total();
-      }
-    }
-    std::sort(times.begin(), times.end());
-    const double med = times.empty() ? 0 : times[times.size() / 2];
-    rows.push_back({dl.spec, dl.size(), trainer.plan().globalBatch, trainer.plan().perReplicaBatch, med * 1e3,
-                    med > 0 ? static_cast<double>(trainer.plan().globalBatch) / med : 0, all > 0 ? ar / all : 0});
-    std::printf("  %s done\n", dl.spec.c_str());
+  experiment.onRowFinished = [](size_t, const ml::ScalingRow& r) {
+    std::printf("  %s done%s\n", r.devices.c_str(), r.runId ? (" (run " + std::to_string(*r.runId) + ")").c_str() : "");
     std::fflush(stdout);
+  };
+  gInterrupted.store(false);
+  auto old = std::signal(SIGINT, onSigint);
+  ml::ScalingResult result;
+  std::atomic<bool> done{false};
+  std::exception_ptr failure;
+  std::thread worker([&] {
+    try {
+      result = experiment.run();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    done.store(true);
+  });
+  bool cancelSent = false;
+  while (!done.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (gInterrupted.load() && !cancelSent) {
+      experiment.requestCancel();
+      cancelSent = true;
+    }
   }
-  std::printf("\n%-10s %8s %10s %10s %12s %9s %11s %10s\n", "devices", "global", "per-rep.", "step ms", "samples/s", "speed-up",
-              "efficiency", "sync share");
-  for (const auto& r : rows) {
-    const double speedup = rows[0].sps > 0 ? r.sps / rows[0].sps : 0;
-    const double eff = speedup / (static_cast<double>(r.n) / rows[0].n);
-    std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(), static_cast<long long>(r.global),
-                static_cast<long long>(r.per), r.stepMs, r.sps, speedup, eff * 100, r.sync * 100);
+  worker.join();
+  std::signal(SIGINT, old);
+  if (failure) std::rethrow_exception(failure);
+  const auto& rows = result.rows;
+  if (!rows.empty()) {
+    std::printf("\n%-10s %8s %10s %10s %12s %9s %11s %10s\n", "devices", "global", "per-rep.", "step ms", "samples/s", "speed-up",
+                "efficiency", "sync share");
+    for (const auto& r : rows)
+      std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(), static_cast<long long>(r.globalBatch),
+                  static_cast<long long>(r.perReplicaBatch), r.stepSeconds * 1e3, r.samplesPerSecond, r.speedup, r.efficiency * 100,
+                  r.syncShare * 100);
+    std::printf("(step time: median over %lld steps after warm-up; samples/s = global batch / step time)\n%s\n",
+                static_cast<long long>(a.steps), result.explanation.c_str());
   }
-  std::printf("(step time: median over %lld steps after warm-up; samples/s = global batch / step time)\n", static_cast<long long>(a.steps));
+  if (!result.completed) {
+    std::fprintf(stderr, "error: the scaling experiment stopped: %s\n", result.message.c_str());
+    return cancelSent ? 130 : 1;
+  }
   return 0;
 }
 

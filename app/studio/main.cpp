@@ -5,6 +5,7 @@
 
 #include "DashboardView.h"
 #include "MainWindow.h"
+#include "learn/LearnView.h"
 #include "Theme.h"
 
 int main(int argc, char** argv) {
@@ -20,11 +21,13 @@ int main(int argc, char** argv) {
   cli.addHelpOption();
   cli.addVersionOption();
   cli.addPositionalArgument(QStringLiteral("project"), QStringLiteral("A project file (.json) to open"));
-  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs"),
+  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs, learn"),
                           QStringLiteral("name"));
   QCommandLineOption train(QStringLiteral("train"), QStringLiteral("Start training right away"));
   QCommandLineOption steps(QStringLiteral("max-steps"), QStringLiteral("Stop training after N steps"), QStringLiteral("N"));
-  cli.addOptions({page, train, steps});
+  QCommandLineOption learnTab(QStringLiteral("learn-tab"), QStringLiteral("Learn screen tab: lessons, step, scaling, sync, code"),
+                              QStringLiteral("name"));
+  cli.addOptions({page, train, steps, learnTab});
   cli.process(app);
 
   mlui::MainWindow window;
@@ -34,9 +37,16 @@ int main(int argc, char** argv) {
     window.openInitialProject();
   }
   const QStringList pages = {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("devices"),
-                             QStringLiteral("training"), QStringLiteral("dashboard"), QStringLiteral("runs")};
+                             QStringLiteral("training"), QStringLiteral("dashboard"), QStringLiteral("runs"),
+                             QStringLiteral("learn")};
   if (cli.isSet(page) && pages.contains(cli.value(page)))
     window.showPage(static_cast<mlui::MainWindow::Page>(pages.indexOf(cli.value(page))));
+  const QStringList tabs = {QStringLiteral("lessons"), QStringLiteral("step"), QStringLiteral("scaling"), QStringLiteral("sync"),
+                            QStringLiteral("code")};
+  if (cli.isSet(learnTab) && tabs.contains(cli.value(learnTab))) {
+    window.showPage(mlui::MainWindow::LearnPage);
+    window.learnView()->showTab(static_cast<mlui::LearnView::Tab>(tabs.indexOf(cli.value(learnTab))));
+  }
   if (cli.isSet(steps)) window.dashboard()->setMaxSteps(cli.value(steps).toInt());
   window.show();
   if (cli.isSet(train)) window.dashboard()->trainAction()->trigger();

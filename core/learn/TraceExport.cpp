@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "Error.h"
+#include "store/RunStore.h"
 
 namespace ml {
 
@@ -58,6 +59,23 @@ void writeChromeTrace(const std::vector<StepEvent>& steps, const std::string& pa
   if (!out) throw UserError("cannot write trace file '" + path + "': check the folder exists and is writable");
   out << chromeTrace(steps, options).dump() << "\n";
   if (!out) throw UserError("writing trace file '" + path + "' failed: is the disk full?");
+}
+
+TraceExportSummary exportRunTrace(RunStore& store, int64_t runId, const std::string& path, int64_t fromStep, int64_t toStep) {
+  const RunDetail run = store.loadRun(runId);
+  const auto steps = store.loadSteps(runId, fromStep, toStep);
+  TraceExportSummary out;
+  out.steps = steps.size();
+  for (const auto& s : steps) out.spans += 5 * s.replicas.size();
+  if (out.spans == 0)
+    throw UserError("run " + std::to_string(runId) + " has no per-replica timings in steps " + std::to_string(fromStep) + ".." +
+                    (toStep == INT64_MAX ? std::string("end") : std::to_string(toStep)));
+  TraceOptions o;
+  o.processName = "run " + std::to_string(runId) + ": " + run.summary.name;
+  o.deviceNames = run.deviceNames;
+  writeChromeTrace(steps, path, o);
+  out.tracks = run.summary.replicas;
+  return out;
 }
 
 }  // namespace ml

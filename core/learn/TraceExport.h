@@ -1,6 +1,7 @@
 // A run's per-device timeline as a Chrome trace (Trace Event Format), which Perfetto and
 // chrome://tracing open: one track (tid) per replica, five spans per replica per step.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,15 @@ nlohmann::json chromeTrace(const std::vector<StepEvent>& steps, const TraceOptio
 
 // Writes chromeTrace() to path; throws UserError naming the file when it cannot be written.
 void writeChromeTrace(const std::vector<StepEvent>& steps, const std::string& path, const TraceOptions& options = {});
+
+class RunStore;
+struct TraceExportSummary {
+  size_t steps = 0, spans = 0;
+  int tracks = 0;
+};
+// A stored run's steps fromStep..toStep as a trace file, one track per device (named after the
+// run's devices). Throws UserError when the run has no per-replica timings in that range.
+TraceExportSummary exportRunTrace(RunStore& store, int64_t runId, const std::string& path, int64_t fromStep = 1,
+                                  int64_t toStep = INT64_MAX);
 
 }  // namespace ml

@@ -1,0 +1,81 @@
+// Expected against measured sync time, and the what-if. For a stored run: the gradient size, the
+// all-reduce time measured in the run (exposed, per step) and a ring all-reduce of the same size
+// timed on this machine's memory, beside the alpha-beta estimate on a chosen link. The what-if
+// predicts step time, speed-up and efficiency for N devices from the run's measured compute —
+// every predicted number is labelled "modelled" and drawn dashed, never mixed with measurements.
+#pragma once
+#include <functional>
+#include <optional>
+
+#include <QWidget>
+
+#include "learn/CostModel.h"
+
+class QComboBox;
+class QCPGraph;
+class QCustomPlot;
+class QLabel;
+class QLineEdit;
+class QSlider;
+class QTableWidget;
+
+namespace mlui {
+
+class SyncCostPanel : public QWidget {
+  Q_OBJECT
+ public:
+  SyncCostPanel(std::function<QString()> storePath, QWidget* parent = nullptr);
+
+  void refreshRuns();          // async; selects the newest run when none is chosen
+  void loadRun(int64_t runId);  // async: profile, measured sync, host all-reduce timing
+  void setLink(const QString& id);      // nvlink | pcie4 | 100gbe | 10gbe | host
+  void setDeviceCounts(const QString& counts);
+
+  struct Measured {
+    int64_t runId = 0;
+    QString runName;
+    int replicas = 1;
+    ml::ComputeProfile profile;
+    double allreducePerStep = 0;   // exposed, mean over the replicas and steps (measured in the run)
+    double waitPerStep = 0;
+    double stepSeconds = 0;        // median step time of the run (measured)
+    ml::HostAllReduceMeasurement host;  // timed now on this machine
+    int64_t globalBatch = 0;
+    bool perDeviceBatch = false;
+  };
+  const std::optional<Measured>& measured() const { return measured_; }
+  const std::optional<ml::WhatIfResult>& whatIf() const { return whatIf_; }
+  std::optional<ml::AllReduceEstimate> estimate() const { return estimate_; }
+  QTableWidget* table() const { return table_; }
+  QCustomPlot* chart() const { return chart_; }
+  QLabel* comparisonLabel() const { return compare_; }
+
+ Q_SIGNALS:
+  void runsListed();
+  void runLoaded();
+  void errorOccurred(const QString& title, const QString& message);
+
+ private:
+  void recompute();
+
+  std::function<QString()> storePath_;
+  QComboBox* source_;
+  QComboBox* link_;
+  QComboBox* algo_;
+  QLineEdit* counts_;
+  QSlider* overlap_;
+  QLabel* overlapLabel_;
+  QLabel* compare_;
+  QLabel* assumptions_;
+  QCustomPlot* chart_;
+  QCPGraph* ideal_;
+  QCPGraph* modelled_;
+  QCPGraph* measuredPoint_;
+  QTableWidget* table_;
+  std::optional<Measured> measured_;
+  std::optional<ml::WhatIfResult> whatIf_;
+  std::optional<ml::AllReduceEstimate> estimate_;
+  int generation_ = 0;
+};
+
+}  // namespace mlui
