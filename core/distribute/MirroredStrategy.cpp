@@ -63,6 +63,8 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     }
   }
   if (curEnd >= 0) buckets_.push_back({curStart, curEnd - curStart, curLayer});
+  // One compute thread per replica (comm threads mostly sleep while the compute threads work).
+  spins_ = spinBudget(n);
   if (n > 1) allreduce_ = makeAllReduce(options_.allreduce, n);
 
   for (auto& rep : replicas_) {
@@ -123,7 +125,7 @@ void MirroredStrategy::runJob(const Job& job) {
   }
   runOne(*replicas_[0], job);
   for (int left = pending_.load(std::memory_order_acquire); left > 0; left = pending_.load(std::memory_order_acquire))
-    spinWaitWhileEqual(pending_, left);
+    spinWaitWhileEqual(pending_, left, spins_);
 }
 
 void MirroredStrategy::runOne(Replica& r, const Job& job) {
@@ -134,7 +136,7 @@ void MirroredStrategy::runOne(Replica& r, const Job& job) {
 void MirroredStrategy::computeLoop(Replica& r) {
   uint64_t seen = 0;
   for (;;) {
-    spinWaitWhileEqual(jobGen_, seen);
+    spinWaitWhileEqual(jobGen_, seen, spins_);
     seen = jobGen_.load(std::memory_order_acquire);
     const Job& job = job_;
     if (job.kind == JobKind::Quit) return;
@@ -147,13 +149,13 @@ void MirroredStrategy::commLoop(Replica& r) {
   uint64_t seen = 0;
   const int nb = static_cast<int>(buckets_.size());
   for (;;) {
-    spinWaitWhileEqual(r.commGen, seen, 200);
+    spinWaitWhileEqual(r.commGen, seen, std::min(200, spins_));
     seen = r.commGen.load(std::memory_order_acquire);
     if (seen == UINT64_MAX) return;
     auto grads = r.model->grads();
     for (int k = 0; k < nb; ++k) {
       for (int rd = r.ready.load(std::memory_order_acquire); rd <= k; rd = r.ready.load(std::memory_order_acquire))
-        spinWaitWhileEqual(r.ready, rd, 200);
+        spinWaitWhileEqual(r.ready, rd, std::min(200, spins_));
       const Bucket& b = buckets_[static_cast<size_t>(k)];
       auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
       allreduce_->allReduce(r.rank, span);
@@ -253,7 +255,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   if (overlap) {
     const int nb = static_cast<int>(buckets_.size());
     for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
-      spinWaitWhileEqual(r.reduced, rd, 200);
+      spinWaitWhileEqual(r.reduced, rd, std::min(200, spins_));
   } else if (multi) {
     allreduce_->allReduce(r.rank, model.grads());
   }

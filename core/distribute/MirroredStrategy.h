@@ -129,6 +129,7 @@ class MirroredStrategy {
   MetricKind metric_;
   StrategyOptions options_;
   int blasThreads_ = 1;
+  int spins_ = 2000;  // spinBudget() of the strategy's threads
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Bucket> buckets_;
   std::unique_ptr<AllReduce> allreduce_;

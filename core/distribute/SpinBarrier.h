@@ -2,6 +2,7 @@
 // steps are short (microseconds), so a futex sleep and wake per step would cost more than the
 // work; when the wait is long (a slow replica, more replicas than cores) it yields, then sleeps.
 #pragma once
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -13,6 +14,14 @@
 #endif
 
 namespace ml {
+
+// How long a waiting thread spins before it yields: spinning only pays when every waiting thread
+// has a core of its own. With more threads than cores a spinning waiter steals the core from the
+// very thread it waits for, so it gives the core up almost at once.
+inline int spinBudget(int threads) {
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return threads <= cores ? 2000 : 8;
+}
 
 // Waits while `a` equals `old`: spin, then yield, then block in atomic::wait.
 template <typename T>
@@ -30,7 +39,7 @@ inline void spinWaitWhileEqual(const std::atomic<T>& a, T old, int spins = 2000)
 
 class SpinBarrier {
  public:
-  explicit SpinBarrier(int participants) : n_(participants) {}
+  explicit SpinBarrier(int participants) : n_(participants), spins_(spinBudget(participants)) {}
 
   void arriveAndWait() {
     const uint32_t gen = gen_.load(std::memory_order_acquire);
@@ -40,11 +49,12 @@ class SpinBarrier {
       gen_.notify_all();
       return;
     }
-    spinWaitWhileEqual(gen_, gen);
+    spinWaitWhileEqual(gen_, gen, spins_);
   }
 
  private:
   const int n_;
+  const int spins_;
   std::atomic<int> count_{0};
   std::atomic<uint32_t> gen_{0};
 };
