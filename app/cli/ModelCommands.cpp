@@ -100,6 +100,7 @@ int devices() {
   std::printf("  simulated devices: cpu:1..cpu:%d (--devices cpu:N); more than %d share cores\n", ml::kMaxReplicas, r.cpuCores);
   std::printf("  thread policy: one replica uses all %d cores for its math (BLAS); with N replicas each replica is one\n"
               "  worker thread running BLAS single-threaded, so N <= %d replicas get a core each\n", r.cpuCores, r.cpuCores);
+  if (!r.gpuBackend.empty()) std::printf("CUDA plugin: %s\n", r.gpuBackend.c_str());
   if (r.gpus.empty()) {
     std::printf("GPUs: none. %s\n", r.noGpuReason.c_str());
   } else {

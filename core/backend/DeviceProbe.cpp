@@ -2,8 +2,11 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <fstream>
 #include <thread>
+
+#include "backend/CudaPlugin.h"
 
 namespace ml {
 
@@ -19,25 +22,48 @@ static std::string cpuModelName() {
   return "unknown CPU";
 }
 
+static constexpr const char* kCpuOnly = "; simulated CPU devices only";
+
 DeviceReport probeDevices() {
   DeviceReport r;
   r.cpuCores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   r.cpuModel = cpuModelName();
-  // Never link the driver: probe it at run time, so the program starts on any machine.
+  // Never link the driver: probe it at run time, so the program starts on any machine. Without it
+  // there is nothing the plugin could add, and loading cuBLAS, cuDNN and NCCL would only cost time.
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!driver) {
     r.noGpuReason = "no NVIDIA GPU driver found (libcuda.so.1 cannot be loaded): simulated CPU devices only";
     return r;
   }
   dlclose(driver);
-  void* plugin = dlopen("libmirrorlab_cuda.so", RTLD_NOW | RTLD_LOCAL);
+  std::string why;
+  const CudaPlugin* plugin = cudaPlugin(&why);
   if (!plugin) {
-    r.noGpuReason = "an NVIDIA driver is present but this build has no CUDA plugin (libmirrorlab_cuda.so): "
-                    "rebuild where the CUDA toolkit, cuDNN and NCCL are installed; simulated CPU devices only";
+    r.noGpuReason = "an NVIDIA driver is present but " + why + kCpuOnly;
     return r;
   }
-  dlclose(plugin);
-  r.noGpuReason = "the CUDA plugin is present but the GPU backend is not available in this version: simulated CPU devices only";
+  r.gpuBackend = plugin->path + " (" + plugin->buildInfo + ")";
+  std::vector<mlcuda_gpu_info> gpus(64);
+  mlcuda_probe_result result{};
+  const mlcuda_status s = plugin->probe(gpus.data(), static_cast<int>(gpus.size()), &result);
+  if (s.code != MLCUDA_OK) {
+    r.noGpuReason = s.message + std::string(kCpuOnly);
+    return r;
+  }
+  const std::string cuda = "CUDA " + cudaVersionText(result.driver_version);
+  const std::string driverText = result.driver_release[0] ? std::string(result.driver_release) + " (" + cuda + ")" : cuda;
+  for (int i = 0; i < std::min(result.device_count, static_cast<int>(gpus.size())); ++i) {
+    const mlcuda_gpu_info& g = gpus[static_cast<size_t>(i)];
+    GpuInfo info;
+    info.index = g.index;
+    info.name = g.name;
+    info.memoryBytes = g.total_memory_bytes;
+    info.ccMajor = g.cc_major;
+    info.ccMinor = g.cc_minor;
+    info.driverVersion = driverText;
+    info.runtimeVersion = "CUDA " + cudaVersionText(result.runtime_version);
+    r.gpus.push_back(std::move(info));
+  }
   return r;
 }
 

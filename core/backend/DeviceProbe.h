@@ -20,6 +20,7 @@ struct DeviceReport {
   std::string cpuModel;
   std::vector<GpuInfo> gpus;
   std::string noGpuReason;  // empty when GPUs are usable
+  std::string gpuBackend;   // the CUDA plugin loaded (file, CUDA/cuDNN/NCCL versions), or empty
 };
 
 DeviceReport probeDevices();

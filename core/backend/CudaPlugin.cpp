@@ -1,0 +1,152 @@
+// Finds libmirrorlab_cuda.so and resolves its entry points with dlopen/dlsym.
+#include "backend/CudaPlugin.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <type_traits>
+
+#include "Error.h"
+
+namespace ml {
+
+static std::string executableDir() {
+  char buf[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return {};
+  std::string p(buf, static_cast<size_t>(n));
+  const auto slash = p.rfind('/');
+  return slash == std::string::npos ? std::string() : p.substr(0, slash);
+}
+
+std::vector<std::string> cudaPluginCandidates() {
+  if (const char* env = std::getenv("MIRRORLAB_CUDA_PLUGIN"); env && *env) return {env};
+  std::vector<std::string> c;
+  const std::string dir = executableDir();
+  if (!dir.empty()) {
+    c.push_back(dir + "/" MLCUDA_PLUGIN_FILE);
+    c.push_back(dir + "/../lib/" MLCUDA_PLUGIN_FILE);
+  }
+  c.push_back(MLCUDA_PLUGIN_FILE);
+  return c;
+}
+
+std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string* why) {
+  auto failWith = [&](std::string text) -> std::unique_ptr<CudaPlugin> {
+    if (why) *why = std::move(text);
+    return nullptr;
+  };
+  dlerror();
+  // RTLD_NOW: a missing cuBLAS, cuDNN or NCCL shows here, with its name, not at the first call.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* e = dlerror();
+    return failWith("the CUDA plugin " + path + " cannot be loaded: " + (e ? e : "unknown dlopen error"));
+  }
+  auto p = std::make_unique<CudaPlugin>();
+  p->path = path;
+  std::string missing;
+  auto resolve = [&](auto& field, const char* symbol) {
+    field = reinterpret_cast<std::remove_reference_t<decltype(field)>>(dlsym(handle, symbol));
+    if (!field) missing += std::string(missing.empty() ? "" : ", ") + symbol;
+  };
+  resolve(p->apiVersion, "mlcuda_api_version");
+  if (!p->apiVersion)
+    return failWith("the CUDA plugin " + path + " is not a Mirrorlab CUDA plugin (no mlcuda_api_version)");
+  const int version = p->apiVersion();
+  if (version != MLCUDA_API_VERSION)
+    return failWith("the CUDA plugin " + path + " speaks API version " + std::to_string(version) +
+                    " but this program speaks version " + std::to_string(MLCUDA_API_VERSION) +
+                    ": build the program and the plugin together");
+  resolve(p->buildInfoText, "mlcuda_build_info");
+  resolve(p->probe, "mlcuda_probe");
+  resolve(p->nvmlSample, "mlcuda_nvml_sample");
+  resolve(p->contextCreate, "mlcuda_context_create");
+  resolve(p->contextDestroy, "mlcuda_context_destroy");
+  resolve(p->synchronize, "mlcuda_synchronize");
+  resolve(p->memoryInfo, "mlcuda_memory_info");
+  resolve(p->allocate, "mlcuda_alloc");
+  resolve(p->release, "mlcuda_free");
+  resolve(p->copyToDevice, "mlcuda_copy_to_device");
+  resolve(p->copyToHost, "mlcuda_copy_to_host");
+  resolve(p->copyOnDevice, "mlcuda_copy_on_device");
+  resolve(p->fillZero, "mlcuda_fill_zero");
+  resolve(p->eventCreate, "mlcuda_event_create");
+  resolve(p->eventDestroy, "mlcuda_event_destroy");
+  resolve(p->eventRecord, "mlcuda_event_record");
+  resolve(p->streamWaitEvent, "mlcuda_stream_wait_event");
+  resolve(p->eventElapsedMs, "mlcuda_event_elapsed_ms");
+  resolve(p->denseForward, "mlcuda_dense_forward");
+  resolve(p->denseBackward, "mlcuda_dense_backward");
+  resolve(p->activationForward, "mlcuda_activation_forward");
+  resolve(p->activationBackward, "mlcuda_activation_backward");
+  resolve(p->loss, "mlcuda_loss");
+  resolve(p->metricSum, "mlcuda_metric_sum");
+  resolve(p->dropoutForward, "mlcuda_dropout_forward");
+  resolve(p->dropoutBackward, "mlcuda_dropout_backward");
+  resolve(p->sgdStep, "mlcuda_sgd_step");
+  resolve(p->adamStep, "mlcuda_adam_step");
+  resolve(p->rmspropStep, "mlcuda_rmsprop_step");
+  resolve(p->localAllReduce, "mlcuda_local_allreduce");
+  resolve(p->ncclCreate, "mlcuda_nccl_create");
+  resolve(p->ncclDestroy, "mlcuda_nccl_destroy");
+  resolve(p->ncclAllReduce, "mlcuda_nccl_allreduce");
+  if (!missing.empty())
+    return failWith("the CUDA plugin " + path + " lacks " + missing + ": build the program and the plugin together");
+  p->buildInfo = p->buildInfoText();
+  return p;
+}
+
+namespace {
+struct Loaded {
+  std::unique_ptr<CudaPlugin> plugin;
+  std::string why;
+};
+
+Loaded findPlugin() {
+  Loaded l;
+  const auto candidates = cudaPluginCandidates();
+  const bool fromEnv = std::getenv("MIRRORLAB_CUDA_PLUGIN") && *std::getenv("MIRRORLAB_CUDA_PLUGIN");
+  std::string searched;
+  for (const auto& c : candidates) {
+    const bool plainName = c.find('/') == std::string::npos;
+    // A file that exists but does not load is the answer (its missing library, its version),
+    // not a reason to fall back to another copy.
+    if (!plainName && access(c.c_str(), F_OK) != 0) {
+      searched += (searched.empty() ? "" : ", ") + c;
+      continue;
+    }
+    std::string why;
+    l.plugin = loadCudaPlugin(c, &why);
+    if (l.plugin) return l;
+    if (plainName && why.find("cannot open shared object file") != std::string::npos) {
+      searched += (searched.empty() ? "" : ", ") + std::string("the library path");
+      continue;
+    }
+    l.why = why;
+    return l;
+  }
+  l.why = fromEnv ? "MIRRORLAB_CUDA_PLUGIN names " + candidates.front() + ", which does not exist"
+                  : "this build has no CUDA plugin (" MLCUDA_PLUGIN_FILE " is not in " + searched +
+                        "): rebuild where the CUDA toolkit, cuDNN and NCCL are installed";
+  return l;
+}
+}  // namespace
+
+const CudaPlugin* cudaPlugin(std::string* why) {
+  static const Loaded loaded = findPlugin();  // once per process, thread-safe
+  if (!loaded.plugin && why) *why = loaded.why;
+  return loaded.plugin.get();
+}
+
+void throwIfFailed(const mlcuda_status& status) {
+  if (status.code != MLCUDA_OK) throw UserError(status.message);
+}
+
+std::string cudaVersionText(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
+}
+
+}  // namespace ml

@@ -1,0 +1,45 @@
+// What a replica holds on its GPU: the device, a compute and a comm stream, cuBLAS and cuDNN handles
+// bound to the compute stream, and a scratch buffer that grows on demand.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "backend/cuda/Check.h"
+
+struct mlcuda_context {
+  int device = 0;
+  std::string label;       // "gpu:0", or "gpu:0/2" for logical replica 2 on GPU 0
+  std::string deviceName;  // "NVIDIA H200"
+  cudaStream_t compute = nullptr;
+  cudaStream_t comm = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  void* scratch = nullptr;
+  size_t scratchBytes = 0;
+};
+
+struct mlcuda_event {
+  int device = 0;
+  std::string label;
+  cudaEvent_t event = nullptr;
+};
+
+namespace mlcuda {
+
+// Checks ctx and makes its device current on the calling thread (every entry point calls it:
+// replica threads may have switched devices in between).
+void use(mlcuda_context* ctx);
+cudaStream_t streamOf(mlcuda_context* ctx, int which);
+// cudaMalloc with a message that names the device, the size and the free memory.
+void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file,
+                  int line);
+// The context's scratch, at least `bytes` long; valid until the next call that uses scratch.
+// Growing waits for the compute stream (work in flight may still read the old buffer).
+void* scratch(mlcuda_context* ctx, size_t bytes);
+// The calling C entry point's check that an int64 size fits the int that cuBLAS and cuDNN take.
+int toInt(int64_t v, const char* what);
+
+}  // namespace mlcuda

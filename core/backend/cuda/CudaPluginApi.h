@@ -1,0 +1,214 @@
+/* The C ABI between the core and the CUDA plugin (libmirrorlab_cuda.so), which the core loads with
+ * dlopen so that one set of binaries runs with or without GPU, driver and toolkit. Plain C, no CUDA
+ * header: the core includes this file on machines that have no toolkit at all.
+ *
+ * Conventions
+ * - Every fallible function returns an mlcuda_status: code 0 and an empty message on success;
+ *   otherwise the message names the failed call, file:line, the device, and what to do.
+ * - Matrices are row-major and batch-major, exactly as in core/nn: a batch of n samples of k values
+ *   is an (n, k) matrix. A Dense kernel W is (in, out), as in Keras.
+ * - Pointers named x, y, w, grads... are DEVICE pointers unless the comment says host.
+ * - Kernels are enqueued on the context's compute stream and return before they finish; launch
+ *   errors are reported at once, execution errors by the next call that synchronises
+ *   (mlcuda_synchronize, a copy to the host, mlcuda_event_elapsed_ms).
+ * - A context belongs to one thread at a time (one replica); the same GPU may carry several.
+ * - The plugin never links the driver (libcuda); the CUDA runtime loads it and reports its absence.
+ */
+#ifndef MIRRORLAB_CUDA_PLUGIN_API_H
+#define MIRRORLAB_CUDA_PLUGIN_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
+#define MLCUDA_API_VERSION 1
+#define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
+
+#if defined(__GNUC__)
+#define MLCUDA_EXPORT __attribute__((visibility("default")))
+#else
+#define MLCUDA_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ------------------------------------------------------------------------------ */
+
+enum {
+  MLCUDA_OK = 0,
+  MLCUDA_ERR_NO_DEVICE = 1,        /* no driver, driver too old, no GPU, or no such device */
+  MLCUDA_ERR_OUT_OF_MEMORY = 2,    /* the message names the device and the bytes asked for */
+  MLCUDA_ERR_CUDA = 3,
+  MLCUDA_ERR_CUBLAS = 4,
+  MLCUDA_ERR_CUDNN = 5,
+  MLCUDA_ERR_NCCL = 6,
+  MLCUDA_ERR_NVML = 7,
+  MLCUDA_ERR_INVALID_ARGUMENT = 8,
+  MLCUDA_ERR_INTERNAL = 9
+};
+
+#define MLCUDA_MESSAGE_BYTES 1024
+typedef struct mlcuda_status {
+  int code;                           /* MLCUDA_OK or one of MLCUDA_ERR_* */
+  char message[MLCUDA_MESSAGE_BYTES]; /* "" on success, NUL-terminated, truncated if longer */
+} mlcuda_status;
+
+/* ---- enumerations (same order as ml::Act, ml::LossKind, ml::MetricKind) ------------------ */
+
+enum { MLCUDA_ACT_LINEAR = 0, MLCUDA_ACT_RELU = 1, MLCUDA_ACT_SIGMOID = 2, MLCUDA_ACT_TANH = 3, MLCUDA_ACT_SOFTMAX = 4 };
+enum { MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0, MLCUDA_LOSS_CATEGORICAL_CROSSENTROPY = 1, MLCUDA_LOSS_MEAN_SQUARED_ERROR = 2 };
+enum { MLCUDA_METRIC_ACCURACY = 0, MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR = 1 };
+enum { MLCUDA_STREAM_COMPUTE = 0, MLCUDA_STREAM_COMM = 1 };
+
+/* ---- version and devices ------------------------------------------------------------------ */
+
+/* MLCUDA_API_VERSION of the plugin. */
+MLCUDA_EXPORT int mlcuda_api_version(void);
+/* "CUDA runtime 13.0 (built with 13.0), cuBLAS ..., cuDNN ..., NCCL ..., sm_80 sm_90": static text. */
+MLCUDA_EXPORT const char* mlcuda_build_info(void);
+
+typedef struct mlcuda_gpu_info {
+  int index;                 /* CUDA device ordinal (as CUDA_VISIBLE_DEVICES presents them) */
+  char name[256];
+  int64_t total_memory_bytes;
+  int cc_major, cc_minor;
+  int multiprocessors;
+  char pci_bus_id[32];
+} mlcuda_gpu_info;
+
+typedef struct mlcuda_probe_result {
+  int device_count;          /* GPUs found; the first min(count, capacity) entries are filled */
+  int driver_version;        /* CUDA version the driver supports, 1000*major + 10*minor; 0 = no driver */
+  int runtime_version;       /* CUDA runtime version loaded, same encoding */
+  char driver_release[64];   /* the NVIDIA driver's own version ("580.65.06") from NVML, or "" */
+} mlcuda_probe_result;
+
+/* Lists the GPUs. Fails with MLCUDA_ERR_NO_DEVICE and the reason (no driver, driver older than the
+ * runtime, no GPU, ...) when none is usable; *result is filled as far as known either way. */
+MLCUDA_EXPORT mlcuda_status mlcuda_probe(mlcuda_gpu_info* gpus, int capacity, mlcuda_probe_result* result);
+
+typedef struct mlcuda_gpu_sample {
+  int utilization_percent;   /* kernel-busy share of the last sample period, 0..100 */
+  int memory_busy_percent;   /* memory-controller busy share, 0..100 */
+  int64_t memory_used_bytes;
+  int64_t memory_total_bytes;
+} mlcuda_gpu_sample;
+
+/* One NVML sample of the CUDA device `device` (matched by PCI bus id). NVML (libnvidia-ml.so.1) is
+ * loaded on first use; MLCUDA_ERR_NVML says why when it cannot be. */
+MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* sample);
+
+/* ---- contexts: one per replica: a device, a compute and a comm stream, cuBLAS and cuDNN ---- */
+
+typedef struct mlcuda_context mlcuda_context;
+typedef struct mlcuda_event mlcuda_event;
+typedef struct mlcuda_nccl mlcuda_nccl;
+
+/* label names the replica in every message ("gpu:0", "gpu:0/2"). allow_tf32 = 0 keeps cuBLAS
+ * in full FP32 (the default everywhere); 1 lets it use TF32 tensor cores for the GEMMs. */
+MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int allow_tf32, mlcuda_context** ctx);
+MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx);
+/* Waits for both streams; reports any asynchronous error with the device. */
+MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context* ctx);
+MLCUDA_EXPORT mlcuda_status mlcuda_memory_info(mlcuda_context* ctx, size_t* free_bytes, size_t* total_bytes);
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void** ptr);
+MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context* ctx, void* ptr);
+/* Host <-> device copies, ordered after the work already on the compute stream; they return when
+ * the copy is complete (src/dst on the host side are ordinary host pointers). */
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context* ctx, void* dst, const void* host_src, size_t bytes);
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* host_dst, const void* src, size_t bytes);
+/* Asynchronous on the compute stream. */
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context* ctx, void* dst, const void* src, size_t bytes);
+MLCUDA_EXPORT mlcuda_status mlcuda_fill_zero(mlcuda_context* ctx, void* ptr, size_t bytes);
+
+/* ---- events: order the two streams and time the phases -------------------------------------- */
+
+MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context* ctx, mlcuda_event** event);
+MLCUDA_EXPORT void mlcuda_event_destroy(mlcuda_event* event);
+/* stream: MLCUDA_STREAM_COMPUTE or MLCUDA_STREAM_COMM of ctx. */
+MLCUDA_EXPORT mlcuda_status mlcuda_event_record(mlcuda_context* ctx, int stream, mlcuda_event* event);
+MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context* ctx, int stream, mlcuda_event* event);
+/* Milliseconds from start to end; waits for end to complete. */
+MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* start, mlcuda_event* end, float* ms);
+
+/* ---- layers (compute stream); formulas as in core/nn ------------------------------------------ */
+
+/* y (n, out) = act(x (n, in) W (in, out) + b (out)); b may be NULL (no bias). */
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b,
+                                                 float* y, int64_t n, int64_t in, int64_t out, int act);
+/* From y = the forward output and dy = dL/dy (n, out): dW (in, out) += x^T dz, db (out) += column
+ * sums of dz (db may be NULL), dx (n, in) = dz W^T (dx may be NULL), where dz = dy * act'(.) taken
+ * from y, or dz = dy when fused_softmax (the loss gave the gradient w.r.t. the softmax's input).
+ * dy is scratch: it may be overwritten with dz. */
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y,
+                                                  float* dy, float* dx, float* dw, float* db, int64_t n, int64_t in,
+                                                  int64_t out, int act, int fused_softmax);
+/* y = act(x) over n rows of k; y may equal x. */
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int act, const float* x, float* y, int64_t n,
+                                                      int64_t k);
+/* dx = dy * act'(.) from the output y; dx may equal dy. */
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy,
+                                                       float* dx, int64_t n, int64_t k);
+/* ml::Loss::compute on the device: *loss_sum (one device double) = the SUM of the n row losses;
+ * grad (n, k) = d(sum)/d(pred), or d/d(softmax input) when fused_softmax (and not from_logits);
+ * grad may be NULL. targets: (n, 1) class indices as floats for the sparse loss, (n, k) otherwise. */
+MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax,
+                                        const float* pred, const float* targets, int64_t n, int64_t k, float* grad,
+                                        double* loss_sum);
+/* ml::metricSum on the device: *sum (device double) = correct predictions (accuracy) or the sum of
+ * per-row mean absolute errors. */
+MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets,
+                                              int64_t n, int64_t k, int64_t target_dim, double* sum);
+/* ml::Dropout, bit for bit: the mask of element j of a row is a pure function of
+ * (seed ^ salt, step, sample id, j). sample_ids: device int64 per row (global sample index), or NULL
+ * for the row number. mask (n*k bytes, 1 = kept) is written when training and rate > 0, and must be
+ * passed unchanged to the backward; otherwise y = x and the mask is not touched. */
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask,
+                                                   int64_t n, int64_t k, double rate, uint64_t seed, uint64_t salt,
+                                                   uint64_t step, const int64_t* sample_ids, int training);
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const float* dy, float* dx, const uint8_t* mask,
+                                                    int64_t count, double rate, int training);
+
+/* ---- optimizers (compute stream): ml::Sgd, ml::Adam, ml::RmsProp over one flat buffer ---------
+ * grads are sums over the global batch; grad_scale (1/B) makes them means inside the update. */
+
+/* velocity may be NULL when momentum == 0. */
+MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* params, const float* grads, float* velocity,
+                                            int64_t count, float grad_scale, float lr, float momentum, int nesterov);
+/* iteration: this update's number, 1 for the first (Keras' t after the increment). */
+MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params, const float* grads, float* m, float* v,
+                                             int64_t count, float grad_scale, float lr, double beta1, double beta2,
+                                             float epsilon, int64_t iteration);
+/* mom may be NULL when momentum == 0. */
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v,
+                                                float* mom, int64_t count, float grad_scale, float lr, float rho,
+                                                float momentum, float epsilon);
+
+/* ---- all-reduce -------------------------------------------------------------------------------- */
+
+/* Logical GPUs (several replicas on one GPU, where NCCL refuses two ranks): on ctx's COMM stream,
+ * after every event in ready[] has completed, each element of the `count` device buffers becomes
+ * the sum buffers[0] + buffers[1] + ... (in that order, computed once), written to all of them, so
+ * every replica gets the same bits; then `done` (may be NULL) is recorded. All buffers must live
+ * on ctx's device. count <= 64. */
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                                   mlcuda_event* const* ready, int ready_count, mlcuda_event* done);
+
+/* One NCCL communicator over distinct physical GPUs (ncclCommInitAll); rank r is devices[r]. */
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** comm);
+MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm);
+/* Grouped in-place sum over all ranks, each enqueued on contexts[r]'s COMM stream (contexts[r] must
+ * be on devices[r]). Order it after the gradients with an event recorded on the compute stream. */
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts,
+                                                  float* const* buffers, int64_t elements);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MIRRORLAB_CUDA_PLUGIN_API_H */

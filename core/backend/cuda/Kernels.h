@@ -1,0 +1,50 @@
+// Launchers of the plugin's own kernels (the .cu files). They enqueue on the given stream and do not
+// check: the calling entry point checks the launch with ML_LAUNCHED, naming its device.
+// Every formula mirrors core/nn so that the GPU test can hold each kernel against the CPU layer.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace mlcuda::kernels {
+
+inline constexpr int kThreads = 256;
+// Blocks for a grid-stride loop over count elements: at least one, at most 65536.
+inline unsigned gridFor(int64_t count) {
+  const int64_t b = (count + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65536 ? 65536 : b));
+}
+
+// dst = act(src + b) element-wise over n rows of k (b may be null; act is not softmax);
+// dst may equal src.
+void biasActivation(cudaStream_t s, const float* src, float* dst, const float* b, int64_t n, int64_t k, int act);
+// dz = dy * act'(.) from the output y, element-wise (act is not softmax); dz may equal dy.
+void activationBackward(cudaStream_t s, int act, const float* y, const float* dy, float* dz, int64_t count);
+// db[j] += sum over rows of dz[r][j], rows added in order (as the CPU does).
+void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k);
+
+void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key,
+                    uint64_t step, const int64_t* sampleIds, uint32_t threshold, float scale);
+void dropoutBackward(cudaStream_t s, const float* dy, float* dx, const uint8_t* mask, int64_t count, float scale);
+
+// Per-row loss (double) and, when grad is not null, the gradient; see ml::Loss::compute.
+void lossRows(cudaStream_t s, int kind, bool fromLogits, bool fused, const float* pred, const float* targets, int64_t n,
+              int64_t k, float* grad, double* rowLoss);
+// Per-row metric (double); see ml::metricSum.
+void metricRows(cudaStream_t s, int kind, const float* pred, const float* targets, int64_t n, int64_t k,
+                int64_t targetDim, double* rowValue);
+// *out = sum of values[0..n), in an order fixed by n alone (run-to-run identical bits).
+void sumDeterministic(cudaStream_t s, const double* values, int64_t n, double* out);
+
+void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
+         bool nesterov);
+void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
+          float b2, float eps);
+void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
+             float rho, float momentum, float eps);
+
+inline constexpr int kMaxLocalBuffers = 64;
+// Every buffer[i][e] = buffers[0][e] + buffers[1][e] + ... (left to right), for count <= 64.
+void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements);
+
+}  // namespace mlcuda::kernels

@@ -1,0 +1,172 @@
+// Update entry points: the fused optimizers and the two all-reduces (device memory for logical
+// GPUs on one card, NCCL across cards).
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/Context.h"
+#include "backend/cuda/Kernels.h"
+
+struct mlcuda_nccl {
+  std::vector<int> devices;
+  std::vector<ncclComm_t> comms;
+};
+
+namespace mlcuda {
+namespace {
+
+std::string deviceList(const std::vector<int>& devices) {
+  std::string s;
+  for (size_t i = 0; i < devices.size(); ++i) s += (i ? "," : "gpu:") + std::to_string(devices[i]);
+  return s;
+}
+
+void destroyNccl(mlcuda_nccl* c) {
+  if (!c) return;
+  for (ncclComm_t comm : c->comms)
+    if (comm) ncclCommDestroy(comm);
+  delete c;
+}
+
+}  // namespace
+}  // namespace mlcuda
+
+using namespace mlcuda;
+
+extern "C" {
+
+MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* params, const float* grads, float* velocity,
+                                            int64_t count, float grad_scale, float lr, float momentum, int nesterov) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 0, "mlcuda_sgd_step: count must be >= 0");
+    if (count == 0) return;
+    ML_REQUIRE(params && grads, "mlcuda_sgd_step: params and grads must not be NULL");
+    ML_REQUIRE(momentum == 0.0f || velocity, "mlcuda_sgd_step: momentum needs a velocity buffer");
+    kernels::sgd(ctx->compute, params, grads, velocity, count, grad_scale, lr, momentum, nesterov != 0);
+    ML_LAUNCHED(ctx->label, "sgd");
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params, const float* grads, float* m, float* v,
+                                             int64_t count, float grad_scale, float lr, double beta1, double beta2,
+                                             float epsilon, int64_t iteration) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 0, "mlcuda_adam_step: count must be >= 0");
+    ML_REQUIRE(iteration >= 1, "mlcuda_adam_step: iteration counts from 1");
+    if (count == 0) return;
+    ML_REQUIRE(params && grads && m && v, "mlcuda_adam_step: params, grads, m and v must not be NULL");
+    // The bias-corrected step size, on the host in double exactly as ml::Adam::step computes it.
+    const double t = static_cast<double>(iteration);
+    const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t)));
+    kernels::adam(ctx->compute, params, grads, m, v, count, grad_scale, alpha, static_cast<float>(beta1),
+                  static_cast<float>(beta2), epsilon);
+    ML_LAUNCHED(ctx->label, "adam");
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v,
+                                                float* mom, int64_t count, float grad_scale, float lr, float rho,
+                                                float momentum, float epsilon) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 0, "mlcuda_rmsprop_step: count must be >= 0");
+    if (count == 0) return;
+    ML_REQUIRE(params && grads && v, "mlcuda_rmsprop_step: params, grads and v must not be NULL");
+    ML_REQUIRE(momentum == 0.0f || mom, "mlcuda_rmsprop_step: momentum needs a momentum buffer");
+    kernels::rmsprop(ctx->compute, params, grads, v, mom, count, grad_scale, lr, rho, momentum, epsilon);
+    ML_LAUNCHED(ctx->label, "rmsprop");
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                                   mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 1 && count <= kernels::kMaxLocalBuffers,
+               "mlcuda_local_allreduce: count must be in 1.." + std::to_string(kernels::kMaxLocalBuffers) + ", got " +
+                   std::to_string(count));
+    ML_REQUIRE(elements >= 0, "mlcuda_local_allreduce: elements must be >= 0");
+    ML_REQUIRE(buffers, "mlcuda_local_allreduce: buffers is NULL");
+    ML_REQUIRE(ready_count == 0 || ready, "mlcuda_local_allreduce: ready is NULL");
+    // The same buffer twice would be added twice.
+    std::vector<const float*> seen(buffers, buffers + count);
+    ML_REQUIRE(std::find(seen.begin(), seen.end(), nullptr) == seen.end(), "mlcuda_local_allreduce: a buffer is NULL");
+    std::sort(seen.begin(), seen.end());
+    ML_REQUIRE(std::adjacent_find(seen.begin(), seen.end()) == seen.end(),
+               "mlcuda_local_allreduce: the same buffer is listed twice");
+    for (int i = 0; i < ready_count; ++i) {
+      ML_REQUIRE(ready[i], "mlcuda_local_allreduce: a ready event is NULL");
+      ML_CUDA(ctx->label, cudaStreamWaitEvent(ctx->comm, ready[i]->event, 0));
+    }
+    if (count > 1 && elements > 0) {
+      kernels::localAllReduce(ctx->comm, buffers, count, elements);
+      ML_LAUNCHED(ctx->label, "localAllReduce");
+    }
+    if (done) ML_CUDA(ctx->label, cudaEventRecord(done->event, ctx->comm));
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** out) {
+  return guarded([&] {
+    ML_REQUIRE(out, "mlcuda_nccl_create: out is NULL");
+    *out = nullptr;
+    ML_REQUIRE(devices && count >= 1, "mlcuda_nccl_create: needs at least one device");
+    std::vector<int> list(devices, devices + count);
+    const std::string label = deviceList(list);
+    std::vector<int> sorted = list;
+    std::sort(sorted.begin(), sorted.end());
+    const auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    if (dup != sorted.end())
+      fail(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU (gpu:" + std::to_string(*dup) +
+                                            " is listed twice in " + label +
+                                            "): logical GPUs on one card use the device-memory all-reduce");
+    int available = 0;
+    ML_CUDA(label, cudaGetDeviceCount(&available));
+    for (int d : list)
+      if (d < 0 || d >= available)
+        fail(MLCUDA_ERR_NO_DEVICE, "NCCL: there is no CUDA device " + std::to_string(d) + " (this machine has " +
+                                       std::to_string(available) + " GPU(s))");
+    std::unique_ptr<mlcuda_nccl, void (*)(mlcuda_nccl*)> c(new mlcuda_nccl, destroyNccl);
+    c->devices = list;
+    c->comms.assign(list.size(), nullptr);
+    ML_NCCL(label, nullptr, ncclCommInitAll(c->comms.data(), count, list.data()));
+    *out = c.release();
+  });
+}
+
+MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts,
+                                                  float* const* buffers, int64_t elements) {
+  return guarded([&] {
+    ML_REQUIRE(comm && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
+    ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
+    const size_t n = comm->comms.size();
+    for (size_t r = 0; r < n; ++r) {
+      ML_REQUIRE(contexts[r] && buffers[r], "mlcuda_nccl_allreduce: NULL context or buffer for rank " + std::to_string(r));
+      ML_REQUIRE(contexts[r]->device == comm->devices[r],
+                 "mlcuda_nccl_allreduce: rank " + std::to_string(r) + " is gpu:" + std::to_string(comm->devices[r]) +
+                     " but its context is " + contexts[r]->label);
+    }
+    if (elements == 0) return;
+    const std::string label = deviceList(comm->devices);
+    ML_NCCL(label, nullptr, ncclGroupStart());
+    // Whatever fails inside the group, the group must still be closed.
+    ncclResult_t first = ncclSuccess;
+    size_t failedRank = 0;
+    for (size_t r = 0; r < n && first == ncclSuccess; ++r) {
+      first = ncclAllReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, comm->comms[r],
+                            contexts[r]->comm);
+      failedRank = r;
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (first != ncclSuccess)
+      checkNccl(first, comm->comms[failedRank], "ncclAllReduce", __FILE__, __LINE__, contexts[failedRank]->label);
+    ML_NCCL(label, nullptr, end);
+  });
+}
+
+}  // extern "C"

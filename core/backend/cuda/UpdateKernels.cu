@@ -1,0 +1,96 @@
+// Fused optimizer updates (one pass over parameters, gradients and slots; Keras formulas as in
+// core/nn/Optimizer.cpp) and the device-memory all-reduce of logical GPUs.
+#include "backend/cuda/Kernels.h"
+
+namespace mlcuda::kernels {
+
+namespace {
+
+__device__ __forceinline__ int64_t firstIndex() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t gridStride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+__global__ void sgdKernel(float* p, const float* g, int64_t count, float scale, float lr) {
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) p[i] -= lr * (g[i] * scale);
+}
+
+__global__ void sgdMomentumKernel(float* p, const float* g, float* v, int64_t count, float scale, float lr, float m,
+                                  bool nesterov) {
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) {
+    const float gi = g[i] * scale;
+    const float vi = m * v[i] - lr * gi;
+    v[i] = vi;
+    if (nesterov) p[i] += m * vi - lr * gi;
+    else p[i] += vi;
+  }
+}
+
+__global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha,
+                           float b1, float b2, float eps) {
+  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) {
+    const float gi = g[i] * scale;
+    const float mi = b1 * m[i] + c1 * gi;
+    const float vi = b2 * v[i] + c2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] -= alpha * mi / (sqrtf(vi) + eps);
+  }
+}
+
+__global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
+                              float rho, float momentum, float eps) {
+  const float c = 1.0f - rho;
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) {
+    const float gi = g[i] * scale;
+    const float vi = rho * v[i] + c * gi * gi;
+    v[i] = vi;
+    if (mom) {
+      const float mi = momentum * mom[i] + lr * gi / (sqrtf(vi) + eps);
+      mom[i] = mi;
+      p[i] -= mi;
+    } else {
+      p[i] -= lr * gi / (sqrtf(vi) + eps);
+    }
+  }
+}
+
+struct BufferList {
+  float* p[kMaxLocalBuffers];
+};
+
+// Each element's sum is computed once, left to right, and written to every buffer: all replicas
+// receive identical bits.
+__global__ void localAllReduceKernel(BufferList b, int count, int64_t elements) {
+  for (int64_t i = firstIndex(); i < elements; i += gridStride()) {
+    float s = b.p[0][i];
+    for (int r = 1; r < count; ++r) s += b.p[r][i];
+    for (int r = 0; r < count; ++r) b.p[r][i] = s;
+  }
+}
+
+}  // namespace
+
+void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
+         bool nesterov) {
+  if (momentum == 0.0f) sgdKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, count, scale, lr);
+  else sgdMomentumKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, count, scale, lr, momentum, nesterov);
+}
+
+void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
+          float b2, float eps) {
+  adamKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, m, v, count, scale, alpha, b1, b2, eps);
+}
+
+void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
+             float rho, float momentum, float eps) {
+  rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho,
+                                                    momentum, eps);
+}
+
+void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements) {
+  BufferList b{};
+  for (int r = 0; r < count && r < kMaxLocalBuffers; ++r) b.p[r] = buffers[r];
+  localAllReduceKernel<<<gridFor(elements), kThreads, 0, s>>>(b, count, elements);
+}
+
+}  // namespace mlcuda::kernels
