@@ -13,12 +13,13 @@ namespace {
 using mlbench::mlp;
 using mlbench::randomImages;
 
-// args: devices, threads per device (single device only), global batch, wide (0/1)
+// args: devices, threads per device (single device only), global batch, wide (0/1), bucket KiB (0: default)
 void BM_MirroredStep(benchmark::State& s) {
   static const ml::Dataset data = randomImages(4096);
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:" + std::to_string(s.range(0)));
   so.threadsPerDevice = static_cast<int>(s.range(1));
+  if (s.range(4) > 0) so.bucketBytes = s.range(4) << 10;  // KiB; 0 keeps the default
   ml::OptimizerSpec o;
   ml::MirroredStrategy strat(s.range(3) ? mlp({512, 512}) : mlp({128}), ml::Loss::make("sparse_categorical_crossentropy", false),
                              ml::MetricKind::Accuracy, o, so);
@@ -28,6 +29,9 @@ void BM_MirroredStep(benchmark::State& s) {
   int64_t off = 0;
   uint64_t step = 0;
   double sync = 0, all = 0;
+  ml::PhaseTimes sum;  // replica 0's phases
+  int64_t n = 0;
+  double skew = 0;  // how much later the last replica started than replica 0
   for (auto _ : s) {
     std::iota(idx.begin(), idx.end(), off);
     off = (off + B) % (4096 - B);
@@ -36,16 +40,32 @@ void BM_MirroredStep(benchmark::State& s) {
       sync += rs.phases.allreduce + rs.phases.wait;
       all += rs.phases.total();
     }
+    if (r.replicas.size() > 1) skew += r.replicas.back().start - r.replicas.front().start;
+    const auto& p0 = r.replicas.front().phases;
+    sum.forward += p0.forward;
+    sum.backward += p0.backward;
+    sum.allreduce += p0.allreduce;
+    sum.wait += p0.wait;
+    sum.optimizer += p0.optimizer;
+    ++n;
   }
   s.SetItemsProcessed(s.iterations() * B);
   s.counters["sync_share"] = all > 0 ? sync / all : 0;
+  const double k = n > 0 ? 1e3 / static_cast<double>(n) : 0;  // ms per step, replica 0
+  s.counters["fwd_ms"] = sum.forward * k;
+  s.counters["bwd_ms"] = sum.backward * k;
+  s.counters["ar_ms"] = sum.allreduce * k;
+  s.counters["wait_ms"] = sum.wait * k;
+  s.counters["opt_ms"] = sum.optimizer * k;
+  s.counters["start_skew_ms"] = skew * k;
 }
 
 }  // namespace
 
 BENCHMARK(BM_MirroredStep)
-    ->ArgNames({"devices", "threads", "batch", "wide"})
-    ->Args({1, 1, 256, 1})->Args({2, 1, 256, 1})->Args({1, 2, 256, 1})
-    ->Args({1, 1, 128, 0})->Args({2, 1, 128, 0})->Args({1, 2, 128, 0})
+    ->ArgNames({"devices", "threads", "batch", "wide", "bucket_kib"})
+    ->Args({1, 1, 256, 1, 0})->Args({2, 1, 256, 1, 0})->Args({1, 2, 256, 1, 0})
+    ->Args({2, 1, 256, 1, 256})->Args({2, 1, 256, 1, 65536})
+    ->Args({1, 1, 128, 0, 0})->Args({2, 1, 128, 0, 0})->Args({1, 2, 128, 0, 0})
     ->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();

@@ -22,30 +22,42 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
 // predecessor in the same step, so a barrier between steps is all the synchronisation needed.
 // After n-1 steps rank r owns the complete sum of chunk (r+1) mod n; all-gather step s: rank r
 // copies chunk (r-s) mod n from its predecessor.
-void RingAllReduce::allReduce(int rank, std::span<float> data) {
+const float* RingAllReduce::scatter(int rank, std::span<float> data) {
   const int n = n_;
-  if (n == 1) return;
   slots_[static_cast<size_t>(rank)] = data.data();
   barrier_.arriveAndWait();
   const size_t len = data.size();
   const int prev = (rank + n - 1) % n;
   const float* pbuf = slots_[static_cast<size_t>(prev)];
   float* mine = data.data();
-  auto lo = [&](int c) { return len * static_cast<size_t>(c) / static_cast<size_t>(n); };
   for (int s = 0; s < n - 1; ++s) {
     const int c = ((rank - 1 - s) % n + n) % n;
-    const size_t a = lo(c), b = lo(c + 1);
+    const size_t a = chunkBegin(len, c, n), b = chunkBegin(len, c + 1, n);
     float* __restrict dst = mine;
     const float* __restrict src = pbuf;
     for (size_t i = a; i < b; ++i) dst[i] += src[i];
     barrier_.arriveAndWait();
   }
+  return pbuf;
+}
+
+void RingAllReduce::allReduce(int rank, std::span<float> data) {
+  const int n = n_;
+  if (n == 1) return;
+  const float* pbuf = scatter(rank, data);
+  const size_t len = data.size();
+  float* mine = data.data();
   for (int s = 0; s < n - 1; ++s) {
     const int c = ((rank - s) % n + n) % n;
-    const size_t a = lo(c), b = lo(c + 1);
+    const size_t a = chunkBegin(len, c, n), b = chunkBegin(len, c + 1, n);
     std::copy(pbuf + a, pbuf + b, mine + a);
     barrier_.arriveAndWait();
   }
+}
+
+bool RingAllReduce::reduceScatter(int rank, std::span<float> data) {
+  if (n_ > 1) scatter(rank, data);
+  return true;
 }
 
 void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {

@@ -18,7 +18,21 @@ class AllReduce {
   virtual ~AllReduce() = default;
   virtual std::string name() const = 0;
   virtual void allReduce(int rank, std::span<float> data) = 0;
+  // Reduce-scatter alone, for algorithms that have that phase (ring): on return every
+  // participant has finished adding, and chunk c of the buffer (see chunkBegin) holds the
+  // complete sum in the buffer of participant chunkOwner(c) — and only there, so a reader takes
+  // each chunk from its owner, up to the next collective on these buffers. That saves the
+  // all-gather's copy: the optimizer reads the reduced gradient where it already is. Returns
+  // false for algorithms without the phase; the buffer then holds the whole sum (allReduce).
+  virtual bool reduceScatter(int rank, std::span<float> data) {
+    allReduce(rank, data);
+    return false;
+  }
+  virtual bool scatters() const { return false; }  // reduceScatter leaves chunks with owners
   int participants() const { return n_; }
+  // The n chunks of a buffer of len elements: chunk c is [chunkBegin(c), chunkBegin(c + 1)).
+  static size_t chunkBegin(size_t len, int c, int n) { return len * static_cast<size_t>(c) / static_cast<size_t>(n); }
+  static int chunkOwner(int c, int n) { return (c - 1 + n) % n; }
 
  protected:
   int n_;
@@ -32,6 +46,12 @@ class RingAllReduce : public AllReduce {
   using AllReduce::AllReduce;
   std::string name() const override { return "ring"; }
   void allReduce(int rank, std::span<float> data) override;
+  bool reduceScatter(int rank, std::span<float> data) override;
+  bool scatters() const override { return true; }
+
+ private:
+  // Reduce-scatter's n-1 steps; returns the predecessor's buffer.
+  const float* scatter(int rank, std::span<float> data);
 };
 
 // Replica 0 sums every buffer, then everybody copies from it.

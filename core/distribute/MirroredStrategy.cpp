@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "Error.h"
+#include "distribute/GpuReplicas.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -21,10 +22,6 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
                                    const OptimizerSpec& optimizer, StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
-  if (options_.devices.kind != DeviceKind::Cpu)
-    throw UserError("device list '" + options_.devices.spec +
-                    "': GPU devices need the CUDA plugin (libmirrorlab_cuda.so) and a GPU driver; "
-                    "run `mirrorlab-cli devices` to see what this machine offers, or use cpu:N");
   if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
@@ -63,14 +60,19 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     }
   }
   if (curEnd >= 0) buckets_.push_back({curStart, curEnd - curStart, curLayer});
+  if (options_.devices.kind == DeviceKind::Gpu) startGpu(optimizer);  // throws when the GPUs are not there
   // One compute thread per replica (comm threads mostly sleep while the compute threads work).
   spins_ = spinBudget(n);
-  if (n > 1) allreduce_ = makeAllReduce(options_.allreduce, n);
+  if (n > 1 && !gpu_) allreduce_ = makeAllReduce(options_.allreduce, n);
+  readFromOwners_ = allreduce_ && allreduce_->scatters();
+  // What one collective call reduces: each bucket when they overlap backward, else the whole buffer.
+  if (n > 1 && buckets_.size() > 1) units_ = buckets_;
+  else units_ = {{0, replicas_[0]->model->paramCount(), 0}};
 
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
     if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
-    if (n > 1 && buckets_.size() > 1) p->comm = std::thread([this, p] { commLoop(*p); });
+    if (n > 1 && buckets_.size() > 1 && !gpu_) p->comm = std::thread([this, p] { commLoop(*p); });
   }
 }
 
@@ -90,6 +92,7 @@ MirroredStrategy::~MirroredStrategy() {
 }
 
 std::string MirroredStrategy::threadPolicy() const {
+  if (gpu_) return gpu_->threadPolicy();
   const int n = replicas();
   if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
   return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
@@ -100,14 +103,18 @@ double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t
 void MirroredStrategy::initialize(uint64_t seed) {
   seed_ = seed;
   for (auto& r : replicas_) r->model->initialize(seed);
+  if (gpu_) gpu_->pushParameters();
 }
 
 void MirroredStrategy::broadcastParameters() {
+  syncFromGpu();
   auto src = replicas_[0]->model->params();
   for (size_t r = 1; r < replicas_.size(); ++r) std::copy(src.begin(), src.end(), replicas_[r]->model->params().begin());
+  if (gpu_) gpu_->pushParameters();
 }
 
 std::vector<uint64_t> MirroredStrategy::checksums() const {
+  syncFromGpu();  // the checksums are of the parameters on the devices
   std::vector<uint64_t> out;
   for (const auto& r : replicas_) out.push_back(r->model->checksum());
   return out;
@@ -126,9 +133,11 @@ void MirroredStrategy::runJob(const Job& job) {
   runOne(*replicas_[0], job);
   for (int left = pending_.load(std::memory_order_acquire); left > 0; left = pending_.load(std::memory_order_acquire))
     spinWaitWhileEqual(pending_, left, spins_);
+  if (gpu_) finishGpuJob();  // a GPU failure on any replica throws here, on the caller's thread
 }
 
 void MirroredStrategy::runOne(Replica& r, const Job& job) {
+  if (gpu_) return runOneOnGpu(r, job);
   if (job.kind == JobKind::Train) trainReplica(r, job);
   else if (job.kind == JobKind::Eval) evalReplica(r, job);
 }
@@ -158,7 +167,8 @@ void MirroredStrategy::commLoop(Replica& r) {
         spinWaitWhileEqual(r.ready, rd, std::min(200, spins_));
       const Bucket& b = buckets_[static_cast<size_t>(k)];
       auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
-      allreduce_->allReduce(r.rank, span);
+      if (readFromOwners_) allreduce_->reduceScatter(r.rank, span);
+      else allreduce_->allReduce(r.rank, span);
       r.reduced.store(k + 1, std::memory_order_release);
       r.reduced.notify_one();
     }
@@ -257,12 +267,31 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
     for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
       spinWaitWhileEqual(r.reduced, rd, std::min(200, spins_));
   } else if (multi) {
-    allreduce_->allReduce(r.rank, model.grads());
+    if (readFromOwners_) allreduce_->reduceScatter(r.rank, model.grads());
+    else allreduce_->allReduce(r.rank, model.grads());
   }
   r.commEnd = now();
   r.phases.optimizer = 0;
   const double t2 = r.commEnd;
-  r.opt->step(model.params(), model.grads(), job.gradScale, job.lr);
+  if (readFromOwners_) {
+    // Every replica applies the whole update, reading each chunk's summed gradient from its owner
+    // (the same bits for everyone); the owners' buffers stay untouched until the next step starts,
+    // which waits for every replica to finish this one.
+    auto params = model.params();
+    r.opt->beginStep(job.lr);
+    for (const Bucket& u : units_) {
+      const size_t len = static_cast<size_t>(u.count);
+      for (int c = 0; c < n; ++c) {
+        const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
+        if (a == b) continue;
+        const size_t at = static_cast<size_t>(u.offset) + a;
+        const float* src = replicas_[static_cast<size_t>(AllReduce::chunkOwner(c, n))]->model->grads().data() + at;
+        r.opt->update(at, params.subspan(at, b - a), std::span<const float>(src, b - a), job.gradScale);
+      }
+    }
+  } else {
+    r.opt->step(model.params(), model.grads(), job.gradScale, job.lr);
+  }
   r.phases.optimizer = now() - t2;
 }
 

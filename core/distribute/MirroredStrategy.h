@@ -26,6 +26,8 @@
 
 namespace ml {
 
+class GpuReplicas;
+
 struct StrategyOptions {
   DeviceList devices = parseDevices("cpu:1");
   std::string allreduce = "ring";
@@ -56,12 +58,18 @@ class MirroredStrategy {
   MirroredStrategy& operator=(const MirroredStrategy&) = delete;
 
   int replicas() const { return static_cast<int>(replicas_.size()); }
-  Sequential& model(int r = 0) { return *replicas_[static_cast<size_t>(r)]->model; }
-  const Sequential& model(int r = 0) const { return *replicas_[static_cast<size_t>(r)]->model; }
+  // On GPUs the device holds the parameters: model(r) brings them to the host first. After
+  // changing a model's parameters, call broadcastParameters() (it also sends them to the GPUs).
+  Sequential& model(int r = 0) { syncFromGpu(); return *replicas_[static_cast<size_t>(r)]->model; }
+  const Sequential& model(int r = 0) const { syncFromGpu(); return *replicas_[static_cast<size_t>(r)]->model; }
   const Loss& loss() const { return loss_; }
   MetricKind metric() const { return metric_; }
   const StrategyOptions& options() const { return options_; }
-  std::string allReduceName() const { return allreduce_ ? allreduce_->name() : "none (one replica)"; }
+  std::string allReduceName() const { return gpu_ ? gpuAllReduceName() : allreduce_ ? allreduce_->name() : "none (one replica)"; }
+  // GPU devices (DeviceKind::Gpu): the replicas run through the CUDA plugin (GpuReplicas).
+  bool onGpu() const { return gpu_ != nullptr; }
+  std::string gpuAllReducePath() const;  // which all-reduce runs on the GPUs, and why
+  std::string gpuName(int r) const;      // "NVIDIA H200"
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
@@ -78,7 +86,9 @@ class MirroredStrategy {
   EvalResult evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs = nullptr);
 
   std::vector<uint64_t> checksums() const;
-  std::vector<std::span<const float>> optimizerSlots(int r) const { return replicas_[static_cast<size_t>(r)]->opt->stateBuffers(); }
+  std::vector<std::span<const float>> optimizerSlots(int r) const {
+    return gpu_ ? gpuOptimizerSlots(r) : replicas_[static_cast<size_t>(r)]->opt->stateBuffers();
+  }
 
  private:
   struct Bucket {
@@ -124,12 +134,23 @@ class MirroredStrategy {
   void gather(Replica& r, const Dataset& data, std::span<const int64_t> idx);
   void markReady(Replica& r, size_t layerDone);
   double now() const;
+  // The GPU path (MirroredStrategyGpu.cpp); gpu_ is null for CPU devices.
+  void startGpu(const OptimizerSpec& optimizer);
+  void runOneOnGpu(Replica& r, const Job& job);
+  void finishGpuJob();
+  void syncFromGpu() const;
+  std::string gpuAllReduceName() const;
+  std::vector<std::span<const float>> gpuOptimizerSlots(int r) const;
 
   Loss loss_;
   MetricKind metric_;
   StrategyOptions options_;
   int blasThreads_ = 1;
   int spins_ = 2000;  // spinBudget() of the strategy's threads
+  // Ring: the compute threads stop after reduce-scatter and each optimizer reads every reduced
+  // chunk from the replica that owns it (no all-gather copy); the units are what was reduced.
+  bool readFromOwners_ = false;
+  std::vector<Bucket> units_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Bucket> buckets_;
   std::unique_ptr<AllReduce> allreduce_;
@@ -139,6 +160,7 @@ class MirroredStrategy {
   std::atomic<int> pending_{0};      // replicas other than 0 still working on the job
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
   const int64_t t0_;
+  std::unique_ptr<GpuReplicas> gpu_;
 };
 
 // Shard r of n over a range of size `size`: [lo, hi), sizes differ by at most one.

@@ -13,14 +13,20 @@ std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n)
   throw UserError("training.optimizer.name: unknown optimizer '" + spec.name + "' (allowed: sgd, adam, rmsprop)");
 }
 
-void Sgd::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+void Sgd::beginStep(float lr) {
+  lr_ = lr;
+  ++iterations_;
+}
+
+void Sgd::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
   const size_t n = p.size();
+  const float lr = lr_;
   float* __restrict pp = p.data();
   const float* __restrict gg = g.data();
   if (momentum_ == 0.0f) {
     for (size_t i = 0; i < n; ++i) pp[i] -= lr * (gg[i] * scale);
   } else {
-    float* __restrict v = velocity_.data();
+    float* __restrict v = velocity_.data() + offset;
     const float m = momentum_;
     if (nesterov_) {
       for (size_t i = 0; i < n; ++i) {
@@ -35,20 +41,23 @@ void Sgd::step(std::span<float> p, std::span<const float> g, float scale, float 
       }
     }
   }
-  ++iterations_;
 }
 
-void Adam::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+void Adam::beginStep(float lr) {
   ++iterations_;
   const double t = static_cast<double>(iterations_);
-  const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
+  alpha_ = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
+}
+
+void Adam::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
+  const float alpha = alpha_;
   const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
   const float c1 = 1.0f - b1, c2 = 1.0f - b2, eps = eps_;
   const size_t n = p.size();
   float* __restrict pp = p.data();
   const float* __restrict gg = g.data();
-  float* __restrict m = m_.data();
-  float* __restrict v = v_.data();
+  float* __restrict m = m_.data() + offset;
+  float* __restrict v = v_.data() + offset;
   for (size_t i = 0; i < n; ++i) {
     const float gi = gg[i] * scale;
     m[i] = b1 * m[i] + c1 * gi;
@@ -57,11 +66,17 @@ void Adam::step(std::span<float> p, std::span<const float> g, float scale, float
   }
 }
 
-void RmsProp::step(std::span<float> p, std::span<const float> g, float scale, float lr) {
+void RmsProp::beginStep(float lr) {
+  lr_ = lr;
+  ++iterations_;
+}
+
+void RmsProp::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
   const size_t n = p.size();
+  const float lr = lr_;
   float* __restrict pp = p.data();
   const float* __restrict gg = g.data();
-  float* __restrict v = v_.data();
+  float* __restrict v = v_.data() + offset;
   const float rho = rho_, c = 1.0f - rho_, eps = eps_;
   if (momentum_ == 0.0f) {
     for (size_t i = 0; i < n; ++i) {
@@ -70,7 +85,7 @@ void RmsProp::step(std::span<float> p, std::span<const float> g, float scale, fl
       pp[i] -= lr * gi / (std::sqrt(v[i]) + eps);
     }
   } else {
-    float* __restrict mom = mom_.data();
+    float* __restrict mom = mom_.data() + offset;
     for (size_t i = 0; i < n; ++i) {
       const float gi = gg[i] * scale;
       v[i] = rho * v[i] + c * gi * gi;
@@ -78,7 +93,6 @@ void RmsProp::step(std::span<float> p, std::span<const float> g, float scale, fl
       pp[i] -= mom[i];
     }
   }
-  ++iterations_;
 }
 
 }  // namespace ml

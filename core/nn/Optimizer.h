@@ -18,7 +18,16 @@ class Optimizer {
   static std::unique_ptr<Optimizer> make(const OptimizerSpec& spec, int64_t paramCount);
 
   // One update: params -= f(gradScale * grads) at learning rate lr. Increments iterations().
-  virtual void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) = 0;
+  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) {
+    beginStep(lr);
+    update(0, params, grads, gradScale);
+  }
+  // The same update in pieces: beginStep once, then update() over disjoint ranges that together
+  // cover the buffer (offset = where `params` starts in it). The update is element-wise, so the
+  // pieces give exactly the bits of one whole step; the pieces' gradients may live in different
+  // buffers (a replica reads each reduced chunk where the all-reduce left it).
+  virtual void beginStep(float lr) = 0;
+  virtual void update(size_t offset, std::span<float> params, std::span<const float> grads, float gradScale) = 0;
   virtual std::string name() const = 0;
   int64_t iterations() const { return iterations_; }
   // Optimizer state buffers (Keras calls them slots), for checksums and tests.
@@ -34,13 +43,15 @@ class Sgd : public Optimizer {
   Sgd(const OptimizerSpec& spec, int64_t n) : momentum_(static_cast<float>(spec.momentum)), nesterov_(spec.nesterov) {
     if (momentum_ != 0.0f) velocity_.assign(static_cast<size_t>(n), 0.0f);
   }
-  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  void beginStep(float lr) override;
+  void update(size_t offset, std::span<float> params, std::span<const float> grads, float gradScale) override;
   std::string name() const override { return "sgd"; }
   std::vector<std::span<const float>> stateBuffers() const override { return {velocity_}; }
 
  private:
   float momentum_;
   bool nesterov_;
+  float lr_ = 0;
   std::vector<float> velocity_;
 };
 
@@ -50,13 +61,15 @@ class Adam : public Optimizer {
   Adam(const OptimizerSpec& spec, int64_t n)
       : b1_(spec.beta1), b2_(spec.beta2), eps_(static_cast<float>(spec.epsilon)),
         m_(static_cast<size_t>(n), 0.0f), v_(static_cast<size_t>(n), 0.0f) {}
-  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  void beginStep(float lr) override;
+  void update(size_t offset, std::span<float> params, std::span<const float> grads, float gradScale) override;
   std::string name() const override { return "adam"; }
   std::vector<std::span<const float>> stateBuffers() const override { return {m_, v_}; }
 
  private:
   double b1_, b2_;
   float eps_;
+  float alpha_ = 0;  // this step's bias-corrected rate
   std::vector<float> m_, v_;
 };
 
@@ -69,12 +82,14 @@ class RmsProp : public Optimizer {
         eps_(static_cast<float>(spec.epsilon)), v_(static_cast<size_t>(n), 0.0f) {
     if (momentum_ != 0.0f) mom_.assign(static_cast<size_t>(n), 0.0f);
   }
-  void step(std::span<float> params, std::span<const float> grads, float gradScale, float lr) override;
+  void beginStep(float lr) override;
+  void update(size_t offset, std::span<float> params, std::span<const float> grads, float gradScale) override;
   std::string name() const override { return "rmsprop"; }
   std::vector<std::span<const float>> stateBuffers() const override { return {v_, mom_}; }
 
  private:
   float rho_, momentum_, eps_;
+  float lr_ = 0;
   std::vector<float> v_, mom_;
 };
 
