@@ -42,6 +42,9 @@ class LearnTest : public QObject {
   static void shot(QWidget* w, const char* name) {
     const QByteArray d = qgetenv("MIRRORLAB_SHOTS");
     if (d.isEmpty()) return;
+    for (auto* plot : w->findChildren<QCustomPlot*>()) plot->replot();
+    QCoreApplication::processEvents();
+    QTest::qWait(50);
     w->grab().save(QString::fromUtf8(d) + QLatin1Char('/') + QLatin1String(name) + QStringLiteral(".png"));
   }
 

@@ -90,11 +90,13 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   loss_ = new QCustomPlot(page);
   styleChart(loss_, tr("Training loss, every experiment"), tr("step"), tr("loss"));
   loss_->setMinimumSize(380, 250);
-  loss_->legend->setVisible(true);
+  loss_->legend->setVisible(false);  // shown once there are curves
   loss_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   live->addWidget(loss_, 2);
   diagram_ = new StepDiagram(page);
-  diagram_->setMinimumSize(520, 300);
+  diagram_->setMinimumSize(520, 330);
+  diagram_->setPlaceholder(tr("While the experiments run, the latest step appears here: the global batch cut into one "
+                              "shard per replica, and each replica's forward, backward, all-reduce and update, to scale."));
   live->addWidget(diagram_, 3);
   v->addLayout(live, 1);
 
@@ -200,6 +202,7 @@ void LessonsPanel::showLesson() {
   progress_->setRange(0, static_cast<int>(l.experiments.size()));
   progress_->setValue(0);
   loss_->clearGraphs();
+  loss_->legend->setVisible(false);
   loss_->replot();
   diagram_->clear();
   verdict_->setVisible(false);
@@ -288,6 +291,7 @@ void LessonsPanel::poll() {
       const size_t i = static_cast<size_t>(experimentIndex_);
       g->setName(i < l.experiments.size() ? q(l.experiments[i].title) : q(s->runName));
       g->setPen(QPen(experimentColor(experimentIndex_), 1.8));
+      loss_->legend->setVisible(true);
       status_->setText(tr("Running %1 of %2: %3").arg(experimentIndex_ + 1).arg(l.experiments.size()).arg(g->name()));
       progress_->setValue(experimentIndex_);
       diagram_->setProperty("configJson", q(s->configJson));

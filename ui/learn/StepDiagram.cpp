@@ -309,8 +309,9 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   if (!hasStep()) {
     p.setPen(muted);
     p.drawText(rect().adjusted(20, 20, -20, -20), Qt::AlignCenter | Qt::TextWordWrap,
-               tr("Choose a run to replay: the latest training run, or a stored run from the list above.\n"
-                  "Each step is drawn to its measured durations."));
+               placeholder_.isEmpty() ? tr("Choose a run to replay: the latest training run, or a stored run from the list above.\n"
+                                           "Each step is drawn to its measured durations.")
+                                      : placeholder_);
     return;
   }
   const int n = replicaCount();
@@ -320,7 +321,7 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   p.setFont(bold);
   p.setPen(text);
   p.drawText(QRectF(kMargin, 10, width() - 2 * kMargin, 22), Qt::AlignLeft | Qt::AlignVCenter,
-             tr("Step %1 (epoch %2): %3 measured, from the first replica's start to the last one's end")
+             tr("Step %1 (epoch %2) · %3 measured, first replica start to last replica end")
                  .arg(step_.step).arg(step_.epoch).arg(ms(duration_)));
   p.setFont(font());
   // Global batch and its shards.

@@ -36,6 +36,8 @@ class StepDiagram : public QWidget {
   // A step with per-replica timings; a step without them shows an empty diagram with a note.
   void setStep(const ml::StepEvent& step, const StepSceneInfo& info);
   void clear();
+  // The text shown while there is no step.
+  void setPlaceholder(const QString& text) { placeholder_ = text; update(); }
   bool hasStep() const { return !step_.replicas.empty(); }
   const ml::StepEvent& step() const { return step_; }
   const StepSceneInfo& info() const { return info_; }
@@ -82,6 +84,7 @@ class StepDiagram : public QWidget {
   StepSceneInfo info_;
   std::vector<Lane> lanes_;
   double duration_ = 0, t_ = 0;
+  QString placeholder_;
 };
 
 }  // namespace mlui

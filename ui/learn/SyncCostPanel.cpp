@@ -111,13 +111,12 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   chart_->xAxis->setTicker(logTicker);
   body->addWidget(chart_, 1);
   table_ = new QTableWidget(0, 8, this);
-  table_->setHorizontalHeaderLabels({tr("devices"), tr("compute ms"), tr("all-reduce ms"), tr("exposed ms"), tr("step ms"),
+  table_->setHorizontalHeaderLabels({tr("devices"), tr("compute\n(ms)"), tr("all-reduce\n(ms)"), tr("exposed\n(ms)"), tr("step\n(ms)"),
                                      tr("speed-up"), tr("efficiency"), tr("")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
-  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
-  table_->setMinimumWidth(520);
+  table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
+  table_->setMinimumWidth(560);
   body->addWidget(table_, 1);
   v->addLayout(body, 1);
   assumptions_ = new QLabel(this);
@@ -335,7 +334,7 @@ void SyncCostPanel::recompute() {
   chart_->xAxis->setRange(std::max(0.7, minN * 0.8), std::max(2.0, maxN * 1.25));
   chart_->yAxis->setRange(0, top * 1.15 + 1e-9);
   chart_->replot(QCustomPlot::rpQueuedReplot);
-  assumptions_->setText(tr("Modelled: %1 Compute measured in %2.").arg(q(whatIf_->assumptions), q(m.profile.source)));
+  assumptions_->setText(tr("%1 Compute measured in %2.").arg(q(whatIf_->assumptions), q(m.profile.source)));
 }
 
 }  // namespace mlui
