@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 if [ "${KEEP_OPENBLAS_ENV:-0}" != 1 ]; then unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE; fi
 EPOCHS=${1:-4}
 scripts/deps.sh python3-torch libopenblas0-openmp >/dev/null
-scripts/build.sh >/dev/null
+[ "${NO_BUILD:-0}" = 1 ] || scripts/build.sh >/dev/null
 CLI=build/app/mirrorlab-cli
 OUT=$(mktemp -d)
 OMP_BLAS=/usr/lib/x86_64-linux-gnu/openblas-openmp

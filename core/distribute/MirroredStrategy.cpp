@@ -223,6 +223,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   // With overlap, each layer's gradients are checked for inf/NaN on this thread before its bucket
   // is released to the comm thread (after that the all-reduce owns the buffer).
   bool gradBad = false;
+  double lastComputeEnd = r.start;
   const auto onLayer = [&](size_t layer) {
     if (!model.layer(layer).gradientsFinite()) gradBad = true;
     markReady(r, layer);
@@ -244,7 +245,8 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
       const double t1 = now();
       r.phases.forward += t1 - t;
       model.backward(r.x.data(), rows, ctx, last && overlap ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
-      r.phases.backward += now() - t1;
+      lastComputeEnd = now();
+      r.phases.backward += lastComputeEnd - t1;
     }
     if (last && overlap) {
       if (rows == 0 && !model.gradientsFinite()) gradBad = true;  // no callbacks ran for this pass
@@ -253,8 +255,8 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
       r.ready.notify_one();
     }
   }
-  r.backwardEnd = now();
-  // Checked on the local (pre-reduce) values, so the replica where it appeared is named.
+  // Checked on the local (pre-reduce) values, so the replica where it appeared is named. The
+  // check is backward's work (with overlap it ran layer by layer inside backward already).
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
@@ -262,6 +264,8 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
     r.finite = false;
     r.badWhat = "gradient";
   }
+  r.backwardEnd = now();
+  r.phases.backward += r.backwardEnd - lastComputeEnd;
   if (overlap) {
     const int nb = static_cast<int>(buckets_.size());
     for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
@@ -270,7 +274,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
     if (readFromOwners_) allreduce_->reduceScatter(r.rank, model.grads());
     else allreduce_->allReduce(r.rank, model.grads());
   }
-  r.commEnd = now();
+  r.commEnd = multi ? now() : r.backwardEnd;  // one replica never communicates
   r.phases.optimizer = 0;
   const double t2 = r.commEnd;
   if (readFromOwners_) {
