@@ -87,7 +87,8 @@ void LearnView::onTabChanged(int index) {
       break;
     case StepTab:
       if (!replayListed_) {
-        replayListed_ = true;
+        if (!replayVisited_) replay_->setAutoPlay(true);  // the first visit shows the step moving
+        replayListed_ = replayVisited_ = true;
         replay_->refreshRuns();
       }
       break;

@@ -57,7 +57,7 @@ class LearnView : public QWidget {
   ScalingPanel* scaling_;
   SyncCostPanel* sync_;
   CodePanel* code_;
-  bool lessonsLoaded_ = false, replayListed_ = false, syncListed_ = false;
+  bool lessonsLoaded_ = false, replayListed_ = false, syncListed_ = false, replayVisited_ = false;
 };
 
 }  // namespace mlui

@@ -119,7 +119,7 @@ double StepDiagram::laneHeight() const {
   // Lanes grow with the widget (room below for the axis, legend and caption), within limits.
   const double room = height() - kLanesTop - 150;
   const int n = std::max(1, replicaCount());
-  return std::clamp(room / n - kLaneGap, 24.0, 54.0);
+  return std::clamp(room / n - kLaneGap, 24.0, 72.0);
 }
 
 QRectF StepDiagram::lanesArea() const {
@@ -226,8 +226,8 @@ void StepDiagram::paintComm(QPainter& p, const QRectF& area) const {
   const QString title = n <= 1 ? tr("No communication") : r2o ? tr("Reduce-to-one") : tr("Ring all-reduce");
   p.drawText(area.adjusted(12, 8, -12, 0), Qt::AlignTop | Qt::AlignLeft, title);
   p.setFont(font());
-  const QPointF c(area.center().x(), area.top() + 40 + (area.height() - 100) / 2);
-  const double radius = std::min(area.width() / 2 - 34, (area.height() - 110) / 2);
+  const QPointF c(area.center().x(), area.top() + 40 + (area.height() - 170) / 2);
+  const double radius = std::min(area.width() / 2 - 34, (area.height() - 190) / 2);
   std::vector<QPointF> nodes;
   for (int i = 0; i < n; ++i) {
     const double a = -M_PI / 2 + 2 * M_PI * i / std::max(1, n);
@@ -298,7 +298,7 @@ void StepDiagram::paintComm(QPainter& p, const QRectF& area) const {
                .arg(mb * perReplica, 0, 'f', 2);
     if (info_.buckets > 1) foot += tr(" In %1 buckets, started as backward produces them: only the part not hidden behind backward is timed.").arg(info_.buckets);
   }
-  p.drawText(area.adjusted(12, area.height() - 64, -12, -8), Qt::AlignLeft | Qt::AlignBottom | Qt::TextWordWrap, foot);
+  p.drawText(area.adjusted(12, area.height() - 118, -12, -8), Qt::AlignLeft | Qt::AlignBottom | Qt::TextWordWrap, foot);
 }
 
 void StepDiagram::paintEvent(QPaintEvent*) {

@@ -152,6 +152,10 @@ void StepReplayPanel::loadRun(int64_t runId) {
         }
         StepSceneInfo info = sceneInfoFromConfig(r.value->detail.configJson);
         setSteps(r.value->steps, info, tr("run %1 (%2)").arg(runId).arg(QString::fromStdString(r.value->detail.summary.name)));
+        if (autoPlay_ && !steps_.empty()) {
+          autoPlay_ = false;
+          play();
+        }
         Q_EMIT stepsLoaded();
       });
 }

@@ -38,6 +38,8 @@ class StepReplayPanel : public QWidget {
   void onLiveRunStarted(const ml::RunStarted& started);
   void onLiveEvents(const std::vector<ml::Event>& events);
 
+  // Starts playing by itself the next time steps are loaded (the first visit of the tab).
+  void setAutoPlay(bool on) { autoPlay_ = on; }
   void play();               // continuously, step after step
   void pause();
   void singleStep();         // plays the current step once, then stops on the next
@@ -75,6 +77,7 @@ class StepReplayPanel : public QWidget {
   int index_ = -1;
   bool stopAtEnd_ = false;
   bool showingLive_ = true;
+  bool autoPlay_ = false;
   int loadGeneration_ = 0;
 };
 
