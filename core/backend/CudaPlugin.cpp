@@ -89,6 +89,7 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
   resolve(p->sgdStep, "mlcuda_sgd_step");
   resolve(p->adamStep, "mlcuda_adam_step");
   resolve(p->rmspropStep, "mlcuda_rmsprop_step");
+  resolve(p->countNonfinite, "mlcuda_count_nonfinite");
   resolve(p->localAllReduce, "mlcuda_local_allreduce");
   resolve(p->ncclCreate, "mlcuda_nccl_create");
   resolve(p->ncclDestroy, "mlcuda_nccl_destroy");

@@ -44,6 +44,7 @@ struct CudaPlugin {
   decltype(&mlcuda_sgd_step) sgdStep = nullptr;
   decltype(&mlcuda_adam_step) adamStep = nullptr;
   decltype(&mlcuda_rmsprop_step) rmspropStep = nullptr;
+  decltype(&mlcuda_count_nonfinite) countNonfinite = nullptr;
   decltype(&mlcuda_local_allreduce) localAllReduce = nullptr;
   decltype(&mlcuda_nccl_create) ncclCreate = nullptr;
   decltype(&mlcuda_nccl_destroy) ncclDestroy = nullptr;

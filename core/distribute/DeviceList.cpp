@@ -11,8 +11,8 @@ static const char* kSyntax = "use cpu:N (N simulated CPU devices, 1..64), gpu:0,
 
 std::string Device::label() const {
   if (kind == DeviceKind::Cpu) return "cpu:" + std::to_string(index);
-  if (physical != index) return "gpu:" + std::to_string(physical) + "/" + std::to_string(index);
-  return "gpu:" + std::to_string(index);
+  if (logical) return "gpu:" + std::to_string(physical) + "/" + std::to_string(index);
+  return "gpu:" + std::to_string(physical);  // gpu:1x1 is gpu:1
 }
 
 static int parseInt(const std::string& s, const std::string& spec) {
@@ -42,7 +42,7 @@ DeviceList parseDevices(const std::string& spec) {
     const int gpu = parseInt(rest.substr(0, x), spec), n = parseInt(rest.substr(x + 1), spec);
     if (gpu < 0 || n < 1 || n > kMaxReplicas) throw UserError("device list '" + spec + "': " + kSyntax);
     list.logical = n > 1;
-    for (int i = 0; i < n; ++i) list.devices.push_back({DeviceKind::Gpu, i, gpu});
+    for (int i = 0; i < n; ++i) list.devices.push_back({DeviceKind::Gpu, i, gpu, list.logical});
     return list;
   }
   std::set<int> seen;

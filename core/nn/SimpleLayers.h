@@ -44,6 +44,7 @@ class Dropout : public Layer {
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   nlohmann::json args() const override { return {{"rate", rate_}}; }
   double rate() const { return rate_; }
+  uint64_t salt() const { return salt_; }  // keys the mask with the seed (the GPU backend needs it too)
 
  private:
   double rate_;

@@ -69,6 +69,15 @@ expect_fail "wrong output size" "give it 3 units" "$CLI" train "$T/b4.json"
 expect_fail "impossible batch" "larger than the training set" "$CLI" train "$T/sp.json" --batch-size 5000
 expect_fail "missing data set" "dataset-fashion-mnist" "$CLI" train "$SRC/projects/fashion-mlp.json" --data-path "$T/nowhere"
 expect_fail "bad devices" "use cpu:N" "$CLI" train "$T/sp.json" --devices cpu:zero
+# GPU devices: without a GPU the refusal carries the probe's reason (as `devices` prints it); with
+# GPUs, a device past the last one is named.
+gpus=$("$CLI" devices)
+if reason=$(grep -oP '^GPUs: none\. \K.*' <<<"$gpus"); then
+  expect_fail "gpu without a GPU" "$reason" "$CLI" train "$T/sp.json" --devices gpu:0
+  expect_fail "logical gpus without a GPU" "$reason" "$CLI" train "$T/sp.json" --devices gpu:0x4
+else
+  expect_fail "gpu that does not exist" "gpu:63 does not exist: this machine has" "$CLI" train "$T/sp.json" --devices gpu:63
+fi
 expect_fail "weights of another model" "another architecture" "$CLI" evaluate "$SRC/projects/spirals.json" --weights "$T/w.mlw"
 echo "not a database" > "$T/foreign.sqlite"
 f_before=$(md5sum < "$T/foreign.sqlite")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the GPU backend needs (core, the CUDA plugin, the GPU tests, the CLI) and runs it on
-# this machine: every plugin kernel against the CPU layers, the host-side tests, the plugin's NEEDED
-# check and `mirrorlab-cli devices`; then prints a summary. Meant for a GPU machine, where a skipped
+# this machine: every plugin kernel against the CPU layers, mirrored training on GPUs against the CPU
+# path, the host-side tests, the plugin's NEEDED check, `mirrorlab-cli devices`, a recorded CLI run on
+# logical GPUs, and 200 steps of Fashion-MNIST on gpu:0x4; then prints a summary. Meant for a GPU machine, where a skipped
 # kernel test is a failure; MIRRORLAB_ALLOW_NO_GPU=1 accepts skips (a CPU-only machine, CI).
 # Budget: under 8 minutes including the build on a 16-core machine.
 # Usage: tests/gpu/run.sh [build-dir]          (default: build-gpu at the repository root)
@@ -39,7 +40,7 @@ fi
 
 have_plugin=0
 if grep -q "CUDA plugin: CUDA" "$logs/configure.log" 2>/dev/null; then have_plugin=1; fi
-targets=(test_gpu_host test_gpu_kernels mirrorlab-cli)
+targets=(test_gpu_host test_gpu_kernels test_gpu_training mirrorlab-cli)
 if [ $have_plugin = 1 ]; then targets=(mirrorlab_cuda "${targets[@]}"); fi
 
 if [ $status = 0 ]; then
@@ -94,6 +95,7 @@ if [ $status = 0 ]; then
   require=1
   [ "${MIRRORLAB_ALLOW_NO_GPU:-0}" = 1 ] && require=0
   run_gtest "GPU kernels vs CPU" "$build/tests/gpu/test_gpu_kernels" MIRRORLAB_REQUIRE_GPU=$require
+  run_gtest "GPU training vs CPU" "$build/tests/gpu/test_gpu_training" MIRRORLAB_REQUIRE_GPU=$require
   run_gtest "host side (loader, probe, RNG)" "$build/tests/gpu/test_gpu_host"
 
   plugin=$build/app/libmirrorlab_cuda.so
@@ -126,6 +128,43 @@ if [ $status = 0 ]; then
   if command -v nvidia-smi >/dev/null 2>&1; then
     echo "---- nvidia-smi -L"
     nvidia-smi -L 2>&1 | head -16
+  fi
+
+  # mirrorlab-cli trains on 2 logical GPUs, records the run, and evaluates the saved weights on gpu:0.
+  t=$(now)
+  bash "$root/tests/gpu/cli_gpu_test.sh" "$build/app/mirrorlab-cli" >"$logs/cli_gpu.log" 2>&1
+  rc=$?
+  if [ $rc = 0 ]; then
+    row "CLI run on gpu:0x2, recorded" ok $(( $(now) - t )) "$(tail -1 "$logs/cli_gpu.log")"
+  elif [ $rc = 77 ] && [ $require = 0 ]; then
+    row "CLI run on gpu:0x2, recorded" skip $(( $(now) - t )) "$(head -1 "$logs/cli_gpu.log")"
+  else
+    grep -E '^FAIL' "$logs/cli_gpu.log" | head -10
+    row "CLI run on gpu:0x2, recorded" FAIL $(( $(now) - t )) "exit $rc, see $logs/cli_gpu.log"
+    fail
+  fi
+
+  # A real model on real data: 200 steps of the Fashion-MNIST MLP on 4 logical GPUs.
+  t=$(now)
+  fashion=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
+  if [ ! -f "$fashion" ]; then
+    row "fashion-mlp gpu:0x4, 200 steps" skip 0 "no data set ($fashion): apt-get install dataset-fashion-mnist"
+  elif [ $require = 0 ] && ! grep -q '^gpu:0 ' "$logs/devices.log"; then
+    row "fashion-mlp gpu:0x4, 200 steps" skip 0 "no GPU"
+  else
+    MIRRORLAB_DB="$logs/fashion-runs.sqlite" timeout 300 "$build/app/mirrorlab-cli" train "$root/projects/fashion-mlp.json" \
+      --devices gpu:0x4 --steps 200 >"$logs/fashion.log" 2>&1
+    rc=$?
+    epoch=$(grep -E '^  epoch 1:' "$logs/fashion.log" | tail -1 | sed 's/^  //')
+    if [ $rc = 0 ] && grep -q 'replicas in sync' "$logs/fashion.log" && grep -q 'recorded as run' "$logs/fashion.log"; then
+      row "fashion-mlp gpu:0x4, 200 steps" ok $(( $(now) - t )) "${epoch:0:150}"
+    else
+      row "fashion-mlp gpu:0x4, 200 steps" FAIL $(( $(now) - t )) "exit $rc, see $logs/fashion.log"
+      fail
+    fi
+    echo "---- mirrorlab-cli train projects/fashion-mlp.json --devices gpu:0x4 --steps 200"
+    grep -vE '^[0-9]+/[0-9]+ \[' "$logs/fashion.log" | tail -12
+    grep -E '^[0-9]+/[0-9]+ \[' "$logs/fashion.log" | tail -1 | tr '\r' '\n' | tail -1
   fi
 fi
 

@@ -6,9 +6,11 @@
 #include <cstdlib>
 #include <optional>
 
+#include "Error.h"
 #include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "backend/cuda/DeviceRng.h"
+#include "distribute/MirroredStrategy.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
 #include "nn/Rng.h"
@@ -149,6 +151,36 @@ TEST(DeviceProbe, ListsGpusOrSaysWhyNot) {
       EXPECT_GT(g.ccMajor, 0);
       EXPECT_FALSE(g.driverVersion.empty());
       EXPECT_FALSE(g.runtimeVersion.empty());
+    }
+  }
+}
+
+// GPU devices go through the same strategy as CPU devices: without a GPU they are refused with the
+// probe's own reason (and the way out, cpu:N); with GPUs, an index past the last one is named along
+// with the GPUs the machine has. Either way it is a UserError, which the CLI turns into exit 2.
+TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
+  const DeviceReport r = probeDevices();
+  ModelSpec m;
+  m.inputShape = {4};
+  m.layers.push_back({"Dense", "", {{"units", 3}, {"activation", "softmax"}}});
+  OptimizerSpec o;
+  o.name = "sgd";
+  StrategyOptions so;
+  const int count = static_cast<int>(r.gpus.size());
+  so.devices = parseDevices(count == 0 ? "gpu:0x2" : "gpu:" + std::to_string(count));
+  try {
+    MirroredStrategy s(m, Loss::make("sparse_categorical_crossentropy", false), MetricKind::Accuracy, o, so);
+    FAIL() << so.devices.spec << " was accepted on a machine with " << count << " GPU(s)";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    if (count == 0) {
+      ASSERT_FALSE(r.noGpuReason.empty());
+      EXPECT_NE(msg.find(r.noGpuReason), std::string::npos) << msg;
+      EXPECT_NE(msg.find("'gpu:0x2'"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("cpu:N"), std::string::npos) << msg;
+    } else {
+      EXPECT_NE(msg.find("gpu:" + std::to_string(count) + " does not exist: this machine has " + std::to_string(count) + " GPU"),
+                std::string::npos) << msg;
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "backend/CudaPlugin.h"
@@ -549,6 +550,29 @@ TEST_F(Gpu, LocalAllReduceGivesEveryLogicalReplicaTheSameSum) {
     P().eventDestroy(done);
   }
   P().contextDestroy(other);
+}
+
+// The training loop's finiteness check: inf, -inf and NaN counted (several blocks' worth, so the
+// per-block sums and the atomic add both matter), added to the counter, which is not reset.
+TEST_F(Gpu, CountNonfiniteCountsInfAndNanAndAccumulates) {
+  std::vector<float> v = random(300001, 77, -1e30, 1e30);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i : {size_t{0}, size_t{255}, size_t{256}, size_t{70000}, size_t{300000}}) v[i] = inf;
+  v[12345] = -inf;
+  v[200000] = std::numeric_limits<float>::quiet_NaN();
+  v[200001] = std::numeric_limits<float>::max();  // large but finite: not counted
+  Dev<float> x(v);
+  Dev<unsigned long long> counter(std::vector<unsigned long long>{5});
+  ok(P().countNonfinite(C(), x.data(), static_cast<int64_t>(v.size()), counter.data()));
+  EXPECT_EQ(counter.get()[0], 5u + 7u);
+  ok(P().countNonfinite(C(), x.data(), 1, counter.data()));  // just v[0]
+  EXPECT_EQ(counter.get()[0], 13u);
+  ok(P().countNonfinite(C(), x.data() + 1, 255, counter.data()));  // v[1..255]: v[255] only
+  EXPECT_EQ(counter.get()[0], 14u);
+  ok(P().countNonfinite(C(), x.data(), 0, counter.data()));
+  EXPECT_EQ(counter.get()[0], 14u);
+  const mlcuda_status bad = P().countNonfinite(C(), x.data(), 10, nullptr);
+  EXPECT_EQ(bad.code, MLCUDA_ERR_INVALID_ARGUMENT) << bad.message;
 }
 
 TEST_F(Gpu, NcclRefusesTwoRanksOnOneGpuAndReducesAcrossGpus) {

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
-#define MLCUDA_API_VERSION 1
+#define MLCUDA_API_VERSION 2
 #define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
 
 #if defined(__GNUC__)
@@ -173,6 +173,12 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const fl
                                                    uint64_t step, const int64_t* sample_ids, int training);
 MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const float* dy, float* dx, const uint8_t* mask,
                                                     int64_t count, double rate, int training);
+
+/* Adds the number of elements of x (count floats) that are inf or NaN to *counter (one device
+ * unsigned 64-bit integer, not reset here): the training loop's finiteness check of a layer's
+ * gradients before its bucket is all-reduced, so the replica where a NaN appeared can be named. */
+MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context* ctx, const float* x, int64_t count,
+                                                   unsigned long long* counter);
 
 /* ---- optimizers (compute stream): ml::Sgd, ml::Adam, ml::RmsProp over one flat buffer ---------
  * grads are sums over the global batch; grad_scale (1/B) makes them means inside the update. */

@@ -36,6 +36,9 @@ void metricRows(cudaStream_t s, int kind, const float* pred, const float* target
 // *out = sum of values[0..n), in an order fixed by n alone (run-to-run identical bits).
 void sumDeterministic(cudaStream_t s, const double* values, int64_t n, double* out);
 
+// *counter += number of elements of x that are inf or NaN.
+void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long long* counter);
+
 void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
          bool nesterov);
 void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,

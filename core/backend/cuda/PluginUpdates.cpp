@@ -81,6 +81,19 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* para
   });
 }
 
+MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context* ctx, const float* x, int64_t count,
+                                                   unsigned long long* counter) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 0, "mlcuda_count_nonfinite: count must be >= 0");
+    ML_REQUIRE(counter, "mlcuda_count_nonfinite: counter must not be NULL");
+    if (count == 0) return;
+    ML_REQUIRE(x, "mlcuda_count_nonfinite: x must not be NULL");
+    kernels::countNonfinite(ctx->compute, x, count, counter);
+    ML_LAUNCHED(ctx->label, "countNonfinite");
+  });
+}
+
 MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
                                                    mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
   return guarded([&] {

@@ -54,6 +54,20 @@ __global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, in
   }
 }
 
+// One atomic per block at most: each thread counts its elements, the block sums in shared memory.
+__global__ void countNonfiniteKernel(const float* x, int64_t count, unsigned long long* counter) {
+  __shared__ unsigned long long blockCount[kThreads];
+  unsigned long long mine = 0;
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) mine += isfinite(x[i]) ? 0ull : 1ull;
+  blockCount[threadIdx.x] = mine;
+  __syncthreads();
+  for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) blockCount[threadIdx.x] += blockCount[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0 && blockCount[0] != 0) atomicAdd(counter, blockCount[0]);
+}
+
 struct BufferList {
   float* p[kMaxLocalBuffers];
 };
@@ -85,6 +99,10 @@ void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int
              float rho, float momentum, float eps) {
   rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho,
                                                     momentum, eps);
+}
+
+void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long long* counter) {
+  countNonfiniteKernel<<<gridFor(count), kThreads, 0, s>>>(x, count, counter);
 }
 
 void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements) {

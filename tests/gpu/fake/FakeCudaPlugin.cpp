@@ -1,0 +1,302 @@
+// A stand-in for libmirrorlab_cuda.so that speaks the same C ABI with host memory and the CPU
+// formulas of core/nn: "device" pointers are host pointers, every call runs at once (so the streams
+// are trivially in order) and events are host timestamps. It lets test_gpu_training exercise the
+// GPU path of the mirrored step (GpuReplicas: layer translation, buffer offsets, buckets, the
+// all-reduce hand-off between replica threads, optimizer slots, errors) on a machine without a GPU.
+// It says nothing about the real kernels (test_gpu_kernels) or about asynchronous stream ordering.
+// FAKE_GPUS (default 2) sets how many GPUs the probe reports; allocations over 16 GiB fail as out of memory.
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/CudaPluginApi.h"
+#include "nn/Activations.h"
+#include "nn/Loss.h"
+#include "nn/Rng.h"
+
+struct mlcuda_context {
+  int device;
+  std::string label;
+};
+struct mlcuda_event {
+  double t = 0;
+};
+struct mlcuda_nccl {
+  std::vector<int> devices;
+};
+
+namespace {
+
+mlcuda_status status(int code, const std::string& m) {
+  mlcuda_status s;
+  s.code = code;
+  const size_t n = std::min(m.size(), sizeof s.message - 1);
+  std::memcpy(s.message, m.data(), n);
+  s.message[n] = '\0';
+  return s;
+}
+mlcuda_status ok() { return status(MLCUDA_OK, ""); }
+
+int gpuCount() {
+  const char* e = std::getenv("FAKE_GPUS");
+  return e ? std::atoi(e) : 2;
+}
+
+double nowSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+extern "C" {
+
+MLCUDA_EXPORT int mlcuda_api_version(void) { return MLCUDA_API_VERSION; }
+MLCUDA_EXPORT const char* mlcuda_build_info(void) { return "fake CUDA plugin on host memory (tests only)"; }
+
+MLCUDA_EXPORT mlcuda_status mlcuda_probe(mlcuda_gpu_info* gpus, int capacity, mlcuda_probe_result* result) {
+  const int n = gpuCount();
+  result->device_count = n;
+  result->driver_version = 13000;
+  result->runtime_version = 13000;
+  std::strcpy(result->driver_release, "fake");
+  for (int i = 0; i < std::min(n, capacity); ++i) {
+    gpus[i] = mlcuda_gpu_info{};
+    gpus[i].index = i;
+    std::strcpy(gpus[i].name, "Fake GPU (host memory)");
+    gpus[i].total_memory_bytes = int64_t{16} << 30;
+    gpus[i].cc_major = 9;
+    gpus[i].cc_minor = 0;
+  }
+  if (n == 0) return status(MLCUDA_ERR_NO_DEVICE, "fake plugin: FAKE_GPUS=0");
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int, mlcuda_gpu_sample*) { return status(MLCUDA_ERR_NVML, "fake plugin: no NVML"); }
+
+MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int, mlcuda_context** ctx) {
+  *ctx = nullptr;
+  if (device < 0 || device >= gpuCount()) return status(MLCUDA_ERR_NO_DEVICE, "fake plugin: no device " + std::to_string(device));
+  *ctx = new mlcuda_context{device, label};
+  return ok();
+}
+MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) { delete ctx; }
+MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context*) { return ok(); }
+MLCUDA_EXPORT mlcuda_status mlcuda_memory_info(mlcuda_context*, size_t* f, size_t* t) {
+  if (f) *f = size_t{16} << 30;
+  if (t) *t = size_t{16} << 30;
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void** ptr) {
+  *ptr = nullptr;
+  if (bytes == 0) return ok();
+  if (bytes > (size_t{16} << 30) || !(*ptr = std::malloc(bytes)))
+    return status(MLCUDA_ERR_OUT_OF_MEMORY, "out of GPU memory on " + ctx->label + " (Fake GPU): cudaMalloc of " +
+                                                std::to_string(bytes) + " bytes failed: use a smaller batch per replica");
+  std::memset(*ptr, 0x7f, bytes);  // not zero: like cudaMalloc, the contents are garbage until written
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context*, void* p) {
+  std::free(p);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context*, void* d, const void* s, size_t b) {
+  if (b) std::memcpy(d, s, b);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context*, void* d, const void* s, size_t b) {
+  if (b) std::memcpy(d, s, b);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context*, void* d, const void* s, size_t b) {
+  if (b && d != s) std::memmove(d, s, b);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_fill_zero(mlcuda_context*, void* p, size_t b) {
+  if (b) std::memset(p, 0, b);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context*, mlcuda_event** e) {
+  *e = new mlcuda_event;
+  return ok();
+}
+MLCUDA_EXPORT void mlcuda_event_destroy(mlcuda_event* e) { delete e; }
+MLCUDA_EXPORT mlcuda_status mlcuda_event_record(mlcuda_context*, int stream, mlcuda_event* e) {
+  if (stream != MLCUDA_STREAM_COMPUTE && stream != MLCUDA_STREAM_COMM) return status(MLCUDA_ERR_INVALID_ARGUMENT, "bad stream");
+  e->t = nowSeconds();
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context*, int, mlcuda_event*) { return ok(); }
+MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* a, mlcuda_event* b, float* ms) {
+  *ms = static_cast<float>((b->t - a->t) * 1e3);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context*, const float* x, const float* w, const float* b, float* y,
+                                                 int64_t n, int64_t in, int64_t out, int act) {
+  if (n == 0) return ok();
+  if (b)
+    for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, x, int(in), w, int(out), b ? 1.0f : 0.0f,
+              y, int(out));
+  ml::activationForward(static_cast<ml::Act>(act), y, n, out);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context*, const float* x, const float* w, const float* y, float* dy,
+                                                  float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
+                                                  int fused) {
+  if (n == 0) return ok();
+  if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dy, int(out), 1.0f, dw, int(out));
+  if (db)
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < out; ++j) db[j] += dy[r * out + j];
+  if (dx)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dy, int(out), w, int(out), 0.0f, dx, int(in));
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context*, int act, const float* x, float* y, int64_t n, int64_t k) {
+  if (x != y) std::copy(x, x + n * k, y);
+  ml::activationForward(static_cast<ml::Act>(act), y, n, k);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context*, int act, const float* y, const float* dy, float* dx,
+                                                       int64_t n, int64_t k) {
+  if (act == MLCUDA_ACT_SOFTMAX && dx == y) return status(MLCUDA_ERR_INVALID_ARGUMENT, "dx aliases y");
+  ml::activationBackward(static_cast<ml::Act>(act), y, dy, dx, n, k);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context*, int kind, int fromLogits, int fused, const float* pred,
+                                        const float* targets, int64_t n, int64_t k, float* grad, double* sum) {
+  static const char* names[] = {"sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error"};
+  ml::Loss l = ml::Loss::make(names[kind], fromLogits != 0);
+  l.setFusedSoftmax(fused != 0);
+  *sum = n == 0 ? 0.0 : l.compute(pred, targets, n, k, grad);
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context*, int kind, const float* pred, const float* targets, int64_t n,
+                                              int64_t k, int64_t td, double* sum) {
+  *sum = n == 0 ? 0.0 : ml::metricSum(static_cast<ml::MetricKind>(kind), pred, targets, n, k, td);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context*, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k,
+                                                   double rate, uint64_t seed, uint64_t salt, uint64_t step, const int64_t* ids,
+                                                   int training) {
+  if (!training || rate == 0.0) {
+    if (x != y) std::copy(x, x + n * k, y);
+    return ok();
+  }
+  const uint32_t threshold = static_cast<uint32_t>(rate * 65536.0);
+  const float scale = static_cast<float>(1.0 / (1.0 - rate));
+  for (int64_t r = 0; r < n; ++r) {
+    const uint64_t base = ml::hashKeys(seed ^ salt, step, ids ? static_cast<uint64_t>(ids[r]) : static_cast<uint64_t>(r));
+    for (int64_t j0 = 0; j0 < k; j0 += 4) {
+      uint64_t bits = ml::splitmix64(base + static_cast<uint64_t>(j0));
+      for (int64_t j = j0; j < std::min(k, j0 + 4); ++j, bits >>= 16) {
+        const bool keep = static_cast<uint32_t>(bits & 0xFFFF) >= threshold;
+        mask[r * k + j] = keep;
+        y[r * k + j] = keep ? x[r * k + j] * scale : 0.0f;
+      }
+    }
+  }
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context*, const float* dy, float* dx, const uint8_t* mask,
+                                                    int64_t count, double rate, int training) {
+  const float scale = static_cast<float>(1.0 / (1.0 - rate));
+  for (int64_t i = 0; i < count; ++i) dx[i] = (!training || rate == 0.0) ? dy[i] : (mask[i] ? dy[i] * scale : 0.0f);
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context*, const float* x, int64_t count, unsigned long long* c) {
+  for (int64_t i = 0; i < count; ++i) *c += std::isfinite(x[i]) ? 0 : 1;
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context*, float* p, const float* g, float* v, int64_t n, float scale, float lr,
+                                            float m, int nesterov) {
+  if (m != 0.0f && !v) return status(MLCUDA_ERR_INVALID_ARGUMENT, "momentum needs a velocity buffer");
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * scale;
+    if (m == 0.0f) {
+      p[i] -= lr * gi;
+    } else {
+      v[i] = m * v[i] - lr * gi;
+      p[i] += nesterov ? m * v[i] - lr * gi : v[i];
+    }
+  }
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context*, float* p, const float* g, float* m, float* v, int64_t n, float scale,
+                                             float lr, double b1, double b2, float eps, int64_t t) {
+  if (t < 1) return status(MLCUDA_ERR_INVALID_ARGUMENT, "iteration counts from 1");
+  const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, double(t))) / (1.0 - std::pow(b1, double(t))));
+  const float fb1 = float(b1), fb2 = float(b2);
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * scale;
+    m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
+    v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
+    p[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+  }
+  return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context*, float* p, const float* g, float* v, float* mom, int64_t n,
+                                                float scale, float lr, float rho, float momentum, float eps) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float gi = g[i] * scale;
+    v[i] = rho * v[i] + (1.0f - rho) * gi * gi;
+    if (momentum != 0.0f) {
+      mom[i] = momentum * mom[i] + lr * gi / (std::sqrt(v[i]) + eps);
+      p[i] -= mom[i];
+    } else {
+      p[i] -= lr * gi / (std::sqrt(v[i]) + eps);
+    }
+  }
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context*, float* const* bufs, int count, int64_t elements,
+                                                   mlcuda_event* const*, int, mlcuda_event* done) {
+  for (int64_t i = 0; i < elements; ++i) {
+    float s = bufs[0][i];
+    for (int r = 1; r < count; ++r) s += bufs[r][i];
+    for (int r = 0; r < count; ++r) bufs[r][i] = s;
+  }
+  if (done) done->t = nowSeconds();
+  return ok();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** comm) {
+  std::vector<int> d(devices, devices + count), s = d;
+  std::sort(s.begin(), s.end());
+  if (std::adjacent_find(s.begin(), s.end()) != s.end())
+    return status(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU");
+  *comm = new mlcuda_nccl{d};
+  return ok();
+}
+MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* c) { delete c; }
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
+                                                  int64_t elements) {
+  const size_t n = comm->devices.size();
+  for (size_t r = 0; r < n; ++r)
+    if (ctxs[r]->device != comm->devices[r]) return status(MLCUDA_ERR_INVALID_ARGUMENT, "rank/context device mismatch");
+  for (int64_t i = 0; i < elements; ++i) {
+    float s = bufs[0][i];
+    for (size_t r = 1; r < n; ++r) s += bufs[r][i];
+    for (size_t r = 0; r < n; ++r) bufs[r][i] = s;
+  }
+  return ok();
+}
+
+}  // extern "C"

@@ -1,0 +1,285 @@
+// Mirrored training on GPUs through the plugin, held against the CPU path: 20 steps on gpu:0 against
+// cpu:1, 1 against 4 logical GPUs (the mirrored-step invariant), replicas bit-identical after every
+// step, phase timings from CUDA events, the non-finite check naming the replica, evaluation, and the
+// errors (a GPU that does not exist, out of memory). Skips with the probe's reason where there is no
+// usable GPU; MIRRORLAB_REQUIRE_GPU=1 turns the skip into a failure (tests/gpu/run.sh sets it).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "Error.h"
+#include "TestData.h"
+#include "backend/DeviceProbe.h"
+#include "distribute/MirroredStrategy.h"
+#include "train/Trainer.h"
+
+namespace {
+
+[[maybe_unused]] const bool kPluginEnv = [] {
+#ifdef MIRRORLAB_TEST_CUDA_PLUGIN
+  setenv("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN, 0);
+#endif
+  return true;
+}();
+
+using mltest::makeClassification;
+using mltest::makeModel;
+using mltest::relDiff;
+
+const ml::DeviceReport& report() {
+  static const ml::DeviceReport r = ml::probeDevices();
+  return r;
+}
+
+class GpuTraining : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!report().gpus.empty()) return;
+    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
+    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
+    GTEST_SKIP() << report().noGpuReason;
+  }
+};
+
+ml::OptimizerSpec optimizer(const std::string& name) {
+  ml::OptimizerSpec o;
+  o.name = name;
+  o.learningRate = 0.01;
+  o.momentum = name == "sgd" ? 0.9 : 0.0;
+  return o;
+}
+
+std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, const std::string& opt, bool dropout,
+                                                   int64_t bucketBytes = 1 << 20) {
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices(devices);
+  so.bucketBytes = bucketBytes;
+  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
+  s->initialize(11);
+  return s;
+}
+
+const ml::Dataset& data() {
+  static const ml::Dataset d = makeClassification(4000);
+  return d;
+}
+
+struct Trained {
+  std::vector<float> weights;
+  std::vector<double> losses;
+};
+
+// `steps` updates of batch B over a fixed order; the replicas' checksums must agree after every step.
+Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate = 1, float lr = 0.01f) {
+  const auto order = ml::epochOrder(data().size, 5, 1);
+  Trained t;
+  for (int k = 0; k < steps; ++k) {
+    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
+    const auto r = s.trainStep(data(), idx, accumulate, lr, static_cast<uint64_t>(k + 1));
+    EXPECT_TRUE(r.finite) << "step " << k + 1;
+    EXPECT_EQ(r.samples, B);
+    t.losses.push_back(r.lossSum / static_cast<double>(r.samples));
+    const auto sums = s.checksums();
+    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
+  }
+  auto p = s.model(0).params();
+  t.weights.assign(p.begin(), p.end());
+  return t;
+}
+
+// cuBLAS and OpenBLAS add in different orders, so the GPU is held to float rounding, not to bits:
+// the per-step losses closely, the weights after 20 steps to a relative 1e-4 (SGD, linear in the
+// gradient) and 5e-4 (Adam, whose m / sqrt(v) magnifies rounding where gradients are near zero).
+TEST_F(GpuTraining, TwentyStepsOnGpuMatchTheCpu) {
+  for (const auto& [opt, tol] : {std::pair<std::string, double>{"sgd", 1e-4}, {"adam", 5e-4}}) {
+    auto cpu = makeStrategy("cpu:1", opt, true);
+    auto gpu = makeStrategy("gpu:0", opt, true);
+    EXPECT_EQ(relDiff(gpu->model(0).params(), cpu->model(0).params()), 0.0) << "initial weights differ";
+    const auto want = train(*cpu, 100, 20);
+    const auto got = train(*gpu, 100, 20);
+    EXPECT_LT(relDiff(got.weights, want.weights), tol) << opt;
+    for (size_t k = 0; k < want.losses.size(); ++k) EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << opt << " step " << k + 1;
+    EXPECT_LT(got.losses.back(), got.losses.front()) << opt << ": the loss did not go down";
+  }
+}
+
+// The mirrored-step invariant on one GPU: 4 logical replicas (shards 25/25/25/25, then 3/3/3/4 with
+// batch 13, and accumulation) give the weights of one replica, and every step keeps them identical.
+TEST_F(GpuTraining, FourLogicalGpusGiveTheWeightsOfOne) {
+  for (const auto& [B, K] : {std::pair<int64_t, int>{100, 1}, {13, 1}, {64, 4}}) {
+    auto one = makeStrategy("gpu:0x1", "adam", true);
+    auto four = makeStrategy("gpu:0x4", "adam", true);
+    const auto ref = train(*one, B, 6, K);
+    const auto got = train(*four, B, 6, K);
+    EXPECT_LT(relDiff(got.weights, ref.weights), 1e-5) << "batch " << B << ", " << K << " micro-batches";
+  }
+}
+
+TEST_F(GpuTraining, LogicalReplicasStayBitIdenticalWithManyBuckets) {
+  auto s = makeStrategy("gpu:0x4", "adam", true, 400);  // several buckets: all-reduce overlaps backward
+  ASSERT_GT(s->bucketCount(), 1);
+  EXPECT_EQ(s->allReduceName(), "device-memory");
+  EXPECT_NE(s->gpuAllReducePath().find("NCCL refuses two ranks on one GPU"), std::string::npos) << s->gpuAllReducePath();
+  auto ref = makeStrategy("gpu:0x1", "adam", true);
+  const auto want = train(*ref, 128, 10);
+  const auto got = train(*s, 128, 10);  // checks the checksums after every step
+  EXPECT_LT(relDiff(got.weights, want.weights), 1e-5);
+  // Optimizer slots too: every replica applied the same update to the same bits.
+  const auto slots0 = s->optimizerSlots(0);
+  ASSERT_EQ(slots0.size(), 2u);
+  for (int r = 1; r < 4; ++r) {
+    const auto slots = s->optimizerSlots(r);
+    ASSERT_EQ(slots.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      ASSERT_EQ(slots[k].size(), slots0[k].size());
+      EXPECT_EQ(std::memcmp(slots[k].data(), slots0[k].data(), slots[k].size_bytes()), 0) << "replica " << r << " slot " << k;
+    }
+  }
+}
+
+TEST_F(GpuTraining, TwoPhysicalGpusWithNcclGiveTheWeightsOfOne) {
+  if (report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
+  auto two = makeStrategy("gpu:0,1", "sgd", true, 400);
+  EXPECT_EQ(two->allReduceName(), "nccl");
+  auto one = makeStrategy("gpu:0", "sgd", true);
+  EXPECT_LT(relDiff(train(*two, 100, 8).weights, train(*one, 100, 8).weights), 1e-5);
+}
+
+TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
+  auto s = makeStrategy("gpu:0x2", "sgd", false);
+  std::vector<int64_t> idx(101);
+  std::iota(idx.begin(), idx.end(), 0);
+  const auto r = s->trainStep(data(), idx, 1, 0.1f, 1);
+  ASSERT_EQ(r.replicas.size(), 2u);
+  EXPECT_EQ(r.replicas[0].samples, 50);
+  EXPECT_EQ(r.replicas[1].samples, 51);
+  for (const auto& rs : r.replicas) {
+    EXPECT_GT(rs.phases.forward, 0);
+    EXPECT_GT(rs.phases.backward, 0);
+    EXPECT_GT(rs.phases.optimizer, 0);
+    EXPECT_GE(rs.phases.allreduce, 0);
+    EXPECT_GE(rs.phases.wait, 0);
+    EXPECT_LT(rs.phases.total(), 10.0);  // seconds: a unit mistake (ms) would show here
+  }
+}
+
+TEST_F(GpuTraining, EvaluateOnGpuMatchesTheCpu) {
+  auto cpu = makeStrategy("cpu:1", "sgd", true);
+  auto gpu = makeStrategy("gpu:0x3", "sgd", true);
+  std::vector<int64_t> idx(1500);  // more than one 1024-row chunk on no replica, uneven shards
+  std::iota(idx.begin(), idx.end(), 7);
+  std::vector<float> a(idx.size() * 4), b(idx.size() * 4);
+  const auto ra = cpu->evaluate(data(), idx, a.data());
+  const auto rb = gpu->evaluate(data(), idx, b.data());
+  EXPECT_EQ(rb.samples, 1500);
+  EXPECT_NEAR(rb.lossSum, ra.lossSum, 1e-4 * ra.lossSum);
+  EXPECT_NEAR(rb.metricSum, ra.metricSum, 2.0);  // correct predictions: a near-tie may flip one or two
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 1e-5) << i;
+}
+
+TEST_F(GpuTraining, NonFiniteGradientNamesTheReplica) {
+  ml::Dataset d = data();
+  d.x[40 * 12] = std::numeric_limits<float>::quiet_NaN();  // relu(NaN) = 0: only dW sees it
+  for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices("gpu:0x2");
+    so.bucketBytes = bytes;
+    ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                           optimizer("sgd"), so);
+    s.initialize(11);
+    std::vector<int64_t> idx(60);
+    std::iota(idx.begin(), idx.end(), 0);  // sample 40 is in replica 1's half
+    const auto r = s.trainStep(d, idx, 1, 0.1f, 1);
+    EXPECT_FALSE(r.finite) << "bucket bytes " << bytes;
+    EXPECT_EQ(r.badReplica, 1);
+    EXPECT_EQ(r.badWhat, "gradient");
+  }
+}
+
+TEST_F(GpuTraining, AGpuThatDoesNotExistIsNamedWithTheMachinesGpus) {
+  const int n = static_cast<int>(report().gpus.size());
+  try {
+    makeStrategy("gpu:" + std::to_string(n), "sgd", false);
+    FAIL() << "gpu:" << n << " was accepted";
+  } catch (const ml::UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("gpu:" + std::to_string(n) + " does not exist: this machine has " + std::to_string(n) + " GPU"),
+              std::string::npos) << m;
+    EXPECT_NE(m.find(report().gpus[0].name), std::string::npos) << m;
+  }
+}
+
+ml::Project trainerProject(const std::string& devices, int64_t batch) {
+  ml::Project p;
+  p.name = "gpu trainer";
+  p.model = makeModel(true);
+  p.data.kind = "spirals";  // not loaded: the tests hand the data in
+  p.training.epochs = 2;
+  p.training.batchSize = batch;
+  p.training.optimizer = optimizer("adam");
+  p.distribute.devices = devices;
+  return p;
+}
+
+// A batch whose activations cannot fit: 60000 rows of a 2^20-unit layer are 240 GB per buffer. The
+// run ends as failed, with the plugin's message (device, size, the fix); nothing crashes, and the
+// GPU is usable afterwards.
+TEST_F(GpuTraining, OutOfMemoryInAStepFailsTheRunWithThePluginsMessage) {
+  auto p = trainerProject("gpu:0", 60000);
+  p.model.inputShape = {2};
+  p.model.layers = {{"Dense", "", {{"units", 1 << 20}, {"activation", "relu"}}},
+                    {"Dense", "", {{"units", 4}, {"activation", "softmax"}}}};
+  p.training.epochs = 1;
+  auto split = std::make_shared<ml::DataSplit>();
+  split->train = makeClassification(60000, 2);
+  ml::TelemetryHub hub;
+  ml::Trainer t(p, split, hub);
+  const auto fin = t.run();
+  EXPECT_EQ(fin.status, ml::RunStatus::Failed);
+  EXPECT_NE(fin.message.find("out of GPU memory on gpu:0"), std::string::npos) << fin.message;
+  EXPECT_NE(fin.message.find("smaller batch"), std::string::npos) << fin.message;
+  auto s = makeStrategy("gpu:0", "sgd", false);
+  EXPECT_EQ(train(*s, 50, 2).losses.size(), 2u);
+}
+
+// The whole loop: the Trainer's events for a GPU run, with the all-reduce line and device names.
+TEST_F(GpuTraining, TrainerRunsOnLogicalGpusAndSaysWhichAllReduceRan) {
+  const auto p = trainerProject("gpu:0x2", 100);
+  auto split = std::make_shared<ml::DataSplit>();
+  split->train = makeClassification(1000);
+  split->validation = makeClassification(200, 12, 9);
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::Trainer t(p, split, hub);
+  const auto lines = t.startLines();
+  std::string all;
+  for (const auto& l : lines) all += l + "\n";
+  EXPECT_NE(all.find("2 replicas on gpu:0/0,gpu:0/1"), std::string::npos) << all;
+  EXPECT_NE(all.find("all-reduce: logical GPUs share GPU 0: NCCL refuses two ranks on one GPU, so Mirrorlab's "
+                     "device-memory all-reduce is used"),
+            std::string::npos) << all;
+  const auto fin = t.run();
+  EXPECT_EQ(fin.status, ml::RunStatus::Finished) << fin.message;
+  EXPECT_EQ(fin.steps, 20);
+  std::vector<ml::Event> events;
+  ch->drain(events);
+  int epochs = 0;
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<ml::RunStarted>(&e)) {
+      ASSERT_EQ(s->devices.size(), 2u);
+      EXPECT_NE(s->devices[0].find(report().gpus[0].name), std::string::npos) << s->devices[0];
+    }
+    if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) {
+      ++epochs;
+      EXPECT_TRUE(ep->inSync);
+      EXPECT_TRUE(ep->valLoss.has_value());
+    }
+  }
+  EXPECT_EQ(epochs, 2);
+}
+
+}  // namespace
