@@ -13,13 +13,15 @@ namespace {
 using mlbench::mlp;
 using mlbench::randomImages;
 
-// args: devices, threads per device (single device only), global batch, wide (0/1), bucket KiB (0: default)
+// args: devices, threads per device (single device only), global batch, wide (0/1), bucket KiB (0: default),
+// bucket reduction (0 auto, 1 communication threads, 2 inline between layers)
 void BM_MirroredStep(benchmark::State& s) {
   static const ml::Dataset data = randomImages(4096);
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:" + std::to_string(s.range(0)));
   so.threadsPerDevice = static_cast<int>(s.range(1));
   if (s.range(4) > 0) so.bucketBytes = s.range(4) << 10;  // KiB; 0 keeps the default
+  so.bucketComm = static_cast<ml::BucketComm>(s.range(5));
   ml::OptimizerSpec o;
   ml::MirroredStrategy strat(s.range(3) ? mlp({512, 512}) : mlp({128}), ml::Loss::make("sparse_categorical_crossentropy", false),
                              ml::MetricKind::Accuracy, o, so);
@@ -63,9 +65,9 @@ void BM_MirroredStep(benchmark::State& s) {
 }  // namespace
 
 BENCHMARK(BM_MirroredStep)
-    ->ArgNames({"devices", "threads", "batch", "wide", "bucket_kib"})
-    ->Args({1, 1, 256, 1, 0})->Args({2, 1, 256, 1, 0})->Args({1, 2, 256, 1, 0})
-    ->Args({2, 1, 256, 1, 256})->Args({2, 1, 256, 1, 65536})
-    ->Args({1, 1, 128, 0, 0})->Args({2, 1, 128, 0, 0})->Args({1, 2, 128, 0, 0})
+    ->ArgNames({"devices", "threads", "batch", "wide", "bucket_kib", "comm"})
+    ->Args({1, 1, 256, 1, 0, 0})->Args({2, 1, 256, 1, 0, 1})->Args({2, 1, 256, 1, 0, 2})->Args({1, 2, 256, 1, 0, 0})
+    ->Args({2, 1, 256, 1, 256, 1})->Args({2, 1, 256, 1, 256, 2})->Args({2, 1, 256, 1, 65536, 0})
+    ->Args({1, 1, 128, 0, 0, 0})->Args({2, 1, 128, 0, 0, 0})->Args({1, 2, 128, 0, 0, 0})
     ->UseRealTime()->MinTime(1.0);
 BENCHMARK_MAIN();

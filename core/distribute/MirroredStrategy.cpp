@@ -69,10 +69,14 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   if (n > 1 && buckets_.size() > 1) units_ = buckets_;
   else units_ = {{0, replicas_[0]->model->paramCount(), 0}};
 
+  const bool several = n > 1 && buckets_.size() > 1 && !gpu_;
+  commThreads_ = several && (options_.bucketComm == BucketComm::Threads ||
+                             (options_.bucketComm == BucketComm::Auto && 2 * n <= cores));
+  inlineBuckets_ = several && !commThreads_;
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
     if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
-    if (n > 1 && buckets_.size() > 1 && !gpu_) p->comm = std::thread([this, p] { commLoop(*p); });
+    if (commThreads_) p->comm = std::thread([this, p] { commLoop(*p); });
   }
 }
 
@@ -95,7 +99,11 @@ std::string MirroredStrategy::threadPolicy() const {
   if (gpu_) return gpu_->threadPolicy();
   const int n = replicas();
   if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
-  return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
+  std::string s = std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
+  if (commThreads_) s += "; a communication thread per replica reduces each gradient bucket while backward goes on";
+  if (inlineBuckets_) s += "; no spare core for communication threads, so each replica reduces every gradient bucket itself "
+                           "between layers, as soon as backward has completed it";
+  return s;
 }
 
 double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
@@ -175,12 +183,17 @@ void MirroredStrategy::commLoop(Replica& r) {
   }
 }
 
-void MirroredStrategy::markReady(Replica& r, size_t layerDone) {
+int MirroredStrategy::completeBuckets(size_t layerDone) const {
   int count = 0;
   for (const auto& b : buckets_) {
     if (b.readyAfterLayer >= layerDone) ++count;
     else break;
   }
+  return count;
+}
+
+void MirroredStrategy::markReady(Replica& r, size_t layerDone) {
+  const int count = completeBuckets(layerDone);
   if (count > r.ready.load(std::memory_order_relaxed)) {
     r.ready.store(count, std::memory_order_release);
     r.ready.notify_one();
@@ -203,7 +216,8 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   const bool multi = n > 1;
   // Several buckets: a comm thread reduces each as soon as backward produces it (overlap).
   // One bucket: nothing to overlap, so the compute thread reduces it itself after backward.
-  const bool overlap = multi && buckets_.size() > 1;
+  const bool overlap = commThreads_;
+  const bool inlineBuckets = inlineBuckets_;
   r.start = now();
   r.phases = {};
   r.lossSum = r.metricSum = 0;
@@ -224,9 +238,27 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   // is released to the comm thread (after that the all-reduce owns the buffer).
   bool gradBad = false;
   double lastComputeEnd = r.start;
+  r.inlineComm = 0;
+  r.inlineDone = 0;
+  // Inline: every complete bucket is reduced right here, in the fixed bucket order every replica
+  // follows, so the collectives match up; a replica with an empty shard reduces them all after.
+  const auto reduceInline = [&](int upTo) {
+    for (; r.inlineDone < upTo; ++r.inlineDone) {
+      const Bucket& b = buckets_[static_cast<size_t>(r.inlineDone)];
+      auto span = model.grads().subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
+      if (readFromOwners_) allreduce_->reduceScatter(r.rank, span);
+      else allreduce_->allReduce(r.rank, span);
+    }
+  };
   const auto onLayer = [&](size_t layer) {
     if (!model.layer(layer).gradientsFinite()) gradBad = true;
-    markReady(r, layer);
+    if (inlineBuckets) {
+      const double t = now();
+      reduceInline(completeBuckets(layer));
+      r.inlineComm += now() - t;
+    } else {
+      markReady(r, layer);
+    }
   };
   for (int64_t m = 0; m < K; ++m) {
     const auto [mlo, mhi] = shardRange(B, static_cast<int>(m), static_cast<int>(K));
@@ -244,10 +276,12 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
       r.samples += rows;
       const double t1 = now();
       r.phases.forward += t1 - t;
-      model.backward(r.x.data(), rows, ctx, last && overlap ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
+      model.backward(r.x.data(), rows, ctx,
+                     last && (overlap || inlineBuckets) ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
       lastComputeEnd = now();
       r.phases.backward += lastComputeEnd - t1;
     }
+    if (last && inlineBuckets && rows == 0 && !model.gradientsFinite()) gradBad = true;
     if (last && overlap) {
       if (rows == 0 && !model.gradientsFinite()) gradBad = true;  // no callbacks ran for this pass
       // Empty shards and parameter-free tails: release every bucket so nobody waits forever.
@@ -260,13 +294,15 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (overlap ? gradBad : !model.gradientsFinite()) {
+  } else if (overlap || inlineBuckets ? gradBad : !model.gradientsFinite()) {
     r.finite = false;
     r.badWhat = "gradient";
   }
   r.backwardEnd = now();
-  r.phases.backward += r.backwardEnd - lastComputeEnd;
-  if (overlap) {
+  r.phases.backward += r.backwardEnd - lastComputeEnd - r.inlineComm;  // collectives are not backward
+  if (inlineBuckets) {
+    reduceInline(static_cast<int>(buckets_.size()));  // the rest, in order (all of them for an empty shard)
+  } else if (overlap) {
     const int nb = static_cast<int>(buckets_.size());
     for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
       spinWaitWhileEqual(r.reduced, rd, std::min(200, spins_));
@@ -327,7 +363,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
     rs.phases = r->phases;
     const double exposed = std::max(0.0, r->commEnd - r->backwardEnd);
     rs.phases.wait = std::clamp(maxBackwardEnd - r->backwardEnd, 0.0, exposed);
-    rs.phases.allreduce = exposed - rs.phases.wait;
+    rs.phases.allreduce = exposed - rs.phases.wait + r->inlineComm;
     res.replicas.push_back(rs);
     if (!r->finite && res.finite) {
       res.finite = false;

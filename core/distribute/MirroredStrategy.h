@@ -28,10 +28,18 @@ namespace ml {
 
 class GpuReplicas;
 
+// Who reduces the gradient buckets as backward completes them (with more than one bucket).
+enum class BucketComm {
+  Auto,     // threads when every replica can have a spare core for one, else inline
+  Threads,  // a communication thread per replica, overlapping the rest of backward
+  Inline,   // the replica's own thread, between layers
+};
+
 struct StrategyOptions {
   DeviceList devices = parseDevices("cpu:1");
   std::string allreduce = "ring";
   int64_t bucketBytes = 1 << 20;
+  BucketComm bucketComm = BucketComm::Auto;
   int threadsPerDevice = 0;  // BLAS threads for each simulated device; 0 = its share of the cores
 };
 
@@ -73,6 +81,8 @@ class MirroredStrategy {
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
+  bool bucketsOnCommThreads() const { return commThreads_; }
+  bool bucketsInline() const { return inlineBuckets_; }
 
   // Same seed on every replica: identical initial weights.
   void initialize(uint64_t seed);
@@ -112,6 +122,8 @@ class MirroredStrategy {
     std::string badWhat;
     PhaseTimes phases;
     double start = 0, backwardEnd = 0, commEnd = 0;
+    double inlineComm = 0;            // seconds of collectives run between layers' backward
+    int inlineDone = 0;               // buckets reduced between layers this step
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -132,6 +144,7 @@ class MirroredStrategy {
   void trainReplica(Replica& r, const Job& job);
   void evalReplica(Replica& r, const Job& job);
   void gather(Replica& r, const Dataset& data, std::span<const int64_t> idx);
+  int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
   void markReady(Replica& r, size_t layerDone);
   double now() const;
   // The GPU path (MirroredStrategyGpu.cpp); gpu_ is null for CPU devices.
@@ -150,6 +163,10 @@ class MirroredStrategy {
   // Ring: the compute threads stop after reduce-scatter and each optimizer reads every reduced
   // chunk from the replica that owns it (no all-gather copy); the units are what was reduced.
   bool readFromOwners_ = false;
+  // Several buckets: with a spare core per replica, a comm thread reduces each bucket while backward
+  // goes on; without one (replicas x 2 > cores) a comm thread could only preempt a compute thread,
+  // so the compute thread reduces each bucket itself between layers, as soon as it is complete.
+  bool commThreads_ = false, inlineBuckets_ = false;
   std::vector<Bucket> units_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::vector<Bucket> buckets_;
