@@ -13,7 +13,6 @@
 #include "Error.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
-#include "store/Recorder.h"
 
 namespace ml {
 
@@ -227,11 +226,7 @@ std::string fillPlaceholders(const std::string& text, const LessonFigures& figur
 
 LessonRunner::LessonRunner(Lesson lesson, LessonRunnerOptions options) : lesson_(std::move(lesson)), options_(std::move(options)) {}
 
-void LessonRunner::requestCancel() {
-  cancel_.store(true);
-  std::lock_guard lock(trainerMu_);
-  if (trainer_) trainer_->requestCancel();
-}
+void LessonRunner::requestCancel() { runs_.requestCancel(); }
 
 LessonOutcome LessonRunner::run() {
   struct CloseHub {
@@ -243,7 +238,7 @@ LessonOutcome LessonRunner::run() {
   auto collect = hub_.subscribe(size_t{1} << 20);
   std::vector<Event> events;
   for (size_t i = 0; i < lesson_.experiments.size(); ++i) {
-    if (cancel_.load()) {
+    if (runs_.cancelled()) {
       out.message = "cancelled before experiment '" + lesson_.experiments[i].title + "'";
       break;
     }
@@ -257,27 +252,9 @@ LessonOutcome LessonRunner::run() {
     Trainer trainer(eo.project, data, hub_, to);
     eo.plan = trainer.plan();
     if (onExperimentStarted) onExperimentStarted(i, eo);
-    std::shared_ptr<Channel> recordCh;
-    std::unique_ptr<Recorder> recorder;
-    if (!options_.storePath.empty()) {
-      recordCh = hub_.subscribe();
-      recorder = std::make_unique<Recorder>(options_.storePath, recordCh);
-    }
-    {
-      std::lock_guard lock(trainerMu_);
-      trainer_ = &trainer;
-    }
-    if (cancel_.load()) trainer.requestCancel();
-    eo.finished = trainer.run();
-    {
-      std::lock_guard lock(trainerMu_);
-      trainer_ = nullptr;
-    }
-    if (recorder) {
-      recorder->stop();
-      eo.runId = recorder->runId();
-      recordCh->close();
-    }
+    const auto result = runs_.run(trainer, hub_, options_.storePath);
+    eo.finished = result.finished;
+    eo.runId = result.runId;
     events.clear();
     collect->drain(events);
     for (auto& e : events) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "learn/Lesson.h"
+#include "learn/RunSequence.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
 
@@ -72,9 +73,7 @@ class LessonRunner {
   Lesson lesson_;
   LessonRunnerOptions options_;
   TelemetryHub hub_;
-  std::atomic<bool> cancel_{false};
-  std::mutex trainerMu_;
-  Trainer* trainer_ = nullptr;      // the running one, for requestCancel
+  RunSequence runs_;
 };
 
 // The figures of a lesson's finished experiments (see projects/lessons/README.md for the list).

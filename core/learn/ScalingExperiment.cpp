@@ -8,7 +8,6 @@
 
 #include "Error.h"
 #include "distribute/DeviceList.h"
-#include "store/Recorder.h"
 #include "store/RunStore.h"
 
 namespace ml {
@@ -52,11 +51,7 @@ ScalingExperiment::ScalingExperiment(Project base, std::shared_ptr<const DataSpl
   if (!options_.storePath.empty()) RunStore::open(options_.storePath);  // a bad store fails now, not mid-sweep
 }
 
-void ScalingExperiment::requestCancel() {
-  cancel_.store(true);
-  std::lock_guard lock(trainerMu_);
-  if (trainer_) trainer_->requestCancel();
-}
+void ScalingExperiment::requestCancel() { runs_.requestCancel(); }
 
 ScalingRow scalingRowFromSteps(const std::string& devices, const RunPlan& plan, const std::vector<StepEvent>& steps) {
   ScalingRow row;
@@ -138,7 +133,7 @@ ScalingResult ScalingExperiment::run() {
   std::vector<Event> events;
   for (size_t i = 0; i < projects_.size(); ++i) {
     const Project& p = projects_[i];
-    if (cancel_.load()) {
+    if (runs_.cancelled()) {
       out.message = "cancelled before " + p.distribute.devices;
       break;
     }
@@ -147,28 +142,7 @@ ScalingResult ScalingExperiment::run() {
     to.runName = prefix + " " + p.distribute.devices;
     Trainer trainer(p, data_, hub_, to);
     if (onRowStarted) onRowStarted(i, p, trainer.plan());
-    std::shared_ptr<Channel> recordCh;
-    std::unique_ptr<Recorder> recorder;
-    if (!options_.storePath.empty()) {
-      recordCh = hub_.subscribe();
-      recorder = std::make_unique<Recorder>(options_.storePath, recordCh);
-    }
-    {
-      std::lock_guard lock(trainerMu_);
-      trainer_ = &trainer;
-    }
-    if (cancel_.load()) trainer.requestCancel();
-    const RunFinished fin = trainer.run();
-    {
-      std::lock_guard lock(trainerMu_);
-      trainer_ = nullptr;
-    }
-    std::optional<int64_t> runId;
-    if (recorder) {
-      recorder->stop();
-      runId = recorder->runId();
-      recordCh->close();
-    }
+    const auto [fin, runId] = runs_.run(trainer, hub_, options_.storePath);
     std::vector<StepEvent> steps;
     events.clear();
     collect->drain(events);

@@ -3,16 +3,15 @@
 // step time, samples/s, speed-up against the first row, efficiency and sync share, and a sentence
 // that explains the result. `mirrorlab-cli scale` and the studio's Learn panel both run this.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "data/Dataset.h"
+#include "learn/RunSequence.h"
 #include "project/Project.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
@@ -79,9 +78,7 @@ class ScalingExperiment {
   ScalingOptions options_;
   std::vector<Project> projects_;
   TelemetryHub hub_;
-  std::atomic<bool> cancel_{false};
-  std::mutex trainerMu_;
-  Trainer* trainer_ = nullptr;
+  RunSequence runs_;
 };
 
 // The row of one finished run from its steps (the first 10% of steps, at most 10, are warm-up).

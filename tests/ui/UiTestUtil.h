@@ -1,6 +1,10 @@
 // Shared set-up for the studio's QtTest suites: a temporary folder, a private run store
 // ($MIRRORLAB_DB), private settings, the studio's resources, and small project files.
 #pragma once
+#include "data/Dataset.h"
+#include "store/Recorder.h"
+#include "train/Trainer.h"
+
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -51,6 +55,23 @@ inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epoc
   p.training.optimizer.learningRate = 0.01;
   p.distribute.devices = devices;
   return p;
+}
+
+// Trains spiralsProject(devices, epochs) (at most maxSteps updates; 0: every epoch) with the core,
+// as the CLI does, recording it in the store at db; returns the run's id (-1 when not recorded).
+inline int64_t recordRun(const QString& db, const std::string& devices, int epochs, int64_t maxSteps, const std::string& name) {
+  ml::Project p = spiralsProject(devices, epochs);
+  auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
+  ml::TelemetryHub hub;
+  ml::TrainerOptions o;
+  o.runName = name;
+  o.maxSteps = maxSteps;
+  ml::Trainer trainer(p, data, hub, o);
+  ml::Recorder recorder(db.toStdString(), hub.subscribe());
+  trainer.run();
+  hub.closeAll();
+  recorder.stop();
+  return recorder.runId().value_or(-1);
 }
 
 inline QString writeProject(QTemporaryDir& dir, const ml::Project& p, const QString& name) {

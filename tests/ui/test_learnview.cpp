@@ -49,18 +49,7 @@ class LearnTest : public QObject {
   }
 
   int64_t recordRun(const std::string& devices, int64_t steps, const std::string& name) {
-    ml::Project p = uitest::spiralsProject(devices, 3);
-    auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
-    ml::TelemetryHub hub;
-    ml::TrainerOptions o;
-    o.runName = name;
-    o.maxSteps = steps;
-    ml::Trainer trainer(p, data, hub, o);
-    ml::Recorder recorder(db_.toStdString(), hub.subscribe());
-    trainer.run();
-    hub.closeAll();
-    recorder.stop();
-    return recorder.runId().value_or(-1);
+    return uitest::recordRun(db_, devices, 3, steps, name);
   }
 
  private Q_SLOTS:

@@ -21,19 +21,7 @@ class RunsViewTest : public QObject {
   QTemporaryDir dir_;
   QString db_;
 
-  int64_t recordRun(const std::string& devices, const std::string& name) {
-    ml::Project p = uitest::spiralsProject(devices, 2);
-    auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
-    ml::TelemetryHub hub;
-    ml::TrainerOptions o;
-    o.runName = name;
-    ml::Trainer trainer(p, data, hub, o);
-    ml::Recorder recorder(db_.toStdString(), hub.subscribe());
-    trainer.run();
-    hub.closeAll();
-    recorder.stop();
-    return recorder.runId().value_or(-1);
-  }
+  int64_t recordRun(const std::string& devices, const std::string& name) { return uitest::recordRun(db_, devices, 2, 0, name); }
 
  private Q_SLOTS:
   void initTestCase() {

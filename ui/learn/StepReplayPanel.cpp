@@ -13,6 +13,7 @@
 
 #include "Async.h"
 #include "Theme.h"
+#include "learn/RunChooser.h"
 #include "store/RunStore.h"
 
 namespace mlui {
@@ -97,17 +98,7 @@ void StepReplayPanel::refreshRuns() {
           Q_EMIT runsListed();
           return;
         }
-        const qlonglong keep = source_->currentData().toLongLong();
-        int at = 0;
-        {
-          QSignalBlocker block(source_);
-          while (source_->count() > 1) source_->removeItem(1);
-          for (const auto& s : *r.value)
-            source_->addItem(tr("run %1 · %2 · %3").arg(s.id).arg(QString::fromStdString(s.name), QString::fromStdString(s.devices)),
-                             QVariant::fromValue<qlonglong>(s.id));
-          at = std::max(0, source_->findData(QVariant::fromValue(keep)));
-          source_->setCurrentIndex(at);
-        }
+        const int at = fillRunCombo(source_, *r.value, 1);
         Q_EMIT runsListed();
         // Nothing live to show yet: replay the newest stored run instead of an empty diagram.
         if (at == 0 && live_.empty() && source_->count() > 1) source_->setCurrentIndex(1);
@@ -126,11 +117,7 @@ void StepReplayPanel::onSourceChanged() {
 
 void StepReplayPanel::loadRun(int64_t runId) {
   showingLive_ = false;
-  const int at = source_->findData(QVariant::fromValue<qlonglong>(runId));
-  if (at >= 0 && at != source_->currentIndex()) {
-    QSignalBlocker block(source_);
-    source_->setCurrentIndex(at);
-  }
+  selectRunQuietly(source_, runId);
   const int generation = ++loadGeneration_;
   struct Loaded {
     ml::RunDetail detail;

@@ -18,6 +18,7 @@
 
 #include "Async.h"
 #include "Theme.h"
+#include "learn/RunChooser.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
 #include "store/RunStore.h"
@@ -154,30 +155,15 @@ void SyncCostPanel::refreshRuns() {
           Q_EMIT runsListed();
           return;
         }
-        const qlonglong keep = source_->currentData().toLongLong();
-        {
-          QSignalBlocker block(source_);
-          source_->clear();
-          for (const auto& s : *r.value)
-            source_->addItem(tr("run %1 · %2 · %3").arg(s.id).arg(q(s.name), q(s.devices)), QVariant::fromValue<qlonglong>(s.id));
-        }
+        const qlonglong before = source_->currentData().toLongLong();
+        const int at = fillRunCombo(source_, *r.value, 0);
         Q_EMIT runsListed();
-        const int at = source_->findData(QVariant::fromValue(keep));
-        if (at >= 0) {
-          QSignalBlocker block(source_);
-          source_->setCurrentIndex(at);
-        } else if (source_->count() > 0) {
-          source_->setCurrentIndex(0);  // the newest run; loads it
-        }
+        if (at >= 0 && source_->currentData().toLongLong() != before) loadRun(source_->currentData().toLongLong());  // the newest run
       });
 }
 
 void SyncCostPanel::loadRun(int64_t runId) {
-  const int at = source_->findData(QVariant::fromValue<qlonglong>(runId));
-  if (at >= 0 && at != source_->currentIndex()) {
-    QSignalBlocker block(source_);
-    source_->setCurrentIndex(at);
-  }
+  selectRunQuietly(source_, runId);
   compare_->setText(tr("Loading run %1 and timing an all-reduce of its gradient on this machine…").arg(runId));
   const int generation = ++generation_;
   runAsync<Measured>(
