@@ -1,6 +1,7 @@
 // The GPU backend's host side, which runs on every machine: the device RNG equals the CPU's (so GPU
 // dropout masks can equal the CPU's), the ABI's enumerations match core/nn, the plugin loader and
 // the device probe give precise reasons and never crash without a driver or GPU.
+#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -18,15 +19,6 @@
 
 namespace ml {
 namespace {
-
-// Points the loader at the plugin this build made (unless the caller chose one), before any test
-// loads it: the process-wide loader looks once.
-[[maybe_unused]] const bool kPluginEnv = [] {
-#ifdef MIRRORLAB_TEST_CUDA_PLUGIN
-  setenv("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN, 0);
-#endif
-  return true;
-}();
 
 // Sets or clears an environment variable for one scope.
 class ScopedEnv {

@@ -2,6 +2,7 @@
 // inputs): a normalised error with a tolerance per operation, dropout masks bit for bit. The plugin
 // is loaded exactly as the program loads it. Skips with the probe's reason where there is no usable
 // GPU; MIRRORLAB_REQUIRE_GPU=1 turns that skip into a failure (tests/gpu/run.sh sets it).
+#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,13 +22,6 @@
 
 namespace ml {
 namespace {
-
-[[maybe_unused]] const bool kPluginEnv = [] {
-#ifdef MIRRORLAB_TEST_CUDA_PLUGIN
-  setenv("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN, 0);
-#endif
-  return true;
-}();
 
 // ---- the plugin, one context on gpu:0, and device buffers ---------------------------------------
 

@@ -3,6 +3,7 @@
 // step, phase timings from CUDA events, the non-finite check naming the replica, evaluation, and the
 // errors (a GPU that does not exist, out of memory). Skips with the probe's reason where there is no
 // usable GPU; MIRRORLAB_REQUIRE_GPU=1 turns the skip into a failure (tests/gpu/run.sh sets it).
+#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -17,13 +18,6 @@
 #include "train/Trainer.h"
 
 namespace {
-
-[[maybe_unused]] const bool kPluginEnv = [] {
-#ifdef MIRRORLAB_TEST_CUDA_PLUGIN
-  setenv("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN, 0);
-#endif
-  return true;
-}();
 
 using mltest::makeClassification;
 using mltest::makeModel;
