@@ -2,6 +2,7 @@
 // when it is missing or not JSON.
 #pragma once
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -24,5 +25,22 @@ inline nlohmann::json readJsonFile(const std::string& path, const std::string& w
     throw UserError(path + ": not valid JSON (" + std::string(e.what()) + "): " + badHint);
   }
 }
+
+// The field checks every reader of a user JSON file shares: errors read
+// "<source>: <field> <what is wrong>", and unknown fields are named with the allowed ones.
+struct JsonFieldReader {
+  std::string source;
+
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { throw UserError(source + ": " + field + " " + msg); }
+  void onlyKeys(const nlohmann::json& obj, const std::string& path, const std::set<std::string>& allowed) const {
+    if (!obj.is_object()) fail(path, "must be a JSON object, got " + obj.dump());
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      if (allowed.count(it.key())) continue;
+      std::string names;
+      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      fail(path.empty() ? it.key() : path + "." + it.key(), "is not a known field (allowed here: " + names + ")");
+    }
+  }
+};
 
 }  // namespace ml

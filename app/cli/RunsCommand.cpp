@@ -1,5 +1,6 @@
 // `runs list|show|compare|export|rename|tag|note|delete`: the run store from a terminal.
 // Tables are aligned for a terminal; `list --json` is for scripts.
+#include "Format.h"
 #include "RunsCommand.h"
 
 #include "Commands.h"
@@ -40,11 +41,7 @@ ml::RunStore openStore(const RunsArgs& a) {
 
 // ---- formatting -------------------------------------------------------------------------------
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
+std::string fmt(const char* f, double v) { return ml::formatNumber(f, v); }
 std::string fmt(const char* f, const std::optional<double>& v) { return v ? fmt(f, *v) : "-"; }
 std::string pct(double share) { return fmt("%.1f%%", 100 * share); }
 

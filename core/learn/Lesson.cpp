@@ -34,20 +34,7 @@ Project LessonExperiment::apply(const Project& base) const {
 
 namespace {
 
-struct LessonReader {
-  std::string source;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { throw UserError(source + ": " + field + " " + msg); }
-
-  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
-    if (!obj.is_object()) fail(path, "must be a JSON object, got " + obj.dump());
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      if (allowed.count(it.key())) continue;
-      std::string names;
-      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
-      fail(path.empty() ? it.key() : path + "." + it.key(), "is not a known field (allowed here: " + names + ")");
-    }
-  }
+struct LessonReader : JsonFieldReader {
   const json& need(const json& obj, const std::string& path, const char* key, const char* what) const {
     if (!obj.contains(key)) fail(path.empty() ? key : path + "." + key, std::string("is missing: give ") + what);
     return obj.at(key);
@@ -128,7 +115,7 @@ Project parseLessonProject(const LessonReader& r, const json& j, const std::stri
 }  // namespace
 
 Lesson parseLesson(const json& j, const std::string& source, const std::string& projectsDir) {
-  LessonReader r{source};
+  LessonReader r{{source}};
   r.onlyKeys(j, "", {"schema_version", "id", "order", "title", "idea", "project", "experiments", "question", "reveal"});
   Lesson l;
   l.schemaVersion = static_cast<int>(r.integer(j, "", "schema_version", kLessonSchemaVersion, 1, "an integer"));

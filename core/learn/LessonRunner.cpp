@@ -1,6 +1,7 @@
 // The lesson runner: every experiment is a real Trainer run over the same loaded data set; its
 // events are collected from the hub and turned into named figures. Timing figures skip each
 // run's first step, which pays for first-touch allocations and thread start-up.
+#include "Format.h"
 #include "learn/LessonRunner.h"
 
 #include <algorithm>
@@ -18,12 +19,7 @@ namespace ml {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-LessonFigure percent(double share) { return {share, fmt("%.1f%%", 100.0 * share)}; }
+LessonFigure percent(double share) { return {share, formatNumber("%.1f%%", 100.0 * share)}; }
 LessonFigure integer(int64_t v) { return {static_cast<double>(v), std::to_string(v)}; }
 LessonFigure yesNo(bool b) { return {b ? 1.0 : 0.0, b ? "yes" : "no"}; }
 
@@ -79,15 +75,15 @@ void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   const std::string s = "_" + o.experiment.label;
   const Timing t = timingOf(o);
   f["final_acc" + s] = percent(finalAccuracy(o));
-  f["final_loss" + s] = {finalLoss(o), fmt("%.4f", finalLoss(o))};
+  f["final_loss" + s] = {finalLoss(o), formatNumber("%.4f", finalLoss(o))};
   const double trainLoss = o.epochs.empty() ? finalLoss(o) : o.epochs.back().trainLoss;
-  f["train_loss" + s] = {trainLoss, fmt("%.4f", trainLoss)};
+  f["train_loss" + s] = {trainLoss, formatNumber("%.4f", trainLoss)};
   f["steps" + s] = integer(o.finished.steps);
   double seconds = 0;
   for (const auto& e : o.epochs) seconds += e.seconds;
-  f["seconds" + s] = {seconds, fmt("%.2f", seconds)};
-  f["samples_per_sec" + s] = {t.samplesPerSec(), fmt("%.0f", t.samplesPerSec())};
-  f["step_ms" + s] = {t.stepMs(), fmt("%.2f", t.stepMs())};
+  f["seconds" + s] = {seconds, formatNumber("%.2f", seconds)};
+  f["samples_per_sec" + s] = {t.samplesPerSec(), formatNumber("%.0f", t.samplesPerSec())};
+  f["step_ms" + s] = {t.stepMs(), formatNumber("%.2f", t.stepMs())};
   f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
   f["allreduce_share" + s] = percent(t.share(t.allreduce));
   f["wait_share" + s] = percent(t.share(t.wait));
@@ -114,7 +110,7 @@ void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
     }
   }
   f["shard_sizes" + s] = {static_cast<double>(smallest), shards.empty() ? "-" : shards};
-  f["lr" + s] = {o.plan.lr, fmt("%g", o.plan.lr)};
+  f["lr" + s] = {o.plan.lr, formatNumber("%g", o.plan.lr)};
   f["steps_per_epoch" + s] = integer(o.plan.stepsPerEpoch);
   f["status" + s] = {o.finished.status == RunStatus::Finished ? 1.0 : 0.0, toString(o.finished.status)};
 }
@@ -168,7 +164,7 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   f["checksums_equal"] = yesNo(allEqual);
   const Sequential model(lesson.project.model);
   f["params"] = integer(model.paramCount());
-  f["gradient_kib"] = {static_cast<double>(model.paramCount()) * 4.0 / 1024.0, fmt("%.1f", static_cast<double>(model.paramCount()) * 4.0 / 1024.0)};
+  f["gradient_kib"] = {static_cast<double>(model.paramCount()) * 4.0 / 1024.0, formatNumber("%.1f", static_cast<double>(model.paramCount()) * 4.0 / 1024.0)};
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   f["host_cores"] = integer(cores);
   f["experiments"] = integer(static_cast<int64_t>(outcomes.size()));
@@ -184,20 +180,20 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
     const Timing t = timingOf(o), tr = timingOf(*ref);
     const std::string s = "_" + std::to_string(n);
     const double speedup = tr.samplesPerSec() > 0 ? t.samplesPerSec() / tr.samplesPerSec() : 0;
-    f["speedup" + s] = {speedup, fmt("%.2f", speedup)};
+    f["speedup" + s] = {speedup, formatNumber("%.2f", speedup)};
     f["efficiency" + s] = percent(speedup * ref->plan.replicas / n);
     f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
-    f["step_ms" + s] = {t.stepMs(), fmt("%.2f", t.stepMs())};
-    f["samples_per_sec" + s] = {t.samplesPerSec(), fmt("%.0f", t.samplesPerSec())};
+    f["step_ms" + s] = {t.stepMs(), formatNumber("%.2f", t.stepMs())};
+    f["samples_per_sec" + s] = {t.samplesPerSec(), formatNumber("%.0f", t.samplesPerSec())};
   }
 
   if (outcomes.size() >= 2) {
     const auto &a = outcomes[0], &b = outcomes[1];
     double maxDiff = 0;
     for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i) maxDiff = std::max(maxDiff, std::abs(a.steps[i].loss - b.steps[i].loss));
-    f["max_loss_diff"] = {maxDiff, fmt("%.2g", maxDiff)};
+    f["max_loss_diff"] = {maxDiff, formatNumber("%.2g", maxDiff)};
     const double accDiff = std::abs(finalAccuracy(a) - finalAccuracy(b)) * 100.0;
-    f["final_acc_diff"] = {accDiff, fmt("%.1f", accDiff)};
+    f["final_acc_diff"] = {accDiff, formatNumber("%.1f", accDiff)};
   }
   for (const auto& o : outcomes) {
     if (o.plan.replicas > 1 && data) {

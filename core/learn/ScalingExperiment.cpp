@@ -1,4 +1,5 @@
 // The scaling experiment: one real Trainer run per device count over one loaded data set.
+#include "Format.h"
 #include "learn/ScalingExperiment.h"
 
 #include <algorithm>
@@ -11,14 +12,6 @@
 #include "store/RunStore.h"
 
 namespace ml {
-
-namespace {
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-}  // namespace
 
 BatchPolicy parseBatchPolicy(const std::string& s) {
   if (s == "global") return BatchPolicy::KeepGlobal;
@@ -96,18 +89,18 @@ std::string explainScaling(const std::vector<ScalingRow>& rows, BatchPolicy keep
   const ScalingRow& a = rows.front();
   const ScalingRow& b = rows.back();
   const double ideal = static_cast<double>(b.replicas) / a.replicas;
-  std::string s = std::to_string(b.replicas) + " devices ran " + fmt("%.2f", b.speedup) + "x as fast as " +
-                  std::to_string(a.replicas) + (a.replicas == 1 ? " device" : " devices") + " (ideal " + fmt("%.0f", ideal) +
-                  "x, efficiency " + fmt("%.0f", 100 * b.efficiency) + "%). ";
+  std::string s = std::to_string(b.replicas) + " devices ran " + formatNumber("%.2f", b.speedup) + "x as fast as " +
+                  std::to_string(a.replicas) + (a.replicas == 1 ? " device" : " devices") + " (ideal " + formatNumber("%.0f", ideal) +
+                  "x, efficiency " + formatNumber("%.0f", 100 * b.efficiency) + "%). ";
   if (b.speedup < 1.0) s += "More devices were slower: ";
   else if (b.efficiency >= 0.9) s += "That is close to linear: ";
   else s += "The gap to the ideal line: ";
   const double grew = b.syncShare - a.syncShare;
   if (b.efficiency >= 0.9) {
-    s += "compute dominates and synchronisation took only " + fmt("%.0f", 100 * b.syncShare) + "% of the step.";
+    s += "compute dominates and synchronisation took only " + formatNumber("%.0f", 100 * b.syncShare) + "% of the step.";
   } else if (grew > 0.02) {
-    s += "synchronisation (all-reduce plus waiting for the slowest replica) grew from " + fmt("%.0f", 100 * a.syncShare) +
-         "% to " + fmt("%.0f", 100 * b.syncShare) + "% of the step; the all-reduce moves the whole gradient every step "
+    s += "synchronisation (all-reduce plus waiting for the slowest replica) grew from " + formatNumber("%.0f", 100 * a.syncShare) +
+         "% to " + formatNumber("%.0f", 100 * b.syncShare) + "% of the step; the all-reduce moves the whole gradient every step "
          "whatever the number of devices, while each device's share of the arithmetic shrinks.";
   } else {
     s += "the compute per device did not shrink as fast as the shard did (small shards use the cores less well, and "

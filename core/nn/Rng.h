@@ -4,9 +4,17 @@
 #include <cmath>
 #include <cstdint>
 
+// The GPU plugin compiles these same functions for the device (backend/cuda/DeviceRng.h), so
+// dropout masks are identical on every backend.
+#if defined(__CUDACC__)
+#define ML_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define ML_HOST_DEVICE inline
+#endif
+
 namespace ml {
 
-inline uint64_t splitmix64(uint64_t x) {
+ML_HOST_DEVICE uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
@@ -14,7 +22,7 @@ inline uint64_t splitmix64(uint64_t x) {
 }
 
 // Hash of several keys, order-sensitive.
-inline uint64_t hashKeys(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
+ML_HOST_DEVICE uint64_t hashKeys(uint64_t a, uint64_t b, uint64_t c = 0, uint64_t d = 0) {
   return splitmix64(splitmix64(splitmix64(splitmix64(a) ^ b) ^ c) ^ d);
 }
 

@@ -15,21 +15,7 @@ using nlohmann::json;
 
 namespace {
 
-struct Reader {
-  std::string source;
-
-  [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
-    throw UserError(source + ": " + field + " " + msg);
-  }
-  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
-    if (!obj.is_object()) fail(path, "must be a JSON object, got " + obj.dump());
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      if (allowed.count(it.key())) continue;
-      std::string names;
-      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
-      fail(path.empty() ? it.key() : path + "." + it.key(), "is not a known field (allowed here: " + names + ")");
-    }
-  }
+struct Reader : JsonFieldReader {
   template <typename T>
   void get(const json& obj, const std::string& path, const char* key, T& out, const char* what) const {
     if (!obj.contains(key)) return;
@@ -134,7 +120,7 @@ json Project::toJson() const {
 }
 
 Project Project::fromJson(const json& j, const std::string& source) {
-  Reader r{source};
+  Reader r{{source}};
   Project p;
   r.onlyKeys(j, "", {"schema_version", "name", "description", "model", "data", "training", "distribute"});
   r.get(j, "", "schema_version", p.schemaVersion, "an integer");

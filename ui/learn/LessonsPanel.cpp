@@ -294,14 +294,14 @@ void LessonsPanel::poll() {
       loss_->legend->setVisible(true);
       status_->setText(tr("Running %1 of %2: %3").arg(experimentIndex_ + 1).arg(l.experiments.size()).arg(g->name()));
       progress_->setValue(experimentIndex_);
-      diagram_->setProperty("configJson", q(s->configJson));
+      liveInfo_ = sceneInfoFromConfig(s->configJson);  // once per experiment, not per frame
     } else if (const auto* st = std::get_if<ml::StepEvent>(&e)) {
       if (experimentIndex_ >= 0 && experimentIndex_ < loss_->graphCount()) loss_->graph(experimentIndex_)->addData(static_cast<double>(st->step), st->loss);
       if (!st->replicas.empty()) lastStep = st;
     }
   }
   if (lastStep) {
-    diagram_->setStep(*lastStep, sceneInfoFromConfig(diagram_->property("configJson").toString().toStdString()));
+    diagram_->setStep(*lastStep, liveInfo_);
     diagram_->setProgress(diagram_->duration());
   }
   loss_->rescaleAxes();

@@ -13,6 +13,7 @@
 
 #include "learn/Lesson.h"
 #include "learn/LessonRunner.h"
+#include "learn/StepDiagram.h"
 
 class QButtonGroup;
 class QCustomPlot;
@@ -24,8 +25,6 @@ class QTableWidget;
 class QVBoxLayout;
 
 namespace mlui {
-
-class StepDiagram;
 
 class LessonsPanel : public QWidget {
   Q_OBJECT
@@ -98,6 +97,7 @@ class LessonsPanel : public QWidget {
   QTimer timer_;
   std::vector<ml::Event> batch_;
   int experimentIndex_ = -1;
+  StepSceneInfo liveInfo_;  // of the running experiment
   std::optional<ml::LessonOutcome> outcome_;
 };
 

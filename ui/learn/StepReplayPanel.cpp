@@ -189,39 +189,37 @@ void StepReplayPanel::onLiveRunStarted(const ml::RunStarted& started) {
 }
 
 void StepReplayPanel::onLiveEvents(const std::vector<ml::Event>& events) {
-  bool added = false;
+  size_t added = 0;
   for (const auto& e : events) {
     if (const auto* s = std::get_if<ml::StepEvent>(&e)) {
       if (s->replicas.empty()) continue;
       live_.push_back(*s);
-      added = true;
+      ++added;
     }
   }
+  added = std::min(added, static_cast<size_t>(kLiveKeep));
   if (static_cast<int>(live_.size()) > kLiveKeep) live_.erase(live_.begin(), live_.end() - kLiveKeep);
-  if (!added || !showingLive_) return;
-  // While replaying, keep the step on screen; when idle, follow the newest step.
-  if (isPlaying()) {
-    const int64_t current = index_ >= 0 ? steps_[static_cast<size_t>(index_)].step : -1;
-    steps_ = live_;
-    int at = 0;
-    for (size_t i = 0; i < steps_.size(); ++i)
-      if (steps_[i].step == current) at = static_cast<int>(i);
-    index_ = at;
+  if (added == 0 || !showingLive_) return;
+  // What is shown follows the live steps: append only the new ones (this runs at display rate
+  // during training), keeping the same window of the latest steps.
+  steps_.insert(steps_.end(), live_.end() - static_cast<std::ptrdiff_t>(added), live_.end());
+  const int drop = static_cast<int>(steps_.size()) - kLiveKeep;
+  if (drop > 0) steps_.erase(steps_.begin(), steps_.begin() + drop);
+  storedInfo_ = liveInfo_;
+  if (isPlaying()) {  // keep the step on screen; it moved down by what was dropped
+    index_ = std::max(0, index_ - std::max(0, drop));
     QSignalBlocker block(stepBox_);
     stepBox_->setRange(1, static_cast<int>(steps_.size()));
     stepBox_->setValue(index_ + 1);
-  } else {
-    steps_ = live_;
-    {
-      QSignalBlocker block(stepBox_);
-      stepBox_->setRange(1, static_cast<int>(steps_.size()));
-    }
-    showStep(static_cast<int>(steps_.size()) - 1);
-    storedInfo_ = liveInfo_;
-    diagram_->setStep(steps_.back(), liveInfo_);
-    diagram_->setProgress(diagram_->duration());
-    info_->setText(tr("Live: step %1 of the run in progress. Press Play to replay the steps in slow motion.").arg(steps_.back().step));
+    return;
   }
+  {
+    QSignalBlocker block(stepBox_);
+    stepBox_->setRange(1, static_cast<int>(steps_.size()));
+  }
+  showStep(static_cast<int>(steps_.size()) - 1);  // when idle, follow the newest step
+  diagram_->setProgress(diagram_->duration());
+  info_->setText(tr("Live: step %1 of the run in progress. Press Play to replay the steps in slow motion.").arg(steps_.back().step));
 }
 
 void StepReplayPanel::play() {
