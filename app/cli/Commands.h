@@ -6,6 +6,7 @@ namespace mlcli {
 
 void addTrainCommand(CLI::App& app, int& exitCode);
 void addScaleCommand(CLI::App& app, int& exitCode);
+void addSweepCommand(CLI::App& app, int& exitCode);  // sweep (SweepCommand.cpp)
 void addModelCommands(CLI::App& app, int& exitCode);  // summary, evaluate, predict, devices
 
 // Runs f, printing a UserError (or any exception) as "error: ..." and returning 1.

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   mlcli::addTrainCommand(app, exitCode);
   mlcli::addScaleCommand(app, exitCode);
+  mlcli::addSweepCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);

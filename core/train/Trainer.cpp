@@ -241,6 +241,8 @@ RunFinished Trainer::run() {
   RunFinished fin;
   int64_t step = 0;
   std::optional<double> lastValLoss, lastValMetric;
+  double bestLoss = 0;
+  int sinceBest = 0;
 
   auto finish = [&](RunStatus st, std::string msg) {
     fin.status = st;
@@ -344,6 +346,15 @@ RunFinished Trainer::run() {
       }
       ep.wallTime = wall();
       hub_.publish(ep);
+      if (options_.stopAfterNoImprovement > 0 && epoch < epochs) {
+        const double watched = ep.valLoss ? *ep.valLoss : ep.trainLoss;
+        sinceBest = (epoch == 1 || watched < bestLoss) ? 0 : sinceBest + 1;
+        if (sinceBest == 0) bestLoss = watched;
+        if (sinceBest >= options_.stopAfterNoImprovement)
+          return finish(RunStatus::Finished, "stopped early after epoch " + std::to_string(epoch) + ": the " +
+                                                 (ep.valLoss ? "validation" : "training") + " loss did not improve for " +
+                                                 std::to_string(sinceBest) + " epoch" + (sinceBest == 1 ? "" : "s"));
+      }
     }
   } catch (const std::exception& e) {
     return finish(RunStatus::Failed, e.what());

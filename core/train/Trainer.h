@@ -43,6 +43,9 @@ struct TrainerOptions {
   int64_t maxSteps = 0;         // stop after this many updates (0: all epochs)
   std::string runName;
   double sampleInterval = 0.1;  // seconds between device samples
+  // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
+  // lower validation loss (training loss when there is no validation set); 0: never.
+  int stopAfterNoImprovement = 0;
 };
 
 class Trainer {
