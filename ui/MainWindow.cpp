@@ -27,6 +27,7 @@
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "RunsView.h"
+#include "SweepsView.h"
 #include "Theme.h"
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
@@ -76,11 +77,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dashboard_ = new DashboardView(doc_, session_, &MainWindow::storePath, pages_);
   runs_ = new RunsView(&MainWindow::storePath, pages_);
   learn_ = new LearnView(doc_, session_, cache_, &MainWindow::storePath, pages_);
+  sweeps_ = new SweepsView(doc_, cache_, &MainWindow::storePath, pages_);
   const struct { QWidget* page; QString name, icon; } pages[] = {
       {model_, tr("Model"), QStringLiteral("model")},           {data_, tr("Data"), QStringLiteral("data")},
       {devices_, tr("Devices"), QStringLiteral("devices")},     {training_, tr("Training"), QStringLiteral("training")},
       {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")},
-      {learn_, tr("Learn"), QStringLiteral("learn")}};
+      {learn_, tr("Learn"), QStringLiteral("learn")},           {sweeps_, tr("Sweeps"), QStringLiteral("sweeps")}};
   for (const auto& p : pages) {
     pages_->addWidget(p.page);
     new QListWidgetItem(icon(p.icon), p.name, nav_);
@@ -88,6 +90,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(nav_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
   connect(pages_, &QStackedWidget::currentChanged, this, [this](int i) {
     if (i == RunsPage) runs_->refresh();
+    if (i == SweepsPage && !sweeps_->isRunning()) sweeps_->refresh(sweeps_->shownSweep());
   });
   nav_->setCurrentRow(0);
 
@@ -115,6 +118,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
   connect(learn_, &LearnView::errorOccurred, this, &MainWindow::showError);
+  connect(sweeps_, &SweepsView::errorOccurred, this, &MainWindow::showError);
+  connect(sweeps_, &SweepsView::runRequested, this, &MainWindow::showRun);
+  connect(sweeps_, &SweepsView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, this, [this](bool busy) {
     runState_->setText(busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
@@ -194,6 +200,18 @@ void MainWindow::buildStatusBar() {
 }
 
 void MainWindow::showPage(Page page) { nav_->setCurrentRow(page); }
+
+void MainWindow::showRun(int64_t runId) {
+  // The list reloads asynchronously: select the run once it has.
+  auto* once = new QObject(this);
+  connect(runs_, &RunsView::refreshed, once, [this, once, runId] {
+    runs_->selectRuns({runId});
+    once->deleteLater();
+  });
+  const bool already = currentPage() == RunsPage;
+  showPage(RunsPage);  // switching pages refreshes the list
+  if (already) runs_->refresh();
+}
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
 
 QString MainWindow::storePath() { return q(ml::defaultStorePath()); }

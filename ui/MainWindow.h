@@ -24,13 +24,14 @@ class LearnView;
 class ModelBuilderView;
 class ProjectDocument;
 class RunsView;
+class SweepsView;
 class TrainingSession;
 class TrainingSettingsView;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage, LearnPage };
+  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage, LearnPage, SweepsPage };
 
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -49,6 +50,9 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard() const { return dashboard_; }
   RunsView* runsView() const { return runs_; }
   LearnView* learnView() const { return learn_; }
+  SweepsView* sweepsView() const { return sweeps_; }
+  // Shows the Runs screen with run id selected (its curves in the overlay).
+  void showRun(int64_t runId);
   DataView* dataView() const { return data_; }
   DevicesView* devicesView() const { return devices_; }
   TrainingSettingsView* trainingView() const { return training_; }
@@ -88,6 +92,7 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard_;
   RunsView* runs_;
   LearnView* learn_;
+  SweepsView* sweeps_;
   QMenu* recentMenu_;
   QLabel* runState_;
   QLabel* projectInfo_;

@@ -293,6 +293,7 @@ std::string SweepRunner::run() {
     setSweepStatus(store, id_, "running");
   }
   std::atomic<size_t> next{0};
+  std::exception_ptr failure;
   auto work = [&] {
     RunSequence seq;
     {
@@ -300,7 +301,14 @@ std::string SweepRunner::run() {
       sequences_.push_back(&seq);
     }
     if (cancel_.load()) seq.requestCancel();
-    for (size_t k; !cancel_.load() && (k = next.fetch_add(1)) < todo.size();) runPoint(static_cast<size_t>(todo[k]), seq);
+    try {
+      for (size_t k; !cancel_.load() && (k = next.fetch_add(1)) < todo.size();) runPoint(static_cast<size_t>(todo[k]), seq);
+    } catch (...) {
+      // A store that cannot be written ends the sweep: the other workers stop after their point.
+      std::lock_guard lock(mu_);
+      if (!failure) failure = std::current_exception();
+      next.store(todo.size());
+    }
     std::lock_guard lock(mu_);
     sequences_.erase(std::find(sequences_.begin(), sequences_.end(), &seq));
   };
@@ -309,6 +317,14 @@ std::string SweepRunner::run() {
   for (int w = 1; w < workers; ++w) threads.emplace_back(work);
   work();
   for (auto& t : threads) t.join();
+  if (failure) {
+    try {
+      RunStore store = RunStore::open(storePath_);
+      setSweepStatus(store, id_, "failed");
+    } catch (...) {
+    }
+    std::rethrow_exception(failure);
+  }
 
   RunStore store = RunStore::open(storePath_);
   std::string status = "finished";

@@ -115,6 +115,7 @@ void checkContents(const std::string& path, uintmax_t size) {
   std::string uri = "file:" + uriEscape(path) + (walInUse ? "?mode=ro" : "?mode=ro&immutable=1");
   try {
     sql::Db db = sql::Db::open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    sqlite3_busy_timeout(db.handle(), 10000);  // a writer in this or another process may hold a lock
     auto tables = userTables(db);
     int64_t app = db.queryInt("PRAGMA application_id");
     int64_t version = db.queryInt("PRAGMA user_version");
