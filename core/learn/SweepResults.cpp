@@ -23,7 +23,8 @@ SweepResults loadSweepResults(RunStore& store, int64_t sweepId) {
   for (const auto& pt : r.sweep.points) {
     SweepPointResult res;
     res.point = pt;
-    if (pt.runId) {
+    // A cancelled or failed point's run stopped part-way: its figures would not compare.
+    if (pt.runId && pt.status == "finished") {
       const RunDetail d = store.loadRun(*pt.runId);
       if (!directionKnown) {
         r.higherIsBetter = metricHigherIsBetter(d.configJson);

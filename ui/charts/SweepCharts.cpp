@@ -182,7 +182,11 @@ void SweepCharts::buildHeatmaps() {
         label->setText(QStringLiteral("★ ") + label->text());
       }
     }
-    QCPColorGradient g(QCPColorGradient::gpViridis);
+    // Viridis (perceptually even, readable in grey): dark = worse, yellow = better.
+    QCPColorGradient g;
+    g.setColorStops({{0.0, QColor(0x44, 0x01, 0x54)}, {0.25, QColor(0x3b, 0x52, 0x8b)}, {0.5, QColor(0x21, 0x91, 0x8c)},
+                     {0.75, QColor(0x5e, 0xc9, 0x62)}, {1.0, QColor(0xfd, 0xe7, 0x25)}});
+    g.setColorInterpolation(QCPColorGradient::ciRGB);
     g.setNanHandling(QCPColorGradient::nhTransparent);
     if (low) g = g.inverted();
     m.map->setGradient(g);
