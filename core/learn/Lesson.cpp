@@ -28,6 +28,7 @@ Project LessonExperiment::apply(const Project& base) const {
   if (batch > 0) p.training.batchSize = batch;
   if (!lrScaling.empty()) p.training.lrScaling = lrScaling;
   if (warmupEpochs >= 0) p.training.warmupEpochs = warmupEpochs;
+  if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
   return p;
 }
@@ -66,7 +67,8 @@ struct LessonReader : JsonFieldReader {
 };
 
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
-  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "epochs", "steps"});
+  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
+                       "steps"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   static const std::regex labelRe("[a-z][a-z0-9_]*");
@@ -90,6 +92,7 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   if (!x.lrScaling.empty() && x.lrScaling != "none" && x.lrScaling != "linear" && x.lrScaling != "sqrt")
     r.fail(path + ".lr_scaling", "is '" + x.lrScaling + "' (allowed: none, linear, sqrt)");
   x.warmupEpochs = r.number(e, path, "warmup_epochs", -1, 0, "a number of epochs (0 or more)");
+  x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
   x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
   return x;

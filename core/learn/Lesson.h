@@ -23,6 +23,7 @@ struct LessonExperiment {
   int64_t batch = 0;            // 0: the project's batch size
   std::string lrScaling;        // none | linear | sqrt; "" keeps the project's
   double warmupEpochs = -1;     // < 0 keeps the project's
+  double learningRate = 0;      // base rate (before scaling); 0 keeps the project's
   int epochs = 0;               // 0 keeps the project's
   int64_t steps = 0;            // stop after this many updates (0: every epoch)
 
