@@ -23,7 +23,8 @@ std::atomic<bool> gSweepInterrupted{false};
 extern "C" void onSweepSigint(int) { gSweepInterrupted.store(true); }
 
 struct SweepArgs {
-  std::string project, batchSizes, lrs, devices, lrScalings, name, csv, dataPath;
+  std::string project, name, csv, dataPath;
+  std::optional<std::string> batchSizes, lrs, devices, lrScalings;  // given, even empty, or the project's
   std::optional<int> epochs;
   std::optional<int64_t> steps, resume, show;
   std::optional<double> target;
@@ -64,10 +65,10 @@ int report(const std::string& db, int64_t id, const std::string& csv) {
 
 ml::SweepOptions optionsFrom(const SweepArgs& a, const ml::Project& p) {
   ml::SweepOptions o;
-  o.grid.batchSizes = ml::parseBatchList(a.batchSizes.empty() ? std::to_string(p.training.batchSize) : a.batchSizes);
-  o.grid.lrs = ml::parseLrList(a.lrs.empty() ? ml::formatNumber("%.10g", p.training.optimizer.learningRate) : a.lrs);
-  o.grid.devices = ml::parseDeviceSpecList(a.devices.empty() ? p.distribute.devices : a.devices);
-  o.grid.lrScalings = ml::parseScalingList(a.lrScalings.empty() ? p.training.lrScaling : a.lrScalings);
+  o.grid.batchSizes = ml::parseBatchList(a.batchSizes.value_or(std::to_string(p.training.batchSize)));
+  o.grid.lrs = ml::parseLrList(a.lrs.value_or(ml::formatNumber("%.10g", p.training.optimizer.learningRate)));
+  o.grid.devices = ml::parseDeviceSpecList(a.devices.value_or(p.distribute.devices));
+  o.grid.lrScalings = ml::parseScalingList(a.lrScalings.value_or(p.training.lrScaling));
   o.epochs = a.epochs;
   o.steps = a.steps;
   o.target = a.target;
@@ -118,7 +119,7 @@ int sweep(SweepArgs& a) {
     return std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
   };
   if (a.resume) {
-    if (!a.project.empty() || !a.batchSizes.empty() || !a.lrs.empty() || !a.devices.empty() || !a.lrScalings.empty())
+    if (!a.project.empty() || a.batchSizes || a.lrs || a.devices || a.lrScalings)
       throw ml::UserError("--resume continues a stored sweep with its own project and grid: drop the project and the lists");
     ml::RunStore store = ml::RunStore::open(db);
     const ml::SweepRecord rec = ml::loadSweep(store, *a.resume);

@@ -71,7 +71,6 @@ SweepCharts::SweepCharts(QWidget* parent) : QWidget(parent) {
   scatter_->setMinimumHeight(200);
   styleChart(scatter_, tr("Every point"), tr("learning rate (log)"), tr("result"));
   scatter_->xAxis->setScaleType(QCPAxis::stLogarithmic);
-  scatter_->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
   scatter_->legend->setVisible(true);
   scatter_->setInteraction(QCP::iSelectPlottables, true);
   connect(scatter_, &QCustomPlot::plottableClick, this, [this](QCPAbstractPlottable* p, int index, QMouseEvent*) {
@@ -241,9 +240,14 @@ void SweepCharts::buildScatter() {
     for (auto& [k, pt] : byKey) pts.push_back(pt);
     scatterPoints_.push_back(std::move(pts));
   }
+  // Ticks at the grid's learning rates: a log ticker labels only whole decades.
+  auto ticks = QSharedPointer<QCPAxisTickerText>::create();
+  for (double lr : lrs_) ticks->addTick(lr, QString::number(lr, 'g', 3));
+  scatter_->xAxis->setTicker(ticks);
+  scatter_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   if (!lrs_.empty()) scatter_->xAxis->setRange(lrs_.front() / 1.6, lrs_.back() * 1.6);
   if (lo <= hi) {
-    const double pad = std::max(1e-9, (hi - lo) * 0.12 + (hi == lo ? std::abs(hi) * 0.05 : 0));
+    const double pad = std::max(1e-9, (hi - lo) * 0.15 + (hi == lo ? std::abs(hi) * 0.05 : 0));
     scatter_->yAxis->setRange(lo - pad, hi + pad);
   }
   scatter_->replot();
