@@ -216,6 +216,30 @@ TEST(SweepRunnerTest, CancelKeepsFinishedPointsAndResumeCompletesTheRest) {
   EXPECT_EQ(store.listRuns().size(), 5u);
 }
 
+TEST(SweepStoreTest, DeletingAPointsRunLeavesThePointWithoutARun) {
+  mltest::TempDir dir("sweep-delete");
+  const std::string db = (dir.path() / "runs.sqlite").string();
+  const Project p = spirals();
+  SweepOptions o = twoByTwo();
+  o.grid.batchSizes = {64};
+  o.grid.lrs = {0.01};
+  o.epochs = 1;
+  SweepRunner runner(p, dataOf(p), o, db);
+  ASSERT_EQ(runner.run(), "finished");
+  RunStore store = RunStore::open(db);
+  const auto runId = loadSweep(store, runner.id()).points[0].runId;
+  ASSERT_TRUE(runId);
+  store.deleteRun(*runId);
+  const auto rec = loadSweep(store, runner.id());
+  EXPECT_FALSE(rec.points[0].runId);
+  EXPECT_EQ(store.db().queryText("PRAGMA foreign_key_check"), "");
+  const auto r = loadSweepResults(store, runner.id());
+  EXPECT_FALSE(r.points[0].finalValMetric);
+  deleteSweep(store, runner.id());
+  EXPECT_TRUE(listSweeps(store).empty());
+  EXPECT_EQ(store.db().queryInt("SELECT count(*) FROM sweep_points"), 0);
+}
+
 TEST(SweepRunnerTest, ParallelPointsAllFinishWithTheirOwnRuns) {
   mltest::TempDir dir("sweep-parallel");
   const std::string db = (dir.path() / "runs.sqlite").string();
