@@ -25,6 +25,7 @@ class UtilizationChart : public LiveChart {
 
  private:
   double tmax_ = 0;
+  std::deque<StreamingDecimator> cols_;  // one per device graph (a deque: stable while it grows)
 };
 
 class StepBreakdownChart : public LiveChart {
