@@ -3,7 +3,7 @@
 //   training throughput with the dashboard watching vs. the same run headless (as the CLI runs it),
 //   interleaved in rounds (the order alternates), with the median ratio, its spread, and the frame
 //   rate the dashboard's redraw budget settled on (read back from the stored run's UI cost).
-// Usage: bench_studio [project.json] [steps] [rounds]
+// Usage: bench_studio [project.json|-] [steps] [rounds]
 //   (default projects/fashion-mlp.json on cpu:2, 1500 steps, 5 rounds)
 #include "data/Dataset.h"
 #include "train/Trainer.h"
@@ -96,7 +96,8 @@ int main(int argc, char** argv) {
 
   // 1. Cold start: QApplication to the exposed, painted main window on the example project.
   auto* w = new mlui::MainWindow;
-  const QString project = argc > 1 ? QString::fromLocal8Bit(argv[1]) : mlui::MainWindow::findDefaultProject();
+  const bool defaultProject = argc <= 1 || std::string(argv[1]) == "-";  // "-": the default, on cpu:2
+  const QString project = defaultProject ? mlui::MainWindow::findDefaultProject() : QString::fromLocal8Bit(argv[1]);
   w->openProject(project);
   w->show();
   QTest::qWaitForWindowExposed(w);
@@ -147,15 +148,14 @@ int main(int argc, char** argv) {
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 1500;
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;
   ml::Project p = w->document()->project();
-  if (argc <= 1) p.distribute.devices = "cpu:2";
+  if (defaultProject) p.distribute.devices = "cpu:2";
   w->document()->reset(p);
   w->resize(1500, 950);
   w->showPage(mlui::MainWindow::DashboardPage);
   const std::string db = qEnvironmentVariable("MIRRORLAB_DB").toStdString();
   const int64_t globalBatch = p.training.perDeviceBatch ? p.training.batchSize * 2 : p.training.batchSize;
   std::vector<double> ratios, fps, drawMs, headless, studio;
-  std::printf("training %s on %s, %lld steps, %d rounds (dashboard visible, %d cores):
-", p.name.c_str(),
+  std::printf("training %s on %s, %lld steps, %d rounds (dashboard visible, %d cores):\n", p.name.c_str(),
               p.distribute.devices.c_str(), static_cast<long long>(steps), rounds, QThread::idealThreadCount());
   for (int round = 0; round < rounds; ++round) {
     double h = 0;

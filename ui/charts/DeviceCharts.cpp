@@ -41,9 +41,12 @@ void UtilizationChart::addSample(const ml::DeviceSample& s) {
   }
   while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
   auto& cols = cols_[static_cast<size_t>(s.device)];
-  cols.add(s.wallTime, s.utilization * 100.0);
-  syncGraph(graph(s.device), cols);
+  cols.add(s.wallTime, s.utilization * 100.0);  // into the graph at the next frame (syncData)
   tmax_ = std::max(tmax_, s.wallTime);
+}
+
+void UtilizationChart::syncData() {
+  for (int i = 0; i < graphCount() && i < static_cast<int>(cols_.size()); ++i) syncGraph(graph(i), cols_[static_cast<size_t>(i)]);
 }
 
 void UtilizationChart::clearData() {

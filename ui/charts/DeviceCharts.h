@@ -22,6 +22,7 @@ class UtilizationChart : public LiveChart {
 
  protected:
   void rescaleToData() override;
+  void syncData() override;
 
  private:
   double tmax_ = 0;

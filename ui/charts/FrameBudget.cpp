@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 namespace mlui {
 
@@ -30,6 +31,12 @@ double FrameBudget::fps() const {
 }
 
 int FrameBudget::intervalMs() const { return static_cast<int>(std::lround(1000.0 / fps())); }
+
+double FrameBudget::threadCpuMs() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e3 + static_cast<double>(t.tv_nsec) / 1e6;
+}
 
 int FrameBudget::floorIntervalMs() { return static_cast<int>(std::lround(1000.0 / Options{}.floorFps)); }
 

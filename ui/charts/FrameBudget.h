@@ -36,6 +36,9 @@ class FrameBudget {
   // Views that measure speed (lessons, scaling experiments) draw at the default floor rate while
   // their runs execute: the interval and a sentence that says so.
   static int floorIntervalMs();
+  // CPU time of the calling thread, in ms: frames are costed in CPU, not wall time, so a machine
+  // busy with other work does not make drawing look dearer than it is.
+  static double threadCpuMs();
   static const char* floorNote();
 
  private:

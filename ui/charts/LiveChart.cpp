@@ -3,9 +3,8 @@
 
 #include <limits>
 
-#include <QElapsedTimer>
-
 #include "Theme.h"
+#include "charts/FrameBudget.h"
 
 namespace mlui {
 
@@ -30,6 +29,7 @@ bool LiveChart::drawFrame() {
     return false;
   }
   stale_ = false;
+  syncData();
   if (interaction_->following()) rescaleToData();
   replot(QCustomPlot::rpRefreshHint);  // into the buffer now; the paint joins the window's next one
   return true;
@@ -42,18 +42,19 @@ double LiveChart::takePaintMs() {
 }
 
 void LiveChart::paintEvent(QPaintEvent* e) {
-  QElapsedTimer t;
-  t.start();
+  const double t0 = FrameBudget::threadCpuMs();
   if (stale_) {  // shown again (scrolled into view, window restored): catch up first
     stale_ = false;
+    syncData();
     if (interaction_->following()) rescaleToData();
     replot(QCustomPlot::rpQueuedRefresh);
   }
   QCustomPlot::paintEvent(e);
-  paintMs_ += static_cast<double>(t.nsecsElapsed()) / 1e6;
+  paintMs_ += FrameBudget::threadCpuMs() - t0;
 }
 
 void LiveChart::refresh() {
+  syncData();
   if (interaction_->following()) rescaleToData();
   replot(QCustomPlot::rpQueuedReplot);
 }

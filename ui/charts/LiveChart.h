@@ -32,6 +32,8 @@ class LiveChart : public QCustomPlot {
 
  protected:
   virtual void rescaleToData();
+  // Moves the data added since the last frame into the graphs (decimated); called before a replot.
+  virtual void syncData() {}
   // Sets a value axis range from lo..hi with a little headroom.
   static void padRange(QCPAxis* axis, double lo, double hi, double pad = 0.06);
   void paintEvent(QPaintEvent* e) override;

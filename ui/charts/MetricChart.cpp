@@ -67,7 +67,10 @@ void MetricChart::addStep(double step, double value) {
   values_.push_back(value);
   rawCols_.add(step, value);
   lastSmoothed_ = smoothNext(value);
-  smoothCols_.add(step, lastSmoothed_);
+  smoothCols_.add(step, lastSmoothed_);  // into the graphs at the next frame (syncData)
+}
+
+void MetricChart::syncData() {
   syncGraph(raw_, rawCols_);
   syncGraph(smooth_, smoothCols_);
 }

@@ -31,6 +31,7 @@ class MetricChart : public LiveChart {
  protected:
   void rescaleToData() override;
   void resizeEvent(QResizeEvent* e) override;
+  void syncData() override;
 
  private:
   double smoothNext(double v);
