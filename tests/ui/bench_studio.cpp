@@ -183,6 +183,9 @@ int main(int argc, char** argv) {
   std::printf("frame rate the redraw budget settled on: %.1f fps (median; %.1f ms of drawing per second, i.e. %.1f%% of "
               "one core); cost per frame %.1f ms\n",
               median(fps), median(drawMs), median(drawMs) / 10.0, w->dashboard()->frameBudget().frameCostMs());
+  std::printf("average replot per chart (ms):");
+  for (auto* c : w->dashboard()->charts()) std::printf(" %s %.1f;", qPrintable(c->accessibleName()), c->replotTime(true));
+  std::printf("\n");
   delete w;
   return 0;
 }
