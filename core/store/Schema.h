@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -117,7 +117,12 @@ CREATE TABLE artifacts(
 );
 CREATE INDEX artifacts_run ON artifacts(run_id);
 )sql",
-    // v3: sweeps (a grid of batch size x learning rate x devices x scaling rule) and their points,
+    // v3: what the studio's drawing cost while the run trained (NULL: nobody drew, as in the CLI).
+    R"sql(
+ALTER TABLE runs ADD COLUMN ui_frames INTEGER;
+ALTER TABLE runs ADD COLUMN ui_draw_ms REAL;
+)sql",
+    // v4: sweeps (a grid of batch size x learning rate x devices x scaling rule) and their points,
     // each point a run; the runs are also tagged "sweep:<id>".
     R"sql(
 CREATE TABLE sweeps(
@@ -149,6 +154,6 @@ CREATE TABLE sweep_points(
 inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs",
                                             "device_samples"};
 inline constexpr const char* kTablesV2[] = {"tags", "artifacts"};
-inline constexpr const char* kTablesV3[] = {"sweeps", "sweep_points"};
+inline constexpr const char* kTablesV4[] = {"sweeps", "sweep_points"};
 
 }  // namespace ml::store

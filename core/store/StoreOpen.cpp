@@ -145,8 +145,8 @@ void checkContents(const std::string& path, uintmax_t size) {
       for (const char* t : store::kTablesV1) need(t);
     if (version >= 2)
       for (const char* t : store::kTablesV2) need(t);
-    if (version >= 3)
-      for (const char* t : store::kTablesV3) need(t);
+    if (version >= 4)
+      for (const char* t : store::kTablesV4) need(t);
     for (const auto& t : tables)
       db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t + "\" LIMIT 1)");
     if (version >= 1) db.queryInt("SELECT count(*) FROM runs");
