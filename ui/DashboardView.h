@@ -52,6 +52,9 @@ class DashboardView : public QWidget {
   void render();
   // Another run (a lesson, a scaling experiment) uses the cores: Train is disabled meanwhile.
   void setExternalRun(bool busy);
+  // Why Train cannot start now (the model does not fit the data, ...); empty when it can.
+  void setBlockedReason(const QString& reason);
+  const QString& blockedReason() const { return blocked_; }
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -64,7 +67,7 @@ class DashboardView : public QWidget {
   void onEpoch(const ml::EpochEvent& e);
   void onFinished(const ml::RunFinished& e);
   void updateNumbers();
-  QWidget* statCard(const QString& caption, QLabel** value);
+  QWidget* statCard(const QString& caption, QLabel** value, const QString& tip);
 
   ProjectDocument* doc_;
   TrainingSession* session_;
@@ -97,6 +100,8 @@ class DashboardView : public QWidget {
   QTimer* renderLater_;
   bool dirty_ = false;
   bool externalBusy_ = false;
+  QString blocked_;
+  void updateTrainTip();
 };
 
 }  // namespace mlui

@@ -38,18 +38,25 @@ void UtilizationChart::addSample(const ml::DeviceSample& s) {
     g->setName(QStringLiteral("device %1").arg(graphCount() - 1));
     g->setPen(QPen(deviceColor(graphCount() - 1), 1.6));
   }
-  graph(s.device)->addData(s.wallTime, s.utilization * 100.0);
-  tmax_ = std::max(tmax_, s.wallTime);
+  graph(s.device)->addData(s.wallTime + pauseOffset_, s.utilization * 100.0);
+  tmax_ = std::max(tmax_, s.wallTime + pauseOffset_);
+}
+
+void UtilizationChart::addPause(const ml::RunPaused& p) {
+  for (int i = 0; i < graphCount(); ++i) graph(i)->addData(p.wallTime + pauseOffset_, qQNaN());
+  pauseOffset_ += p.seconds;
+  tmax_ = std::max(tmax_, p.wallTime + pauseOffset_);
 }
 
 void UtilizationChart::clearData() {
   for (int i = 0; i < graphCount(); ++i) graph(i)->data()->clear();
   tmax_ = 0;
+  pauseOffset_ = 0;
   replot(QCustomPlot::rpQueuedReplot);
 }
 
 void UtilizationChart::rescaleToData() {
-  xAxis->setRange(0, std::max(1.0, tmax_ * 1.02));
+  xAxis->setRange(0, tmax_ > 0 ? tmax_ * 1.02 : 1.0);  // a 30 ms run gets a 30 ms axis
   yAxis->setRange(0, 105);
 }
 
