@@ -63,6 +63,7 @@ TEST(LrScaling, AReferenceBatchScalesAGlobalBatchChosenByHand) {
 struct Timed {
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::RunPaused> pauses;
+  std::vector<double> stepSum = std::vector<double>(4, 0.0);  // sum of step times per epoch (1-based)
   ml::RunFinished fin;
 };
 
@@ -98,6 +99,7 @@ Timed train(double pauseSeconds) {
   for (const auto& e : events) {
     if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) out.epochs.push_back(*ep);
     if (const auto* pa = std::get_if<ml::RunPaused>(&e)) out.pauses.push_back(*pa);
+    if (const auto* st = std::get_if<ml::StepEvent>(&e)) out.stepSum[static_cast<size_t>(st->epoch)] += st->stepTime;
   }
   return out;
 }
@@ -121,13 +123,20 @@ TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
   }
   const auto& e = paused.epochs[held];
   EXPECT_LT(e.seconds, 2 * noise + 0.2) << "epoch " << e.epoch << " took " << e.seconds << " s";
-  EXPECT_LT(e.seconds, 1.5);
+  // Load on a shared machine moves every epoch; what is not a step (shuffling, checksums) does
+  // not grow by 2 s. A counted pause would put the whole 2 s there.
+  double overhead = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    overhead = std::max(overhead, plain.epochs[i].seconds - plain.stepSum[i + 1]);
+    if (i != held) overhead = std::max(overhead, paused.epochs[i].seconds - paused.stepSum[i + 1]);
+  }
+  EXPECT_LT(e.seconds - paused.stepSum[held + 1], overhead + 1.0);
   EXPECT_GT(e.samplesPerSec, 6000 / (2 * noise + 0.2));
-  EXPECT_LT(paused.fin.seconds, plain.fin.seconds + 1.0);
   // Training time runs on across the pause without a jump: the last epoch ends at about the sum.
   double sum = 0;
   for (const auto& ep : paused.epochs) sum += ep.seconds;
   EXPECT_LT(paused.epochs.back().wallTime, sum + 1.0);
+  EXPECT_LT(paused.fin.seconds, sum + 1.0);
 }
 
 }  // namespace
