@@ -14,7 +14,9 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QUndoStack>
@@ -24,6 +26,8 @@
 #include "DataView.h"
 #include "DevicesView.h"
 #include "Error.h"
+#include "FitBanner.h"
+#include "HelpDialogs.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "RunsView.h"
@@ -98,6 +102,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildStatusBar();
 
   connect(data_, &DataView::dataLoaded, training_, &TrainingSettingsView::refresh);
+  // The fit check compares the model with the data: live on the Model screen, and Train waits.
+  connect(model_->fitBanner(), &FitBanner::checked, dashboard_, &DashboardView::setBlockedReason);
+  model_->setDataCache(cache_);
+  connect(data_, &DataView::dataLoaded, this, [this] { model_->setDataCache(cache_); });
   connect(doc_, &ProjectDocument::pathChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ProjectDocument::modifiedChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ProjectDocument::changed, this, &MainWindow::updateTitle);
@@ -160,7 +168,7 @@ void MainWindow::buildMenus() {
   undo->setShortcut(QKeySequence::Undo);
   QAction* redo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
   redo->setIcon(icon(QStringLiteral("redo")));
-  redo->setShortcut(QKeySequence::Redo);
+  redo->setShortcuts({QKeySequence::Redo, QKeySequence(Qt::CTRL | Qt::Key_Y)});
   edit->addAction(undo);
   edit->addAction(redo);
 
@@ -175,6 +183,9 @@ void MainWindow::buildMenus() {
     go->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&User Guide"), this, [this] { showUserGuide(this); })->setShortcut(QKeySequence::HelpContents);
+  help->addAction(tr("&Keyboard Shortcuts"), this, [this] { showShortcuts(this, menuBar()); });
+  help->addSeparator();
   help->addAction(tr("&About Mirrorlab"), this, [this] {
     QMessageBox::about(this, tr("About Mirrorlab"),
                        tr("<h3>Mirrorlab %1</h3><p>A studio for synchronous data-parallel (\"mirrored\") training: "
@@ -295,16 +306,42 @@ void MainWindow::open() {
   if (!path.isEmpty()) openProject(path);
 }
 
+bool MainWindow::isExample(const QString& path) {
+  if (path.isEmpty()) return false;
+  const QString def = findDefaultProject();
+  if (def.isEmpty()) return false;
+  const QString examples = QFileInfo(def).canonicalPath() + QLatin1Char('/');
+  return QFileInfo(path).canonicalFilePath().startsWith(examples);
+}
+
+QString MainWindow::proposedSavePath() const {
+  QString base = q(doc_->project().name).toLower();
+  base.replace(QRegularExpression(QStringLiteral("[^a-z0-9]+")), QStringLiteral("-"));
+  base.remove(QRegularExpression(QStringLiteral("^-+|-+$")));
+  if (base.isEmpty()) base = QStringLiteral("project");
+  QString dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+  if (dir.isEmpty()) dir = QDir::homePath();
+  if (!doc_->path().isEmpty() && !isExample(doc_->path())) dir = QFileInfo(doc_->path()).absolutePath();
+  return dir + QLatin1Char('/') + base + QStringLiteral(".json");
+}
+
 bool MainWindow::save() {
-  if (doc_->path().isEmpty()) return saveAs();
+  // Never overwrite a bundled example: save a copy where the user keeps files.
+  if (doc_->path().isEmpty() || isExample(doc_->path())) return saveAs();
   return saveProject(doc_->path());
 }
 
 bool MainWindow::saveAs() {
-  QString suggested = doc_->path();
-  if (suggested.isEmpty()) suggested = QDir::homePath() + QStringLiteral("/") + q(doc_->project().name) + QStringLiteral(".json");
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"), suggested, tr("Mirrorlab projects (*.json)"));
-  return !path.isEmpty() && saveProject(path);
+  const QString title = isExample(doc_->path()) ? tr("Save a copy of the example project") : tr("Save project as");
+  const QString path = askSavePath ? askSavePath(title, proposedSavePath())
+                                   : QFileDialog::getSaveFileName(this, title, proposedSavePath(), tr("Mirrorlab projects (*.json)"));
+  if (path.isEmpty()) return false;
+  if (isExample(path)) {
+    showError(tr("Cannot save the project"), tr("%1 is one of the bundled examples, which stay as they are: choose a file "
+                                                "outside %2.").arg(path, QFileInfo(path).absolutePath()));
+    return false;
+  }
+  return saveProject(path);
 }
 
 bool MainWindow::maybeSave() {
@@ -346,7 +383,8 @@ void MainWindow::updateTitle() {
 
 void MainWindow::onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId) {
   const QString status = q(ml::toString(f.status));
-  QString msg = tr("Run %1 after %2 steps (%3 s)").arg(status).arg(f.steps).arg(f.seconds, 0, 'f', 1);
+  const QString took = f.seconds < 1 ? tr("%1 ms").arg(f.seconds * 1000, 0, 'f', 0) : tr("%1 s").arg(f.seconds, 0, 'f', 1);
+  QString msg = tr("Run %1 after %2 steps (%3 of training)").arg(status).arg(f.steps).arg(took);
   if (runId) msg += tr(" — stored as run #%1").arg(*runId);
   statusBar()->showMessage(msg, 15000);
   runState_->setText(tr("Ready · last run %1").arg(status));
@@ -362,6 +400,17 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   if (!closeWhenStopped_ && !maybeSave()) {
     e->ignore();
     return;
+  }
+  if (session_->isActive() && !closeWhenStopped_) {
+    const bool stop = confirmCloseWhileTraining
+                          ? confirmCloseWhileTraining()
+                          : QMessageBox::question(this, tr("Training is running"),
+                                                  tr("A run is in progress. Stop it (it is kept as cancelled) and close Mirrorlab?"),
+                                                  QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+    if (!stop) {
+      e->ignore();
+      return;
+    }
   }
   if (session_->isActive()) {
     closeWhenStopped_ = true;

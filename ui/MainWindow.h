@@ -2,6 +2,7 @@
 // the File / Edit / Run / View menus, recent files, the unsaved-changes prompt and a status bar
 // with the run state. Owns the document, the data cache and the training session.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include <QMainWindow>
@@ -61,6 +62,17 @@ class MainWindow : public QMainWindow {
   // projects/fashion-mlp.json next to the executable (../../projects, ../projects) or in the
   // current directory; empty when none is found.
   static QString findDefaultProject();
+  // The bundled examples (projects/ next to the program) are read-only: Save asks for a copy.
+  static bool isExample(const QString& path);
+  // Where Save As proposes to save: a file named after the project, next to the project file or,
+  // for a new project or an example, in the user's documents folder.
+  QString proposedSavePath() const;
+  // Asks for a file name (a save dialog); tests replace it to answer without a dialog.
+  std::function<QString(const QString& title, const QString& suggested)> askSavePath;
+  // Asks whether to stop a run in progress and close; tests replace it.
+  std::function<bool()> confirmCloseWhileTraining;
+  bool save();
+  bool saveAs();
   // A dialog that does not block (tests read its text); also written to the status bar.
   void showError(const QString& title, const QString& message);
 
@@ -76,8 +88,6 @@ class MainWindow : public QMainWindow {
   bool maybeSave();
   void newProject();
   void open();
-  bool save();
-  bool saveAs();
   void onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId);
 
   ProjectDocument* doc_;

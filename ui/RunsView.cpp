@@ -45,6 +45,7 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   filter_ = new QLineEdit(bar);
   filter_->setPlaceholderText(tr("Filter by name, devices, tag…"));
   filter_->setClearButtonEnabled(true);
+  filter_->setMinimumWidth(200);  // the toolbar overflows into its » menu before the filter shrinks
   filter_->setMaximumWidth(260);
   bar->addWidget(filter_);
   statusFilter_ = new QComboBox(bar);
@@ -129,6 +130,10 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
     t->setAlternatingRowColors(true);
     t->setShowGrid(false);
   }
+  // The run's name takes what is left (elided); the figures, Speed-up and efficiency included, stay in view.
+  scaling_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  scaling_->horizontalHeader()->setStretchLastSection(false);
+  scaling_->setTextElideMode(Qt::ElideMiddle);
   tabs->addTab(scaling_, tr("Speed-up and scaling"));
   tabs->addTab(diff_, tr("Configuration differences"));
   auto* lower = new QSplitter(Qt::Horizontal, compare);

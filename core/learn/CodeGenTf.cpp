@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "learn/CodeGen.h"
+#include "project/LrScaling.h"
 #include "learn/CodeGenParts.h"
 
 namespace ml {
@@ -108,8 +109,9 @@ std::string generateTensorFlowProgram(const Project& p) {
     out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) + "  # the project's batch per device: global = this x num_replicas_in_sync\n";
   else
     out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: each replica gets GLOBAL_BATCH / num_replicas_in_sync\n";
-  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # for one replica\n";
-  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate grows with num_replicas_in_sync\n";
+  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
+  out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
+  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
   if (t.accumulate > 1)
     out += "# The project accumulates " + std::to_string(t.accumulate) +
@@ -138,8 +140,8 @@ def main():
     out += "    global_batch = PER_REPLICA_BATCH * replicas\n";
   else
     out += "    global_batch = GLOBAL_BATCH\n";
-  out += R"PY(    lr_factor = {"none": 1.0, "linear": float(replicas), "sqrt": math.sqrt(replicas)}[LR_SCALING]
-    learning_rate = BASE_LEARNING_RATE * lr_factor
+  out += "    lr_factor = " + lrScalingPython() + "\n";
+  out += R"PY(    learning_rate = BASE_LEARNING_RATE * lr_factor
     print(f"{replicas} replica(s): global batch {global_batch} ({math.ceil(global_batch / replicas)} per replica), "
           f"learning rate {BASE_LEARNING_RATE} x {lr_factor:g} = {learning_rate:g} ({LR_SCALING} scaling)")
 

@@ -3,6 +3,7 @@
 // the gradients during backward, Keras' initialisers and Adam epsilon, the learning-rate rule
 // with warm-up, and --steps N to stop early.
 #include "learn/CodeGen.h"
+#include "project/LrScaling.h"
 #include "learn/CodeGenParts.h"
 
 namespace ml {
@@ -123,7 +124,7 @@ constexpr const char* kLoop = R"PY(    train_set = TensorDataset(torch.from_nump
 
     model = build_model().to(device)
     ddp = DDP(model, device_ids=[device.index] if use_cuda else None)
-    lr_factor = {"none": 1.0, "linear": float(world_size), "sqrt": math.sqrt(world_size)}[LR_SCALING]
+    lr_factor = @LR_FACTOR@
     learning_rate = BASE_LEARNING_RATE * lr_factor
     optimizer = make_optimizer(ddp.parameters(), learning_rate)
     warmup_steps = WARMUP_EPOCHS * steps_per_epoch
@@ -245,8 +246,9 @@ std::string generatePyTorchProgram(const Project& p) {
     out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) + "  # the project's batch per device: global = this x world_size\n";
   else
     out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: each replica gets GLOBAL_BATCH / world_size\n";
-  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # for one replica\n";
-  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate grows with world_size\n";
+  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
+  out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "\n";
+  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
   out += "METRIC = " + pyStr(accuracy ? "accuracy" : "mae") + "\n";
   if (t.accumulate > 1)
@@ -276,7 +278,9 @@ std::string generatePyTorchProgram(const Project& p) {
     out += "    per_replica = PER_REPLICA_BATCH\n    global_batch = per_replica * world_size\n";
   else
     out += "    global_batch = GLOBAL_BATCH\n    per_replica = math.ceil(global_batch / world_size)  # DistributedSampler pads to equal shards\n";
-  out += kLoop;
+  std::string loop = kLoop;
+  loop.replace(loop.find("@LR_FACTOR@"), 11, lrScalingPython());
+  out += loop;
   return out;
 }
 

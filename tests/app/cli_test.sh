@@ -35,9 +35,13 @@ out=$("$CLI" train "$T/sp.json" --accumulate 2 --lr-scaling sqrt --save-weights 
 [ $rc -eq 0 ] && ok || bad "train exit $rc: $out"
 expect_contains train "$out" "3 replicas on cpu:0..2, simulated"
 expect_contains train "$out" "global batch 50, per-replica batch 8-9, 2 micro-batches of 25"
-expect_contains train "$out" "learning rate 0.0173205 = 0.01 x 1.73205 (sqrt scaling for 3 replicas)"
+# The rule follows the global batch: 50 here whatever the devices, so sqrt scaling keeps the rate ...
+expect_contains train "$out" "learning rate 0.01 (0.01 was set for a global batch of 50 and the global batch is still 50, so sqrt scaling changes nothing)"
 expect_contains train "$out" "replicas in sync (equal weight checksums)"
 expect_contains train "$out" "val_accuracy"
+# ... while 16 per device on 3 devices is a global batch of 48, three times the 16 the rate was set for.
+out=$("$CLI" train "$T/sp.json" --epochs 1 --per-device-batch 16 --lr-scaling linear 2>&1)
+expect_contains lr-scaling "$out" "learning rate 0.03 (0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03)"
 expect_contains train "$out" "recorded as run 1"
 
 out=$("$CLI" runs list --json)
