@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Step-for-step equivalence of the generated PyTorch program with `mirrorlab-cli train`.
+
+For each case: mirrorlab-cli trains a small spirals project for 20 steps, saving its initial weights
+(.npz) and the loss of every step (--report); the program from `mirrorlab-cli export-code
+--framework torch` starts from those weights (--weights) on 1 process or DDP over gloo with 2 and 3
+ranks (mp.spawn, localhost) and prints the loss of every step (--print-steps). Without dropout the
+losses must agree to 1e-4 relative at every step, for SGD with Nesterov momentum, Adam and RMSprop,
+with shards of unequal size, a per-device batch and gradient accumulation. With dropout the masks
+differ (PyTorch draws its own), so over 5 seeds the mean difference of the two curves must lie
+within the spread of the per-seed differences.
+
+Usage: torch_equivalence.py MIRRORLAB_CLI [--python /usr/bin/python3]. Exit 77 (skipped) when
+PyTorch or numpy is missing.
+"""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+STEPS = 20
+REL_TOL = 1e-4
+# Two-sided 99% quantile of Student's t with 4 degrees of freedom (5 seeds).
+T_99_4DOF = 4.604
+
+
+def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_scaling="none", warmup=0.0,
+            dropout=0.0, seed=42):
+    layers = [{"type": "Dense", "units": 32, "activation": "tanh"}]
+    if dropout:
+        layers.append({"type": "Dropout", "rate": dropout})
+    layers.append({"type": "Dense", "units": 32, "activation": "tanh"})
+    if dropout:
+        layers.append({"type": "Dropout", "rate": dropout})
+    layers.append({"type": "Dense", "units": 3, "activation": "softmax"})
+    return {
+        "schema_version": 1, "name": name,
+        "model": {"input_shape": [2], "layers": layers},
+        "data": {"kind": "spirals", "samples": 800, "classes": 3, "noise": 0.2, "seed": 7, "validation_split": 0.2},
+        "training": {"epochs": 5, "batch_size": batch, "per_device_batch": per_device, "accumulate": accumulate,
+                     "optimizer": optimizer, "loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"],
+                     "seed": seed, "lr_scaling": lr_scaling, "warmup_epochs": warmup},
+        "distribute": {"devices": devices, "allreduce": "ring"},
+    }
+
+
+def run(cmd, cwd):
+    r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       env={k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}")
+    return r.stdout
+
+
+def curves(cli, python, proj, work):
+    """(Mirrorlab's per-step losses, the PyTorch program's) for a project dict."""
+    os.makedirs(work, exist_ok=True)
+    path = os.path.join(work, "project.json")
+    with open(path, "w") as f:
+        json.dump(proj, f)
+    run([cli, "train", path, "--steps", str(STEPS), "--save-initial-weights", "init.npz", "--report", "report.json",
+         "--no-record", "--quiet"], work)
+    with open(os.path.join(work, "report.json")) as f:
+        ours = json.load(f)["step_loss"]
+    run([cli, "export-code", path, "--framework", "torch", "--output", "program.py"], work)
+    world = int(proj["distribute"]["devices"].split(":")[1])
+    out = run([python, "program.py", "--weights", "init.npz", "--steps", str(STEPS), "--print-steps", "--cpu",
+               "--world-size", str(world)], work)
+    theirs = [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", out, re.M)]
+    if len(ours) != STEPS or len(theirs) != STEPS:
+        raise RuntimeError(f"expected {STEPS} steps, got {len(ours)} from Mirrorlab and {len(theirs)} from PyTorch:\n{out}")
+    return ours, theirs
+
+
+def exact_cases():
+    sgd = {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True}
+    adam = {"name": "adam", "learning_rate": 0.01}
+    rms = {"name": "rmsprop", "learning_rate": 0.003, "momentum": 0.5, "epsilon": 1e-3}
+    # 640 training samples; 20 steps always cross an epoch boundary (a new permutation, a short last batch).
+    return [
+        ("sgd-nesterov 1 process, warm-up", project("a", sgd, "cpu:1", 64, warmup=1.0)),
+        ("sgd-nesterov DDP 2, per-device 24 x accumulate 2", project("b", sgd, "cpu:2", 24, per_device=True, accumulate=2)),
+        ("sgd-nesterov DDP 3, global 64 (shards 21-22), accumulate 2, linear + warm-up",
+         project("c", sgd, "cpu:3", 64, accumulate=2, lr_scaling="linear", warmup=0.5)),
+        ("adam 1 process, accumulate 3", project("d", adam, "cpu:1", 50, accumulate=3)),
+        ("adam DDP 2, global 45 (shards 22-23)", project("e", adam, "cpu:2", 45)),
+        ("adam DDP 3, per-device 10 x accumulate 2, sqrt scaling", project("f", adam, "cpu:3", 10, per_device=True, accumulate=2,
+                                                                             lr_scaling="sqrt")),
+        ("rmsprop 1 process", project("g", rms, "cpu:1", 70)),
+        ("rmsprop DDP 2, global 61, accumulate 2", project("h", rms, "cpu:2", 61, accumulate=2)),
+        ("rmsprop DDP 3, global 100 (shards 33-34), warm-up", project("i", rms, "cpu:3", 100, warmup=1.0)),
+    ]
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    cli = os.path.abspath(sys.argv[1])
+    python = sys.argv[sys.argv.index("--python") + 1] if "--python" in sys.argv else sys.executable
+    probe = subprocess.run([python, "-c", "import torch, numpy"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        print(f"skipped: {python} cannot import torch and numpy (Debian: python3-torch python3-numpy)\n{probe.stderr}")
+        sys.exit(77)
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="mirrorlab-equivalence-") as tmp:
+        for i, (what, proj) in enumerate(exact_cases()):
+            ours, theirs = curves(cli, python, proj, os.path.join(tmp, f"case{i}"))
+            worst = max(abs(a - b) / abs(a) for a, b in zip(ours, theirs))
+            print(f"{what}: step 1 loss {ours[0]:.6f} vs {theirs[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {theirs[-1]:.6f}, "
+                  f"worst relative difference {worst:.2e}", flush=True)
+            if worst > REL_TOL:
+                failures.append(f"{what}: relative difference {worst:.2e} > {REL_TOL:g}\n  Mirrorlab {ours}\n  PyTorch   {theirs}")
+
+        # Dropout: different masks, the same distribution. Per seed, the mean loss over the 20 steps of each.
+        sgd = {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True}
+        diffs, spreads = [], []
+        for seed in range(1, 6):
+            ours, theirs = curves(cli, python, project("dropout", sgd, "cpu:2", 64, dropout=0.3, seed=seed),
+                                  os.path.join(tmp, f"dropout{seed}"))
+            diffs.append(sum(theirs) / STEPS - sum(ours) / STEPS)
+            spreads.append(sum(ours) / STEPS)
+        mean = sum(diffs) / len(diffs)
+        sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
+        se = sd / math.sqrt(len(diffs))
+        print(f"dropout 0.3, DDP 2, 5 seeds: mean loss difference (PyTorch - Mirrorlab) {mean:+.5f}, per-seed sd {sd:.5f}, "
+              f"standard error {se:.5f}; mean losses {', '.join(f'{s:.4f}' for s in spreads)}", flush=True)
+        if not abs(mean) <= T_99_4DOF * se:
+            failures.append(f"dropout: mean difference {mean:+.5f} exceeds t(0.995, 4) x standard error = {T_99_4DOF * se:.5f} "
+                            f"(per-seed differences {diffs})")
+        if not sd > 0:
+            failures.append("dropout: the per-seed differences have no spread: the masks cannot be independent draws")
+    if failures:
+        print("FAILED:\n" + "\n".join(failures))
+        sys.exit(1)
+    print("all curves agree")
+
+
+if __name__ == "__main__":
+    main()
