@@ -97,7 +97,7 @@ def make_strategy():
     if tf.config.list_physical_devices("GPU"):
         return tf.distribute.MirroredStrategy()
     # Without this, MirroredStrategy() sees one CPU device and trains a single replica. It must run
-    # before TensorFlow creates its devices, i.e. before any other TensorFlow call.
+    # before the TensorFlow runtime is initialised (by the first op or the first logical-device query).
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])
     return tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices("CPU")])

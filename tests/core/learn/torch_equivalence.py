@@ -10,7 +10,7 @@ with shards of unequal size, a per-device batch and gradient accumulation. With 
 differ (PyTorch draws its own), so over 5 seeds the mean difference of the two curves must lie
 within the spread of the per-seed differences.
 
-Usage: torch_equivalence.py MIRRORLAB_CLI [--python /usr/bin/python3]. Exit 77 (skipped) when
+Usage: torch_equivalence.py MIRRORLAB_CLI [--python /usr/bin/python3] [--only TEXT]. Exit 77 (skipped) when
 PyTorch or numpy is missing.
 """
 import json
@@ -56,13 +56,14 @@ def run(cmd, cwd):
 
 
 def curves(cli, python, proj, work):
-    """(Mirrorlab's per-step losses, the PyTorch program's) for a project dict."""
+    """(Mirrorlab's per-step losses, the PyTorch program's) for a project dict; final.npz holds Mirrorlab's
+    weights after the last step."""
     os.makedirs(work, exist_ok=True)
     path = os.path.join(work, "project.json")
     with open(path, "w") as f:
         json.dump(proj, f)
-    run([cli, "train", path, "--steps", str(STEPS), "--save-initial-weights", "init.npz", "--report", "report.json",
-         "--no-record", "--quiet"], work)
+    run([cli, "train", path, "--steps", str(STEPS), "--save-initial-weights", "init.npz", "--save-weights", "final.npz",
+         "--report", "report.json", "--no-record", "--quiet"], work)
     with open(os.path.join(work, "report.json")) as f:
         ours = json.load(f)["step_loss"]
     run([cli, "export-code", path, "--framework", "torch", "--output", "program.py"], work)
@@ -73,6 +74,27 @@ def curves(cli, python, proj, work):
     if len(ours) != STEPS or len(theirs) != STEPS:
         raise RuntimeError(f"expected {STEPS} steps, got {len(ours)} from Mirrorlab and {len(theirs)} from PyTorch:\n{out}")
     return ours, theirs
+
+
+def csv_project(work):
+    """A regression CSV with the label in the middle, a constant and a nearly constant column, standardised,
+    with a validation hold-out: the CSV path of both loaders."""
+    os.makedirs(work, exist_ok=True)
+    rows = ["a,const,y,tiny,b"]
+    for i in range(300):
+        a, b = (i * 37 % 101) / 10.0, (i * 53 % 89) / 7.0 - 3
+        rows.append(f"{a},5,{2 * a - b + 0.5 + (i % 7) / 10},{1e6 + (i % 2) * 0.0625},{b}")
+    with open(os.path.join(work, "train.csv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    return {
+        "schema_version": 1, "name": "csv regression",
+        "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 16, "activation": "relu"}, {"type": "Dense", "units": 1}]},
+        "data": {"kind": "csv", "path": os.path.join(work, "train.csv"), "label_column": "y", "standardize": True,
+                 "validation_split": 0.25},
+        "training": {"epochs": 5, "batch_size": 40, "optimizer": {"name": "adam", "learning_rate": 0.01}, "loss": "mean_squared_error",
+                     "metrics": ["mae"], "seed": 3},
+        "distribute": {"devices": "cpu:1"},
+    }
 
 
 def exact_cases():
@@ -106,14 +128,30 @@ def main():
         sys.exit(77)
     failures = []
     with tempfile.TemporaryDirectory(prefix="mirrorlab-equivalence-") as tmp:
-        for i, (what, proj) in enumerate(exact_cases()):
+        cases = exact_cases() + [("csv regression (standardised, constant columns, hold-out) 1 process, adam",
+                                  csv_project(os.path.join(tmp, "csv")))]
+        only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None  # a quicker look at one case
+        for i, (what, proj) in enumerate(cases):
+            if only and only not in what:
+                continue
             ours, theirs = curves(cli, python, proj, os.path.join(tmp, f"case{i}"))
             worst = max(abs(a - b) / abs(a) for a, b in zip(ours, theirs))
             print(f"{what}: step 1 loss {ours[0]:.6f} vs {theirs[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {theirs[-1]:.6f}, "
                   f"worst relative difference {worst:.2e}", flush=True)
             if worst > REL_TOL:
                 failures.append(f"{what}: relative difference {worst:.2e} > {REL_TOL:g}\n  Mirrorlab {ours}\n  PyTorch   {theirs}")
+            if proj["distribute"]["devices"] == "cpu:1":  # the trained weights, read back by both: the same validation loss
+                work = os.path.join(tmp, f"case{i}")
+                path = os.path.join(work, "project.json")
+                ev = re.search(r"loss: ([-+0-9.eE]+)", run([cli, "evaluate", path, "--weights", "final.npz"], work))
+                pr = re.search(r"^val: loss ([-+0-9.eE]+)", run([python, "program.py", "--weights", "final.npz", "--predict-only"], work), re.M)
+                if not ev or not pr or abs(float(ev.group(1)) - float(pr.group(1))) > 1e-4 + 1e-4 * abs(float(pr.group(1))):
+                    failures.append(f"{what}: evaluate and --predict-only disagree on final.npz: {ev and ev.group(1)} vs {pr and pr.group(1)}")
+                else:
+                    print(f"  trained weights: validation loss {ev.group(1)} (mirrorlab-cli evaluate) vs {pr.group(1)} (--predict-only)")
 
+        if only and "dropout" not in only:
+            return report(failures)
         # Dropout: different masks, the same distribution. Per seed, the mean loss over the 20 steps of each.
         sgd = {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True}
         diffs, spreads = [], []
@@ -132,6 +170,10 @@ def main():
                             f"(per-seed differences {diffs})")
         if not sd > 0:
             failures.append("dropout: the per-seed differences have no spread: the masks cannot be independent draws")
+    report(failures)
+
+
+def report(failures):
     if failures:
         print("FAILED:\n" + "\n".join(failures))
         sys.exit(1)
