@@ -8,7 +8,8 @@ ranks (mp.spawn, localhost) and prints the loss of every step (--print-steps). W
 losses must agree to 1e-4 relative at every step, for SGD with Nesterov momentum, Adam and RMSprop,
 with shards of unequal size, a per-device batch and gradient accumulation. With dropout the masks
 differ (PyTorch draws its own), so over 5 seeds the mean difference of the two curves must lie
-within the spread of the per-seed differences.
+within the spread of the per-seed differences, and the logged masks show that every rank and every
+Dropout layer draws its own.
 
 Usage: torch_equivalence.py MIRRORLAB_CLI [--python /usr/bin/python3] [--only TEXT]. Exit 77 (skipped) when
 PyTorch or numpy is missing.
@@ -97,6 +98,65 @@ def csv_project(work):
     }
 
 
+# Runs program.py with every Dropout mask logged (rank, call, layer, hash of the kept units). The patch sits
+# at the top level, so the processes mp.spawn starts (which import this file as __mp_main__) have it too.
+MASK_HARNESS = """
+import hashlib, os, sys
+import torch
+import torch.distributed as dist
+sys.path.insert(0, os.getcwd())
+import program
+calls = {}
+original = torch.nn.Dropout.forward
+def logged(self, x):
+    y = original(self, x)
+    if self.training:
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        key = (rank, id(self))
+        calls[key] = calls.get(key, 0) + 1
+        kept = (y != 0).numpy().tobytes()
+        with open(f"masks{rank}.txt", "a") as f:
+            f.write(f"{calls[key]} {self.layer_index} {hashlib.sha1(kept).hexdigest()}\\n")
+    return y
+torch.nn.Dropout.forward = logged
+build = program.build_model
+def numbered():
+    model = build()
+    for i, layer in enumerate(model):
+        layer.layer_index = i
+    return model
+program.build_model = numbered
+if __name__ == "__main__":
+    sys.argv = ["program.py"] + sys.argv[1:]
+    program.main()
+"""
+
+
+def mask_check(python, work):
+    """Dropout masks of DDP with 2 ranks: every rank and every layer draws its own."""
+    with open(os.path.join(work, "masks.py"), "w") as f:
+        f.write(MASK_HARNESS)
+    run([python, "masks.py", "--weights", "init.npz", "--steps", "3", "--cpu", "--world-size", "2"], work)
+    masks = []
+    for rank in range(2):
+        with open(os.path.join(work, f"masks{rank}.txt")) as f:
+            masks.append({(int(c), int(layer)): h for c, layer, h in (line.split() for line in f)})
+    problems = []
+    if not masks[0] or masks[0].keys() != masks[1].keys():
+        problems.append(f"the ranks logged different dropout calls: {sorted(masks[0])} vs {sorted(masks[1])}")
+    same_rank = [k for k in masks[0] if k in masks[1] and masks[0][k] == masks[1][k]]
+    if same_rank:
+        problems.append(f"ranks 0 and 1 drew the same dropout mask at (call, layer) {same_rank}")
+    layers = sorted({layer for _, layer in masks[0]})
+    for c in {c for c, _ in masks[0]}:
+        hashes = [masks[0][(c, layer)] for layer in layers if (c, layer) in masks[0]]
+        if len(set(hashes)) != len(hashes):
+            problems.append(f"two Dropout layers drew the same mask in call {c}")
+    print(f"dropout masks, DDP 2: {len(masks[0])} (call, layer) masks per rank, all distinct across ranks and layers"
+          if not problems else "dropout masks: " + "; ".join(problems), flush=True)
+    return problems
+
+
 def exact_cases():
     sgd = {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True}
     adam = {"name": "adam", "learning_rate": 0.01}
@@ -160,6 +220,7 @@ def main():
                                   os.path.join(tmp, f"dropout{seed}"))
             diffs.append(sum(theirs) / STEPS - sum(ours) / STEPS)
             spreads.append(sum(ours) / STEPS)
+        failures += mask_check(python, os.path.join(tmp, "dropout1"))
         mean = sum(diffs) / len(diffs)
         sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1))
         se = sd / math.sqrt(len(diffs))
