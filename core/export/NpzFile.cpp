@@ -127,6 +127,28 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, const std::
   return a;
 }
 
+// PATH.tmp, then renamed over PATH: a failed write never leaves a half file under the real name.
+void writeAtomically(const std::string& path, const std::string& bytes) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw UserError("cannot write npz file '" + path + "': check that the folder exists and is writable");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) {
+      out.close();
+      std::remove(tmp.c_str());
+      throw UserError("writing npz file '" + path + "' failed: is the disk full?");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw UserError("cannot write npz file '" + path + "': " + ec.message());
+  }
+}
+
 }  // namespace
 
 std::string npyBytes(const std::vector<int64_t>& shape, std::span<const float> data) {
@@ -198,24 +220,7 @@ void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays, NpzC
   put32(zip, static_cast<uint32_t>(central.size()));
   put32(zip, centralOffset);
   put16(zip, 0);
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw UserError("cannot write npz file '" + path + "': check that the folder exists and is writable");
-    out.write(zip.data(), static_cast<std::streamsize>(zip.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::remove(tmp.c_str());
-      throw UserError("writing npz file '" + path + "' failed: is the disk full?");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw UserError("cannot write npz file '" + path + "': " + ec.message());
-  }
+  writeAtomically(path, zip);
 }
 
 std::vector<NpyArray> readNpz(const std::string& path) {
