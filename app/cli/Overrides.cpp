@@ -11,18 +11,13 @@ void Overrides::addTo(CLI::App* c, bool training) {
   if (!training) return;
   c->add_option("--epochs", epochs, "Number of epochs")->check(CLI::PositiveNumber);
   c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(CLI::PositiveNumber);
-  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica instead (global = this x replicas)")->check(CLI::PositiveNumber);
+  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(CLI::PositiveNumber);
   c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")->check(CLI::PositiveNumber);
   c->add_option("--optimizer", optimizer, "Optimizer: sgd, adam or rmsprop (Keras defaults for its other arguments)")
       ->check(CLI::IsMember({"sgd", "adam", "rmsprop"}));
   c->add_option("--seed", seed, "Seed for initial weights, shuffling and dropout");
-  c->add_option("--lr-scaling", lrScaling,
-                "Scale the learning rate with the global batch relative to the reference batch: none, linear (x global/reference) "
-                "or sqrt; with the global batch unchanged it changes nothing")
+  c->add_option("--lr-scaling", lrScaling, "Scale the learning rate with the replicas: none, linear or sqrt")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}));
-  c->add_option("--lr-reference-batch", lrReferenceBatch,
-                "The global batch the learning rate was set for (default: the batch size field, per device or global)")
-      ->check(CLI::NonNegativeNumber);
   c->add_option("--warmup-epochs", warmupEpochs, "Ramp the learning rate from the base rate to the scaled one over E epochs");
   c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(CLI::PositiveNumber);
   c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
@@ -50,7 +45,6 @@ void Overrides::apply(ml::Project& p) const {
   if (seed) p.training.seed = *seed;
   if (devices) p.distribute.devices = *devices;
   if (lrScaling) p.training.lrScaling = *lrScaling;
-  if (lrReferenceBatch) p.training.lrReferenceBatch = *lrReferenceBatch;
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
   if (accumulate) p.training.accumulate = *accumulate;
   if (allreduce) p.distribute.allreduce = *allreduce;

@@ -13,6 +13,7 @@
 #include "Format.h"
 #include "distribute/DeviceList.h"
 #include "learn/RunSequence.h"
+#include "project/LrScaling.h"
 #include "store/RunStore.h"
 #include "train/Trainer.h"
 
@@ -175,6 +176,9 @@ Project pointProject(const Project& base, const SweepPointRow& pt, const SweepOp
   p.training.perDeviceBatch = false;  // the grid's batch is the global batch of one update
   p.training.optimizer.learningRate = pt.lr;
   p.training.lrScaling = pt.lrScaling;
+  // A scaling rule scales the grid's rate by the point's global batch against the batch the base
+  // project's rate was set for (one rule everywhere, project/LrScaling.h).
+  p.training.lrReferenceBatch = lrReferenceBatch(base.training);
   p.distribute.devices = pt.devices;
   if (o.epochs) p.training.epochs = *o.epochs;
   else if (o.steps && trainSamples > 0) {
