@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   mlcli::addTrainCommand(app, exitCode);
   mlcli::addScaleCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
+  mlcli::addExportCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);
   try {
