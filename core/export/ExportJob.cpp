@@ -53,6 +53,24 @@ std::optional<int64_t> runOfWeights(RunStore& store, const std::string& weightsP
   return std::nullopt;
 }
 
+std::string keptWeightsPath(const std::string& storePath, int64_t run) {
+  return (fs::absolute(storePath).parent_path() / "weights" / ("run-" + std::to_string(run) + ".mlw")).string();
+}
+
+std::string keepRunWeights(const std::string& storePath, int64_t run, const Sequential& model) {
+  const std::string path = keptWeightsPath(storePath, run);
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw UserError("cannot keep run " + std::to_string(run) + "'s weights in '" + dir.string() + "': " + ec.message());
+  const uint64_t sum = saveWeights(model, path);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(sum));
+  auto store = RunStore::open(storePath);
+  store.addArtifact(run, path, "weights", hex, static_cast<int64_t>(fs::file_size(path, ec)));
+  return path;
+}
+
 void recordExport(RunStore& store, int64_t run, const ExportResult& result, ExportFormat format) {
   std::ifstream in(result.path, std::ios::binary);
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

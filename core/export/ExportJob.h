@@ -36,6 +36,12 @@ StoredWeights storedWeights(RunStore& store, int64_t run);
 // The run that recorded this weights file as its artifact (same absolute path), if any.
 std::optional<int64_t> runOfWeights(RunStore& store, const std::string& weightsPath);
 
+// Keeps a finished run's final weights beside the store (<store folder>/weights/run-<id>.mlw) and
+// records them as the run's "weights" artifact, so the run can be exported later (the studio).
+std::string keepRunWeights(const std::string& storePath, int64_t run, const Sequential& model);
+// Where keepRunWeights puts a run's weights (whether or not they are there).
+std::string keptWeightsPath(const std::string& storePath, int64_t run);
+
 // Adds the exported file to the run's artifacts (kind "export:onnx", ...), with its checksum.
 void recordExport(RunStore& store, int64_t run, const ExportResult& result, ExportFormat format);
 
