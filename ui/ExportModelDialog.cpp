@@ -103,7 +103,6 @@ void ExportModelDialog::build(const QString& source, bool pickWeights) {
   formatHint_ = new QLabel(this);
   formatHint_->setWordWrap(true);
   setRole(formatHint_, "hint");
-  form->addRow(QString(), formatHint_);
   auto* row = new QHBoxLayout;
   output_ = new QLineEdit(this);
   auto* browse = new QPushButton(tr("Browse…"), this);
@@ -112,6 +111,7 @@ void ExportModelDialog::build(const QString& source, bool pickWeights) {
   row->addWidget(browse);
   form->addRow(tr("Save as"), row);
   v->addLayout(form);
+  v->addWidget(formatHint_);
   status_ = new QLabel(this);
   status_->setWordWrap(true);
   status_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -124,7 +124,8 @@ void ExportModelDialog::build(const QString& source, bool pickWeights) {
   output_->setText(QDir(QDir::homePath()).filePath(baseName_ + QString::fromLatin1(ml::defaultSuffix(ml::ExportFormat::Onnx))));
   connect(format_, &QComboBox::currentIndexChanged, this, &ExportModelDialog::onFormatChanged);
   onFormatChanged();
-  resize(620, sizeHint().height());
+  setMinimumWidth(640);
+  adjustSize();
 }
 
 void ExportModelDialog::setFormat(ml::ExportFormat f) { format_->setCurrentIndex(format_->findData(static_cast<int>(f))); }
@@ -167,6 +168,7 @@ void ExportModelDialog::browseWeights() {
 void ExportModelDialog::showStatus(const QString& text, bool error) {
   status_->setText(text);
   status_->setStyleSheet(error ? QStringLiteral("color: #b3261e;") : QString());
+  adjustSize();  // room for a long message: never a clipped reason
 }
 
 void ExportModelDialog::startExport() {

@@ -113,6 +113,11 @@ class ExportModelTest : public QObject {
     dialog->startExport();
     QVERIFY2(done.wait(20000), qPrintable(dialog->statusText()));
     QVERIFY(dialog->statusText().contains(QStringLiteral("Exported to")));
+    // Drawn, not blank (MIRRORLAB_TEST_SHOTS=DIR keeps the picture to look at).
+    const QImage shot = dialog->grab().toImage();
+    QVERIFY(uitest::distinctColors(shot) > 20);
+    if (const QString shots = qEnvironmentVariable("MIRRORLAB_TEST_SHOTS"); !shots.isEmpty())
+      shot.save(QDir(shots).filePath(QStringLiteral("export-dialog.png")));
 
     // The same bytes as the core's export of that run's project and kept weights.
     auto store = ml::RunStore::open(db());
