@@ -16,7 +16,7 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
                            const ExportInfo& info);
 // Writes an HDF5 file at `file` in Keras 3's .weights.h5 layout for a Sequential model.
 void writeKerasWeights(const std::vector<ExportLayer>& layers, const ExportInfo& info, const std::string& file);
-// The .npz bytes of the PyTorch state_dict (see TorchExport.cpp for the names).
-std::string torchNpzBytes(const std::vector<ExportLayer>& layers, const ExportInfo& info);
+// Writes the PyTorch weights as .npz at `file` (see TorchExport.cpp for the names).
+void writeTorchWeights(const Sequential& model, const std::string& file);
 
 }  // namespace ml

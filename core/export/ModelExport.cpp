@@ -125,8 +125,8 @@ ExportResult exportModel(const Sequential& model, ExportFormat f, const std::str
       r.description = "Keras 3 weights for a Sequential model: load with model.load_weights()";
       break;
     case ExportFormat::Torch:
-      file.write(torchNpzBytes(layers, info));
-      r.description = "PyTorch state_dict as .npz: the generated PyTorch program loads it with --weights";
+      writeTorchWeights(model, file.tempPath());
+      r.description = "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with --weights";
       break;
   }
   file.commit();

@@ -158,6 +158,26 @@ TEST(KerasExport, Keras3SequentialLayoutAndValues) {
   EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
 }
 
+TEST(TorchExport, ATorchSequentialWithTheWeightsPredictsWhatMirrorlabPredicts) {
+  for (const ModelSpec& spec : {everyLayerModel(), sampleSoftmaxModel()}) {  // importing torch takes seconds: no probe
+    TempDir dir("torch");
+    Project p;
+    p.name = "torch weights";
+    Sequential model(spec);
+    model.initialize(13);
+    p.model = model.spec();  // with the generated layer names the arrays are named after
+    p.save((dir.path() / "p.json").string());
+    const Sample s = mirrorlabOutputs(model, 29, dir.path());
+    const ExportResult r = exportModel(model, ExportFormat::Torch, (dir.path() / "m.npz").string(), ExportInfo{});
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("torch_load.py") + " " + r.path + " " +
+                                       (dir.path() / "p.json").string() + " " + s.input.string() + " " + s.expected.string());
+    if (c.output.find("No module named") != std::string::npos) GTEST_SKIP() << "Debian's python3-torch is missing: " << c.output;
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+    EXPECT_NE(c.output.find(std::to_string(model.paramCount()) + " parameters"), std::string::npos) << c.output;
+  }
+}
+
 // A layer that no export knows (a stand-in for one added later without an exporter).
 class Conv2DStandIn : public Layer {
  public:
