@@ -3,6 +3,7 @@
 # Dropout, softmax) with saved weights; the ONNX model checked by onnx.checker and shape inference and
 # evaluated by the numpy reference on the 10,000 test images against `mirrorlab-cli predict` (1e-5);
 # the Keras weights exported from the run id checked against Keras 3's layout and the same outputs;
+# the PyTorch .npz loaded into a torch.nn.Sequential built from the project, same outputs;
 # the exports recorded with the run; and every bad input refused with one message, nothing written.
 set -u
 CLI=$1; SRC=$2
@@ -45,9 +46,15 @@ out=$("$CLI" export --run 1 --format keras --output "$T/model.weights.h5" 2>&1) 
 expect_contains "export keras" "$out" "Keras 3 weights for a Sequential model"
 run_check "keras layout and outputs" $PY "$CHECKS/keras_layout.py" "$T/model.weights.h5" "$P" "$T/w.mlw" "$TEST_IMAGES" "$T/p.csv"
 
+# PyTorch weights: a torch.nn.Sequential built from the project, with them, predicts what Mirrorlab predicts.
+out=$("$CLI" export "$P" --weights "$T/w.mlw" --format torch --output "$T/model.npz" 2>&1) || bad "export torch: $out"
+expect_contains "export torch" "$out" "PyTorch weights as .npz"
+run_check "torch vs predict" $PY "$CHECKS/torch_load.py" "$T/model.npz" "$P" "$TEST_IMAGES" "$T/p.csv"
+
 out=$("$CLI" runs show 1)
 expect_contains "exports recorded" "$out" "export:onnx"
 expect_contains "exports recorded" "$out" "export:keras"
+expect_contains "exports recorded" "$out" "export:torch"
 
 # Bad input: one message, non-zero exit, nothing written, the store untouched.
 before=$(md5sum < "$MIRRORLAB_DB")
@@ -59,7 +66,7 @@ expect_fail "unknown format" "allowed: onnx, torch, keras" "$CLI" export "$P" --
 expect_fail "weights of another model" "another architecture" "$CLI" export "$SRC/projects/spirals.json" --weights "$T/w.mlw" --format onnx --output "$T/s.onnx"
 expect_fail "no weights" "--weights FILE" "$CLI" export "$P" --format onnx --output "$T/m2.onnx"
 expect_fail "run that does not exist" "run 42" "$CLI" export --run 42 --format onnx --output "$T/m3.onnx"
-[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5)$')" ] && ok || bad "files left behind: $(ls "$T")"
+[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5|model.npz)$')" ] && ok || bad "files left behind: $(ls "$T")"
 [ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed exports modified the run store"
 "$CLI" train "$SRC/projects/spirals.json" --epochs 1 --steps 2 >/dev/null 2>&1
 expect_fail "run without weights" "run 2 kept no weights: train with --save-weights" "$CLI" export --run 2 --format onnx --output "$T/m4.onnx"
