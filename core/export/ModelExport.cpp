@@ -78,9 +78,10 @@ ExportLayer describe(const Layer& layer, ExportFormat f) {
   } else if (dynamic_cast<const Dropout*>(&layer)) {
     e.kind = ExportLayer::Kind::Dropout;
   } else {
-    throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported as a " + formatTitle(f) +
-                    " (--format " + toString(f) + "): the " + toString(f) +
-                    " export knows Dense, Activation, Flatten and Dropout; remove the layer or export the .mlw weights");
+    const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";
+    throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
+                    toString(f) + "): that export knows Dense, Activation, Flatten and Dropout; remove the layer or keep "
+                    "the model in Mirrorlab's .mlw weights");
   }
   return e;
 }
