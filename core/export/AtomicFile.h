@@ -15,8 +15,6 @@ class AtomicFile {
   ~AtomicFile();  // removes the temporary file unless committed
 
   const std::string& target() const { return target_; }
-  // Where to write (a library that opens files by name, e.g. HDF5, writes here).
-  const std::string& tempPath() const { return temp_; }
   // Writes bytes to the temporary file (replacing what it held).
   void write(std::string_view bytes);
   // Flushes the temporary file to disk and renames it over the target. Throws UserError naming

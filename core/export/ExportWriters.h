@@ -1,5 +1,6 @@
-// The format writers behind exportModel (ModelExport.cpp). Each gets the layers in inference
-// form and throws UserError for what a user can fix.
+// The format writers behind exportModel (ModelExport.cpp). Each returns the file's bytes, which
+// exportModel writes through a temporary file and a rename; each throws UserError for what a user
+// can fix.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,9 +15,10 @@ inline constexpr int kOnnxIrVersion = 7;  // the IR version that goes with opset
 // The serialized ModelProto, already passed through the ONNX checker and shape inference.
 std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& input, const Shape& output,
                            const ExportInfo& info);
-// Writes an HDF5 file at `file` in Keras 3's .weights.h5 layout for a Sequential model.
-void writeKerasWeights(const std::vector<ExportLayer>& layers, const ExportInfo& info, const std::string& file);
-// Writes the PyTorch weights as .npz at `file` (see TorchExport.cpp for the names).
-void writeTorchWeights(const Sequential& model, const std::string& file);
+// The bytes of an HDF5 file in Keras 3's .weights.h5 layout for a Sequential model; `file` names
+// the target in messages.
+std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file);
+// The bytes of the PyTorch weights .npz (see TorchExport.cpp for the names).
+std::string torchWeightsBytes(const Sequential& model);
 
 }  // namespace ml

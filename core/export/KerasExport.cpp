@@ -86,33 +86,42 @@ class QuietHdf5 {
 
 }  // namespace
 
-void writeKerasWeights(const std::vector<ExportLayer>& layers, const ExportInfo&, const std::string& file) {
+std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file) {
   QuietHdf5 quiet;
-  Handle f(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "create the file", file);
+  // The file is built in memory (HDF5's core driver, no backing store) and handed back as bytes,
+  // so it reaches the disk through the same temporary-file-and-rename as every other export.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "set up the file", file);
+  if (H5Pset_fapl_core(fapl.get(), 1 << 20, false) < 0)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 has no in-memory driver");
+  Handle f(H5Fcreate("mirrorlab-keras-weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose, "create the file", file);
   group(f.get(), "vars", file);  // the model's own (empty) variables
-  Handle all = group(f.get(), "layers", file);
-  std::map<std::string, int> used;  // per class: how many came before, as Keras counts
-  for (const auto& l : layers) {
-    std::string name = kerasClassPath(l);
-    const int k = used[name]++;
-    if (k > 0) {
-      name += '_';
-      name += std::to_string(k);
+  {
+    Handle all = group(f.get(), "layers", file);
+    std::map<std::string, int> used;  // per class: how many came before, as Keras counts
+    for (const auto& l : layers) {
+      std::string name = kerasClassPath(l);
+      const int k = used[name]++;
+      if (k > 0) {
+        name += '_';
+        name += std::to_string(k);
+      }
+      Handle layer = group(all.get(), name, file);
+      Handle vars = group(layer.get(), "vars", file);
+      if (l.kind != ExportLayer::Kind::Dense) continue;
+      dataset(vars.get(), "0", {static_cast<hsize_t>(l.in), static_cast<hsize_t>(l.out)}, l.kernel, file);
+      if (l.bias) dataset(vars.get(), "1", {static_cast<hsize_t>(l.out)}, l.bias, file);
     }
-    Handle layer = group(all.get(), name, file);
-    Handle vars = group(layer.get(), "vars", file);
-    if (l.kind != ExportLayer::Kind::Dense) continue;
-    dataset(vars.get(), "0", {static_cast<hsize_t>(l.in), static_cast<hsize_t>(l.out)}, l.kernel, file);
-    if (l.bias) dataset(vars.get(), "1", {static_cast<hsize_t>(l.out)}, l.bias, file);
   }
-  all.close();
-  if (H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 || !f.close())
-    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to finish it (is the disk full?)");
+  const ssize_t size = H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(f.get(), nullptr, 0);
+  std::string bytes(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size <= 0 || H5Fget_file_image(f.get(), bytes.data(), bytes.size()) != size)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to finish it");
+  return bytes;
 }
 
 #else
 
-void writeKerasWeights(const std::vector<ExportLayer>&, const ExportInfo&, const std::string&) {
+std::string kerasWeightsBytes(const std::vector<ExportLayer>&, const std::string&) {
   throw UserError("this Mirrorlab was built without HDF5: install libhdf5-dev (scripts/deps.sh does) and rebuild to "
                   "export Keras weights");
 }

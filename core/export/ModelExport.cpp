@@ -113,23 +113,25 @@ void checkExportPath(ExportFormat f, const std::string& path) {
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
   checkExportPath(f, path);
   const auto layers = exportLayers(model, f);
-  AtomicFile file(path);
   ExportResult r;
   r.path = path;
+  std::string bytes;
   switch (f) {
     case ExportFormat::Onnx:
-      file.write(onnxModelBytes(layers, model.inputShape(), model.outputShape(), info));
+      bytes = onnxModelBytes(layers, model.inputShape(), model.outputShape(), info);
       r.description = "ONNX model, opset " + std::to_string(kOnnxOpset) + ", input 'input' and output 'output' with a dynamic batch";
       break;
     case ExportFormat::Keras:
-      writeKerasWeights(layers, info, file.tempPath());
+      bytes = kerasWeightsBytes(layers, path);
       r.description = "Keras 3 weights for a Sequential model: load with model.load_weights()";
       break;
     case ExportFormat::Torch:
-      writeTorchWeights(model, file.tempPath());
+      bytes = torchWeightsBytes(model);
       r.description = "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with --weights";
       break;
   }
+  AtomicFile file(path);
+  file.write(bytes);
   file.commit();
   std::error_code ec;
   r.bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
