@@ -51,6 +51,30 @@ out=$("$CLI" export "$P" --weights "$T/w.mlw" --format torch --output "$T/model.
 expect_contains "export torch" "$out" "PyTorch weights as .npz"
 run_check "torch vs predict" $PY "$CHECKS/torch_load.py" "$T/model.npz" "$P" "$TEST_IMAGES" "$T/p.csv"
 
+# The generated PyTorch program, started from the exported .npz (--weights, --predict-only), scores
+# the test set as `mirrorlab-cli evaluate` does: the same loss (to evaluate's 4 printed decimals) and
+# accuracy (within 2 of 10,000 samples, for float ties).
+"$CLI" export-code "$P" --framework torch --output "$T/program.py" >/dev/null 2>&1 || bad "export-code failed"
+if grep -qF -- "--predict-only" "$T/program.py"; then
+  prog=$(cd "$T" && $PY program.py --weights "$T/model.npz" --predict-only 2>&1) || bad "generated program: $prog"
+  ev=$("$CLI" evaluate "$P" --weights "$T/w.mlw" 2>&1) || bad "evaluate: $ev"
+  verdict=$($PY - "$ev" "$prog" <<'PY'
+import re, sys
+ml = re.search(r"loss: ([0-9.]+) - accuracy: ([0-9.]+)", sys.argv[1])
+py = re.search(r"^val: loss (\S+) accuracy (\S+)", sys.argv[2], re.M)
+if not ml or not py:
+    print(f"unparsed: {sys.argv[1]!r} / {sys.argv[2]!r}")
+else:
+    dl, da = abs(float(ml[1]) - float(py[1])), abs(float(ml[2]) - float(py[2]))
+    print(("ok" if dl <= 6e-5 and da <= 2e-4 else "differ") + f" loss {ml[1]} vs {py[1]}, accuracy {ml[2]} vs {py[2]}")
+PY
+)
+  echo "generated program with the exported weights: $verdict"
+  [ "${verdict%% *}" = ok ] && ok || bad "generated PyTorch program vs evaluate: $verdict"
+else
+  echo "SKIP: this generated PyTorch program has no --weights/--predict-only yet (issue 24)"
+fi
+
 out=$("$CLI" runs show 1)
 expect_contains "exports recorded" "$out" "export:onnx"
 expect_contains "exports recorded" "$out" "export:keras"
@@ -66,7 +90,7 @@ expect_fail "unknown format" "allowed: onnx, torch, keras" "$CLI" export "$P" --
 expect_fail "weights of another model" "another architecture" "$CLI" export "$SRC/projects/spirals.json" --weights "$T/w.mlw" --format onnx --output "$T/s.onnx"
 expect_fail "no weights" "--weights FILE" "$CLI" export "$P" --format onnx --output "$T/m2.onnx"
 expect_fail "run that does not exist" "run 42" "$CLI" export --run 42 --format onnx --output "$T/m3.onnx"
-[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5|model.npz)$')" ] && ok || bad "files left behind: $(ls "$T")"
+[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5|model.npz|program.py)$')" ] && ok || bad "files left behind: $(ls "$T")"
 [ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed exports modified the run store"
 "$CLI" train "$SRC/projects/spirals.json" --epochs 1 --steps 2 >/dev/null 2>&1
 expect_fail "run without weights" "run 2 kept no weights: train with --save-weights" "$CLI" export --run 2 --format onnx --output "$T/m4.onnx"
