@@ -14,6 +14,19 @@ namespace fs = std::filesystem;
 
 namespace ml {
 
+namespace {
+
+// What a user of the exported model must feed it: the preparation Mirrorlab applied in training.
+std::string inputNote(const DataSpec& d) {
+  if (d.kind == "fashion-mnist" || d.kind == "idx") return "float32 image pixels divided by 255 (values in [0, 1])";
+  if (d.kind == "csv")
+    return d.standardize ? "float32 CSV feature columns, standardized with the training set's mean and standard deviation"
+                         : "float32 CSV feature columns, as they are in the file";
+  return "float32 features as the " + d.kind + " generator makes them";
+}
+
+}  // namespace
+
 ExportResult runExport(const ExportRequest& r) {
   checkExportPath(r.format, r.output);  // before any work: a typo in the folder costs nothing
   Sequential model(r.project.model);
@@ -22,6 +35,7 @@ ExportResult runExport(const ExportRequest& r) {
   info.projectName = r.project.name;
   info.runId = r.runId;
   info.weightsFile = fs::path(r.weights).filename().string();
+  info.inputNote = inputNote(r.project.data);
   return exportModel(model, r.format, r.output, info);
 }
 

@@ -29,6 +29,7 @@ struct ExportInfo {
   std::string projectName;
   std::optional<int64_t> runId;
   std::string weightsFile;  // the .mlw the weights were read from
+  std::string inputNote;    // how the inputs were prepared in training ("pixels / 255"), for users of the file
   std::string version = MIRRORLAB_VERSION;
 };
 

@@ -161,6 +161,7 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
   addMetadata(m, "run_id", info.runId ? std::to_string(*info.runId) : "");
   addMetadata(m, "mirrorlab_version", info.version);
   if (!info.weightsFile.empty()) addMetadata(m, "weights_file", info.weightsFile);
+  if (!info.inputNote.empty()) addMetadata(m, "input", info.inputNote);
 
   auto* g = m.mutable_graph();
   g->set_name("mirrorlab_sequential");

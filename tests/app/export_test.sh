@@ -40,6 +40,7 @@ run_check "onnx vs predict" $PY "$CHECKS/onnx_reference.py" "$T/model.onnx" "$TE
 out=$($PY "$CHECKS/onnx_reference.py" "$T/model.onnx" "$TEST_IMAGES" "$T/p.csv" 2>&1)
 expect_contains "onnx metadata" "$out" "'project': 'Fashion-MNIST wide MLP', 'run_id': '1', 'mirrorlab_version': '"
 expect_contains "onnx evaluated on the test set" "$out" "samples=10000 "
+expect_contains "onnx input note" "$out" "'input': 'float32 image pixels divided by 255 (values in [0, 1])'"
 
 # Keras weights from the stored run alone (its project and its weights artifact).
 out=$("$CLI" export --run 1 --format keras --output "$T/model.weights.h5" 2>&1) || bad "export keras: $out"
