@@ -5,6 +5,7 @@
 #include "Error.h"
 #include "export/ExportJob.h"
 #include "store/Recorder.h"
+#include "store/RunStore.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
 
@@ -43,6 +44,11 @@ void TrainingSession::setState(State s) {
   Q_EMIT stateChanged(s);
 }
 
+void TrainingSession::recordUiFrame(double ms) {
+  uiFrames_.fetch_add(1, std::memory_order_relaxed);
+  uiDrawUs_.fetch_add(static_cast<int64_t>(ms * 1000.0), std::memory_order_relaxed);
+}
+
 uint64_t TrainingSession::droppedEvents() const {
   std::lock_guard lock(mu_);
   return channel_ ? channel_->dropped() : 0;
@@ -54,6 +60,8 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
   cancel_.store(false);
   paused_.store(false);
   lastRunId_.reset();
+  uiFrames_.store(0);
+  uiDrawUs_.store(0);
   {
     std::lock_guard lock(mu_);
     channel_.reset();
@@ -94,6 +102,7 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
         recorder.stop();
         runId = recorder.runId();
         if (!recorder.error().empty()) error = QString::fromStdString("The run store reported: " + recorder.error());
+        else if (runId) storeUiCost(store, *runId);
         // A finished run keeps its weights, so the Runs screen can export the trained model.
         if (runId && finished->status == ml::RunStatus::Finished) {
           try {
@@ -113,6 +122,15 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
   });
   timer_.start();
   return true;
+}
+
+// On the worker thread, after the recorder closed: the frames drawn while the run trained.
+void TrainingSession::storeUiCost(const std::string& store, int64_t runId) {
+  try {
+    ml::RunStore::open(store).setUiCost(runId, uiFrames_.load(), static_cast<double>(uiDrawUs_.load()) / 1000.0);
+  } catch (const std::exception& e) {  // the run itself is stored; only this figure is missing
+    qWarning("could not store the studio's drawing cost of run %lld: %s", static_cast<long long>(runId), e.what());
+  }
 }
 
 void TrainingSession::setPaused(bool paused) {
