@@ -3,8 +3,9 @@
 # again under ThreadSanitizer (a separate build of the core tests only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The tests also run generated PyTorch programs (Debian's CPU build).
-scripts/deps.sh python3-torch python3-numpy
+# The tests also run generated PyTorch programs (Debian's CPU build) and check exported models
+# with the ONNX checker and h5py.
+scripts/deps.sh python3-torch python3-numpy python3-onnx python3-h5py
 scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 if [ "${MIRRORLAB_SKIP_TSAN:-0}" != 1 ]; then

@@ -26,6 +26,7 @@
 #include "DataView.h"
 #include "DevicesView.h"
 #include "Error.h"
+#include "ExportModelDialog.h"
 #include "FitBanner.h"
 #include "HelpDialogs.h"
 #include "ModelBuilderView.h"
@@ -157,6 +158,10 @@ void MainWindow::buildMenus() {
   a->setShortcut(QKeySequence::Save);
   a = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
   a->setShortcut(QKeySequence::SaveAs);
+  file->addSeparator();
+  file->addAction(icon(QStringLiteral("export")), tr("&Export Model…"), this, [this] {
+    openProjectExportDialog(this, doc_->project(), storePath(), session_->lastRunId());
+  });
   file->addSeparator();
   a = file->addAction(tr("&Quit"), this, &QWidget::close);
   a->setShortcut(QKeySequence::Quit);

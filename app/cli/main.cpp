@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   mlcli::addScaleCommand(app, exitCode);
   mlcli::addSweepCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
+  mlcli::addExportCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);
   try {
