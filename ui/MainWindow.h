@@ -26,6 +26,7 @@ class ProjectDocument;
 class RunsView;
 class TrainingSession;
 class TrainingSettingsView;
+class WelcomePage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -41,6 +42,9 @@ class MainWindow : public QMainWindow {
   bool openProject(const QString& path);
   bool saveProject(const QString& path);
   void showPage(Page page);
+  // The welcome page (not a screen of the navigation): opened on the first run and by Help > Welcome.
+  void showWelcome();
+  WelcomePage* welcomePage() const { return welcome_; }
   Page currentPage() const;
 
   ProjectDocument* document() const { return doc_; }
@@ -54,8 +58,8 @@ class MainWindow : public QMainWindow {
   TrainingSettingsView* trainingView() const { return training_; }
   // The run store: $MIRRORLAB_DB, else the user's data folder.
   static QString storePath();
-  // projects/fashion-mlp.json next to the executable (../../projects, ../projects) or in the
-  // current directory; empty when none is found.
+  // fashion-mlp.json in the shipped examples (ml::findSharedData: build tree, install prefix, XDG
+  // data folders), even when that file is missing; empty when no examples folder exists at all.
   static QString findDefaultProject();
   // A dialog that does not block (tests read its text); also written to the status bar.
   void showError(const QString& title, const QString& message);
@@ -74,6 +78,7 @@ class MainWindow : public QMainWindow {
   void open();
   bool save();
   bool saveAs();
+  void importCsv();
   void onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId);
 
   ProjectDocument* doc_;
@@ -88,6 +93,7 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard_;
   RunsView* runs_;
   LearnView* learn_;
+  WelcomePage* welcome_;
   QMenu* recentMenu_;
   QLabel* runState_;
   QLabel* projectInfo_;
