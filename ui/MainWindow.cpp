@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QCoreApplication>
+#include <QDebug>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -298,6 +299,7 @@ bool MainWindow::saveProject(const QString& path) {
 }
 
 void MainWindow::showError(const QString& title, const QString& message) {
+  qWarning().noquote() << title + QStringLiteral(": ") + message;  // also on stderr, for logs and scripts
   statusBar()->showMessage(title + QStringLiteral(": ") + message, 15000);
   auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("ErrorDialog"));

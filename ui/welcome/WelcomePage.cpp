@@ -1,6 +1,7 @@
 // The welcome page: three cards (examples, the first lesson, a CSV import) under a one-line idea.
 #include "welcome/WelcomePage.h"
 
+#include <QDebug>
 #include <QFrame>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -88,7 +89,7 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   problemsLabel_->setObjectName(QStringLiteral("WelcomeProblems"));
   problemsLabel_->setWordWrap(true);
   problemsLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  problemsLabel_->setMaximumWidth(1100);
+  problemsLabel_->setFixedWidth(940);
   setRole(problemsLabel_, "warning");
   outer->addWidget(problemsLabel_, 0, Qt::AlignHCenter);
   outer->addStretch(2);
@@ -134,6 +135,7 @@ void WelcomePage::refresh() {
     problems << tr("Lessons: %1").arg(q(e.what()));
   }
   problems_ = problems.join(QLatin1Char('\n'));
+  if (!problems_.isEmpty()) qWarning().noquote() << problems_;  // also on stderr, for logs and scripts
   problemsLabel_->setText(problems_);
   problemsLabel_->setVisible(!problems_.isEmpty());
 }
