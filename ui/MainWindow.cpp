@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QCoreApplication>
+#include <QDebug>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -37,7 +38,12 @@
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
 #include "learn/LearnView.h"
+#include "learn/LessonsPanel.h"
+#include "project/SharedData.h"
 #include "store/RunStore.h"
+#include "welcome/CsvImport.h"
+#include "welcome/ExamplesMenu.h"
+#include "welcome/WelcomePage.h"
 
 namespace mlui {
 
@@ -92,6 +98,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     pages_->addWidget(p.page);
     new QListWidgetItem(icon(p.icon), p.name, nav_);
   }
+  welcome_ = new WelcomePage(pages_);
+  pages_->addWidget(welcome_);
+  connect(welcome_, &WelcomePage::openExampleRequested, this, [this](const QString& path) {
+    if (maybeSave() && openProject(path)) showPage(ModelPage);
+  });
+  connect(welcome_, &WelcomePage::firstLessonRequested, this, [this] {
+    learn_->showTab(LearnView::LessonsTab);
+    learn_->lessons()->selectLesson(0);
+    showPage(LearnPage);
+  });
+  connect(welcome_, &WelcomePage::importCsvRequested, this, &MainWindow::importCsv);
   connect(nav_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
   connect(pages_, &QStackedWidget::currentChanged, this, [this](int i) {
     if (i == RunsPage) runs_->refresh();
@@ -153,6 +170,9 @@ void MainWindow::buildMenus() {
   a = file->addAction(icon(QStringLiteral("open")), tr("&Open Project…"), this, &MainWindow::open);
   a->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
+  setUpExamplesMenu(file->addMenu(icon(QStringLiteral("open")), tr("Open E&xample")),
+                    [this](const QString& path) { if (maybeSave()) openProject(path); },
+                    [this](const QString& title, const QString& message) { showError(title, message); });
   file->addSeparator();
   a = file->addAction(icon(QStringLiteral("save")), tr("&Save"), this, &MainWindow::save);
   a->setShortcut(QKeySequence::Save);
@@ -188,6 +208,7 @@ void MainWindow::buildMenus() {
     go->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(icon(QStringLiteral("mirrorlab")), tr("&Welcome"), this, &MainWindow::showWelcome);
   help->addAction(tr("&User Guide"), this, [this] { showUserGuide(this); })->setShortcut(QKeySequence::HelpContents);
   help->addAction(tr("&Keyboard Shortcuts"), this, [this] { showShortcuts(this, menuBar()); });
   help->addSeparator();
@@ -215,7 +236,30 @@ void MainWindow::buildStatusBar() {
   statusBar()->addPermanentWidget(runState_);
 }
 
-void MainWindow::showPage(Page page) { nav_->setCurrentRow(page); }
+void MainWindow::showPage(Page page) {
+  if (nav_->currentRow() == page) pages_->setCurrentIndex(page);  // back from the welcome page
+  nav_->setCurrentRow(page);
+}
+
+void MainWindow::showWelcome() {
+  welcome_->refresh();
+  nav_->clearSelection();
+  pages_->setCurrentWidget(welcome_);
+}
+
+void MainWindow::importCsv() {
+  if (!maybeSave()) return;
+  const QString path = QFileDialog::getOpenFileName(this, tr("Import a CSV file"), QDir::homePath(), tr("CSV files (*.csv);;All files (*)"));
+  if (path.isEmpty()) return;
+  try {
+    doc_->reset(csvProject(path));
+  } catch (const std::exception& e) {
+    showError(tr("Cannot import the CSV file"), q(e.what()));
+    return;
+  }
+  statusBar()->showMessage(tr("Imported %1: check the label column, then train.").arg(path), 8000);
+  showPage(DataPage);
+}
 
 void MainWindow::showRun(int64_t runId) {
   // The list reloads asynchronously: select the run once it has.
@@ -228,22 +272,22 @@ void MainWindow::showRun(int64_t runId) {
   showPage(RunsPage);  // switching pages refreshes the list
   if (already) runs_->refresh();
 }
+
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
 
 QString MainWindow::storePath() { return q(ml::defaultStorePath()); }
 
 QString MainWindow::findDefaultProject() {
-  const QString app = QCoreApplication::applicationDirPath();
-  for (const QString& dir : {app + QStringLiteral("/../../projects"), app + QStringLiteral("/../projects"),
-                             app + QStringLiteral("/../share/mirrorlab/projects"), QDir::currentPath() + QStringLiteral("/projects"),
-                             QDir::currentPath()}) {
-    const QFileInfo f(dir + QStringLiteral("/fashion-mlp.json"));
-    if (f.exists()) return f.canonicalFilePath();
-  }
-  return {};
+  const ml::SharedDataDir shared = ml::findSharedData();
+  if (shared.origin.empty()) return {};  // nothing installed anywhere: start from a new project
+  // Where the default example must be, even when it is missing: opening it then names that path.
+  const QFileInfo f(q(shared.projectsDir) + QStringLiteral("/fashion-mlp.json"));
+  return f.exists() ? f.canonicalFilePath() : f.absoluteFilePath();
 }
 
 void MainWindow::openInitialProject() {
+  // No settings at all: the first run of the studio for this user, which opens on the welcome page.
+  if (QSettings().allKeys().isEmpty()) showWelcome();
   const QString last = QSettings().value(QStringLiteral("lastProject")).toString();
   if (!last.isEmpty() && QFileInfo::exists(last)) {
     try {
@@ -290,6 +334,7 @@ bool MainWindow::saveProject(const QString& path) {
 }
 
 void MainWindow::showError(const QString& title, const QString& message) {
+  qWarning().noquote() << title + QStringLiteral(": ") + message;  // also on stderr, for logs and scripts
   statusBar()->showMessage(title + QStringLiteral(": ") + message, 15000);
   auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("ErrorDialog"));

@@ -28,6 +28,7 @@ class RunsView;
 class SweepsView;
 class TrainingSession;
 class TrainingSettingsView;
+class WelcomePage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -43,6 +44,9 @@ class MainWindow : public QMainWindow {
   bool openProject(const QString& path);
   bool saveProject(const QString& path);
   void showPage(Page page);
+  // The welcome page (not a screen of the navigation): opened on the first run and by Help > Welcome.
+  void showWelcome();
+  WelcomePage* welcomePage() const { return welcome_; }
   Page currentPage() const;
 
   ProjectDocument* document() const { return doc_; }
@@ -59,8 +63,8 @@ class MainWindow : public QMainWindow {
   TrainingSettingsView* trainingView() const { return training_; }
   // The run store: $MIRRORLAB_DB, else the user's data folder.
   static QString storePath();
-  // projects/fashion-mlp.json next to the executable (../../projects, ../projects) or in the
-  // current directory; empty when none is found.
+  // fashion-mlp.json in the shipped examples (ml::findSharedData: build tree, install prefix, XDG
+  // data folders), even when that file is missing; empty when no examples folder exists at all.
   static QString findDefaultProject();
   // The bundled examples (projects/ next to the program) are read-only: Save asks for a copy.
   static bool isExample(const QString& path);
@@ -88,6 +92,7 @@ class MainWindow : public QMainWindow {
   bool maybeSave();
   void newProject();
   void open();
+  void importCsv();
   void onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId);
 
   ProjectDocument* doc_;
@@ -103,6 +108,7 @@ class MainWindow : public QMainWindow {
   RunsView* runs_;
   LearnView* learn_;
   SweepsView* sweeps_;
+  WelcomePage* welcome_;
   QMenu* recentMenu_;
   QLabel* runState_;
   QLabel* projectInfo_;
