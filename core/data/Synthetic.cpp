@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "Error.h"
+#include "Limits.h"
 #include "nn/Rng.h"
 
 namespace ml {
@@ -63,6 +64,9 @@ Dataset makeBlobs(int64_t samples, int classes, int features, double noise, uint
   checkCommon(samples, classes, noise);
   if (features < 1 || features > 100000)
     throw UserError("data.features is " + std::to_string(features) + ": blobs need 1 to 100000 features");
+  requireMemory(static_cast<double>(samples) * features * sizeof(float),
+                "blobs of " + std::to_string(samples) + " samples x " + std::to_string(features) + " features",
+                "lower data.samples or data.features");
   Dataset ds;
   ds.name = "blobs (" + std::to_string(classes) + " classes)";
   ds.sampleShape = {features};
