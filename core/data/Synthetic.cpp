@@ -37,6 +37,8 @@ int classOf(int64_t i, int classes) { return static_cast<int>(i % classes); }
 
 Dataset makeSpirals(int64_t samples, int classes, double noise, uint64_t seed) {
   checkCommon(samples, classes, noise);
+  requireMemory(static_cast<double>(samples) * 3 * sizeof(float), "spirals of " + std::to_string(samples) + " samples",
+                "lower data.samples");
   Dataset ds;
   ds.name = "spirals (" + std::to_string(classes) + " arms)";
   ds.sampleShape = {2};

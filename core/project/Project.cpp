@@ -305,6 +305,8 @@ void validate(const Project& p, const std::string& source) {
   const auto& a = p.distribute.allreduce;
   if (a != "ring" && a != "reduce-to-one" && a != "nccl")
     fail("distribute.allreduce", "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl)");
+  if (p.distribute.devices.size() > 256)
+    fail("distribute.devices", "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
   count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
   count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
 }

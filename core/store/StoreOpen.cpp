@@ -188,9 +188,7 @@ void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
     // permission says nothing about the file's contents, and moving it away would lose runs.
     if (e.code() == SQLITE_NOTADB)
       reject(path, "is not a SQLite database (or its first page is damaged)");
-    if (e.code() == SQLITE_CORRUPT)
-      reject(path, std::string("is damaged (") + e.what() + ")",
-             "; the file was left unchanged — restore it from a backup, or move it away and a new store will be created there");
+    if (e.code() == SQLITE_CORRUPT) reject(path, std::string("is damaged (") + e.what() + ")");
     if (e.code() == SQLITE_FULL || e.code() == SQLITE_IOERR || e.code() == SQLITE_CANTOPEN) diskFullCheck(path, e.what());
     if (e.code() == SQLITE_BUSY || e.code() == SQLITE_LOCKED)
       throw UserError("run store " + path + " is locked by another process (" + e.what() +
