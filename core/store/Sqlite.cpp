@@ -101,7 +101,9 @@ void Db::exec(const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
-    std::string m = *path_ + ": " + (err ? err : sqlite3_errstr(rc));
+    // The same message (and fix) as a failed statement: "disk is full; free some space", ...
+    std::string m = message(db_.get(), *path_, rc, "");
+    if (err && m.find(err) == std::string::npos) m = *path_ + ": " + err;
     sqlite3_free(err);
     throw Error(rc & 0xff, m);
   }
