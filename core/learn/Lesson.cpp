@@ -38,7 +38,9 @@ namespace {
 // [a-z] (or a digit when digitFirst), then lower-case letters, digits and the extra characters.
 bool isName(const std::string& s, const char* extra, bool digitFirst = false) {
   auto lowerOrDigit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  if (s.empty() || !(s[0] >= 'a' && s[0] <= 'z') && !(digitFirst && s[0] >= '0' && s[0] <= '9')) return false;
+  const bool letterFirst = !s.empty() && s[0] >= 'a' && s[0] <= 'z';
+  const bool digitOk = !s.empty() && digitFirst && s[0] >= '0' && s[0] <= '9';
+  if (!letterFirst && !digitOk) return false;
   for (char c : s)
     if (!lowerOrDigit(c) && (c == '\0' || std::strchr(extra, c) == nullptr)) return false;
   return true;
