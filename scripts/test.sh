@@ -20,8 +20,23 @@ if [ "${MIRRORLAB_SKIP_TSAN:-0}" != 1 ]; then
   export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
   for t in build-tsan/tests/core/distribute/test_distribute build-tsan/tests/core/train/test_train \
            build-tsan/tests/core/store/test_store; do
-    [ -x "$t" ] || continue
+    [ -x "$t" ] || { echo "ThreadSanitizer stage: $t is missing after the build" >&2; exit 1; }
     echo "-- $t (ThreadSanitizer)"
     "$t" --gtest_brief=1
   done
+fi
+if [ "${MIRRORLAB_SKIP_SANITIZERS:-0}" != 1 ]; then
+  # One clang build serves both: ASan+UBSan for the core tests, the CLI end-to-end and fault tests
+  # and the corpus replay, and libFuzzer coverage for the fuzz targets.
+  echo "== AddressSanitizer + UndefinedBehaviorSanitizer build: core tests, CLI, fuzz targets"
+  scripts/build-san.sh
+  for t in tests/core/nn/test_nn tests/core/data/test_data tests/core/distribute/test_distribute \
+           tests/core/train/test_train tests/core/store/test_store tests/core/project/test_project \
+           tests/core/learn/test_learn app/mirrorlab-cli fuzz/fuzz_replay; do
+    [ -x "build-san/$t" ] || { echo "sanitizer stage: build-san/$t is missing after the build" >&2; exit 1; }
+  done
+  export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  (cd build-san && ctest --output-on-failure -j2 --timeout 900)
+  echo "== Fuzzing: every target for ${MIRRORLAB_FUZZ_SECONDS:-20} s"
+  scripts/fuzz.sh "${MIRRORLAB_FUZZ_SECONDS:-20}"
 fi

@@ -26,6 +26,7 @@
 #include "learn/TraceExport.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
+#include "JsonFile.h"
 
 namespace mlui {
 
@@ -413,7 +414,7 @@ void RunsView::openSelected() {
   for (const auto& c : compared_)
     if (c.detail.summary.id == ids.front()) {
       try {
-        const auto p = ml::Project::fromJson(nlohmann::json::parse(c.detail.projectJson), "run #" + std::to_string(ids.front()));
+        const auto p = ml::Project::fromJson(ml::parseJsonText(c.detail.projectJson, "run #" + std::to_string(ids.front()), "the stored project is damaged"), "run #" + std::to_string(ids.front()));
         Q_EMIT openProjectRequested(p, q(c.detail.summary.name));
       } catch (const std::exception& e) {
         Q_EMIT errorOccurred(tr("Cannot open the run's project"), q(e.what()));

@@ -84,7 +84,10 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
         options.sampleInterval = 0.05;  // two utilization points per frame-pair: smooth lines
         ml::Trainer trainer(project, data, hub, options);
         // The recorder opens its own connection here, off the UI thread; a bad store fails now.
-        ml::Recorder recorder(store, hub.subscribe(1 << 18));
+        // A store that cannot be written stops the run with the reason (shown, and on the run's row).
+        ml::RecorderOptions recorderOptions;
+        recorderOptions.onFailure = [&trainer](const std::string& why) { trainer.abort(why); };
+        ml::Recorder recorder(store, hub.subscribe(1 << 18), std::move(recorderOptions));
         {
           std::lock_guard lock(mu_);
           channel_ = uiChannel;

@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "Commands.h"
+#include "AtomicFile.h"
 #include "Error.h"
+#include "JsonFile.h"
 #include "data/Dataset.h"
 #include "distribute/DeviceList.h"
 #include "learn/CodeGen.h"
@@ -139,13 +141,11 @@ int exportCode(const LearnArgs& a) {
   const ml::Framework f = ml::parseFramework(a.framework);
   const std::string code = ml::generateProgram(p, f);
   if (a.output.empty() || a.output == "-") {
-    std::fwrite(code.data(), 1, code.size(), stdout);
+    if (std::fwrite(code.data(), 1, code.size(), stdout) != code.size() || std::fflush(stdout) != 0)
+      throw ml::UserError("writing the program to standard output failed");
     return 0;
   }
-  std::ofstream out(a.output);
-  if (!out) throw ml::UserError("cannot write '" + a.output + "': check the folder exists and is writable");
-  out << code;
-  if (!out) throw ml::UserError("writing '" + a.output + "' failed: is the disk full?");
+  ml::writeFileAtomically(a.output, code, "program file");
   std::fprintf(stderr, "wrote %s (%s program for '%s')\n", a.output.c_str(), f == ml::Framework::TensorFlow ? "TensorFlow/Keras" : "PyTorch DDP",
                p.name.c_str());
   return 0;
@@ -181,7 +181,8 @@ ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
     const int64_t id = std::stoll(a.source);
     ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
     const ml::RunDetail run = store.loadRun(id);
-    project = ml::Project::fromJson(nlohmann::json::parse(run.projectJson), "run " + std::to_string(id));
+    project = ml::Project::fromJson(ml::parseJsonText(run.projectJson, "run " + std::to_string(id), "the stored project is damaged"),
+                                 "run " + std::to_string(id));
     const auto steps = store.loadSteps(id, 1, std::numeric_limits<int64_t>::max());
     const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
     return ml::profileFromSteps(steps, grad, "run " + std::to_string(id) + " (" + std::to_string(run.summary.replicas) + " replica(s))");

@@ -1,10 +1,13 @@
 // `summary`, `evaluate`, `predict` and `devices`.
 #include <cstdio>
 #include <fstream>
+#include <optional>
 
 #include "Commands.h"
 #include "Overrides.h"
+#include "AtomicFile.h"
 #include "Error.h"
+#include "Limits.h"
 #include "backend/DeviceProbe.h"
 #include "data/Dataset.h"
 #include "data/Features.h"
@@ -23,6 +26,16 @@ struct ModelArgs {
   int64_t batch = 0;
 };
 
+// A model's errors (layer arguments, sizes, memory) name the project file they come from.
+template <class F>
+auto naming(const std::string& file, F&& f) {
+  try {
+    return f();
+  } catch (const ml::UserError& e) {
+    throw ml::UserError(file + ": " + e.what());
+  }
+}
+
 std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices(p.distribute.devices);
@@ -37,7 +50,9 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
 int summary(ModelArgs& a) {
   ml::Project p = ml::Project::load(a.project);
   a.o.apply(p);
-  ml::Sequential model(p.model);
+  if (a.batch < 0 || a.batch > ml::kMaxBatch)
+    throw ml::UserError("--batch must be from 1 to " + std::to_string(ml::kMaxBatch) + ", got " + std::to_string(a.batch));
+  auto model = naming(a.project, [&] { return ml::Sequential(p.model); });
   const int64_t n = ml::parseDevices(p.distribute.devices).size();
   const int64_t batch = a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);
   std::printf("%s", ml::formatSummary(model, p.name, batch, ml::optimizerSlotCount(p.training.optimizer)).c_str());
@@ -56,7 +71,8 @@ int evaluate(ModelArgs& a) {
   a.o.apply(p);
   auto data = ml::loadData(p.data);
   const ml::Dataset& set = data.validation ? *data.validation : data.train;
-  auto s = makeStrategy(p);
+  auto s = naming(a.project, [&] { return makeStrategy(p); });
+  naming(a.project, [&] { ml::checkLossFitsData(s->loss(), s->metric(), s->model(0), set); });
   loadInto(*s, a.weights);
   const auto r = ml::evaluateAll(*s, set);
   const double n = static_cast<double>(r.samples);
@@ -69,29 +85,29 @@ int predict(ModelArgs& a) {
   ml::Project p = ml::Project::load(a.project);
   a.o.apply(p);
   ml::Dataset in = ml::readFeatures(a.input);
-  auto s = makeStrategy(p);
+  auto s = naming(a.project, [&] { return makeStrategy(p); });
   loadInto(*s, a.weights);
   if (in.featureCount() != s->model(0).inFeatures())
     throw ml::UserError("input '" + a.input + "' has samples of shape " + ml::shapeToString(in.sampleShape, false) +
                         " but the model expects " + ml::shapeToString(s->model(0).inputShape(), false));
   const int64_t k = s->model(0).outFeatures();
-  in.targetDim = 1;
-  in.y.assign(static_cast<size_t>(in.size), 0.0f);  // unlabelled: the loss value is ignored
+  // Unlabelled: zero targets, k per sample so that every loss reads inside them; the loss is ignored.
+  in.targetDim = k;
+  in.y.assign(static_cast<size_t>(in.size * k), 0.0f);
   std::vector<float> out(static_cast<size_t>(in.size * k));
   ml::evaluateAll(*s, in, out.data());
-  FILE* f = stdout;
-  std::unique_ptr<FILE, int (*)(FILE*)> file(nullptr, fclose);
-  if (!a.output.empty()) {
-    file.reset(std::fopen(a.output.c_str(), "w"));
-    if (!file) throw ml::UserError("cannot write '" + a.output + "': check the folder exists and is writable");
-    f = file.get();
-  }
+  // A file is written whole or not at all (temporary file, fsync, rename); stdout is checked too.
+  std::optional<ml::AtomicFile> file;
+  if (!a.output.empty()) file.emplace(a.output, "predictions file");
+  FILE* f = file ? file->stream() : stdout;
   for (int64_t j = 0; j < k; ++j) std::fprintf(f, "%sp%lld", j ? "," : "", static_cast<long long>(j));
   std::fprintf(f, "\n");
   for (int64_t i = 0; i < in.size; ++i) {
     for (int64_t j = 0; j < k; ++j) std::fprintf(f, "%s%.6g", j ? "," : "", out[static_cast<size_t>(i * k + j)]);
     std::fprintf(f, "\n");
   }
+  if (file) file->commit();
+  else if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw ml::UserError("writing the predictions to standard output failed");
   std::fprintf(stderr, "predicted (%lld, %lld) probabilities on %s%s%s\n", static_cast<long long>(in.size), static_cast<long long>(k),
                s->options().devices.describe().c_str(), a.output.empty() ? "" : " into ", a.output.c_str());
   return 0;

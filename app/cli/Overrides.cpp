@@ -1,27 +1,58 @@
+// Options that override a project's values; the result is validated like a project file.
 #include "Overrides.h"
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "Error.h"
+#include "Limits.h"
 
 namespace mlcli {
+
+CLI::Validator positiveWhole() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || *end != '\0' || errno == ERANGE || v < 1)
+          return "must be a positive whole number, got '" + ml::clipText(s, 40) + "'";
+        return {};
+      },
+      "POSITIVE");
+}
+
+CLI::Validator positiveFinite() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || *end != '\0' || !std::isfinite(v) || !(v > 0))
+          return "must be a positive finite number, got '" + ml::clipText(s, 40) + "'";
+        return {};
+      },
+      "POSITIVE");
+}
 
 void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--devices", devices, "Devices: cpu:N (N simulated CPU devices), gpu:0,1 or gpu:0x4 (4 logical GPUs on GPU 0)");
   c->add_option("--data-path", dataPath, "Folder or file of the data set (overrides data.path)");
   c->add_option("--threads-per-device", threadsPerDevice, "BLAS threads for a single simulated device (default: all cores)");
   if (!training) return;
-  c->add_option("--epochs", epochs, "Number of epochs")->check(CLI::PositiveNumber);
-  c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(CLI::PositiveNumber);
-  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(CLI::PositiveNumber);
-  c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")->check(CLI::PositiveNumber);
+  c->add_option("--epochs", epochs, "Number of epochs")->check(positiveWhole());
+  c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(positiveWhole());
+  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(positiveWhole());
+  c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")->check(positiveFinite());
   c->add_option("--optimizer", optimizer, "Optimizer: sgd, adam or rmsprop (Keras defaults for its other arguments)")
       ->check(CLI::IsMember({"sgd", "adam", "rmsprop"}));
   c->add_option("--seed", seed, "Seed for initial weights, shuffling and dropout");
   c->add_option("--lr-scaling", lrScaling, "Scale the learning rate with the replicas: none, linear or sqrt")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}));
   c->add_option("--warmup-epochs", warmupEpochs, "Ramp the learning rate from the base rate to the scaled one over E epochs");
-  c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(CLI::PositiveNumber);
+  c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(positiveWhole());
   c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
-  c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(CLI::PositiveNumber);
+  c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(positiveWhole());
 }
 
 void Overrides::apply(ml::Project& p) const {
@@ -48,7 +79,10 @@ void Overrides::apply(ml::Project& p) const {
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
   if (accumulate) p.training.accumulate = *accumulate;
   if (allreduce) p.distribute.allreduce = *allreduce;
-  if (bucketKb) p.distribute.bucketBytes = *bucketKb * 1024;
+  if (bucketKb) {
+    if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22)) throw ml::UserError("--bucket-kb must be from 1 to 4194304 (4 GiB), got " + std::to_string(*bucketKb));
+    p.distribute.bucketBytes = *bucketKb * 1024;
+  }
   if (threadsPerDevice) p.distribute.threadsPerDevice = *threadsPerDevice;
   if (dataPath) p.data.path = *dataPath;
   ml::validate(p, "command line");

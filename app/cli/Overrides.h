@@ -9,6 +9,11 @@
 
 namespace mlcli {
 
+// A positive whole number / a positive finite number. CLI11's PositiveNumber would answer "0"
+// with a 309-digit bound and let "nan" through.
+CLI::Validator positiveWhole();
+CLI::Validator positiveFinite();
+
 struct Overrides {
   std::optional<int> epochs;
   std::optional<int64_t> batchSize, perDeviceBatch;

@@ -20,6 +20,7 @@
 #include "Error.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
+#include "JsonFile.h"
 
 namespace mlcli {
 namespace {
@@ -216,10 +217,10 @@ int show(const RunsArgs& a) {
                 static_cast<unsigned long long>(d.droppedEvents));
 
   std::printf("\nConfiguration\n");
-  auto cfg = nlohmann::json::parse(d.configJson, nullptr, false);
+  auto cfg = ml::parseJsonOrDiscarded(d.configJson);
   printKeyValues(ml::flattenJson(cfg.is_discarded() ? nlohmann::json::object() : cfg));
   std::printf("\nHost\n");
-  auto host = nlohmann::json::parse(d.hostJson, nullptr, false);
+  auto host = ml::parseJsonOrDiscarded(d.hostJson);
   printKeyValues(ml::flattenJson(host.is_discarded() ? nlohmann::json::object() : host));
 
   std::printf("\nEpochs\n");

@@ -10,6 +10,7 @@
 #include "Overrides.h"
 #include "Progress.h"
 #include "RunRecording.h"
+#include "AtomicFile.h"
 #include "Error.h"
 #include "data/Dataset.h"
 #include "export/WeightsNpz.h"
@@ -95,24 +96,38 @@ int train(TrainArgs& a) {
   ml::TrainerOptions opts;
   opts.maxSteps = a.steps.value_or(0);
   opts.runName = a.name;
-  ml::Trainer trainer(p, data, hub, opts);
-  auto recording = RunRecording::open(a.rec, hub);  // before training: a bad store fails now
+  // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
+  auto trainer = [&] {
+    try {
+      return std::make_unique<ml::Trainer>(p, data, hub, opts);
+    } catch (const ml::UserError& e) {
+      throw ml::UserError(a.project + ": " + e.what());
+    }
+  }();
+  // Before training: an output that cannot be written fails now, not after an hour.
+  if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
+  if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
+  // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
+  auto recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
   if (!a.saveInitialWeights.empty()) {
-    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveInitialWeights);
+    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
     if (!a.quiet) std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(), static_cast<unsigned long long>(sum));
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
-  const ml::RunFinished fin = runTraining(trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps);
+  const ml::RunFinished fin = runTraining(*trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps);
+  const bool recorded = !recording || recording->report();
   if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
-    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveWeights);
+    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveWeights);
     if (!a.quiet) std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
-    if (recording) recording->addArtifact(a.saveWeights, "weights", sum);
+    if (recording && recorded) recording->addArtifact(a.saveWeights, "weights", sum);
   }
-  if (recording && !a.quiet && recording->runId()) std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
+  if (recording && recorded && !a.quiet && recording->runId())
+    std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
   if (!a.report.empty()) {
     nlohmann::json r{{"status", ml::toString(fin.status)}, {"seconds", fin.seconds}, {"steps", fin.steps},
-                     {"config", trainer.effectiveConfig()}, {"epochs", nlohmann::json::array()}};
+                     {"config", trainer->effectiveConfig()}, {"epochs", nlohmann::json::array()}};
+    if (!recorded) r["recording_error"] = recording->error();
     for (const auto& e : epochs) {
       nlohmann::json je{{"epoch", e.epoch}, {"seconds", e.seconds}, {"samples_per_sec", e.samplesPerSec}, {"loss", e.trainLoss},
                         {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare}, {"wait_share", e.waitShare}};
@@ -128,8 +143,9 @@ int train(TrainArgs& a) {
     }
     r["step_loss"] = sl;
     r["step_lr"] = lr;
-    std::ofstream(a.report) << r.dump(2) << "\n";
+    ml::writeFileAtomically(a.report, r.dump(2) + "\n", "report file");
   }
+  if (!recorded) return 1;
   return exitCodeFor(fin);
 }
 
@@ -217,7 +233,7 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   auto* c = app.add_subcommand("train", "Train a project's model with the mirrored strategy and record the run");
   c->add_option("project", a->project, "Project file (JSON), e.g. projects/fashion-mlp.json")->required();
   a->o.addTo(c, true);
-  c->add_option("--steps", a->steps, "Stop after N optimizer steps")->check(CLI::PositiveNumber);
+  c->add_option("--steps", a->steps, "Stop after N optimizer steps")->check(positiveWhole());
   c->add_flag("--quiet", a->quiet, "Print only errors");
   c->add_option("--save-weights", a->saveWeights,
                 "Write the trained weights to PATH: .npz gives NumPy arrays named like dense_1/kernel (in, out) and "
@@ -236,12 +252,12 @@ void addScaleCommand(CLI::App& app, int& exitCode) {
   auto* c = app.add_subcommand("scale", "Run the same model on 1, 2, 4... devices and print speed-up and efficiency");
   c->add_option("project", a->project, "Project file (JSON)")->required();
   c->add_option("--devices", a->devices, "Device counts to compare, e.g. cpu:1,2,4")->capture_default_str();
-  c->add_option("--steps", a->steps, "Optimizer steps per device count")->capture_default_str()->check(CLI::PositiveNumber);
+  c->add_option("--steps", a->steps, "Optimizer steps per device count")->capture_default_str()->check(positiveWhole());
   c->add_option("--keep", a->keep, "Batch policy: keep the global batch or the per-device batch")
       ->check(CLI::IsMember({"global", "per-device"}))->capture_default_str();
   Overrides& o = a->o;
-  c->add_option("--batch-size", o.batchSize, "Global batch of the first row")->check(CLI::PositiveNumber);
-  c->add_option("--lr", o.lr, "Base learning rate")->check(CLI::PositiveNumber);
+  c->add_option("--batch-size", o.batchSize, "Global batch of the first row")->check(positiveWhole());
+  c->add_option("--lr", o.lr, "Base learning rate")->check(positiveFinite());
   c->add_option("--allreduce", o.allreduce, "ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
   c->add_option("--data-path", o.dataPath, "Folder or file of the data set");
   a->rec.addTo(c);

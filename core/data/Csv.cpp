@@ -11,16 +11,17 @@
 #include <string_view>
 
 #include "Error.h"
+#include "Limits.h"
 
 namespace ml {
 namespace {
 
+// Whole regular files only (data.path: /dev/zero would read until memory runs out); the floats
+// parsed from the text take at most twice its size.
 std::string readText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot open CSV file '" + path + "': check data.path in the project");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  std::string text = readRegularFile(path, "CSV file", "check data.path in the project");
+  requireMemory(3.0 * static_cast<double>(text.size()), "CSV file '" + path + "'", "use a smaller file");
+  return text;
 }
 
 std::string_view trim(std::string_view s) {
@@ -131,7 +132,7 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
       if (it == header.end()) {
         std::string cols;
         for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
-        throw UserError("CSV file '" + path + "' has no label column '" + labelColumn + "'; its columns are: " + cols +
+        throw UserError("CSV file '" + path + "' has no label column '" + clipText(labelColumn, 40) + "'; its columns are: " + clipText(cols, 200) +
                         ". Choose one of them as the Label column on the Data screen");
       }
       labelIndex = static_cast<size_t>(it - header.begin());
@@ -145,12 +146,12 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
     for (size_t c = 0; c < cells.size(); ++c) {
       float v = 0.0f;
       if (!parseNumber(cells[c], v))
-        throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + header[c] + "': '" +
-                        std::string(cells[c]) + "' is not a number. Fix the cell or remove the row");
+        throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + clipText(header[c], 40) + "': '" +
+                        clipText(cells[c], 40) + "' is not a number. Fix the cell or remove the row");
       if (c == labelIndex) {
         if (classification && (v < 0.0f || v != std::floor(v)))
-          throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + header[c] +
-                          "': a class label must be a non-negative integer, found '" + std::string(cells[c]) + "'");
+          throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + clipText(header[c], 40) +
+                          "': a class label must be a non-negative integer, found '" + clipText(cells[c], 40) + "'");
         ds.y.push_back(v);
       } else {
         ds.x.push_back(v);

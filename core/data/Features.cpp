@@ -7,16 +7,25 @@
 #include <sstream>
 
 #include "Error.h"
+#include "Limits.h"
 
 namespace ml {
 
 static std::string readAll(const std::string& path) {
+  requireRegularFile(path, "input file", "give an IDX images file or a CSV of features");
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw UserError("cannot open input file '" + path + "': check the path");
   std::string data;
   char buf[1 << 16];
   int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) data.append(buf, static_cast<size_t>(n));
+  const uint64_t limit = memoryLimitBytes() / (1 + sizeof(float));
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    data.append(buf, static_cast<size_t>(n));
+    if (data.size() > limit) {
+      gzclose(f);
+      requireMemory(static_cast<double>(data.size()) * (1 + sizeof(float)), "input file '" + path + "'", "use a smaller file");
+    }
+  }
   const bool bad = n < 0;
   gzclose(f);
   if (bad) throw UserError("input file '" + path + "' is damaged (gzip error)");
@@ -34,8 +43,14 @@ Dataset readFeatures(const std::string& path) {
   ds.name = path;
   if (d.size() >= 16 && be32(d, 0) == 0x00000803u) {
     const uint32_t n = be32(d, 4), rows = be32(d, 8), cols = be32(d, 12);
-    const uint64_t need = 16 + uint64_t{n} * rows * cols;
-    if (d.size() < need)
+    // Each product checked: 0xffffffff^3 must not wrap into a small number.
+    uint64_t pixels = 0, need = 0;
+    const bool overflow = __builtin_mul_overflow(uint64_t{rows}, uint64_t{cols}, &pixels) ||
+                          __builtin_mul_overflow(pixels, uint64_t{n}, &need) || __builtin_add_overflow(need, uint64_t{16}, &need);
+    if (n == 0 || rows == 0 || cols == 0)
+      throw UserError("IDX file '" + path + "' declares " + std::to_string(n) + " images of " + std::to_string(rows) + "x" +
+                      std::to_string(cols) + ": it holds no pixels");
+    if (overflow || d.size() < need)
       throw UserError("IDX file '" + path + "' is truncated: the header promises " + std::to_string(n) + " images of " +
                       std::to_string(rows) + "x" + std::to_string(cols));
     ds.size = n;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Error.h"
+#include "Limits.h"
 
 namespace ml {
 namespace {
@@ -27,12 +28,20 @@ using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 // Whole file, decompressed when it is gzip. Chunks of 4 MiB keep 60,000 images to ~a dozen calls;
 // reading the whole file first means a corrupt header cannot trigger a huge allocation.
 std::string readWholeFile(const std::string& path, const char* what) {
+  requireRegularFile(path, std::string(what) + " file", "check the path in the project's data section");
   GzFile f(gzopen(path.c_str(), "rb"));
   if (!f) throw UserError("cannot open " + std::string(what) + " file '" + path + "': check that it exists and is readable");
   gzbuffer(f.get(), 1u << 20);
   std::string data;
   constexpr unsigned kChunk = 4u << 20;
+  // A gzip file can expand a thousandfold: stop at what the floats made from it could fill.
+  const uint64_t limit = memoryLimitBytes() / (1 + sizeof(float));
   for (;;) {
+    if (data.size() > limit)
+      requireMemory(static_cast<double>(data.size()) * (1 + sizeof(float)),
+                    std::string(what) + " file '" + path + "' (more than " + humanBytes(static_cast<double>(data.size())) +
+                        " decompressed)",
+                    "use a smaller file");
     const size_t old = data.size();
     data.resize(old + kChunk);
     const int n = gzread(f.get(), data.data() + old, kChunk);
@@ -77,7 +86,8 @@ size_t checkHeader(const std::string& d, const std::string& path, uint32_t magic
     if (dims.back() == 0)
       throw UserError(std::string(what) + " file '" + path + "' declares dimension " + std::to_string(i) +
                       " of size 0: the file is empty or damaged");
-    count *= dims.back();
+    if (__builtin_mul_overflow(count, uint64_t{dims.back()}, &count))
+      throw UserError(std::string(what) + " file '" + path + "' declares dimensions whose product overflows: it is damaged or not an IDX file");
   }
   if (d.size() - header < count)
     throw UserError(std::string(what) + " file '" + path + "' is truncated: the header promises " +

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "Error.h"
+#include "Limits.h"
 #include "nn/Rng.h"
 
 namespace ml {
@@ -36,6 +37,8 @@ int classOf(int64_t i, int classes) { return static_cast<int>(i % classes); }
 
 Dataset makeSpirals(int64_t samples, int classes, double noise, uint64_t seed) {
   checkCommon(samples, classes, noise);
+  requireMemory(static_cast<double>(samples) * 3 * sizeof(float), "spirals of " + std::to_string(samples) + " samples",
+                "lower data.samples");
   Dataset ds;
   ds.name = "spirals (" + std::to_string(classes) + " arms)";
   ds.sampleShape = {2};
@@ -63,6 +66,9 @@ Dataset makeBlobs(int64_t samples, int classes, int features, double noise, uint
   checkCommon(samples, classes, noise);
   if (features < 1 || features > 100000)
     throw UserError("data.features is " + std::to_string(features) + ": blobs need 1 to 100000 features");
+  requireMemory(static_cast<double>(samples) * features * sizeof(float),
+                "blobs of " + std::to_string(samples) + " samples x " + std::to_string(features) + " features",
+                "lower data.samples or data.features");
   Dataset ds;
   ds.name = "blobs (" + std::to_string(classes) + " classes)";
   ds.sampleShape = {features};

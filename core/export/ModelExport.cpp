@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "Error.h"
-#include "export/AtomicFile.h"
+#include "AtomicFile.h"
 #include "export/ExportWriters.h"
 #include "nn/Dense.h"
 #include "nn/SimpleLayers.h"
@@ -102,7 +102,7 @@ std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f) {
 }
 
 void checkExportPath(ExportFormat f, const std::string& path) {
-  checkWritableOutput(path, formatTitle(f));
+  checkCanWrite(path, formatTitle(f));
   // Keras 3's load_weights refuses any other ending.
   const std::string suffix = ".weights.h5";
   if (f == ExportFormat::Keras && (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0))
@@ -130,7 +130,7 @@ ExportResult exportModel(const Sequential& model, ExportFormat f, const std::str
       r.description = "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with --weights";
       break;
   }
-  AtomicFile file(path);
+  AtomicFile file(path, formatTitle(f));
   file.write(bytes);
   file.commit();
   std::error_code ec;

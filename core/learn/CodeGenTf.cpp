@@ -17,8 +17,11 @@ namespace {
 
 // Keras refuses some characters in layer names; keep a project's name only when it is plain.
 std::string nameArg(const std::string& name) {
-  static const std::regex plain("[A-Za-z_][A-Za-z0-9_.-]*");
-  return std::regex_match(name, plain) ? ", name=" + pyStr(name) : "";
+  // [A-Za-z_][A-Za-z0-9_.-]*, scanned by hand: std::regex recurses per character on long names.
+  auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; };
+  bool plain = !name.empty() && alpha(name[0]);
+  for (char c : name) plain = plain && (alpha(c) || (c >= '0' && c <= '9') || c == '.' || c == '-');
+  return plain ? ", name=" + pyStr(name) : "";
 }
 
 std::string kerasLayer(const LayerPlan& l, size_t index) {

@@ -7,10 +7,11 @@
 #include "project/SharedData.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -36,6 +37,17 @@ Project LessonExperiment::apply(const Project& base) const {
 
 namespace {
 
+// [a-z] (or a digit when digitFirst), then lower-case letters, digits and the extra characters.
+bool isName(const std::string& s, const char* extra, bool digitFirst = false) {
+  auto lowerOrDigit = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  const bool letterFirst = !s.empty() && s[0] >= 'a' && s[0] <= 'z';
+  const bool digitOk = !s.empty() && digitFirst && s[0] >= '0' && s[0] <= '9';
+  if (!letterFirst && !digitOk) return false;
+  for (char c : s)
+    if (!lowerOrDigit(c) && (c == '\0' || std::strchr(extra, c) == nullptr)) return false;
+  return true;
+}
+
 struct LessonReader : JsonFieldReader {
   const json& need(const json& obj, const std::string& path, const char* key, const char* what) const {
     if (!obj.contains(key)) fail(path.empty() ? key : path + "." + key, std::string("is missing: give ") + what);
@@ -48,21 +60,21 @@ struct LessonReader : JsonFieldReader {
       return "";
     }
     const json& v = obj.at(key);
-    if (!v.is_string()) fail(field, std::string("must be ") + what + ", got " + v.dump());
+    if (!v.is_string()) fail(field, std::string("must be ") + what + ", got " + shortDump(v));
     if (required && v.get<std::string>().empty()) fail(field, std::string("is empty: give ") + what);
     return v.get<std::string>();
   }
   double number(const json& obj, const std::string& path, const char* key, double fallback, double lo, const char* what) const {
     if (!obj.contains(key)) return fallback;
     const json& v = obj.at(key);
-    if (!v.is_number() || v.get<double>() < lo) fail(path + "." + key, std::string("must be ") + what + ", got " + v.dump());
+    if (!v.is_number() || v.get<double>() < lo) fail(path + "." + key, std::string("must be ") + what + ", got " + shortDump(v));
     return v.get<double>();
   }
   int64_t integer(const json& obj, const std::string& path, const char* key, int64_t fallback, int64_t lo, const char* what) const {
     if (!obj.contains(key)) return fallback;
     const json& v = obj.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > (int64_t{1} << 40))
-      fail(path.empty() ? key : path + "." + key, std::string("must be ") + what + ", got " + v.dump());
+      fail(path.empty() ? key : path + "." + key, std::string("must be ") + what + ", got " + shortDump(v));
     return v.get<int64_t>();
   }
 };
@@ -72,9 +84,8 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
                        "steps"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
-  static const std::regex labelRe("[a-z][a-z0-9_]*");
-  if (!std::regex_match(x.label, labelRe))
-    r.fail(path + ".label", "is '" + x.label + "': use lower-case letters, digits and _, starting with a letter (it names figures such as {final_acc_" +
+  if (!isName(x.label, "_"))
+    r.fail(path + ".label", "is '" + clipText(x.label, 40) + "': use lower-case letters, digits and _, starting with a letter (it names figures such as {final_acc_" +
                                 "four})");
   x.title = r.text(e, path, "title", false, "a string");
   if (x.title.empty()) x.title = x.label;
@@ -82,16 +93,16 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   try {
     parseDevices(x.devices);
   } catch (const UserError& err) {
-    r.fail(path + ".devices", "is '" + x.devices + "': " + err.what());
+    r.fail(path + ".devices", "is '" + clipText(x.devices, 40) + "': " + err.what());
   }
   x.batchPolicy = r.text(e, path, "batch_policy", false, "global or per-device");
   if (x.batchPolicy.empty()) x.batchPolicy = "global";
   if (x.batchPolicy != "global" && x.batchPolicy != "per-device")
-    r.fail(path + ".batch_policy", "is '" + x.batchPolicy + "' (allowed: global, per-device)");
+    r.fail(path + ".batch_policy", "is '" + clipText(x.batchPolicy, 40) + "' (allowed: global, per-device)");
   x.batch = r.integer(e, path, "batch_size", 0, 1, "a positive integer");
   x.lrScaling = r.text(e, path, "lr_scaling", false, "none, linear or sqrt");
   if (!x.lrScaling.empty() && x.lrScaling != "none" && x.lrScaling != "linear" && x.lrScaling != "sqrt")
-    r.fail(path + ".lr_scaling", "is '" + x.lrScaling + "' (allowed: none, linear, sqrt)");
+    r.fail(path + ".lr_scaling", "is '" + clipText(x.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
   x.warmupEpochs = r.number(e, path, "warmup_epochs", -1, 0, "a number of epochs (0 or more)");
   x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
@@ -104,14 +115,14 @@ Project parseLessonProject(const LessonReader& r, const json& j, const std::stri
   if (pj.is_string()) {
     ref = pj.get<std::string>();
     const fs::path path = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(projectsDir) / ref;
-    if (!fs::exists(path)) r.fail("project", "names '" + ref + "', which is not at " + path.string() + ": give a file in projects/");
+    if (!fs::exists(path)) r.fail("project", "names '" + clipText(ref, 80) + "', which is not at " + clipText(path.string(), 200) + ": give a file in projects/");
     try {
       return Project::load(path.string());
     } catch (const UserError& e) {
-      r.fail("project", std::string("'") + ref + "' is not a valid project: " + e.what());
+      r.fail("project", std::string("'") + clipText(ref, 80) + "' is not a valid project: " + e.what());
     }
   }
-  if (!pj.is_object()) r.fail("project", "must be a file name (string) or an inline project (object), got " + pj.dump());
+  if (!pj.is_object()) r.fail("project", "must be a file name (string) or an inline project (object), got " + shortDump(pj));
   ref = "inline";
   return Project::fromJson(pj, r.source + ": project");
 }
@@ -127,8 +138,7 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
     r.fail("schema_version", "is " + std::to_string(l.schemaVersion) + " but this Mirrorlab reads lessons of version 1.." +
                                  std::to_string(kLessonSchemaVersion) + ": update Mirrorlab");
   l.id = r.text(j, "", "id", true, "an id such as \"speedup-not-linear\"");
-  static const std::regex idRe("[a-z0-9][a-z0-9-]*");
-  if (!std::regex_match(l.id, idRe)) r.fail("id", "is '" + l.id + "': use lower-case letters, digits and -");
+  if (!isName(l.id, "-", true)) r.fail("id", "is '" + clipText(l.id, 40) + "': use lower-case letters, digits and -");
   l.order = static_cast<int>(r.integer(j, "", "order", 0, 0, "a non-negative integer"));
   l.title = r.text(j, "", "title", true, "a title");
   l.idea = r.text(j, "", "idea", true, "the idea the lesson teaches, in a sentence or two");
@@ -140,7 +150,7 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
   for (size_t i = 0; i < ex.size(); ++i) {
     const std::string path = "experiments[" + std::to_string(i) + "]";
     LessonExperiment x = parseExperiment(r, ex[i], path);
-    if (!labels.insert(x.label).second) r.fail(path + ".label", "'" + x.label + "' is used twice: labels must be unique");
+    if (!labels.insert(x.label).second) r.fail(path + ".label", "'" + clipText(x.label, 40) + "' is used twice: labels must be unique");
     validate(x.apply(l.project), source + ": " + path);
     l.experiments.push_back(std::move(x));
   }
@@ -152,7 +162,7 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
   if (!ch.is_array() || ch.size() < 2) r.fail("question.choices", "must be a list of at least two answers");
   for (size_t i = 0; i < ch.size(); ++i) {
     if (!ch[i].is_string() || ch[i].get<std::string>().empty())
-      r.fail("question.choices[" + std::to_string(i) + "]", "must be a non-empty string, got " + ch[i].dump());
+      r.fail("question.choices[" + std::to_string(i) + "]", "must be a non-empty string, got " + shortDump(ch[i]));
     l.question.choices.push_back(ch[i].get<std::string>());
   }
   if (!q.contains("correct")) r.fail("question.correct", "is missing: give the index of the right choice, from 0");
@@ -168,7 +178,7 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
     if (std::find(known.begin(), known.end(), name) != known.end()) continue;
     std::string names;
     for (const auto& k : known) names += (names.empty() ? "" : ", ") + k;
-    r.fail("reveal", "uses {" + name + "}, which no experiment of this lesson measures (available: " + names + ")");
+    r.fail("reveal", "uses {" + clipText(name, 40) + "}, which no experiment of this lesson measures (available: " + names + ")");
   }
   return l;
 }
@@ -216,11 +226,16 @@ std::string defaultLessonsDir() {
   return findSharedData().lessonsDir;
 }
 
+// A plain scan, not std::regex: libstdc++'s regex recurses per character and a long reveal
+// text exhausted the stack ("learn list" crashed for every lesson because of one).
 std::vector<std::string> placeholdersIn(const std::string& text) {
   std::vector<std::string> out;
-  static const std::regex re(R"(\{([A-Za-z0-9_]+)\})");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
-    const std::string name = (*it)[1].str();
+  auto nameChar = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+    size_t end = open + 1;
+    while (end < text.size() && nameChar(text[end])) ++end;
+    if (end == open + 1 || end >= text.size() || text[end] != '}') continue;
+    const std::string name = text.substr(open + 1, end - open - 1);
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(name);
   }
   return out;

@@ -4,10 +4,10 @@
 #include "Format.h"
 #include "learn/LessonRunner.h"
 
+#include <cctype>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <regex>
 #include <set>
 #include <thread>
 
@@ -205,18 +205,23 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   return f;
 }
 
+// A plain scan (no std::regex, which recurses per character on long texts).
 std::string fillPlaceholders(const std::string& text, const LessonFigures& figures) {
-  static const std::regex re(R"(\{([A-Za-z0-9_]+)\})");
+  auto nameChar = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::string out;
-  auto last = text.cbegin();
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it) {
-    const auto& m = *it;
-    out.append(last, m[0].first);
-    const auto f = figures.find(m[1].str());
-    out += f != figures.end() ? f->second.text : m[0].str();
-    last = m[0].second;
+  size_t pos = 0;
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+    size_t end = open + 1;
+    while (end < text.size() && nameChar(text[end])) ++end;
+    if (end == open + 1 || end >= text.size() || text[end] != '}') continue;
+    const auto f = figures.find(text.substr(open + 1, end - open - 1));
+    if (f == figures.end()) continue;
+    out.append(text, pos, open - pos);
+    out += f->second.text;
+    pos = end + 1;
+    open = end;
   }
-  out.append(last, text.cend());
+  out.append(text, pos, std::string::npos);
   return out;
 }
 

@@ -17,7 +17,9 @@ RunSequence::Result RunSequence::run(Trainer& trainer, TelemetryHub& hub, const 
   std::unique_ptr<Recorder> recorder;
   if (!storePath.empty()) {
     recordCh = hub.subscribe();
-    recorder = std::make_unique<Recorder>(storePath, recordCh);
+    RecorderOptions options;
+    options.onFailure = [&trainer](const std::string& why) { trainer.abort(why); };  // nothing unrecorded goes on
+    recorder = std::make_unique<Recorder>(storePath, recordCh, std::move(options));
   }
   {
     std::lock_guard lock(mu_);
@@ -34,6 +36,11 @@ RunSequence::Result RunSequence::run(Trainer& trainer, TelemetryHub& hub, const 
     recorder->stop();
     r.runId = recorder->runId();
     recordCh->close();
+    // A run the store could not keep whole is not reported as finished.
+    if (const std::string err = recorder->error(); !err.empty() && r.finished.status != RunStatus::Failed) {
+      r.finished.status = RunStatus::Failed;
+      r.finished.message = "the run store " + storePath + " could not record the run: " + err;
+    }
   }
   return r;
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <limits>
 
+#include "AtomicFile.h"
 #include "Error.h"
 #include "store/RunStore.h"
 
@@ -55,10 +56,7 @@ json chromeTrace(const std::vector<StepEvent>& steps, const TraceOptions& option
 }
 
 void writeChromeTrace(const std::vector<StepEvent>& steps, const std::string& path, const TraceOptions& options) {
-  std::ofstream out(path);
-  if (!out) throw UserError("cannot write trace file '" + path + "': check the folder exists and is writable");
-  out << chromeTrace(steps, options).dump() << "\n";
-  if (!out) throw UserError("writing trace file '" + path + "' failed: is the disk full?");
+  writeFileAtomically(path, chromeTrace(steps, options).dump() + "\n", "trace file");
 }
 
 TraceExportSummary exportRunTrace(RunStore& store, int64_t runId, const std::string& path, int64_t fromStep, int64_t toStep) {

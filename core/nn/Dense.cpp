@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include "Error.h"
+#include "Limits.h"
 #include "nn/Initializers.h"
 #include "tensor/Finite.h"
 
@@ -17,6 +18,11 @@ Shape Dense::build(const Shape& input) {
     throw UserError("layer '" + name + "' (Dense) expects a flat input but gets shape " + shapeToString(input) +
                     ": add a Flatten layer before it");
   if (units_ <= 0) throw UserError("layer '" + name + "' (Dense): units must be positive, got " + std::to_string(units_));
+  // in x units (+ units) must fit int64 before paramCount() multiplies them.
+  const auto weights = mulChecked(input[0], units_);
+  if (input[0] <= 0 || !weights || !addChecked(*weights, units_))
+    throw UserError("layer '" + name + "' (Dense): " + std::to_string(input[0]) + " inputs x " + std::to_string(units_) +
+                    " units is more weights than any machine holds: use fewer units");
   inputShape = input;
   outputShape = {units_};
   return outputShape;

@@ -1,6 +1,9 @@
 #include "nn/LayerFactory.h"
 
+#include <cmath>
+
 #include "Error.h"
+#include "JsonFile.h"
 #include "nn/Dense.h"
 #include "nn/Initializers.h"
 #include "nn/Rng.h"
@@ -36,10 +39,19 @@ static void checkArgs(const LayerSpec& s, const std::string& where, const nlohma
 template <typename T>
 static T arg(const LayerSpec& s, const std::string& where, const char* key, const nlohmann::json& defaults) {
   const nlohmann::json& v = s.args.contains(key) ? s.args.at(key) : defaults.at(key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // 2.7 units is not silently 2, and 1e300 is not -9223372036854775808.
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (d != std::floor(d)) throw UserError(where + ": argument '" + key + "' must be a whole number, got " + shortDump(v));
+      if (!(d >= -0x1p62 && d <= 0x1p62)) throw UserError(where + ": argument '" + key + "' is out of range, got " + shortDump(v));
+      return static_cast<T>(d);
+    }
+  }
   try {
     return v.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw UserError(where + ": argument '" + key + "' has the wrong type (" + v.dump() + ")");
+    throw UserError(where + ": argument '" + key + "' has the wrong type (" + shortDump(v) + ")");
   }
 }
 

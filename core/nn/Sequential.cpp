@@ -7,6 +7,7 @@
 #include <set>
 
 #include "Error.h"
+#include "Limits.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
 #include "nn/Rng.h"
@@ -34,6 +35,14 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
     throw UserError("model.input_shape is missing: give the shape of one sample, e.g. [28, 28] or [2]");
   for (int64_t d : spec_.inputShape)
     if (d <= 0) throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " must be positive");
+  int64_t features = 1;
+  for (int64_t d : spec_.inputShape) {
+    const auto f = mulChecked(features, d);
+    if (!f || *f > kMaxFeatures)
+      throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " has more than " + std::to_string(kMaxFeatures) +
+                      " values per sample: give the shape of one sample, e.g. [28, 28]");
+    features = *f;
+  }
   if (spec_.layers.empty()) throw UserError("model.layers is empty: add at least one layer (e.g. Dense)");
   // Keras-style names: dense, dense_1, dense_2...
   std::map<std::string, int> counts;
@@ -60,9 +69,15 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
     auto layer = makeLayer(spec_.layers[i], i);
     shape = layer->build(shape);
     if (layer->paramCount() > 0) ranges_.push_back({i, total, layer->paramCount()});
-    total += layer->paramCount();
+    const auto sum = addChecked(total, layer->paramCount());
+    if (!sum) throw UserError("the model has more parameters than any machine holds: use fewer or smaller layers");
+    total = *sum;
     layers_.push_back(std::move(layer));
   }
+  // Weights and their gradients, before allocating them (a Dense of 2e9 units asks for terabytes).
+  requireMemory(static_cast<double>(total) * 2 * sizeof(float),
+                "the model's " + std::to_string(total) + " parameters (weights and gradients, per replica)",
+                "use fewer or smaller layers");
   outputShape_ = shape;
   params_.assign(static_cast<size_t>(total), 0.0f);
   grads_.assign(static_cast<size_t>(total), 0.0f);
@@ -159,9 +174,11 @@ std::vector<LayerSummary> Sequential::summary() const {
 }
 
 int64_t Sequential::activationBytes(int64_t batch) const {
-  int64_t floats = 0;
-  for (const auto& l : layers_) floats += (l->isReshape() ? 1 : 2) * batch * l->outFeatures();
-  return floats * static_cast<int64_t>(sizeof(float));
+  // In double, saturated: an estimate for `summary --batch 2^62` must not overflow.
+  double floats = 0;
+  for (const auto& l : layers_) floats += (l->isReshape() ? 1.0 : 2.0) * static_cast<double>(batch) * static_cast<double>(l->outFeatures());
+  const double bytes = floats * sizeof(float);
+  return bytes >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
 uint64_t Sequential::checksum() const { return fnv1a(params_.data(), params_.size() * sizeof(float)); }

@@ -3,7 +3,9 @@
 #include <cstring>
 #include <fstream>
 
+#include "AtomicFile.h"
 #include "Error.h"
+#include "JsonFile.h"
 
 namespace ml {
 
@@ -19,31 +21,41 @@ nlohmann::json architectureJson(const Sequential& model) {
 }
 
 uint64_t saveWeights(const Sequential& model, const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  if (!out) throw UserError("cannot write weights file '" + path + "': check the folder exists and is writable");
   const std::string arch = architectureJson(model).dump();
   const uint32_t version = kWeightsVersion, len = static_cast<uint32_t>(arch.size());
   const uint64_t count = static_cast<uint64_t>(model.paramCount());
   const uint64_t sum = fnv1a(model.params().data(), count * sizeof(float));
+  // Temporary file, fsync, rename: a full disk never leaves a truncated file or destroys the old one.
+  AtomicFile out(path, "weights file");
   out.write(kMagic, 8);
-  out.write(reinterpret_cast<const char*>(&version), 4);
-  out.write(reinterpret_cast<const char*>(&len), 4);
-  out.write(arch.data(), static_cast<std::streamsize>(arch.size()));
-  out.write(reinterpret_cast<const char*>(&count), 8);
-  out.write(reinterpret_cast<const char*>(model.params().data()), static_cast<std::streamsize>(count * sizeof(float)));
-  out.write(reinterpret_cast<const char*>(&sum), 8);
-  if (!out) throw UserError("writing weights file '" + path + "' failed: is the disk full?");
+  out.write(&version, 4);
+  out.write(&len, 4);
+  out.write(arch);
+  out.write(&count, 8);
+  out.write(model.params().data(), count * sizeof(float));
+  out.write(&sum, 8);
+  out.commit();
   return sum;
 }
 
+// Only called on architectures that passed wellFormed().
 static std::string describeArch(const nlohmann::json& a) {
-  std::string s = "input " + a.value("input_shape", nlohmann::json::array()).dump();
-  for (const auto& l : a.value("layers", nlohmann::json::array()))
-    s += " -> " + l.value("type", std::string("?")) + l.value("output_shape", nlohmann::json::array()).dump();
-  return s;
+  std::string s = "input " + shortDump(a.at("input_shape"), 40);
+  for (const auto& l : a.at("layers"))
+    s += " -> " + clipText(l.at("type").get<std::string>(), 40) + (l.contains("output_shape") ? shortDump(l.at("output_shape"), 40) : "");
+  return clipText(s, 400);
+}
+
+// The shape a stored architecture must have before it is compared or described.
+static bool wellFormed(const nlohmann::json& a) {
+  if (!a.is_object() || !a.contains("input_shape") || !a.contains("layers") || !a.at("layers").is_array()) return false;
+  for (const auto& l : a.at("layers"))
+    if (!l.is_object() || !l.contains("type") || !l.at("type").is_string()) return false;
+  return true;
 }
 
 void loadWeights(Sequential& model, const std::string& path) {
+  requireRegularFile(path, "weights file", "give a file saved with train --save-weights PATH");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot open weights file '" + path + "': check the path (train with --save-weights PATH)");
   char magic[8] = {};
@@ -62,12 +74,9 @@ void loadWeights(Sequential& model, const std::string& path) {
   uint64_t count = 0;
   in.read(reinterpret_cast<char*>(&count), 8);
   if (!in) throw UserError("weights file '" + path + "' is truncated");
-  nlohmann::json saved;
-  try {
-    saved = nlohmann::json::parse(arch);
-  } catch (...) {
-    throw UserError("weights file '" + path + "' is damaged (architecture is not JSON)");
-  }
+  const nlohmann::json saved = parseJsonOrDiscarded(arch);
+  if (saved.is_discarded() || !wellFormed(saved))
+    throw UserError("weights file '" + path + "' is damaged (its architecture header is not the JSON object Mirrorlab writes): save the weights again");
   // Compare shapes and parameter counts, not names: a renamed layer may take the same weights.
   nlohmann::json want = architectureJson(model);
   auto strip = [](nlohmann::json a) {

@@ -1,13 +1,16 @@
 // Project files: parsing with errors that name the field, the value and what is allowed.
 #include "project/Project.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <set>
 #include <sstream>
 
 #include "Error.h"
+#include "AtomicFile.h"
 #include "JsonFile.h"
+#include "Limits.h"
 
 namespace ml {
 
@@ -21,30 +24,39 @@ struct Reader : JsonFieldReader {
     if (!obj.contains(key)) return;
     const json& v = obj.at(key);
     const std::string field = path.empty() ? key : path + "." + key;
-    try {
-      if constexpr (std::is_same_v<T, bool>) {
-        if (!v.is_boolean()) throw 0;
-      } else if constexpr (std::is_integral_v<T>) {
-        if (!v.is_number_integer() && !v.is_number_unsigned()) throw 0;
-        // Refuse values the field cannot hold instead of letting them wrap (-1 as a seed, 2^32+1 epochs).
-        if (v.is_number_unsigned()) {
-          if (v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())) throw 0;
-        } else {
-          const int64_t x = v.get<int64_t>();
-          if constexpr (std::is_unsigned_v<T>) {
-            if (x < 0) throw 0;
-          } else if (x < static_cast<int64_t>(std::numeric_limits<T>::min()) || x > static_cast<int64_t>(std::numeric_limits<T>::max())) {
-            throw 0;
-          }
-        }
-      } else if constexpr (std::is_floating_point_v<T>) {
-        if (!v.is_number()) throw 0;
-      } else if constexpr (std::is_same_v<T, std::string>) {
-        if (!v.is_string()) throw 0;
+    auto refuse = [&] { fail(field, std::string("must be ") + what + ", got " + shortDump(v)); };
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) refuse();
+      out = v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      // Refuse values the field cannot hold instead of letting them wrap (-1 as a seed, 2^32+1
+      // epochs) or be cut (2.7 epochs); 3.0 and 1e3 are whole numbers and accepted.
+      using L = std::numeric_limits<T>;
+      if (v.is_number_unsigned()) {
+        if (v.get<uint64_t>() > static_cast<uint64_t>(L::max())) fail(field, std::string("is too large: must be ") + what + " up to " + std::to_string(L::max()) + ", got " + shortDump(v));
+        out = static_cast<T>(v.get<uint64_t>());
+      } else if (v.is_number_integer()) {
+        const int64_t x = v.get<int64_t>();
+        if (x < static_cast<int64_t>(L::min()) || (x > 0 && static_cast<uint64_t>(x) > static_cast<uint64_t>(L::max())))
+          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " + std::to_string(L::max()) + ", got " + shortDump(v));
+        out = static_cast<T>(x);
+      } else if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (d != std::floor(d)) fail(field, std::string("must be a whole number (") + what + "), got " + shortDump(v));
+        const double hi = std::ldexp(1.0, L::digits);  // exclusive: 2^63 for int64_t
+        const double lo = L::is_signed ? -hi : 0.0;
+        if (!(d >= lo && d < hi))
+          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " + std::to_string(L::max()) + ", got " + shortDump(v));
+        out = static_cast<T>(d);
+      } else {
+        refuse();
       }
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (!v.is_number()) refuse();
       out = v.get<T>();
-    } catch (...) {
-      fail(field, std::string("must be ") + what + ", got " + v.dump());
+    } else if constexpr (std::is_same_v<T, std::string>) {
+      if (!v.is_string()) refuse();
+      out = v.get<std::string>();
     }
   }
 };
@@ -139,7 +151,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.fail("model.input_shape", "must be an array of positive integers, e.g. [28, 28]");
   for (const auto& d : m.at("input_shape")) {
     if (!d.is_number_integer() || d.get<int64_t>() <= 0)
-      r.fail("model.input_shape", "must hold positive integers, got " + m.at("input_shape").dump());
+      r.fail("model.input_shape", "must hold positive integers, got " + shortDump(m.at("input_shape")));
     p.model.inputShape.push_back(d.get<int64_t>());
   }
   if (!m.contains("layers") || !m.at("layers").is_array()) r.fail("model.layers", "must be an array of layers");
@@ -147,7 +159,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
   for (const auto& l : m.at("layers")) {
     const std::string path = "model.layers[" + std::to_string(idx++) + "]";
     if (!l.is_object() || !l.contains("type") || !l.at("type").is_string())
-      r.fail(path, "must be an object with a \"type\" (Dense, Activation, Flatten, Dropout), got " + l.dump());
+      r.fail(path, "must be an object with a \"type\" (Dense, Activation, Flatten, Dropout), got " + shortDump(l));
     LayerSpec s;
     s.type = l.at("type").get<std::string>();
     r.get(l, path, "name", s.name, "a string");
@@ -194,7 +206,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
       if (!t.at("metrics").is_array()) r.fail("training.metrics", "must be an array such as [\"accuracy\"]");
       p.training.metrics.clear();
       for (const auto& mm : t.at("metrics")) {
-        if (!mm.is_string()) r.fail("training.metrics", "must hold metric names, got " + mm.dump());
+        if (!mm.is_string()) r.fail("training.metrics", "must hold metric names, got " + shortDump(mm));
         p.training.metrics.push_back(mm.get<std::string>());
       }
     }
@@ -232,30 +244,76 @@ Project Project::fromJson(const json& j, const std::string& source) {
   return p;
 }
 
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
+// Every numeric field against its real range (Keras' for the optimizer's arguments): a NaN, an
+// infinity or an impossible value is refused here, before anything is allocated or trained.
 void validate(const Project& p, const std::string& source) {
   auto fail = [&](const std::string& field, const std::string& msg) { throw UserError(source + ": " + field + " " + msg); };
+  auto range = [&](const std::string& field, double v, double lo, double hi, bool hiOpen, const char* why) {
+    if (!(v >= lo && (hiOpen ? v < hi : v <= hi)))
+      fail(field, "must be in [" + num(lo) + ", " + num(hi) + (hiOpen ? ")" : "]") + why + ", got " + num(v));
+  };
+  auto positive = [&](const std::string& field, double v, const char* why) {
+    if (!(v > 0 && std::isfinite(v))) fail(field, std::string("must be a positive finite number") + why + ", got " + num(v));
+  };
+  auto count = [&](const std::string& field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      fail(field, "must be at least " + std::to_string(lo) + " and at most " + std::to_string(hi) + ", got " + std::to_string(v));
+  };
   const auto& t = p.training;
-  if (t.epochs < 1) fail("training.epochs", "must be at least 1, got " + std::to_string(t.epochs));
-  if (t.batchSize < 1) fail("training.batch_size", "must be at least 1, got " + std::to_string(t.batchSize));
-  if (t.accumulate < 1) fail("training.accumulate", "must be at least 1, got " + std::to_string(t.accumulate));
-  if (!(t.optimizer.learningRate > 0)) fail("training.optimizer.learning_rate", "must be positive");
-  const auto& on = t.optimizer.name;
-  if (on != "sgd" && on != "adam" && on != "rmsprop") fail("training.optimizer.name", "is '" + on + "' (allowed: sgd, adam, rmsprop)");
-  if (t.optimizer.momentum < 0 || t.optimizer.momentum >= 1) fail("training.optimizer.momentum", "must be in [0, 1)");
+  count("training.epochs", t.epochs, 1, 1000000);
+  count("training.batch_size", t.batchSize, 1, kMaxBatch);
+  count("training.accumulate", t.accumulate, 1, 65536);
+  const auto& o = t.optimizer;
+  const auto& on = o.name;
+  if (on != "sgd" && on != "adam" && on != "rmsprop")
+    fail("training.optimizer.name", "is '" + clipText(on, 40) + "' (allowed: sgd, adam, rmsprop)");
+  positive("training.optimizer.learning_rate", o.learningRate, "");
+  range("training.optimizer.momentum", o.momentum, 0, 1, true, " (0 turns momentum off)");
+  range("training.optimizer.beta_1", o.beta1, 0, 1, true, " (Keras: the decay of the first moment, default 0.9)");
+  range("training.optimizer.beta_2", o.beta2, 0, 1, true, " (Keras: the decay of the second moment, default 0.999)");
+  range("training.optimizer.rho", o.rho, 0, 1, true, " (Keras: the decay of the squared-gradient average, default 0.9)");
+  positive("training.optimizer.epsilon", o.epsilon, " (Keras' default is 1e-07; 0 divides by zero)");
   if (t.lrScaling != "none" && t.lrScaling != "linear" && t.lrScaling != "sqrt")
-    fail("training.lr_scaling", "is '" + t.lrScaling + "' (allowed: none, linear, sqrt)");
-  if (t.warmupEpochs < 0) fail("training.warmup_epochs", "must be 0 or more");
+    fail("training.lr_scaling", "is '" + clipText(t.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
+  range("training.warmup_epochs", t.warmupEpochs, 0, 1e6, false, " epochs (0: no warm-up)");
   if (t.lrReferenceBatch < 0) fail("training.lr_reference_batch", "must be 0 (the batch_size field) or a global batch size");
+  for (size_t i = 0; i < p.model.inputShape.size(); ++i)
+    count("model.input_shape[" + std::to_string(i) + "]", p.model.inputShape[i], 1, kMaxFeatures);
+  int64_t features = 1;
+  for (int64_t d : p.model.inputShape) {
+    const auto f = mulChecked(features, d);
+    if (!f || *f > kMaxFeatures)
+      fail("model.input_shape", shapeToString(p.model.inputShape, false) + " has more than " + std::to_string(kMaxFeatures) +
+                                    " values per sample: give the shape of one sample, e.g. [28, 28]");
+    features = *f;
+  }
   const auto& k = p.data.kind;
   if (k != "fashion-mnist" && k != "idx" && k != "csv" && k != "spirals" && k != "blobs")
-    fail("data.kind", "is '" + k + "' (allowed: fashion-mnist, idx, csv, spirals, blobs)");
-  if (p.data.validationSplit < 0 || p.data.validationSplit >= 1) fail("data.validation_split", "must be in [0, 1)");
-  if ((k == "spirals" || k == "blobs") && (p.data.samples < 1 || p.data.classes < 1 || p.data.features < 1))
-    fail("data", "samples, classes and features must be positive");
+    fail("data.kind", "is '" + clipText(k, 40) + "' (allowed: fashion-mnist, idx, csv, spirals, blobs)");
+  range("data.validation_split", p.data.validationSplit, 0, 1, true, " (the share held out for validation)");
+  if (k == "spirals" || k == "blobs") {
+    count("data.samples", p.data.samples, 1, int64_t{1} << 28);
+    count("data.classes", p.data.classes, 1, 1000);
+    if (k == "blobs") count("data.features", p.data.features, 1, 100000);
+    range("data.noise", p.data.noise, 0, 1e6, false, "");
+  }
   const auto& a = p.distribute.allreduce;
   if (a != "ring" && a != "reduce-to-one" && a != "nccl")
-    fail("distribute.allreduce", "is '" + a + "' (allowed: ring, reduce-to-one, nccl)");
-  if (p.distribute.bucketBytes < 4) fail("distribute.bucket_bytes", "must be at least 4");
+    fail("distribute.allreduce", "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl)");
+  if (p.distribute.devices.size() > 256)
+    fail("distribute.devices", "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
+  count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
+  count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
 }
 
 Project Project::load(const std::string& path) {
@@ -264,11 +322,6 @@ Project Project::load(const std::string& path) {
                   path);
 }
 
-void Project::save(const std::string& path) const {
-  std::ofstream out(path);
-  if (!out) throw UserError("cannot write project file '" + path + "': check the folder exists and is writable");
-  out << toJson().dump(2) << "\n";
-  if (!out) throw UserError("writing project file '" + path + "' failed: is the disk full?");
-}
+void Project::save(const std::string& path) const { writeFileAtomically(path, toJson().dump(2) + "\n", "project file"); }
 
 }  // namespace ml

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "AtomicFile.h"
 #include "Error.h"
 #include "store/RunStore.h"
 
@@ -15,11 +16,12 @@ namespace ml {
 namespace fs = std::filesystem;
 namespace {
 
+// One CSV file, written whole or not at all (AtomicFile): a full disk never leaves a cut table.
 class CsvFile {
  public:
-  CsvFile(const fs::path& path, const char* header) : path_(path), out_(path) {
-    if (!out_) fail();
-    out_ << header << '\n';
+  CsvFile(const fs::path& path, const char* header) : out_(path.string(), "CSV file") {
+    out_.write(std::string_view(header));
+    out_.write("\n");
   }
   CsvFile& num(double v) {
     char buf[32];
@@ -38,27 +40,19 @@ class CsvFile {
     return cell(q);
   }
   void endRow() {
-    out_ << '\n';
+    out_.write("\n");
     first_ = true;
   }
-  void close() {
-    out_.close();
-    if (!out_) fail();
-  }
+  void close() { out_.commit(); }
 
  private:
   CsvFile& cell(std::string_view v) {
-    if (!first_) out_ << ',';
-    out_ << v;
+    if (!first_) out_.write(",");
+    out_.write(v);
     first_ = false;
     return *this;
   }
-  [[noreturn]] void fail() {
-    throw UserError("cannot write " + path_.string() + " (" + std::strerror(errno) +
-                    "); choose a writable folder for --csv");
-  }
-  fs::path path_;
-  std::ofstream out_;
+  AtomicFile out_;
   bool first_ = true;
 };
 

@@ -2,6 +2,7 @@
 // Batches are flushed early on RunStarted (so runId() appears quickly) and RunFinished.
 #include "store/Recorder.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <variant>
 
@@ -42,6 +43,51 @@ std::optional<int64_t> Recorder::waitForRunId(std::chrono::milliseconds timeout)
 std::string Recorder::error() const {
   std::lock_guard lock(mu_);
   return error_;
+}
+
+int64_t Recorder::committedStep() const {
+  std::lock_guard lock(mu_);
+  return committedStep_;
+}
+
+bool Recorder::failureRecorded() const {
+  std::lock_guard lock(mu_);
+  return failureMarked_;
+}
+
+void Recorder::fail(const std::string& what) {
+  {
+    std::lock_guard lock(mu_);
+    if (!error_.empty()) return;
+    error_ = what;
+  }
+  cv_.notify_all();
+  if (options_.onFailure) options_.onFailure("the run store " + store_.path() + " could not record the run: " + what);
+}
+
+// Best effort: the disk may still be full, and then the next opening of the store marks the run
+// interrupted (its process is gone) with the steps it holds.
+void Recorder::markFailed() {
+  std::optional<int64_t> run;
+  RunFinished f;
+  {
+    std::lock_guard lock(mu_);
+    if (failureMarked_ || !runId_) return;
+    run = runId_;
+    f.steps = committedStep_;
+    f.message = "recording failed after step " + std::to_string(committedStep_) + " (" + error_ +
+                "); the store holds steps 1.." + std::to_string(committedStep_);
+  }
+  f.status = RunStatus::Failed;
+  try {
+    auto tx = store_.transaction();
+    store_.finishRun(*run, f);
+    tx.commit();
+    std::lock_guard lock(mu_);
+    failureMarked_ = true;
+    finished_ = true;
+  } catch (const std::exception&) {
+  }
 }
 
 void Recorder::loop() {
@@ -88,27 +134,44 @@ void Recorder::loop() {
 void Recorder::flush(std::vector<Event>& pending) {
   if (pending.empty()) return;
   std::optional<int64_t> run;
-  bool finished;
+  bool finished, failed;
+  int64_t lastStep;
   {
     std::lock_guard lock(mu_);
     run = runId_;
     finished = finished_;
+    failed = !error_.empty();
+    lastStep = committedStep_;
+  }
+  if (failed) {
+    // Nothing more after a failed batch (a hole in the steps would pass for a complete run);
+    // keep consuming so the channel never fills, and mark the run once it has ended.
+    for (const Event& e : pending)
+      if (std::holds_alternative<RunFinished>(e)) markFailed();
+    pending.clear();
+    return;
   }
   try {
     auto tx = store_.transaction();
-    for (Event& e : pending) write(e, run, finished);
+    for (Event& e : pending) {
+      write(e, run, finished);
+      if (const auto* st = std::get_if<StepEvent>(&e)) lastStep = std::max(lastStep, st->step);
+      if (std::holds_alternative<RunStarted>(e)) lastStep = 0;
+    }
     tx.commit();
     written_.fetch_add(pending.size(), std::memory_order_relaxed);
     {
       std::lock_guard lock(mu_);
       runId_ = run;
       finished_ = finished;
+      committedStep_ = lastStep;
     }
     cv_.notify_all();
   } catch (const std::exception& ex) {
-    // Keep consuming so the channel never fills; the caller reads error() after stop().
-    std::lock_guard lock(mu_);
-    if (error_.empty()) error_ = ex.what();
+    // The transaction rolled back: the store holds what earlier batches committed.
+    const bool ended = std::any_of(pending.begin(), pending.end(), [](const Event& e) { return std::holds_alternative<RunFinished>(e); });
+    fail(ex.what());
+    if (ended) markFailed();
   }
   pending.clear();
 }
@@ -142,19 +205,24 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
 
 void Recorder::finishUnfinished() {
   std::optional<int64_t> run;
+  bool failed;
   {
     std::lock_guard lock(mu_);
-    if (finished_ || !runId_) return;
+    failed = !error_.empty();
+    if (!failed && (finished_ || !runId_)) return;
     run = runId_;
-    finished_ = true;
+    if (!failed) finished_ = true;
+  }
+  if (failed) {
+    markFailed();
+    return;
   }
   try {
     store_.finishRun(*run, RunStatus::Interrupted,
                      "recording stopped before the run reported that it finished");
     store_.setDroppedEvents(*run, channel_->dropped());
   } catch (const std::exception& ex) {
-    std::lock_guard lock(mu_);
-    if (error_.empty()) error_ = ex.what();
+    fail(ex.what());
   }
 }
 

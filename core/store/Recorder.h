@@ -1,11 +1,14 @@
 // Records a run into the store from the telemetry channel, on its own thread, so training never
 // waits for the disk. Events are written in one transaction per batch, committed at least every
-// commitEvery (0.5 s): a SIGKILL loses at most about the last second.
+// commitEvery (0.5 s): a SIGKILL loses at most about the last second. A batch that cannot be
+// written (full disk) ends the recording: onFailure stops the run, and the run's row is marked
+// failed with the reason and the last step the store holds.
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -24,6 +27,9 @@ struct RecorderOptions {
   std::chrono::milliseconds wait{200};         // longest wait for events before looking again
   std::chrono::milliseconds commitEvery{500};  // longest time an event stays uncommitted
   nlohmann::json host;                         // stored with each run; hostInfo() when null
+  // Called once, on the recorder's thread, when a write fails (disk full, I/O error): the caller
+  // stops the run (Trainer::abort), since going on would report a run the store does not hold.
+  std::function<void(const std::string& reason)> onFailure;
 };
 
 class Recorder {
@@ -43,8 +49,13 @@ class Recorder {
   // The stored id of the current run, once its RunStarted is committed.
   std::optional<int64_t> runId() const;
   std::optional<int64_t> waitForRunId(std::chrono::milliseconds timeout) const;
-  // The first write error (disk full, ...), or "" when every batch was written.
+  // The first write error (disk full, ...), or "" when every batch was written. After it the
+  // recorder writes nothing more but the run's status: failed, with what the store holds.
   std::string error() const;
+  // The last step of the current run that is committed in the store (0: none).
+  int64_t committedStep() const;
+  // True when, after an error, the run's row could still be marked failed with the reason.
+  bool failureRecorded() const;
   uint64_t eventsWritten() const { return written_.load(std::memory_order_relaxed); }
   const std::string& storePath() const { return store_.path(); }
 
@@ -53,6 +64,8 @@ class Recorder {
   void flush(std::vector<Event>& pending);
   void write(Event& e, std::optional<int64_t>& run, bool& finished);
   void finishUnfinished();
+  void fail(const std::string& what);
+  void markFailed();
 
   RunStore store_;
   std::shared_ptr<Channel> channel_;
@@ -64,6 +77,8 @@ class Recorder {
   bool finished_ = true;                // the current run got its RunFinished
   bool stop_ = false;
   std::string error_;
+  int64_t committedStep_ = 0;
+  bool failureMarked_ = false;
   std::atomic<uint64_t> written_{0};
   std::thread thread_;
 };

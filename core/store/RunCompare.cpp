@@ -1,5 +1,6 @@
 // Run comparison arithmetic; see RunCompare.h.
 #include "store/RunCompare.h"
+#include "JsonFile.h"
 
 #include <set>
 
@@ -28,7 +29,7 @@ std::vector<ConfigDiffRow> configDiff(const std::vector<std::string>& configJson
   std::vector<std::map<std::string, std::string>> flat;
   std::set<std::string> keys;
   for (const auto& text : configJsons) {
-    auto j = nlohmann::json::parse(text, nullptr, false);
+    auto j = parseJsonOrDiscarded(text);
     flat.push_back(j.is_discarded() ? std::map<std::string, std::string>{} : flattenJson(j));
     for (auto& [k, v] : flat.back()) keys.insert(k);
   }
@@ -47,7 +48,7 @@ std::vector<ConfigDiffRow> configDiff(const std::vector<std::string>& configJson
 }
 
 bool metricHigherIsBetter(const std::string& configJson) {
-  auto j = nlohmann::json::parse(configJson, nullptr, false);
+  auto j = parseJsonOrDiscarded(configJson);
   if (!j.is_object() || !j.contains("loss") || !j["loss"].is_string()) return true;
   std::string loss = j["loss"].get<std::string>();
   for (const char* regression : {"mse", "mae", "squared", "absolute", "huber"})

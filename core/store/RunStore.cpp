@@ -12,6 +12,7 @@
 
 #include "Error.h"
 #include "store/HostInfo.h"
+#include "JsonFile.h"
 
 namespace ml {
 namespace {
@@ -49,7 +50,7 @@ std::vector<uint64_t> splitChecksums(const std::string& s) {
 
 // The configuration's short device spec ("cpu:4"), else the device names joined.
 std::string deviceSpec(const RunStarted& s) {
-  auto cfg = nlohmann::json::parse(s.configJson, nullptr, false);
+  auto cfg = parseJsonOrDiscarded(s.configJson);
   if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string())
     return cfg["devices"].get<std::string>();
   std::string out;
@@ -259,7 +260,7 @@ RunDetail RunStore::loadRun(int64_t run) {
     d.hostJson = q.getText(3);
     d.host = q.getText(4);
     d.pid = q.getOptInt(5);
-    auto names = nlohmann::json::parse(q.getText(6), nullptr, false);
+    auto names = parseJsonOrDiscarded(q.getText(6));
     if (names.is_array())
       for (auto& n : names)
         if (n.is_string()) d.deviceNames.push_back(n.get<std::string>());

@@ -17,7 +17,8 @@ std::string message(sqlite3* db, const std::string& path, int rc, std::string_vi
       m += " — the database file is damaged; restore it from a backup or move it away";
       break;
     case SQLITE_FULL: m += " — the disk is full; free some space"; break;
-    case SQLITE_BUSY: m += " — another process keeps the database locked; try again"; break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: m += " — another process kept the database locked for longer than 10 s; try again"; break;
     case SQLITE_READONLY: m += " — the database file or its folder is read-only"; break;
     default: break;
   }
@@ -90,6 +91,9 @@ Db Db::open(const std::string& path, int flags) {
   d.db_.reset(raw);  // sqlite3_open_v2 may hand back a handle even on failure
   if (rc != SQLITE_OK) throw Error(rc & 0xff, message(raw, path, rc, "open"));
   sqlite3_extended_result_codes(raw, 0);
+  // Every connection waits on a lock (another process creating, migrating or recording) instead
+  // of failing at once with "database is locked".
+  sqlite3_busy_timeout(raw, kBusyTimeoutMs);
   return d;
 }
 
@@ -97,7 +101,9 @@ void Db::exec(const char* sql) {
   char* err = nullptr;
   int rc = sqlite3_exec(db_.get(), sql, nullptr, nullptr, &err);
   if (rc != SQLITE_OK) {
-    std::string m = *path_ + ": " + (err ? err : sqlite3_errstr(rc));
+    // The same message (and fix) as a failed statement: "disk is full; free some space", ...
+    std::string m = message(db_.get(), *path_, rc, "");
+    if (err && m.find(err) == std::string::npos) m = *path_ + ": " + err;
     sqlite3_free(err);
     throw Error(rc & 0xff, m);
   }

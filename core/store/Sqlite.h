@@ -12,6 +12,9 @@
 
 namespace ml::sql {
 
+// How long any connection waits on another's lock before SQLITE_BUSY.
+inline constexpr int kBusyTimeoutMs = 10000;
+
 struct DbCloser {
   void operator()(sqlite3* db) const noexcept { sqlite3_close_v2(db); }
 };

@@ -1,11 +1,15 @@
 // Opening a run store safely: the file is checked read-only (header, application_id,
-// user_version, tables) before anything is written, so a file that is not ours is never touched.
+// user_version, tables) before anything is written, so a file that is not ours is never touched;
+// only SQLite's own verdict (WAL included) calls a store damaged, and locks are waited for.
 // Then WAL mode, forward migrations, and runs whose writer died are marked interrupted.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -16,6 +20,7 @@
 #include <sstream>
 
 #include "Error.h"
+#include "Limits.h"
 #include "store/HostInfo.h"
 #include "store/RunStore.h"
 #include "store/Schema.h"
@@ -41,12 +46,29 @@ const char* kFixMove =
   throw UserError("run store " + path + ": " + problem + fix);
 }
 
+// Throws when the file system holding the store has (almost) no room left: the store is fine,
+// the disk is not.
+void diskFullCheck(const std::string& path, const std::string& what) {
+  fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  struct statvfs st {};
+  if (::statvfs(dir.c_str(), &st) != 0) return;
+  const uint64_t freeBytes = uint64_t(st.f_bavail) * st.f_frsize;
+  if (freeBytes >= (1u << 20)) return;
+  throw UserError("run store " + path + " cannot be opened: the disk holding it is full (" + humanBytes(double(freeBytes)) +
+                  " free; SQLite: " + what + ") — free some space and try again; the store was not changed");
+}
+
 uint32_t be32(const unsigned char* p) {
   return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
 }
 
-// The 100-byte SQLite header, read with plain file I/O: not SQLite, or visibly truncated.
-void checkHeader(const std::string& path, uintmax_t size) {
+// The 100-byte SQLite header, read with plain file I/O: not SQLite, or visibly truncated. The
+// truncation test holds only without a write-ahead log: with one, the newest pages (and the
+// database's true size) are in the -wal file, where SQLite reads them — a store whose last
+// checkpoint hit a full disk is intact, and must never be called damaged.
+// Returns true when the header says the file is in WAL mode.
+bool checkHeader(const std::string& path, uintmax_t size, bool walHasFrames) {
   std::array<unsigned char, 100> h{};
   std::ifstream in(path, std::ios::binary);
   if (!in) reject(path, std::string("cannot be read (") + std::strerror(errno) + ")");
@@ -61,9 +83,10 @@ void checkHeader(const std::string& path, uintmax_t size) {
     reject(path, "is damaged (invalid page size in the header)");
   uint32_t pages = be32(&h[28]);
   bool pagesValid = be32(&h[24]) == be32(&h[92]);
-  if (pagesValid && pages > 0 && size < uintmax_t(pages) * pageSize)
+  if (!walHasFrames && pagesValid && pages > 0 && size < uintmax_t(pages) * pageSize)
     reject(path, "is damaged (truncated: " + std::to_string(size) + " bytes, the header says " +
                      std::to_string(uintmax_t(pages) * pageSize) + ")");
+  return h[18] == 2 && h[19] == 2;
 }
 
 // SQLite URIs give '%', '?' and '#' a meaning: escape them in file names.
@@ -106,13 +129,16 @@ void quickCheck(sql::Db& db, const std::string& path, uintmax_t size,
 }
 
 // Everything the read-only connection can tell: is this our store, which version, intact?
-void checkContents(const std::string& path, uintmax_t size) {
-  // With no -wal/-shm beside it nobody has the file open in WAL mode and the main file is the
-  // whole truth: read it immutable, which creates no files. Otherwise a plain read-only
-  // connection reads through the WAL, with locks, as a concurrent writer expects.
+void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
+  // A WAL-mode file with no -wal/-shm beside it is closed (nobody has it open) and the main file
+  // is the whole truth: read it immutable, which creates no files beside a file that may not be
+  // ours. Otherwise read it as SQLite does, with locks (and the busy timeout) and through the
+  // WAL: a store that another process is creating or converting right now is waited for, not
+  // half-read and called damaged.
   std::error_code ec;
-  bool walInUse = fs::exists(path + "-wal", ec) || fs::exists(path + "-shm", ec);
-  std::string uri = "file:" + uriEscape(path) + (walInUse ? "?mode=ro" : "?mode=ro&immutable=1");
+  const bool walInUse = fs::exists(path + "-wal", ec) || fs::exists(path + "-shm", ec);
+  const bool immutable = walHeader && !walInUse;
+  std::string uri = "file:" + uriEscape(path) + (immutable ? "?mode=ro&immutable=1" : "?mode=ro");
   try {
     sql::Db db = sql::Db::open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
     sqlite3_busy_timeout(db.handle(), 10000);  // a writer in this or another process may hold a lock
@@ -127,10 +153,19 @@ void checkContents(const std::string& path, uintmax_t size) {
         reject(path, os.str());
       }
       if (!tables.empty())
-        reject(path, "is a SQLite database with other tables (" + tables.front() +
+        reject(path, "is a SQLite database with other tables (" + clipText(tables.front(), 40) +
                          ", ...), not a Mirrorlab run store");
+      if (version != 0)
+        reject(path, "is a SQLite database of another application (user_version " +
+                         std::to_string(version) + "), not a Mirrorlab run store");
       return;  // an empty SQLite file: adopt it
     }
+    // Ours, but a version no Mirrorlab writes: the migrations would be indexed with it.
+    if (version < 0)
+      reject(path, "is damaged or not a Mirrorlab run store (schema version " + std::to_string(version) +
+                       ", which no Mirrorlab writes)",
+             "; the file was left unchanged — restore it from a backup, or choose another file with "
+             "--db PATH or MIRRORLAB_DB");
     if (version > kSchemaVersion)
       reject(path,
              "was written by a newer Mirrorlab (schema version " + std::to_string(version) +
@@ -152,9 +187,17 @@ void checkContents(const std::string& path, uintmax_t size) {
     if (version >= 1) db.queryInt("SELECT count(*) FROM runs");
     quickCheck(db, path, size, tables);
   } catch (const sql::Error& e) {
+    // Only SQLite's own verdict makes a store "damaged"; a lock, an I/O error or a missing
+    // permission says nothing about the file's contents, and moving it away would lose runs.
     if (e.code() == SQLITE_NOTADB)
       reject(path, "is not a SQLite database (or its first page is damaged)");
-    reject(path, std::string("is damaged or unreadable (") + e.what() + ")");
+    if (e.code() == SQLITE_CORRUPT) reject(path, std::string("is damaged (") + e.what() + ")");
+    if (e.code() == SQLITE_FULL || e.code() == SQLITE_IOERR || e.code() == SQLITE_CANTOPEN) diskFullCheck(path, e.what());
+    if (e.code() == SQLITE_BUSY || e.code() == SQLITE_LOCKED)
+      throw UserError("run store " + path + " is locked by another process (" + e.what() +
+                      "); nothing was changed — wait for the other Mirrorlab to finish and try again");
+    throw UserError("run store " + path + " cannot be read (" + e.what() +
+                    "); nothing was changed — check the file's permissions and the disk, then try again");
   }
 }
 
@@ -202,8 +245,10 @@ RunStore RunStore::open(const std::string& path) {
                     (fs::path(path) / "runs.sqlite").string() + " with --db PATH");
   uintmax_t size = exists ? fs::file_size(path, ec) : 0;
   if (exists && size > 0) {
-    checkHeader(path, size);
-    checkContents(path, size);
+    const uintmax_t walSize = fs::file_size(path + "-wal", ec);
+    const bool walHasFrames = !ec && walSize > 32;  // more than the WAL header: pages live there
+    const bool walHeader = checkHeader(path, size, walHasFrames);
+    checkContents(path, size, walHeader);
   }
   prepareLocation(path, exists);
 
@@ -214,6 +259,8 @@ RunStore RunStore::open(const std::string& path) {
     s.configure();
     s.migrate();
   } catch (const sql::Error& e) {
+    // SQLite says "disk I/O error" when it cannot create the -shm/-wal files on a full disk.
+    if (e.code() == SQLITE_FULL || e.code() == SQLITE_IOERR || e.code() == SQLITE_CANTOPEN) diskFullCheck(path, e.what());
     if (e.code() == SQLITE_READONLY || e.code() == SQLITE_CANTOPEN || e.code() == SQLITE_PERM ||
         e.code() == SQLITE_IOERR)
       notWritable(path, e.what());
@@ -222,13 +269,29 @@ RunStore RunStore::open(const std::string& path) {
              "; restore it from a backup, or move it away and a new store will be created");
     throw UserError("run store " + path + ": " + e.what());
   }
-  s.markInterruptedRuns();
+  // Best effort: on a full disk the store must still open for reading (runs list, show), and
+  // the dead runs are marked by the next opening that can write.
+  try {
+    s.markInterruptedRuns();
+  } catch (const sql::Error&) {
+  }
   return s;
 }
 
 void RunStore::configure() {
-  sqlite3_busy_timeout(db_.handle(), 10000);
-  std::string mode = db_.queryText("PRAGMA journal_mode=WAL");
+  // Switching a new store to WAL needs an exclusive lock, and SQLite answers SQLITE_BUSY at once
+  // (without its busy handler) when another process holds a shared one, as when two trainings
+  // create the same store together: retry for as long as the busy timeout.
+  std::string mode;
+  for (int waited = 0;; waited += 20) {
+    try {
+      mode = db_.queryText("PRAGMA journal_mode=WAL");
+      break;
+    } catch (const sql::Error& e) {
+      if ((e.code() != SQLITE_BUSY && e.code() != SQLITE_LOCKED) || waited >= sql::kBusyTimeoutMs) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   if (mode != "wal") notWritable(path(), "cannot switch to WAL mode (journal_mode " + mode + ")");
   db_.exec("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;");
 }
@@ -240,7 +303,7 @@ void RunStore::migrate() {
   sql::Transaction tx(db_);  // IMMEDIATE: two processes opening a new store do not race
   int64_t app = db_.queryInt("PRAGMA application_id");
   int64_t version = db_.queryInt("PRAGMA user_version");
-  if ((app != 0 && app != kApplicationId) || version > kSchemaVersion)
+  if ((app != 0 && app != kApplicationId) || version > kSchemaVersion || version < 0)
     reject(path(), "changed while it was being opened (application_id or schema version)");
   for (int64_t next = version + 1; next <= kSchemaVersion; ++next)
     db_.exec(store::kMigrations[next - 1]);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "Error.h"
+#include "Limits.h"
 #include "nn/Rng.h"
 #include "train/FitCheck.h"
 #include "project/LrScaling.h"
@@ -44,8 +45,17 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   plan.replicas = replicas;
   plan.accumulate = t.accumulate;
   plan.trainSamples = trainSamples;
-  plan.globalBatch = t.perDeviceBatch ? t.batchSize * replicas * t.accumulate : t.batchSize;
-  if (plan.globalBatch < 1) throw UserError("batch size must be at least 1");
+  if (t.batchSize < 1 || t.accumulate < 1 || replicas < 1) throw UserError("batch size and accumulate must be at least 1");
+  if (t.perDeviceBatch) {
+    const auto g = mulChecked(t.batchSize, int64_t{replicas} * t.accumulate);
+    if (!g || *g > kMaxBatch)
+      throw UserError("a per-device batch of " + std::to_string(t.batchSize) + " x " + std::to_string(replicas) + " replicas x " +
+                      std::to_string(t.accumulate) + " micro-batches is more than " + std::to_string(kMaxBatch) +
+                      " samples per update: use a smaller batch");
+    plan.globalBatch = *g;
+  } else {
+    plan.globalBatch = t.batchSize;
+  }
   if (plan.globalBatch > trainSamples)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " is larger than the training set (" +
                     std::to_string(trainSamples) + " samples): choose a batch size of at most " + std::to_string(trainSamples));
@@ -91,6 +101,49 @@ EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs)
   return s.evaluate(data, idx, outputs);
 }
 
+void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m, const Dataset& data) {
+  const int64_t k = m.outFeatures();
+  const std::string last = "the last layer '" + m.layer(m.layerCount() - 1).name + "'";
+  if (m.inFeatures() != data.featureCount())
+    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" + data.name +
+                    "', whose samples have shape " + shapeToString(data.sampleShape, false) + ": set model.input_shape to " +
+                    shapeToString(data.sampleShape, false));
+  const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
+  switch (loss.kind()) {
+    case LossKind::SparseCategoricalCrossentropy:
+      if (data.numClasses <= 0)
+        throw UserError("training.loss " + loss.name() + " needs class labels, but '" + data.name +
+                        "' has regression targets: use mean_squared_error");
+      if (k != data.numClasses || data.targetDim != 1)
+        throw UserError(last + " has " + std::to_string(k) + " outputs but the data set has " + std::to_string(data.numClasses) +
+                        " classes: give it " + std::to_string(data.numClasses) + " units");
+      break;
+    case LossKind::CategoricalCrossentropy:
+      // Keras' convention: categorical_crossentropy takes one-hot rows, sparse_categorical_crossentropy class indices.
+      if (classLabels)
+        throw UserError("training.loss categorical_crossentropy expects one-hot labels (" + std::to_string(k) +
+                        " values per sample, such as [0, 1, 0]), but the data set '" + data.name +
+                        "' has integer class labels (one class index per sample): use sparse_categorical_crossentropy, "
+                        "which takes class indices (as in Keras: sparse_* for integer labels, the plain loss for one-hot rows)");
+      if (data.targetDim != k)
+        throw UserError("training.loss categorical_crossentropy expects " + std::to_string(k) + " one-hot values per sample (one per output of " +
+                        last + ") but '" + data.name + "' has " + std::to_string(data.targetDim) + " target values per sample");
+      break;
+    case LossKind::MeanSquaredError:
+      if (data.targetDim != k)
+        throw UserError(last + " has " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
+                        std::to_string(data.targetDim) + " value(s) per sample" +
+                        (classLabels ? ": these are class labels, use sparse_categorical_crossentropy with " + std::to_string(data.numClasses) +
+                                           " units (or 1 unit to regress the class index)"
+                                     : ": give it " + std::to_string(data.targetDim) + " units"));
+      break;
+  }
+  if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
+    throw UserError("training.metrics mae compares each of the " + std::to_string(k) + " outputs of " + last +
+                    " with a target value, but '" + data.name + "' has " + std::to_string(data.targetDim) + " value(s) per sample" +
+                    (classLabels ? " (class labels): use accuracy for classification" : ""));
+}
+
 Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, TelemetryHub& hub, TrainerOptions options)
     : project_(std::move(project)), data_(std::move(data)), hub_(hub), options_(std::move(options)) {
   validate(project_);
@@ -105,9 +158,16 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                                                         : parseMetric(project_.training.metrics.front());
   plan_ = planRun(project_, so.devices.size(), train.size);
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
-  // Check that the model fits the data before any time is spent, in the words the studio shows.
+  // Check that the model fits the data before any time is spent, in the words the studio shows,
+  // then that the loss and the metrics fit the labels and that the batch fits in memory.
   const FitCheck fit = checkFit(project_, factsOf(train));
   if (!fit.fits()) throw UserError(fit.summary());
+  for (const auto& name : project_.training.metrics) parseMetric(name);
+  checkLossFitsData(loss, metric, strategy_->model(0), train);
+  requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * plan_.replicas,
+                "a per-replica batch of " + std::to_string(plan_.perReplicaBatch) + " on " + std::to_string(plan_.replicas) +
+                    " replica(s) (activations and their gradients)",
+                "use a smaller batch");
   strategy_->initialize(project_.training.seed);
 }
 
@@ -130,6 +190,14 @@ void Trainer::waitWhilePaused() {
   ev.wallTime = at;
   ev.seconds = static_cast<double>(ns) * 1e-9;
   hub_.publish(ev);
+}
+
+void Trainer::abort(const std::string& reason) {
+  {
+    std::lock_guard lock(abortMu_);
+    if (abortReason_.empty()) abortReason_ = reason.empty() ? "aborted" : reason;
+  }
+  requestCancel();
 }
 
 void Trainer::setPaused(bool p) {
@@ -264,7 +332,15 @@ RunFinished Trainer::run() {
       int64_t samples = 0;
       for (int64_t i = 0; i < spe && step < totalSteps; ++i) {
         if (paused_.load()) waitWhilePaused();
-        if (cancel_.load()) return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));
+        if (cancel_.load()) {
+          std::string reason;
+          {
+            std::lock_guard lock(abortMu_);
+            reason = abortReason_;
+          }
+          if (!reason.empty()) return finish(RunStatus::Failed, reason + " (training stopped after step " + std::to_string(step) + ")");
+          return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));
+        }
         const int64_t lo = i * plan_.globalBatch, hi = std::min<int64_t>(lo + plan_.globalBatch, train.size);
         double lr = plan_.lr;
         if (warmupSteps > 0 && static_cast<double>(step) < warmupSteps)

@@ -60,6 +60,9 @@ class Trainer {
   // RunFinished event (also returned) with status failed / diverged / cancelled.
   RunFinished run();
   void requestCancel() { cancel_.store(true); resume(); }
+  // Ends the run at the next step as failed with this reason (the recorder calls it, from its
+  // thread, when the store cannot be written: a run nobody can record must not go on as if).
+  void abort(const std::string& reason);
   void setPaused(bool paused);
   void resume() { setPaused(false); }
   bool paused() const { return paused_.load(); }
@@ -80,6 +83,8 @@ class Trainer {
   RunPlan plan_;
   std::unique_ptr<MirroredStrategy> strategy_;
   std::atomic<bool> cancel_{false}, paused_{false};
+  std::mutex abortMu_;
+  std::string abortReason_;  // set by abort(): the run ends failed instead of cancelled
   std::mutex pauseMu_;
   std::condition_variable pauseCv_;
   int64_t t0_ = 0;
@@ -87,6 +92,9 @@ class Trainer {
   void waitWhilePaused();
 };
 
+// Refuses (UserError) a loss, metric or input shape that does not fit the data: sparse vs one-hot
+// labels, outputs vs classes or target values. Reading past the label buffer is the alternative.
+void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& model, const Dataset& data);
 // Evaluates a data set (all samples, in order) with the strategy.
 EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs = nullptr);
 // Per-epoch shuffle: a permutation of [0, n) keyed by (seed, epoch), independent of replicas.

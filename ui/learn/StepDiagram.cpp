@@ -1,5 +1,6 @@
 // The mirrored-step diagram: lanes to the measured scale and the all-reduce's data movement.
 #include "learn/StepDiagram.h"
+#include "JsonFile.h"
 
 #include <QPainter>
 #include <QPainterPath>
@@ -53,7 +54,7 @@ QPointF lerp(QPointF a, QPointF b, double f) { return a + (b - a) * f; }
 
 StepSceneInfo sceneInfoFromConfig(const std::string& configJson) {
   StepSceneInfo info;
-  const auto j = nlohmann::json::parse(configJson, nullptr, false);
+  const auto j = ml::parseJsonOrDiscarded(configJson);
   if (!j.is_object()) return info;
   if (auto it = j.find("allreduce"); it != j.end() && it->is_string()) info.algo = QString::fromStdString(it->get<std::string>());
   if (auto it = j.find("buckets"); it != j.end() && it->is_number_integer()) info.buckets = std::max(1, it->get<int>());

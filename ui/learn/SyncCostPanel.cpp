@@ -22,6 +22,7 @@
 #include "nn/Sequential.h"
 #include "project/Project.h"
 #include "store/RunStore.h"
+#include "JsonFile.h"
 
 namespace mlui {
 
@@ -171,7 +172,7 @@ void SyncCostPanel::loadRun(int64_t runId) {
       [p = storePath_().toStdString(), runId] {
         auto store = ml::RunStore::open(p);
         const ml::RunDetail run = store.loadRun(runId);
-        const auto project = ml::Project::fromJson(nlohmann::json::parse(run.projectJson), "run " + std::to_string(runId));
+        const auto project = ml::Project::fromJson(ml::parseJsonText(run.projectJson, "run " + std::to_string(runId), "the stored project is damaged"), "run " + std::to_string(runId));
         const auto steps = store.loadSteps(runId, 1, 2000);
         Measured m;
         m.runId = runId;

@@ -9,7 +9,7 @@
 
 #include "Error.h"
 #include "LearnTestUtil.h"
-#include "export/AtomicFile.h"
+#include "AtomicFile.h"
 #include "export/ExportJob.h"
 #include "export/ModelExport.h"
 #include "nn/WeightsFile.h"
@@ -240,7 +240,7 @@ TEST(AtomicFile, NothingHalfWrittenIsLeft) {
   const fs::path target = dir.path() / "model.onnx";
   writeFile(target, "the previous export");
   {
-    AtomicFile f(target.string());
+    AtomicFile f(target.string(), "ONNX model");
     f.write("half of a new one");
     // The writer fails here (an exception): no commit.
   }
@@ -249,7 +249,7 @@ TEST(AtomicFile, NothingHalfWrittenIsLeft) {
   EXPECT_EQ(kept, "the previous export");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1) << "a temporary file is left";
   {
-    AtomicFile f(target.string());
+    AtomicFile f(target.string(), "ONNX model");
     f.write("the new export");
     f.commit();
   }

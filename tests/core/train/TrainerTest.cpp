@@ -203,3 +203,53 @@ TEST(Trainer, EpochsReportValidationSyncSharesAndEqualChecksums) {
 }
 
 }  // namespace
+
+// Issue 11: a loss or metric that does not fit the labels read past the label buffer and was
+// stored as a finished run (loss 6e31). Now it is refused before anything runs, with the fix.
+TEST(TrainerPreflight, LossAndMetricMustFitTheLabels) {
+  ml::TelemetryHub hub;
+  auto message = [&](const std::string& loss, const std::string& metric) {
+    auto p = makeProject("cpu:2", 32);
+    p.training.loss = loss;
+    p.training.metrics = {metric};
+    try {
+      ml::Trainer t(p, makeData(), hub);
+    } catch (const ml::UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string cat = message("categorical_crossentropy", "accuracy");
+  EXPECT_NE(cat.find("training.loss categorical_crossentropy expects one-hot labels"), std::string::npos) << cat;
+  EXPECT_NE(cat.find("use sparse_categorical_crossentropy"), std::string::npos) << cat;
+  const std::string mae = message("sparse_categorical_crossentropy", "mae");
+  EXPECT_NE(mae.find("training.metrics mae"), std::string::npos) << mae;
+  EXPECT_NE(mae.find("use accuracy"), std::string::npos) << mae;
+  const std::string mse = message("mean_squared_error", "accuracy");
+  EXPECT_NE(mse.find("these are class labels, use sparse_categorical_crossentropy"), std::string::npos) << mse;
+  EXPECT_NE(message("sparse_categorical_crossentropy", "top_k").find("unknown metric 'top_k'"), std::string::npos);
+  EXPECT_EQ(message("sparse_categorical_crossentropy", "accuracy"), "");
+}
+
+// The recorder calls abort() when the store cannot be written: the run ends failed, with the
+// reason, at the next step.
+TEST(Trainer, AbortEndsTheRunFailedWithTheReason) {
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe();
+  auto p = makeProject("cpu:2", 8);
+  p.training.epochs = 50;
+  ml::Trainer t(p, makeData(), hub);
+  ml::RunFinished fin;
+  std::thread worker([&] { fin = t.run(); });
+  int64_t seen = 0;
+  while (seen < 3) {
+    ch->waitFor(std::chrono::milliseconds(10));
+    for (const auto& e : drainAll(*ch))
+      if (std::holds_alternative<ml::StepEvent>(e)) ++seen;
+  }
+  t.abort("the run store x could not record the run: disk full");
+  worker.join();
+  EXPECT_EQ(fin.status, ml::RunStatus::Failed);
+  EXPECT_NE(fin.message.find("disk full (training stopped after step"), std::string::npos) << fin.message;
+  EXPECT_LT(fin.steps, 75 * 50);
+}
