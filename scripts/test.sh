@@ -25,7 +25,9 @@ if [ "${MIRRORLAB_SKIP_TSAN:-0}" != 1 ]; then
     "$t" --gtest_brief=1
   done
 fi
-if [ "${MIRRORLAB_SKIP_SANITIZERS:-0}" != 1 ]; then
+# The ASan+UBSan and fuzz stage is opt-in until it has been timed on a quiet 2-core machine (it was
+# written while seven builds shared the cores): MIRRORLAB_SANITIZERS=1 scripts/test.sh runs it.
+if [ "${MIRRORLAB_SANITIZERS:-0}" = 1 ]; then
   # One clang build serves both: ASan+UBSan for the core tests, the CLI end-to-end and fault tests
   # and the corpus replay, and libFuzzer coverage for the fuzz targets.
   echo "== AddressSanitizer + UndefinedBehaviorSanitizer build: core tests, CLI, fuzz targets"
