@@ -158,16 +158,25 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                                                         : parseMetric(project_.training.metrics.front());
   plan_ = planRun(project_, so.devices.size(), train.size);
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
-  // Check that the model fits the data before any time is spent, in the words the studio shows,
-  // then that the loss and the metrics fit the labels and that the batch fits in memory.
+  // Check that the model fits the data before any time is spent. A loss or metric of the wrong
+  // kind for the labels (mean squared error or categorical_crossentropy on class indices, mae on
+  // classes, a classification loss on regression targets) is named first: changing a layer would
+  // not fix it. Then the shapes, in the words the studio shows; then the rest of the loss checks
+  // and, on CPU replicas, that the batch fits in memory (a GPU run names its own device's memory).
+  for (const auto& name : project_.training.metrics) parseMetric(name);
+  const bool classLabels = train.numClasses > 0 && train.targetDim == 1;
+  const bool wrongKind = (classLabels && (loss.kind() == LossKind::MeanSquaredError || loss.kind() == LossKind::CategoricalCrossentropy ||
+                                          metric == MetricKind::MeanAbsoluteError)) ||
+                         (loss.kind() == LossKind::SparseCategoricalCrossentropy && train.numClasses <= 0);
+  if (wrongKind) checkLossFitsData(loss, metric, strategy_->model(0), train);
   const FitCheck fit = checkFit(project_, factsOf(train));
   if (!fit.fits()) throw UserError(fit.summary());
-  for (const auto& name : project_.training.metrics) parseMetric(name);
   checkLossFitsData(loss, metric, strategy_->model(0), train);
-  requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * plan_.replicas,
-                "a per-replica batch of " + std::to_string(plan_.perReplicaBatch) + " on " + std::to_string(plan_.replicas) +
-                    " replica(s) (activations and their gradients)",
-                "use a smaller batch");
+  if (!strategy_->onGpu())
+    requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * plan_.replicas,
+                  "a per-replica batch of " + std::to_string(plan_.perReplicaBatch) + " on " + std::to_string(plan_.replicas) +
+                      " replica(s) (activations and their gradients)",
+                  "use a smaller batch");
   strategy_->initialize(project_.training.seed);
 }
 

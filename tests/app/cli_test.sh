@@ -42,7 +42,7 @@ expect_contains train "$out" "val_accuracy"
 # ... while 16 per device on 3 devices is a global batch of 48, three times the 16 the rate was set for.
 out=$("$CLI" train "$T/sp.json" --epochs 1 --per-device-batch 16 --lr-scaling linear 2>&1)
 expect_contains lr-scaling "$out" "learning rate 0.03 (0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03)"
-expect_contains train "$out" "recorded as run 1"
+expect_contains train "$out" "recorded as run 2"
 
 out=$("$CLI" runs list --json)
 expect_contains "runs list" "$out" '"status": "finished"'
@@ -69,7 +69,7 @@ expect_fail "unknown argument" "unknown argument 'unitz'" "$CLI" train "$T/b2.js
 sed 's/"epochs": 3/"epochs": "three"/' "$T/sp.json" > "$T/b3.json"
 expect_fail "wrong type" "training.epochs must be a positive integer" "$CLI" train "$T/b3.json"
 sed 's/"units": 3,/"units": 4,/' "$T/sp.json" > "$T/b4.json"
-expect_fail "wrong output size" "give it 3 units" "$CLI" train "$T/b4.json"
+expect_fail "wrong output size" "Set its Units to 3" "$CLI" train "$T/b4.json"
 expect_fail "impossible batch" "larger than the training set" "$CLI" train "$T/sp.json" --batch-size 5000
 expect_fail "missing data set" "dataset-fashion-mnist" "$CLI" train "$SRC/projects/fashion-mlp.json" --data-path "$T/nowhere"
 expect_fail "bad devices" "use cpu:N" "$CLI" train "$T/sp.json" --devices cpu:zero

@@ -74,6 +74,7 @@ class ModelBuilderTest : public QObject {
   void aLayerThatDoesNotFitShowsItsReason() {
     mlui::MainWindow w;
     w.openInitialProject();
+    w.showPage(mlui::MainWindow::ModelPage);  // a first run opens on the welcome page
     w.show();
     w.modelBuilder()->removeLayer(0);  // no Flatten: Dense gets (28, 28)
     const auto& a = w.modelBuilder()->analysis();

@@ -139,7 +139,9 @@ class TrainingTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(graph->dataCount() > 10, 30000);
     w.dashboard()->pauseAction()->trigger();
     QCOMPARE(w.session()->state(), mlui::TrainingSession::State::Paused);
-    QTest::qWait(200);  // the step in flight arrives
+    // The step in flight arrives, and the dashboard draws what it holds: frames come at the redraw
+    // budget's rate, at least 4 per second, so after 700 ms nothing drawn can be pending.
+    QTest::qWait(700);
     const int held = graph->dataCount();
     QTest::qWait(400);
     QCOMPARE(graph->dataCount(), held);  // no step while paused
