@@ -17,7 +17,7 @@
 #include "Commands.h"
 #include "Error.h"
 #include "data/Dataset.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "learn/CodeGen.h"
 #include "learn/CostModel.h"
 #include "learn/Lesson.h"

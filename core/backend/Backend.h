@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "backend/Collective.h"
+#include "backend/DeviceList.h"
 #include "data/Dataset.h"
 #include "nn/Layer.h"
 #include "nn/Loss.h"
+#include "nn/Optimizer.h"
 #include "nn/Sequential.h"
 #include "telemetry/Events.h"
 
@@ -106,5 +108,12 @@ class Backend {
     return nullptr;
   }
 };
+
+// The backend for the device list's kind: CpuBackend for cpu:N, CudaBackend for gpu:... (which
+// throws a UserError when the GPUs or the plugin are not there, or lack an operation the model
+// needs). hosts: each replica's model (configureLoss done); blasThreads: a CPU replica's BLAS threads.
+std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
+                                     MetricKind metric, const OptimizerSpec& optimizer,
+                                     const std::vector<GradBucket>& buckets, int blasThreads);
 
 }  // namespace ml

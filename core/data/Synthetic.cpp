@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "Error.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace ml {
 namespace {

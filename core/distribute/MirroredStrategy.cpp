@@ -10,8 +10,6 @@
 #include <cmath>
 
 #include "Error.h"
-#include "backend/cpu/CpuBackend.h"
-#include "backend/gpu/CudaBackend.h"
 #include "distribute/HostCollective.h"
 
 namespace ml {
@@ -41,14 +39,11 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     replicas_.push_back(std::move(rep));
   }
   makeBuckets();
-  // The backend for the device kind; a GPU backend throws here when the GPUs are not there.
-  if (options_.devices.kind == DeviceKind::Gpu) {
-    backend_ = std::make_unique<CudaBackend>(options_.devices, hosts, loss_, metric_, optimizer, buckets_);
-  } else {
-    auto cpu = std::make_unique<CpuBackend>(hosts, loss_, metric_, optimizer, options_.threadsPerDevice);
-    blasThreads_ = cpu->blasThreads();
-    backend_ = std::move(cpu);
-  }
+  // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
+  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
+  backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
   spins_ = spinBudget(n);
   collective_ = makeCollective();
   if (n > 1 && buckets_.size() > 1) units_ = buckets_;

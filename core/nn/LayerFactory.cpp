@@ -3,7 +3,7 @@
 #include "Error.h"
 #include "nn/Dense.h"
 #include "nn/Initializers.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

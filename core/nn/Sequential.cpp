@@ -9,7 +9,7 @@
 #include "Error.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

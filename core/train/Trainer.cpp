@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "Error.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace ml {
 

@@ -20,7 +20,7 @@
 #include "DataCache.h"
 #include "Error.h"
 #include "Theme.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 
 namespace mlui {
 

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -16,12 +15,8 @@ double seconds() {
 }  // namespace
 
 CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-                       const OptimizerSpec& optimizer, int threadsPerDevice)
-    : loss_(loss), metric_(metric) {
-  // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several
-  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  blasThreads_ = hosts.size() == 1 ? (threadsPerDevice > 0 ? threadsPerDevice : cores) : 1;
+                       const OptimizerSpec& optimizer, int blasThreads)
+    : loss_(loss), metric_(metric), blasThreads_(blasThreads) {
   openblas_set_num_threads(blasThreads_);
   for (Sequential* m : hosts) {
     auto r = std::make_unique<Replica>();

@@ -15,16 +15,15 @@ namespace ml {
 class CpuBackend : public Backend {
  public:
   // hosts: each replica's model (owned by the caller, same architecture, configureLoss done).
-  // threadsPerDevice: BLAS threads of a lone replica (0 = every core).
+  // blasThreads: OpenBLAS threads (the count is process-wide: 1 when there are several replicas).
   CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
-             int threadsPerDevice);
+             int blasThreads);
 
   std::string name() const override { return "cpu"; }
   std::string supports(const BackendOp& op) const override;
   int replicas() const override { return static_cast<int>(reps_.size()); }
   std::string deviceName(int) const override { return {}; }
   std::string threadPolicy() const override;
-  int blasThreads() const { return blasThreads_; }
 
   void pushParameters() override {}
   void pullParameters() override {}

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 #define MLCUDA_HD ML_HOST_DEVICE
 

@@ -18,7 +18,7 @@
 #include "backend/cuda/CudaPluginApi.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 struct mlcuda_context {
   int device;
