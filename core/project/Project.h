@@ -33,7 +33,7 @@ struct DistributeSpec {
   std::string devices = "cpu:1";      // cpu:N | gpu:0,1 | gpu:0x4
   std::string allreduce = "ring";     // ring | reduce-to-one | nccl
   int64_t bucketBytes = 1 << 20;      // gradient bucket size for the all-reduce
-  int threadsPerDevice = 0;           // BLAS threads per simulated device; 0 = its share of the cores
+  int threadsPerDevice = 0;           // BLAS threads of a single simulated device (0 = every core); several: 1 each
 };
 
 struct Project {
