@@ -1,4 +1,5 @@
-// The live dashboard. Every chart gets addData per event and one queued replot per frame.
+// The live dashboard. Every chart gets addData per event; frames come at the budget's rate and
+// replot only the charts that can be seen.
 #include "DashboardView.h"
 
 #include <QAction>
@@ -7,6 +8,7 @@
 #include <QProgressBar>
 #include <QSlider>
 #include <QSpinBox>
+#include <QThread>
 #include <QToolBar>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -157,7 +159,11 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   renderLater_ = new QTimer(this);
   renderLater_->setSingleShot(true);
   connect(renderLater_, &QTimer::timeout, this, &DashboardView::render);
-  connect(session_, &TrainingSession::runEnded, this, [this] { render(); });
+  connect(session_, &TrainingSession::runEnded, this, [this] {
+    budget_.setLoad(0, QThread::idealThreadCount());  // the cores are free again: full rate
+    sinceNumbers_.invalidate();                       // the final numbers, now
+    render();
+  });
   connect(train_, &QAction::triggered, this, &DashboardView::startTraining);
   connect(pause_, &QAction::toggled, session_, &TrainingSession::setPaused);
   connect(stop_, &QAction::triggered, session_, &TrainingSession::stop);
@@ -232,22 +238,31 @@ void DashboardView::onEvents(const std::vector<ml::Event>& events) {
     else if (const auto* f = std::get_if<ml::RunFinished>(&e)) onFinished(*f);
   }
   dirty_ = true;
-  if (!isVisible()) return;  // drawn when the page is shown
-  double cost = 0;  // ms the charts took to draw last time
-  for (LiveChart* c : charts()) cost += c->replotTime(false);
-  const qint64 due = std::max<qint64>(40, static_cast<qint64>(10 * cost));
+  if (!isVisible() || window()->isMinimized()) return;  // drawn when the page is shown again
+  const qint64 due = budget_.intervalMs();
   if (!sinceRender_.isValid() || sinceRender_.elapsed() >= due) render();
   else if (!renderLater_->isActive()) renderLater_->start(static_cast<int>(due - sinceRender_.elapsed()));
 }
 
 void DashboardView::render() {
   renderLater_->stop();
+  const double cpu0 = FrameBudget::threadCpuMs();
   sinceRender_.restart();
   dirty_ = false;
   breakdown_->updateBars();
   timeline_->updateBars();
-  for (LiveChart* c : charts()) c->refresh();
-  updateNumbers();
+  bool drew = false;
+  for (LiveChart* c : charts()) drew = c->drawFrame() || drew;
+  if (!sinceNumbers_.isValid() || sinceNumbers_.elapsed() >= 300) {
+    sinceNumbers_.restart();
+    updateNumbers();
+  }
+  // This frame's replots and labels plus the paints of the last one, in CPU time: what drawing costs.
+  double ms = FrameBudget::threadCpuMs() - cpu0;
+  for (LiveChart* c : charts()) ms += c->takePaintMs();
+  if (!drew) return;
+  budget_.recordFrame(ms);
+  if (session_->isActive()) session_->recordUiFrame(ms);
 }
 
 void DashboardView::showEvent(QShowEvent* e) {
@@ -262,6 +277,8 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   lastValMetric_.reset();
   lastValLoss_.reset();
   deviceNames_.clear();
+  budget_.reset();
+  budget_.setLoad(e.replicas, QThread::idealThreadCount());
   for (const auto& d : e.devices) deviceNames_.push_back(d.substr(0, d.find(' ')));
   if (deviceNames_.empty())
     for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));

@@ -10,6 +10,7 @@
 #include <QWidget>
 
 #include "TrainingSession.h"
+#include "charts/FrameBudget.h"
 #include "telemetry/Events.h"
 
 class QAction;
@@ -52,6 +53,8 @@ class DashboardView : public QWidget {
   void render();
   // Another run (a lesson, a scaling experiment) uses the cores: Train is disabled meanwhile.
   void setExternalRun(bool busy);
+  // The redraw budget: the frame rate it settled on, the measured cost per frame, the totals.
+  const FrameBudget& frameBudget() const { return budget_; }
 
  protected:
   void showEvent(QShowEvent* e) override;
@@ -91,9 +94,10 @@ class DashboardView : public QWidget {
   double speedEma_ = 0;
   bool haveStep_ = false;
   QString metricName_ = QStringLiteral("accuracy");
-  // Rendering budget: charts redraw at most every max(40 ms, 10 x their last drawing time), so
-  // drawing never takes more than ~10% of a core away from training on a small machine.
-  QElapsedTimer sinceRender_;
+  // Rendering budget: while the run's replicas use every core, frames are spaced so that drawing
+  // takes ~2% of one core (never under 4 fps); the headline numbers change ~3 times a second.
+  FrameBudget budget_;
+  QElapsedTimer sinceRender_, sinceNumbers_;
   QTimer* renderLater_;
   bool dirty_ = false;
   bool externalBusy_ = false;

@@ -112,10 +112,13 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   cv->addLayout(axes);
   overlay_ = new OverlayChart(compare);
   auto* tabs = new QTabWidget(compare);
-  scaling_ = new QTableWidget(0, 6, tabs);
+  scaling_ = new QTableWidget(0, 7, tabs);
   scaling_->setObjectName(QStringLiteral("ScalingTable"));
   scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples/s"), tr("s / epoch"), tr("Speed-up"),
-                                       tr("Scaling efficiency")});
+                                       tr("Scaling efficiency"), tr("Studio drawing")});
+  scaling_->horizontalHeaderItem(6)->setToolTip(
+      tr("What drawing the studio's charts cost while the run trained: frames drawn and milliseconds of drawing per "
+         "second of training. \"headless\": nothing drew (the command line, a hidden dashboard), so the speed is clean."));
   diff_ = new QTableWidget(0, 1, tabs);
   diff_->setObjectName(QStringLiteral("DiffTable"));
   for (QTableWidget* t : {scaling_, diff_}) {
@@ -240,6 +243,17 @@ void RunsView::updateOverlayAxes() {
                     static_cast<OverlayChart::Series>(series_->currentIndex()));
 }
 
+// The studio's drawing beside the speed it may have slowed: "headless", or frames, frame rate and
+// ms of drawing per second of training.
+static QString uiCostText(const ml::RunDetail& d) {
+  if (!d.uiFrames || *d.uiFrames == 0) return RunsView::tr("headless");
+  const double secs = d.seconds.value_or(0);
+  if (secs <= 0) return RunsView::tr("%1 frames").arg(*d.uiFrames);
+  return RunsView::tr("%1 fps · %2 ms/s")
+      .arg(static_cast<double>(*d.uiFrames) / secs, 0, 'f', 1)
+      .arg(d.uiDrawMs.value_or(0) / secs, 0, 'f', 1);
+}
+
 void RunsView::showComparison() {
   // Scaling against the baseline.
   scaling_->setRowCount(static_cast<int>(compared_.size()));
@@ -257,7 +271,8 @@ void RunsView::showComparison() {
         tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
         tp.secondsPerEpoch > 0 ? QString::number(tp.secondsPerEpoch, 'f', 2) : QStringLiteral("—"),
         sc.speedup > 0 ? QStringLiteral("%1×").arg(sc.speedup, 0, 'f', 2) : QStringLiteral("—"),
-        sc.efficiency > 0 ? QStringLiteral("%1%").arg(sc.efficiency * 100, 0, 'f', 0) : QStringLiteral("—")};
+        sc.efficiency > 0 ? QStringLiteral("%1%").arg(sc.efficiency * 100, 0, 'f', 0) : QStringLiteral("—"),
+        uiCostText(d)};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);

@@ -4,6 +4,7 @@
 #include "DataCache.h"
 #include "Error.h"
 #include "store/Recorder.h"
+#include "store/RunStore.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
 
@@ -42,6 +43,11 @@ void TrainingSession::setState(State s) {
   Q_EMIT stateChanged(s);
 }
 
+void TrainingSession::recordUiFrame(double ms) {
+  uiFrames_.fetch_add(1, std::memory_order_relaxed);
+  uiDrawUs_.fetch_add(static_cast<int64_t>(ms * 1000.0), std::memory_order_relaxed);
+}
+
 uint64_t TrainingSession::droppedEvents() const {
   std::lock_guard lock(mu_);
   return channel_ ? channel_->dropped() : 0;
@@ -53,6 +59,8 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
   cancel_.store(false);
   paused_.store(false);
   lastRunId_.reset();
+  uiFrames_.store(0);
+  uiDrawUs_.store(0);
   {
     std::lock_guard lock(mu_);
     channel_.reset();
@@ -93,6 +101,7 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
         recorder.stop();
         runId = recorder.runId();
         if (!recorder.error().empty()) error = QString::fromStdString("The run store reported: " + recorder.error());
+        else if (runId) storeUiCost(store, *runId);
       }
     } catch (const std::exception& e) {  // ml::UserError and anything unexpected: shown, never a crash
       std::lock_guard lock(mu_);
@@ -104,6 +113,15 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
   });
   timer_.start();
   return true;
+}
+
+// On the worker thread, after the recorder closed: the frames drawn while the run trained.
+void TrainingSession::storeUiCost(const std::string& store, int64_t runId) {
+  try {
+    ml::RunStore::open(store).setUiCost(runId, uiFrames_.load(), static_cast<double>(uiDrawUs_.load()) / 1000.0);
+  } catch (const std::exception& e) {  // the run itself is stored; only this figure is missing
+    qWarning("could not store the studio's drawing cost of run %lld: %s", static_cast<long long>(runId), e.what());
+  }
 }
 
 void TrainingSession::setPaused(bool paused) {

@@ -44,6 +44,9 @@ class TrainingSession : public QObject {
   std::optional<int64_t> lastRunId() const { return lastRunId_; }
   uint64_t droppedEvents() const;
   static QString stateText(State s);
+  // A view drew one frame of this run, taking `ms`: the totals are stored with the run when it
+  // ends (ui_frames, ui_draw_ms), so its speed says whether drawing competed with it.
+  void recordUiFrame(double ms);
 
  Q_SIGNALS:
   void stateChanged(mlui::TrainingSession::State state);
@@ -57,6 +60,7 @@ class TrainingSession : public QObject {
 
  private:
   void poll();
+  void storeUiCost(const std::string& store, int64_t runId);
   void setState(State s);
   void onWorkerDone(std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error);
 
@@ -68,6 +72,8 @@ class TrainingSession : public QObject {
   std::shared_ptr<ml::Channel> channel_;
   ml::Trainer* trainer_ = nullptr;
   std::atomic<bool> cancel_{false}, paused_{false};
+  std::atomic<int64_t> uiFrames_{0};
+  std::atomic<int64_t> uiDrawUs_{0};  // microseconds: an integer atomic, no CAS loop
   std::optional<int64_t> lastRunId_;
   std::vector<ml::Event> batch_;
 };

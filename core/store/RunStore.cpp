@@ -189,6 +189,13 @@ void RunStore::finishRun(int64_t run, RunStatus status, const std::string& messa
   u.run();
 }
 
+void RunStore::setUiCost(int64_t run, int64_t frames, double drawMs) {
+  requireRun(run);
+  auto u = db_.prepare("UPDATE runs SET ui_frames=?, ui_draw_ms=? WHERE id=?");
+  u.bindAll(frames, drawMs, run);
+  u.run();
+}
+
 void RunStore::setDroppedEvents(int64_t run, uint64_t dropped) {
   auto u = db_.prepare("UPDATE runs SET dropped_events=? WHERE id=?");
   u.bindAll(static_cast<int64_t>(dropped), run);
@@ -243,7 +250,7 @@ RunDetail RunStore::loadRun(int64_t run) {
     auto q = db_.prepare(
         "SELECT error, project_json, config_json, host_json, host, pid, device_names, "
         "per_replica_batch, base_lr, epochs, steps_per_epoch, total_steps, seconds, steps, "
-        "description, note, dropped_events FROM runs WHERE id=?");
+        "description, note, dropped_events, ui_frames, ui_draw_ms FROM runs WHERE id=?");
     q.bind(1, run);
     if (!q.step()) requireRun(run);
     d.error = q.getText(0);
@@ -266,6 +273,8 @@ RunDetail RunStore::loadRun(int64_t run) {
     d.description = q.getText(14);
     d.note = q.getText(15);
     d.droppedEvents = static_cast<uint64_t>(q.getInt(16));
+    d.uiFrames = q.getOptInt(17);
+    d.uiDrawMs = q.getOptDouble(18);
   }
   d.summary = summaries({}, run).at(0);
   {

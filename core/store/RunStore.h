@@ -75,6 +75,10 @@ struct RunDetail {
   std::optional<int64_t> steps;      // from RunFinished
   std::string description, note;
   uint64_t droppedEvents = 0;        // telemetry the recorder never saw (channel full)
+  // The studio's drawing while the run trained: frames drawn and ms spent drawing them. Absent
+  // when nothing drew (the CLI, a headless run), so a stored speed says whether charts competed.
+  std::optional<int64_t> uiFrames;
+  std::optional<double> uiDrawMs;
   std::vector<EpochEvent> epochs;
   std::vector<ReplicaShare> replicas;
   std::vector<Artifact> artifacts;
@@ -105,6 +109,7 @@ class RunStore {
   void finishRun(int64_t run, const RunFinished& finished);
   void finishRun(int64_t run, RunStatus status, const std::string& message);
   void setDroppedEvents(int64_t run, uint64_t dropped);
+  void setUiCost(int64_t run, int64_t frames, double drawMs);
   // Runs still "running" whose process (on this host) is gone become "interrupted".
   int markInterruptedRuns();
 

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -116,6 +116,11 @@ CREATE TABLE artifacts(
   created REAL NOT NULL
 );
 CREATE INDEX artifacts_run ON artifacts(run_id);
+)sql",
+    // v3: what the studio's drawing cost while the run trained (NULL: nobody drew, as in the CLI).
+    R"sql(
+ALTER TABLE runs ADD COLUMN ui_frames INTEGER;
+ALTER TABLE runs ADD COLUMN ui_draw_ms REAL;
 )sql",
 };
 

@@ -20,11 +20,12 @@ UtilizationChart::UtilizationChart(QWidget* parent)
 
 void UtilizationChart::setDevices(const std::vector<std::string>& names) {
   clearGraphs();
+  cols_.clear();
   for (size_t i = 0; i < names.size(); ++i) {
     QCPGraph* g = addGraph();
     g->setName(q(names[i]));
     g->setPen(QPen(deviceColor(static_cast<int>(i)), 1.6));
-    g->setAdaptiveSampling(true);
+    g->setAdaptiveSampling(false);  // decimated to min/max per pixel column already
   }
   tmax_ = 0;
 }
@@ -38,12 +39,19 @@ void UtilizationChart::addSample(const ml::DeviceSample& s) {
     g->setName(QStringLiteral("device %1").arg(graphCount() - 1));
     g->setPen(QPen(deviceColor(graphCount() - 1), 1.6));
   }
-  graph(s.device)->addData(s.wallTime, s.utilization * 100.0);
+  while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
+  auto& cols = cols_[static_cast<size_t>(s.device)];
+  cols.add(s.wallTime, s.utilization * 100.0);  // into the graph at the next frame (syncData)
   tmax_ = std::max(tmax_, s.wallTime);
+}
+
+void UtilizationChart::syncData() {
+  for (int i = 0; i < graphCount() && i < static_cast<int>(cols_.size()); ++i) syncGraph(graph(i), cols_[static_cast<size_t>(i)]);
 }
 
 void UtilizationChart::clearData() {
   for (int i = 0; i < graphCount(); ++i) graph(i)->data()->clear();
+  for (auto& c : cols_) c.clear();
   tmax_ = 0;
   replot(QCustomPlot::rpQueuedReplot);
 }

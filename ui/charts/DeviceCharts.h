@@ -22,9 +22,11 @@ class UtilizationChart : public LiveChart {
 
  protected:
   void rescaleToData() override;
+  void syncData() override;
 
  private:
   double tmax_ = 0;
+  std::deque<StreamingDecimator> cols_;  // one per device graph (a deque: stable while it grows)
 };
 
 class StepBreakdownChart : public LiveChart {

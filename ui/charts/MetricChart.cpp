@@ -16,11 +16,11 @@ MetricChart::MetricChart(const QString& title, const QString& xLabel, const QStr
   // alpha on dense graphs is slow).
   const QColor light = QColor::fromRgbF(0.78 + 0.22 * color.redF(), 0.78 + 0.22 * color.greenF(), 0.78 + 0.22 * color.blueF());
   raw_->setPen(QPen(light, 1));
-  raw_->setAdaptiveSampling(true);
+  raw_->setAdaptiveSampling(false);  // the decimator already keeps min/max per pixel column
   smooth_ = addGraph();
   smooth_->setName(tr("train (smoothed)"));
   smooth_->setPen(QPen(color, 2));
-  smooth_->setAdaptiveSampling(true);
+  smooth_->setAdaptiveSampling(false);
   if (withValidation) {
     val_ = addGraph();
     val_->setName(tr("validation (per epoch)"));
@@ -44,6 +44,8 @@ void MetricChart::clearData() {
   if (val_) val_->data()->clear();
   keys_.clear();
   values_.clear();
+  rawCols_.clear();
+  smoothCols_.clear();
   ema_ = weight_ = lastSmoothed_ = 0;
   lo_ = hi_ = 0;
   replot(QCustomPlot::rpQueuedReplot);
@@ -63,9 +65,14 @@ void MetricChart::addStep(double step, double value) {
   hi_ = std::max(hi_, value);
   keys_.push_back(step);
   values_.push_back(value);
-  raw_->addData(step, value);
+  rawCols_.add(step, value);
   lastSmoothed_ = smoothNext(value);
-  smooth_->addData(step, lastSmoothed_);
+  smoothCols_.add(step, lastSmoothed_);  // into the graphs at the next frame (syncData)
+}
+
+void MetricChart::syncData() {
+  syncGraph(raw_, rawCols_);
+  syncGraph(smooth_, smoothCols_);
 }
 
 void MetricChart::addValidation(double step, double value) {
@@ -78,15 +85,23 @@ void MetricChart::addValidation(double step, double value) {
 void MetricChart::setSmoothing(double s) {
   smoothing_ = std::clamp(s, 0.0, 0.999);
   ema_ = weight_ = 0;
-  QVector<double> sk(static_cast<qsizetype>(keys_.size())), sv(static_cast<qsizetype>(keys_.size()));
-  for (size_t i = 0; i < keys_.size(); ++i) {
-    sk[static_cast<qsizetype>(i)] = keys_[i];
-    sv[static_cast<qsizetype>(i)] = lastSmoothed_ = smoothNext(values_[i]);
-  }
-  smooth_->setData(sk, sv, true);
+  smoothCols_.clear();
+  for (size_t i = 0; i < keys_.size(); ++i) smoothCols_.add(keys_[i], lastSmoothed_ = smoothNext(values_[i]));
+  syncGraph(smooth_, smoothCols_);
   // The raw curve only distracts when smoothing is off.
   raw_->setVisible(smoothing_ > 0.0);
   replot(QCustomPlot::rpQueuedReplot);
+}
+
+void MetricChart::resizeEvent(QResizeEvent* e) {
+  LiveChart::resizeEvent(e);
+  // A new width means new pixel columns (rare: a window resize, not a frame).
+  const int cols = decimationColumns();
+  if (cols == rawCols_.columns()) return;
+  rawCols_.setColumns(cols);
+  smoothCols_.setColumns(cols);
+  syncGraph(raw_, rawCols_);
+  syncGraph(smooth_, smoothCols_);
 }
 
 void MetricChart::rescaleToData() {

@@ -25,9 +25,13 @@ class MetricChart : public LiveChart {
   QCPGraph* smoothGraph() const { return smooth_; }
   QCPGraph* validationGraph() const { return val_; }
   double lastSmoothed() const { return lastSmoothed_; }
+  // Steps received (the graphs hold them decimated to min/max per pixel column once they are long).
+  size_t stepCount() const { return keys_.size(); }
 
  protected:
   void rescaleToData() override;
+  void resizeEvent(QResizeEvent* e) override;
+  void syncData() override;
 
  private:
   double smoothNext(double v);
@@ -36,6 +40,7 @@ class MetricChart : public LiveChart {
   QCPGraph* smooth_;
   QCPGraph* val_ = nullptr;
   std::vector<double> keys_, values_;
+  StreamingDecimator rawCols_, smoothCols_;
   double smoothing_ = 0.6, ema_ = 0, weight_ = 0, lastSmoothed_ = 0;
   double lo_ = 0, hi_ = 0;
   bool fixed_ = false;

@@ -17,6 +17,7 @@
 #include <qcustomplot.h>
 
 #include "Theme.h"
+#include "charts/FrameBudget.h"
 #include "learn/StepDiagram.h"
 
 namespace mlui {
@@ -268,6 +269,7 @@ bool LessonsPanel::commitAndRun() {
     }
     QMetaObject::invokeMethod(this, [this, out, error] { onDone(out, error); }, Qt::QueuedConnection);
   });
+  timer_.setInterval(FrameBudget::floorIntervalMs());  // the experiments measure speed: draw at the floor rate
   timer_.start();
   return true;
 }
@@ -292,7 +294,10 @@ void LessonsPanel::poll() {
       g->setName(i < l.experiments.size() ? q(l.experiments[i].title) : q(s->runName));
       g->setPen(QPen(experimentColor(experimentIndex_), 1.8));
       loss_->legend->setVisible(true);
-      status_->setText(tr("Running %1 of %2: %3").arg(experimentIndex_ + 1).arg(l.experiments.size()).arg(g->name()));
+      status_->setText(tr("Running %1 of %2: %3. %4")
+                           .arg(experimentIndex_ + 1)
+                           .arg(l.experiments.size())
+                           .arg(g->name(), tr(FrameBudget::floorNote())));
       progress_->setValue(experimentIndex_);
       liveInfo_ = sceneInfoFromConfig(s->configJson);  // once per experiment, not per frame
     } else if (const auto* st = std::get_if<ml::StepEvent>(&e)) {
@@ -300,9 +305,12 @@ void LessonsPanel::poll() {
       if (!st->replicas.empty()) lastStep = st;
     }
   }
-  if (lastStep) {
-    diagram_->setStep(*lastStep, liveInfo_);
+  if (lastStep) lastStep_ = *lastStep;
+  if (!isVisible() || window()->isMinimized()) return;  // nobody sees it: only the data accumulates
+  if (lastStep_) {
+    diagram_->setStep(*lastStep_, liveInfo_);
     diagram_->setProgress(diagram_->duration());
+    lastStep_.reset();
   }
   loss_->rescaleAxes();
   loss_->yAxis->setRangeLower(0);

@@ -21,6 +21,7 @@
 #include "Error.h"
 #include "Theme.h"
 #include "backend/DeviceList.h"
+#include "charts/FrameBudget.h"
 
 namespace mlui {
 
@@ -202,8 +203,12 @@ bool ScalingPanel::start() {
       auto data = cache->get(project);
       ml::ScalingExperiment experiment(project, data, options);
       experiment.onRowStarted = [this](size_t i, const ml::Project& p, const ml::RunPlan& plan) {
-        const QString text = tr("Running %1 (%2 of %3): %4").arg(QString::fromStdString(p.distribute.devices)).arg(i + 1).arg(plannedRows_)
-                                 .arg(QString::fromStdString(plan.sentence()));
+        // Nothing redraws while a row is timed; the row's figures are drawn when it ends. Say so.
+        const QString text = tr("Running %1 (%2 of %3): %4. %5")
+                                 .arg(QString::fromStdString(p.distribute.devices))
+                                 .arg(i + 1)
+                                 .arg(plannedRows_)
+                                 .arg(QString::fromStdString(plan.sentence()), tr(FrameBudget::floorNote()));
         QMetaObject::invokeMethod(this, [this, text] { status_->setText(text); }, Qt::QueuedConnection);
       };
       experiment.onRowFinished = [this](size_t i, const ml::ScalingRow& row) {

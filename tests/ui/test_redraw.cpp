@@ -1,0 +1,252 @@
+// The studio's redraw budget: decimation keeps every pixel column's min and max exactly, the
+// budget lowers and raises the frame rate from measured costs, views nobody can see do not
+// replot (counted) and catch up when shown, and a run trained in the studio stores its UI cost.
+#include <random>
+
+#include <QAction>
+#include <QScrollArea>
+#include <QVBoxLayout>
+
+#include "DashboardView.h"
+#include "MainWindow.h"
+#include "RunsView.h"
+#include "TrainingSession.h"
+#include "charts/Decimator.h"
+#include "charts/FrameBudget.h"
+#include "charts/MetricChart.h"
+#include "store/RunStore.h"
+#include "UiTestUtil.h"
+
+Q_DECLARE_METATYPE(ml::RunFinished)
+
+namespace {
+
+// A noisy series with rare spikes: what decimation must not lose.
+void noisySeries(size_t n, std::vector<double>& keys, std::vector<double>& values) {
+  std::mt19937 rng(42);
+  std::normal_distribution<double> noise(0, 0.1);
+  keys.clear();
+  values.clear();
+  for (size_t i = 0; i < n; ++i) {
+    keys.push_back(static_cast<double>(i) * 0.5);
+    double v = 1.0 / (1 + 0.001 * static_cast<double>(i)) + noise(rng);
+    if (i % 7919 == 13) v += 5;  // a spike in one pixel column
+    values.push_back(v);
+  }
+}
+
+// Raw min and max of the points in [a, b).
+std::pair<double, double> rawExtremes(const std::vector<double>& k, const std::vector<double>& v, double a, double b) {
+  double lo = 1e300, hi = -1e300;
+  for (size_t i = 0; i < k.size(); ++i)
+    if (k[i] >= a && k[i] < b) lo = std::min(lo, v[i]), hi = std::max(hi, v[i]);
+  return {lo, hi};
+}
+
+std::vector<ml::Event> syntheticSteps(int64_t from, int64_t count) {
+  std::vector<ml::Event> events;
+  for (int64_t s = from; s < from + count; ++s) {
+    ml::StepEvent e;
+    e.step = s;
+    e.epoch = 1;
+    e.loss = 1.0 / static_cast<double>(s);
+    e.metric = 0.5;
+    e.samples = 64;
+    e.stepTime = 0.01;
+    e.wallTime = 0.01 * static_cast<double>(s);
+    events.emplace_back(e);
+  }
+  return events;
+}
+
+}  // namespace
+
+class RedrawTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+
+ private Q_SLOTS:
+  void initTestCase() { uitest::isolate(dir_); }
+
+  void decimationKeepsMinMaxPerColumnExactly() {
+    std::vector<double> k, v;
+    noisySeries(100000, k, v);
+    const int columns = 317;
+    const double lo = 0, hi = k.back() + 0.5;
+    const auto out = mlui::minMaxPerColumn(k, v, lo, hi, columns);
+    QVERIFY(out.size() <= 4 * static_cast<size_t>(columns));
+    QVERIFY(out.size() >= 2 * static_cast<size_t>(columns));
+    const double w = (hi - lo) / columns;
+    size_t j = 0;
+    for (int c = 0; c < columns; ++c) {
+      const double a = lo + c * w, b = lo + (c + 1) * w;
+      const auto [rlo, rhi] = rawExtremes(k, v, a, b);
+      double dlo = 1e300, dhi = -1e300;
+      for (; j < out.size() && out[j].x < b; ++j) dlo = std::min(dlo, out[j].y), dhi = std::max(dhi, out[j].y);
+      QCOMPARE(dlo, rlo);
+      QCOMPARE(dhi, rhi);
+    }
+    // Every kept point is a real one, in key order.
+    for (size_t i = 1; i < out.size(); ++i) QVERIFY(out[i - 1].x <= out[i].x);
+    const auto i0 = static_cast<size_t>(out[5].x * 2);
+    QCOMPARE(v[i0], out[5].y);
+  }
+
+  void streamingDecimationAppendsAndKeepsExtremes() {
+    std::vector<double> k, v;
+    noisySeries(60000, k, v);
+    mlui::StreamingDecimator d(200);
+    std::vector<mlui::XY> mirror;  // what a chart holds, updated only through the change contract
+    for (size_t i = 0; i < k.size(); ++i) {
+      d.add(k[i], v[i]);
+      if (i % 37 == 0 || i + 1 == k.size()) {  // a frame every 37 points
+        if (d.rebuilt()) mirror.clear();
+        else mirror.resize(std::min(mirror.size(), d.firstChanged()));
+        mirror.insert(mirror.end(), d.points().begin() + static_cast<std::ptrdiff_t>(mirror.size()), d.points().end());
+        d.takeChanges();
+      }
+    }
+    QCOMPARE(mirror, d.points());
+    QVERIFY(d.points().size() <= 8 * 200);
+    // Column by column (the decimator's own bucket width from the first key), min and max exact.
+    const double w = d.bucketWidth();
+    QVERIFY(w > 0);
+    for (double a = k.front(); a <= k.back(); a += w) {
+      const auto [rlo, rhi] = rawExtremes(k, v, a, a + w);
+      double dlo = 1e300, dhi = -1e300;
+      for (const auto& p : d.points())
+        if (p.x >= a && p.x < a + w) dlo = std::min(dlo, p.y), dhi = std::max(dhi, p.y);
+      QCOMPARE(dlo, rlo);
+      QCOMPARE(dhi, rhi);
+    }
+    // Short series are kept whole.
+    mlui::StreamingDecimator s(400);
+    for (int i = 0; i < 700; ++i) s.add(i, i % 3);
+    QCOMPARE(s.points().size(), size_t(700));
+  }
+
+  void budgetLowersAndRaisesTheRate() {
+    mlui::FrameBudget b;  // 2% of a core, 4..25 fps
+    b.setLoad(2, 2);      // two replicas on two cores: drawing competes
+    QCOMPARE(b.fps(), 25.0);  // nothing measured yet
+    for (int i = 0; i < 30; ++i) b.recordFrame(10.0);  // 10 ms frames: 2 fps would fit, the floor is 4
+    QCOMPARE(b.fps(), 4.0);
+    QCOMPARE(b.intervalMs(), 250);
+    for (int i = 0; i < 60; ++i) b.recordFrame(2.0);  // 2 ms frames: 20 ms/s is 10 fps
+    QVERIFY2(std::abs(b.fps() - 10.0) < 0.01, qPrintable(QString::number(b.fps())));
+    for (int i = 0; i < 60; ++i) b.recordFrame(0.1);  // cheap frames: the display rate
+    QCOMPARE(b.fps(), 25.0);
+    for (int i = 0; i < 60; ++i) b.recordFrame(10.0);
+    QCOMPARE(b.fps(), 4.0);
+    b.setLoad(1, 16);  // one replica on 16 cores: a free core draws at the full rate
+    QCOMPARE(b.fps(), 25.0);
+    QCOMPARE(b.frames(), int64_t(210));
+    QVERIFY(std::abs(b.drawMs() - (30 * 10.0 + 60 * 2.0 + 60 * 0.1 + 60 * 10.0)) < 1e-6);
+    b.recordFrame(-1);  // nonsense is ignored
+    QCOMPARE(b.frames(), int64_t(210));
+  }
+
+  void hiddenDashboardDoesNotReplotAndCatchesUp() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("hidden.json"))));
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* d = w.dashboard();
+    w.showPage(mlui::MainWindow::ModelPage);
+    QCoreApplication::processEvents();
+    std::vector<int> before;
+    for (auto* c : d->charts()) before.push_back(c->replotCount());
+    for (int frame = 0; frame < 20; ++frame) {
+      d->onEvents(syntheticSteps(1 + frame * 10, 10));
+      QTest::qWait(5);
+    }
+    for (size_t i = 0; i < before.size(); ++i) QCOMPARE(d->charts()[i]->replotCount(), before[i]);
+    QCOMPARE(d->lossChart()->stepCount(), size_t(200));  // the data still accumulated
+    w.showPage(mlui::MainWindow::DashboardPage);
+    QTRY_VERIFY(d->lossChart()->replotCount() > before[0]);  // the first frame after showing catches up
+    QCOMPARE(d->lossChart()->trainGraph()->dataCount(), 200);
+    QVERIFY(d->lossChart()->xAxis->range().upper >= 200);  // rescaled to the accumulated data
+
+    // Minimised: nothing drawn either.
+    w.showMinimized();
+    QTRY_VERIFY(w.isMinimized());
+    QCoreApplication::processEvents();
+    const int minimised = d->lossChart()->replotCount();
+    for (int frame = 0; frame < 10; ++frame) {
+      d->onEvents(syntheticSteps(201 + frame * 10, 10));
+      QTest::qWait(5);
+    }
+    d->render();
+    QCOMPARE(d->lossChart()->replotCount(), minimised);
+    QCOMPARE(d->lossChart()->stepCount(), size_t(300));
+  }
+
+  void chartScrolledOutOfViewDoesNotReplot() {
+    QScrollArea area;
+    auto* inner = new QWidget;
+    auto* l = new QVBoxLayout(inner);
+    auto* spacer = new QWidget(inner);
+    spacer->setFixedHeight(2000);
+    auto* chart = new mlui::MetricChart(QStringLiteral("Loss"), QStringLiteral("step"), QStringLiteral("loss"),
+                                        QStringLiteral("loss"), Qt::blue, false, inner);
+    chart->setFixedHeight(250);
+    l->addWidget(spacer);
+    l->addWidget(chart);
+    area.setWidget(inner);
+    area.setWidgetResizable(true);
+    area.resize(600, 400);
+    area.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&area));
+    QCoreApplication::processEvents();
+    const int n0 = chart->replotCount();
+    for (int i = 1; i <= 50; ++i) chart->addStep(i, 1.0 / i);
+    QVERIFY(!chart->canBeSeen());
+    QVERIFY(!chart->drawFrame());
+    QVERIFY(chart->stale());
+    QCoreApplication::processEvents();
+    QCOMPARE(chart->replotCount(), n0);
+    area.ensureWidgetVisible(chart);  // scrolled into view: the paint catches up
+    QTRY_VERIFY(!chart->stale());
+    QVERIFY(chart->replotCount() > n0);
+    QVERIFY(chart->canBeSeen());
+    QVERIFY(chart->drawFrame());
+  }
+
+  void studioRunStoresItsDrawingCost() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 3), QStringLiteral("cost.json"))));
+    w.resize(1400, 900);
+    w.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto trainOnce = [&w]() -> int64_t {
+      std::optional<int64_t> id;
+      bool ended = false;
+      auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                                [&](const ml::RunFinished&, std::optional<int64_t> r) { id = r; ended = true; });
+      w.dashboard()->trainAction()->trigger();
+      if (!QTest::qWaitFor([&] { return ended; }, 60000)) qWarning("training did not end in 60 s");
+      QObject::disconnect(c);
+      return id.value_or(-1);
+    };
+    w.showPage(mlui::MainWindow::DashboardPage);
+    const int64_t watched = trainOnce();
+    QVERIFY(watched > 0);
+    const int64_t viewFrames = w.dashboard()->frameBudget().frames();
+    w.showMinimized();  // nobody watches the second run (Train shows the dashboard, minimised)
+    QTRY_VERIFY(w.isMinimized());
+    const int64_t unwatched = trainOnce();
+    QVERIFY(unwatched > 0);
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    const auto a = store.loadRun(watched), b = store.loadRun(unwatched);
+    QVERIFY(a.uiFrames.has_value() && a.uiDrawMs.has_value());
+    QVERIFY2(*a.uiFrames >= 1, qPrintable(QString::number(*a.uiFrames)));
+    QVERIFY(*a.uiDrawMs > 0);
+    // The stored figures are the frames drawn while it trained: never more than the view counted.
+    QVERIFY(*a.uiFrames <= viewFrames);
+    QVERIFY(!b.uiFrames.has_value() || *b.uiFrames == 0);
+  }
+};
+
+QTEST_MAIN(RedrawTest)
+#include "test_redraw.moc"
