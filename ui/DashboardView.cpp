@@ -27,6 +27,7 @@ static QString q(const std::string& s) { return QString::fromStdString(s); }
 static QString hex(uint64_t v) { return QStringLiteral("0x%1").arg(v, 16, 16, QLatin1Char('0')); }
 
 static QString duration(double s) {
+  if (s < 1) return QStringLiteral("%1 ms").arg(s * 1000, 0, 'f', s < 0.01 ? 1 : 0);  // a tiny run is not "0.0 s"
   if (s < 60) return QStringLiteral("%1 s").arg(s, 0, 'f', 1);
   const int m = static_cast<int>(s) / 60;
   if (m < 60) return QStringLiteral("%1 min %2 s").arg(m).arg(static_cast<int>(s) % 60);
@@ -90,13 +91,13 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   // Headline numbers.
   auto* cards = new QHBoxLayout;
   cards->setSpacing(8);
-  cards->addWidget(statCard(tr("Step"), &stepValue_));
-  cards->addWidget(statCard(tr("Epoch"), &epochValue_));
-  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_));
-  cards->addWidget(statCard(tr("Validation"), &valValue_));
-  cards->addWidget(statCard(tr("Throughput"), &speedValue_));
-  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_));
-  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_));
+  cards->addWidget(statCard(tr("Step"), &stepValue_, tr("Optimizer updates done / planned: one update per global batch")));
+  cards->addWidget(statCard(tr("Epoch"), &epochValue_, tr("Passes over the training set done / planned")));
+  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_, tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")));
+  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")));
+  cards->addWidget(statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")));
+  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_, tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting for the slowest replica")));
+  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_, tr("Training time so far (paused time excluded) and the estimate for the remaining steps")));
   v->addLayout(cards);
   progress_ = new QProgressBar(body);
   progress_->setTextVisible(false);
@@ -183,8 +184,9 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   updateNumbers();
 }
 
-QWidget* DashboardView::statCard(const QString& caption, QLabel** value) {
+QWidget* DashboardView::statCard(const QString& caption, QLabel** value, const QString& tip) {
   auto* card = new QFrame(this);
+  card->setToolTip(tip);
   setRole(card, "card");
   auto* l = new QVBoxLayout(card);
   l->setContentsMargins(10, 6, 10, 6);
@@ -208,18 +210,28 @@ void DashboardView::setMaxSteps(int steps) { maxSteps_->setValue(steps); }
 void DashboardView::setExternalRun(bool busy) {
   externalBusy_ = busy;
   onStateChanged(session_->state());
-  train_->setToolTip(busy ? tr("A lesson or scaling experiment is running on the Learn screen: wait for it to end")
-                          : tr("Start training the project (Ctrl+R)"));
+}
+
+void DashboardView::setBlockedReason(const QString& reason) {
+  blocked_ = reason;
+  onStateChanged(session_->state());
+}
+
+void DashboardView::updateTrainTip() {
+  if (externalBusy_) train_->setToolTip(tr("A lesson or scaling experiment is running on the Learn screen: wait for it to end"));
+  else if (!blocked_.isEmpty()) train_->setToolTip(tr("Train is off until the model fits the data:\n%1").arg(blocked_));
+  else train_->setToolTip(tr("Start training the project (Ctrl+R)"));
 }
 
 void DashboardView::startTraining() {
-  if (session_->isActive() || externalBusy_) return;
+  if (session_->isActive() || externalBusy_ || !blocked_.isEmpty()) return;
   session_->start(doc_->project(), storePath_(), maxSteps_->value());
 }
 
 void DashboardView::onStateChanged(TrainingSession::State s) {
   const bool active = s != TrainingSession::State::Idle;
-  train_->setEnabled(!active && !externalBusy_);
+  train_->setEnabled(!active && !externalBusy_ && blocked_.isEmpty());
+  updateTrainTip();
   pause_->setEnabled(s == TrainingSession::State::Running || s == TrainingSession::State::Paused);
   stop_->setEnabled(active && s != TrainingSession::State::Stopping);
   {
@@ -233,6 +245,7 @@ void DashboardView::onEvents(const std::vector<ml::Event>& events) {
   for (const auto& e : events) {
     if (const auto* s = std::get_if<ml::StepEvent>(&e)) onStep(*s);
     else if (const auto* d = std::get_if<ml::DeviceSample>(&e)) util_->addSample(*d);
+    else if (const auto* pa = std::get_if<ml::RunPaused>(&e)) util_->addPause(*pa);
     else if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) onEpoch(*ep);
     else if (const auto* st = std::get_if<ml::RunStarted>(&e)) onRunStarted(*st);
     else if (const auto* f = std::get_if<ml::RunFinished>(&e)) onFinished(*f);
@@ -332,10 +345,12 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   lastValMetric_ = e.valMetric;
   if (e.inSync && !e.checksums.empty()) {
     setRole(sync_, "syncOk");
-    sync_->setText(tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
-                       .arg(e.epoch)
-                       .arg(e.checksums.size())
-                       .arg(hex(e.checksums.front())));
+    sync_->setText(e.checksums.size() == 1
+                       ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).").arg(e.epoch).arg(hex(e.checksums.front()))
+                       : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
+                             .arg(e.epoch)
+                             .arg(e.checksums.size())
+                             .arg(hex(e.checksums.front())));
   } else {
     QStringList parts;
     for (size_t i = 0; i < e.checksums.size(); ++i)

@@ -53,6 +53,9 @@ class DashboardView : public QWidget {
   void render();
   // Another run (a lesson, a scaling experiment) uses the cores: Train is disabled meanwhile.
   void setExternalRun(bool busy);
+  // Why Train cannot start now (the model does not fit the data, ...); empty when it can.
+  void setBlockedReason(const QString& reason);
+  const QString& blockedReason() const { return blocked_; }
   // The redraw budget: the frame rate it settled on, the measured cost per frame, the totals.
   const FrameBudget& frameBudget() const { return budget_; }
 
@@ -67,7 +70,7 @@ class DashboardView : public QWidget {
   void onEpoch(const ml::EpochEvent& e);
   void onFinished(const ml::RunFinished& e);
   void updateNumbers();
-  QWidget* statCard(const QString& caption, QLabel** value);
+  QWidget* statCard(const QString& caption, QLabel** value, const QString& tip);
 
   ProjectDocument* doc_;
   TrainingSession* session_;
@@ -101,6 +104,8 @@ class DashboardView : public QWidget {
   QTimer* renderLater_;
   bool dirty_ = false;
   bool externalBusy_ = false;
+  QString blocked_;
+  void updateTrainTip();
 };
 
 }  // namespace mlui

@@ -24,4 +24,9 @@ std::shared_ptr<const ml::DataSplit> DataCache::get(const ml::Project& p) {
   return data;
 }
 
+std::optional<ml::DataFacts> DataCache::facts(const ml::Project& p) const {
+  if (auto d = peek(p)) return ml::factsOf(d->train);
+  return ml::knownFacts(p.data);
+}
+
 }  // namespace mlui

@@ -8,6 +8,7 @@
 
 #include "data/Dataset.h"
 #include "project/Project.h"
+#include "train/FitCheck.h"
 
 namespace mlui {
 
@@ -18,6 +19,9 @@ class DataCache {
   // The cached split when it matches, else nullptr (never loads).
   std::shared_ptr<const ml::DataSplit> peek(const ml::Project& project) const;
   static std::string keyOf(const ml::Project& project);
+  // What the fit checks need: from the loaded data when cached, else what the data section fixes
+  // (generated sets, Fashion-MNIST); nullopt for a file not loaded yet.
+  std::optional<ml::DataFacts> facts(const ml::Project& project) const;
 
  private:
   mutable std::mutex mu_;

@@ -254,8 +254,10 @@ void DataView::refresh() {
   for (int i = 0; i < forms_->count(); ++i)
     forms_->widget(i)->setSizePolicy(QSizePolicy::Preferred, i == forms_->currentIndex() ? QSizePolicy::Preferred : QSizePolicy::Ignored);
   forms_->adjustSize();
-  fashionPath_->setText(q(d.path));
-  csvPath_->setText(q(d.path));
+  // One path field in the project, two on the screen: each shows it only for its own kind, so a
+  // switch to CSV never carries the Fashion-MNIST folder into "Training file".
+  fashionPath_->setText(kind == QLatin1String("fashion-mnist") ? q(d.path) : QString());
+  csvPath_->setText(kind == QLatin1String("csv") ? q(d.path) : QString());
   csvTest_->setText(q(d.testPath));
   if (kind == QLatin1String("csv")) readCsvHeader(q(d.path));
   labelColumn_->setCurrentText(q(d.labelColumn));
@@ -399,6 +401,8 @@ void DataView::show(std::shared_ptr<const ml::DataSplit> data) {
       g->setData(xs[static_cast<size_t>(c)], ys[static_cast<size_t>(c)]);
     }
     scatter_->rescaleAxes();
+    // A margin of 4% so the outermost points are whole discs, not halves cut by the axes.
+    for (QCPAxis* a : {scatter_->xAxis, scatter_->yAxis}) a->scaleRange(1.08, a->range().center());
     scatter_->replot(QCustomPlot::rpQueuedReplot);
     preview_->setCurrentWidget(scatter_);
     return;

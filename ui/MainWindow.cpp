@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QCoreApplication>
+#include <QDebug>
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -14,7 +15,9 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressBar>
+#include <QRegularExpression>
 #include <QSettings>
+#include <QStandardPaths>
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QUndoStack>
@@ -24,14 +27,23 @@
 #include "DataView.h"
 #include "DevicesView.h"
 #include "Error.h"
+#include "ExportModelDialog.h"
+#include "FitBanner.h"
+#include "HelpDialogs.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "RunsView.h"
+#include "SweepsView.h"
 #include "Theme.h"
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
 #include "learn/LearnView.h"
+#include "learn/LessonsPanel.h"
+#include "project/SharedData.h"
 #include "store/RunStore.h"
+#include "welcome/CsvImport.h"
+#include "welcome/ExamplesMenu.h"
+#include "welcome/WelcomePage.h"
 
 namespace mlui {
 
@@ -76,18 +88,31 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dashboard_ = new DashboardView(doc_, session_, &MainWindow::storePath, pages_);
   runs_ = new RunsView(&MainWindow::storePath, pages_);
   learn_ = new LearnView(doc_, session_, cache_, &MainWindow::storePath, pages_);
+  sweeps_ = new SweepsView(doc_, cache_, &MainWindow::storePath, pages_);
   const struct { QWidget* page; QString name, icon; } pages[] = {
       {model_, tr("Model"), QStringLiteral("model")},           {data_, tr("Data"), QStringLiteral("data")},
       {devices_, tr("Devices"), QStringLiteral("devices")},     {training_, tr("Training"), QStringLiteral("training")},
       {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")},
-      {learn_, tr("Learn"), QStringLiteral("learn")}};
+      {learn_, tr("Learn"), QStringLiteral("learn")},           {sweeps_, tr("Sweeps"), QStringLiteral("sweeps")}};
   for (const auto& p : pages) {
     pages_->addWidget(p.page);
     new QListWidgetItem(icon(p.icon), p.name, nav_);
   }
+  welcome_ = new WelcomePage(pages_);
+  pages_->addWidget(welcome_);
+  connect(welcome_, &WelcomePage::openExampleRequested, this, [this](const QString& path) {
+    if (maybeSave() && openProject(path)) showPage(ModelPage);
+  });
+  connect(welcome_, &WelcomePage::firstLessonRequested, this, [this] {
+    learn_->showTab(LearnView::LessonsTab);
+    learn_->lessons()->selectLesson(0);
+    showPage(LearnPage);
+  });
+  connect(welcome_, &WelcomePage::importCsvRequested, this, &MainWindow::importCsv);
   connect(nav_, &QListWidget::currentRowChanged, pages_, &QStackedWidget::setCurrentIndex);
   connect(pages_, &QStackedWidget::currentChanged, this, [this](int i) {
     if (i == RunsPage) runs_->refresh();
+    if (i == SweepsPage && !sweeps_->isRunning()) sweeps_->refresh(sweeps_->shownSweep());
   });
   nav_->setCurrentRow(0);
 
@@ -95,6 +120,10 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildStatusBar();
 
   connect(data_, &DataView::dataLoaded, training_, &TrainingSettingsView::refresh);
+  // The fit check compares the model with the data: live on the Model screen, and Train waits.
+  connect(model_->fitBanner(), &FitBanner::checked, dashboard_, &DashboardView::setBlockedReason);
+  model_->setDataCache(cache_);
+  connect(data_, &DataView::dataLoaded, this, [this] { model_->setDataCache(cache_); });
   connect(doc_, &ProjectDocument::pathChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ProjectDocument::modifiedChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ProjectDocument::changed, this, &MainWindow::updateTitle);
@@ -115,6 +144,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
   connect(learn_, &LearnView::errorOccurred, this, &MainWindow::showError);
+  connect(sweeps_, &SweepsView::errorOccurred, this, &MainWindow::showError);
+  connect(sweeps_, &SweepsView::runRequested, this, &MainWindow::showRun);
+  connect(sweeps_, &SweepsView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, this, [this](bool busy) {
     runState_->setText(busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
@@ -138,11 +170,18 @@ void MainWindow::buildMenus() {
   a = file->addAction(icon(QStringLiteral("open")), tr("&Open Project…"), this, &MainWindow::open);
   a->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
+  setUpExamplesMenu(file->addMenu(icon(QStringLiteral("open")), tr("Open E&xample")),
+                    [this](const QString& path) { if (maybeSave()) openProject(path); },
+                    [this](const QString& title, const QString& message) { showError(title, message); });
   file->addSeparator();
   a = file->addAction(icon(QStringLiteral("save")), tr("&Save"), this, &MainWindow::save);
   a->setShortcut(QKeySequence::Save);
   a = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
   a->setShortcut(QKeySequence::SaveAs);
+  file->addSeparator();
+  file->addAction(icon(QStringLiteral("export")), tr("&Export Model…"), this, [this] {
+    openProjectExportDialog(this, doc_->project(), storePath(), session_->lastRunId());
+  });
   file->addSeparator();
   a = file->addAction(tr("&Quit"), this, &QWidget::close);
   a->setShortcut(QKeySequence::Quit);
@@ -154,7 +193,7 @@ void MainWindow::buildMenus() {
   undo->setShortcut(QKeySequence::Undo);
   QAction* redo = doc_->undoStack()->createRedoAction(this, tr("&Redo"));
   redo->setIcon(icon(QStringLiteral("redo")));
-  redo->setShortcut(QKeySequence::Redo);
+  redo->setShortcuts({QKeySequence::Redo, QKeySequence(Qt::CTRL | Qt::Key_Y)});
   edit->addAction(undo);
   edit->addAction(redo);
 
@@ -169,6 +208,10 @@ void MainWindow::buildMenus() {
     go->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(icon(QStringLiteral("mirrorlab")), tr("&Welcome"), this, &MainWindow::showWelcome);
+  help->addAction(tr("&User Guide"), this, [this] { showUserGuide(this); })->setShortcut(QKeySequence::HelpContents);
+  help->addAction(tr("&Keyboard Shortcuts"), this, [this] { showShortcuts(this, menuBar()); });
+  help->addSeparator();
   help->addAction(tr("&About Mirrorlab"), this, [this] {
     QMessageBox::about(this, tr("About Mirrorlab"),
                        tr("<h3>Mirrorlab %1</h3><p>A studio for synchronous data-parallel (\"mirrored\") training: "
@@ -193,23 +236,58 @@ void MainWindow::buildStatusBar() {
   statusBar()->addPermanentWidget(runState_);
 }
 
-void MainWindow::showPage(Page page) { nav_->setCurrentRow(page); }
+void MainWindow::showPage(Page page) {
+  if (nav_->currentRow() == page) pages_->setCurrentIndex(page);  // back from the welcome page
+  nav_->setCurrentRow(page);
+}
+
+void MainWindow::showWelcome() {
+  welcome_->refresh();
+  nav_->clearSelection();
+  pages_->setCurrentWidget(welcome_);
+}
+
+void MainWindow::importCsv() {
+  if (!maybeSave()) return;
+  const QString path = QFileDialog::getOpenFileName(this, tr("Import a CSV file"), QDir::homePath(), tr("CSV files (*.csv);;All files (*)"));
+  if (path.isEmpty()) return;
+  try {
+    doc_->reset(csvProject(path));
+  } catch (const std::exception& e) {
+    showError(tr("Cannot import the CSV file"), q(e.what()));
+    return;
+  }
+  statusBar()->showMessage(tr("Imported %1: check the label column, then train.").arg(path), 8000);
+  showPage(DataPage);
+}
+
+void MainWindow::showRun(int64_t runId) {
+  // The list reloads asynchronously: select the run once it has.
+  auto* once = new QObject(this);
+  connect(runs_, &RunsView::refreshed, once, [this, once, runId] {
+    runs_->selectRuns({runId});
+    once->deleteLater();
+  });
+  const bool already = currentPage() == RunsPage;
+  showPage(RunsPage);  // switching pages refreshes the list
+  if (already) runs_->refresh();
+}
+
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
 
 QString MainWindow::storePath() { return q(ml::defaultStorePath()); }
 
 QString MainWindow::findDefaultProject() {
-  const QString app = QCoreApplication::applicationDirPath();
-  for (const QString& dir : {app + QStringLiteral("/../../projects"), app + QStringLiteral("/../projects"),
-                             app + QStringLiteral("/../share/mirrorlab/projects"), QDir::currentPath() + QStringLiteral("/projects"),
-                             QDir::currentPath()}) {
-    const QFileInfo f(dir + QStringLiteral("/fashion-mlp.json"));
-    if (f.exists()) return f.canonicalFilePath();
-  }
-  return {};
+  const ml::SharedDataDir shared = ml::findSharedData();
+  if (shared.origin.empty()) return {};  // nothing installed anywhere: start from a new project
+  // Where the default example must be, even when it is missing: opening it then names that path.
+  const QFileInfo f(q(shared.projectsDir) + QStringLiteral("/fashion-mlp.json"));
+  return f.exists() ? f.canonicalFilePath() : f.absoluteFilePath();
 }
 
 void MainWindow::openInitialProject() {
+  // No settings at all: the first run of the studio for this user, which opens on the welcome page.
+  if (QSettings().allKeys().isEmpty()) showWelcome();
   const QString last = QSettings().value(QStringLiteral("lastProject")).toString();
   if (!last.isEmpty() && QFileInfo::exists(last)) {
     try {
@@ -256,6 +334,7 @@ bool MainWindow::saveProject(const QString& path) {
 }
 
 void MainWindow::showError(const QString& title, const QString& message) {
+  qWarning().noquote() << title + QStringLiteral(": ") + message;  // also on stderr, for logs and scripts
   statusBar()->showMessage(title + QStringLiteral(": ") + message, 15000);
   auto* box = new QMessageBox(QMessageBox::Critical, title, message, QMessageBox::Ok, this);
   box->setObjectName(QStringLiteral("ErrorDialog"));
@@ -277,16 +356,42 @@ void MainWindow::open() {
   if (!path.isEmpty()) openProject(path);
 }
 
+bool MainWindow::isExample(const QString& path) {
+  if (path.isEmpty()) return false;
+  const QString def = findDefaultProject();
+  if (def.isEmpty()) return false;
+  const QString examples = QFileInfo(def).canonicalPath() + QLatin1Char('/');
+  return QFileInfo(path).canonicalFilePath().startsWith(examples);
+}
+
+QString MainWindow::proposedSavePath() const {
+  QString base = q(doc_->project().name).toLower();
+  base.replace(QRegularExpression(QStringLiteral("[^a-z0-9]+")), QStringLiteral("-"));
+  base.remove(QRegularExpression(QStringLiteral("^-+|-+$")));
+  if (base.isEmpty()) base = QStringLiteral("project");
+  QString dir = QStandardPaths::writableLocation(QStandardPaths::DocumentsLocation);
+  if (dir.isEmpty()) dir = QDir::homePath();
+  if (!doc_->path().isEmpty() && !isExample(doc_->path())) dir = QFileInfo(doc_->path()).absolutePath();
+  return dir + QLatin1Char('/') + base + QStringLiteral(".json");
+}
+
 bool MainWindow::save() {
-  if (doc_->path().isEmpty()) return saveAs();
+  // Never overwrite a bundled example: save a copy where the user keeps files.
+  if (doc_->path().isEmpty() || isExample(doc_->path())) return saveAs();
   return saveProject(doc_->path());
 }
 
 bool MainWindow::saveAs() {
-  QString suggested = doc_->path();
-  if (suggested.isEmpty()) suggested = QDir::homePath() + QStringLiteral("/") + q(doc_->project().name) + QStringLiteral(".json");
-  const QString path = QFileDialog::getSaveFileName(this, tr("Save project as"), suggested, tr("Mirrorlab projects (*.json)"));
-  return !path.isEmpty() && saveProject(path);
+  const QString title = isExample(doc_->path()) ? tr("Save a copy of the example project") : tr("Save project as");
+  const QString path = askSavePath ? askSavePath(title, proposedSavePath())
+                                   : QFileDialog::getSaveFileName(this, title, proposedSavePath(), tr("Mirrorlab projects (*.json)"));
+  if (path.isEmpty()) return false;
+  if (isExample(path)) {
+    showError(tr("Cannot save the project"), tr("%1 is one of the bundled examples, which stay as they are: choose a file "
+                                                "outside %2.").arg(path, QFileInfo(path).absolutePath()));
+    return false;
+  }
+  return saveProject(path);
 }
 
 bool MainWindow::maybeSave() {
@@ -328,7 +433,8 @@ void MainWindow::updateTitle() {
 
 void MainWindow::onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId) {
   const QString status = q(ml::toString(f.status));
-  QString msg = tr("Run %1 after %2 steps (%3 s)").arg(status).arg(f.steps).arg(f.seconds, 0, 'f', 1);
+  const QString took = f.seconds < 1 ? tr("%1 ms").arg(f.seconds * 1000, 0, 'f', 0) : tr("%1 s").arg(f.seconds, 0, 'f', 1);
+  QString msg = tr("Run %1 after %2 steps (%3 of training)").arg(status).arg(f.steps).arg(took);
   if (runId) msg += tr(" — stored as run #%1").arg(*runId);
   statusBar()->showMessage(msg, 15000);
   runState_->setText(tr("Ready · last run %1").arg(status));
@@ -344,6 +450,17 @@ void MainWindow::closeEvent(QCloseEvent* e) {
   if (!closeWhenStopped_ && !maybeSave()) {
     e->ignore();
     return;
+  }
+  if (session_->isActive() && !closeWhenStopped_) {
+    const bool stop = confirmCloseWhileTraining
+                          ? confirmCloseWhileTraining()
+                          : QMessageBox::question(this, tr("Training is running"),
+                                                  tr("A run is in progress. Stop it (it is kept as cancelled) and close Mirrorlab?"),
+                                                  QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+    if (!stop) {
+      e->ignore();
+      return;
+    }
   }
   if (session_->isActive()) {
     closeWhenStopped_ = true;

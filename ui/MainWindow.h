@@ -2,6 +2,7 @@
 // the File / Edit / Run / View menus, recent files, the unsaved-changes prompt and a status bar
 // with the run state. Owns the document, the data cache and the training session.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include <QMainWindow>
@@ -24,13 +25,15 @@ class LearnView;
 class ModelBuilderView;
 class ProjectDocument;
 class RunsView;
+class SweepsView;
 class TrainingSession;
 class TrainingSettingsView;
+class WelcomePage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage, LearnPage };
+  enum Page { ModelPage, DataPage, DevicesPage, TrainingPage, DashboardPage, RunsPage, LearnPage, SweepsPage };
 
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
@@ -41,6 +44,9 @@ class MainWindow : public QMainWindow {
   bool openProject(const QString& path);
   bool saveProject(const QString& path);
   void showPage(Page page);
+  // The welcome page (not a screen of the navigation): opened on the first run and by Help > Welcome.
+  void showWelcome();
+  WelcomePage* welcomePage() const { return welcome_; }
   Page currentPage() const;
 
   ProjectDocument* document() const { return doc_; }
@@ -49,14 +55,28 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard() const { return dashboard_; }
   RunsView* runsView() const { return runs_; }
   LearnView* learnView() const { return learn_; }
+  SweepsView* sweepsView() const { return sweeps_; }
+  // Shows the Runs screen with run id selected (its curves in the overlay).
+  void showRun(int64_t runId);
   DataView* dataView() const { return data_; }
   DevicesView* devicesView() const { return devices_; }
   TrainingSettingsView* trainingView() const { return training_; }
   // The run store: $MIRRORLAB_DB, else the user's data folder.
   static QString storePath();
-  // projects/fashion-mlp.json next to the executable (../../projects, ../projects) or in the
-  // current directory; empty when none is found.
+  // fashion-mlp.json in the shipped examples (ml::findSharedData: build tree, install prefix, XDG
+  // data folders), even when that file is missing; empty when no examples folder exists at all.
   static QString findDefaultProject();
+  // The bundled examples (projects/ next to the program) are read-only: Save asks for a copy.
+  static bool isExample(const QString& path);
+  // Where Save As proposes to save: a file named after the project, next to the project file or,
+  // for a new project or an example, in the user's documents folder.
+  QString proposedSavePath() const;
+  // Asks for a file name (a save dialog); tests replace it to answer without a dialog.
+  std::function<QString(const QString& title, const QString& suggested)> askSavePath;
+  // Asks whether to stop a run in progress and close; tests replace it.
+  std::function<bool()> confirmCloseWhileTraining;
+  bool save();
+  bool saveAs();
   // A dialog that does not block (tests read its text); also written to the status bar.
   void showError(const QString& title, const QString& message);
 
@@ -72,8 +92,7 @@ class MainWindow : public QMainWindow {
   bool maybeSave();
   void newProject();
   void open();
-  bool save();
-  bool saveAs();
+  void importCsv();
   void onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId);
 
   ProjectDocument* doc_;
@@ -88,6 +107,8 @@ class MainWindow : public QMainWindow {
   DashboardView* dashboard_;
   RunsView* runs_;
   LearnView* learn_;
+  SweepsView* sweeps_;
+  WelcomePage* welcome_;
   QMenu* recentMenu_;
   QLabel* runState_;
   QLabel* projectInfo_;

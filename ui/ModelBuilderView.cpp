@@ -2,6 +2,8 @@
 // everything from the document and core's analysis of it.
 #include "ModelBuilderView.h"
 
+#include <algorithm>
+
 #include <QDragEnterEvent>
 #include <QFontDatabase>
 #include <QHeaderView>
@@ -14,9 +16,12 @@
 #include <QToolButton>
 #include <QVBoxLayout>
 
+#include "DataCache.h"
+#include "FitBanner.h"
 #include "LayerInspector.h"
 #include "MirroredCopiesWidget.h"
 #include "ProjectDocument.h"
+#include "ProjectHeader.h"
 #include "Theme.h"
 #include "nn/LayerFactory.h"
 #include "nn/Summary.h"
@@ -74,6 +79,9 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   root->addWidget(pageTitle(tr("Model")));
   root->addWidget(pageHint(tr("Stack layers from the palette. The summary updates as you edit; every device gets a "
                               "full copy of these weights.")));
+  root->addWidget(new ProjectHeader(doc_, this));
+  fit_ = new FitBanner(doc_, this);
+  root->addWidget(fit_);
 
   // Palette.
   palette_ = new QListWidget(this);
@@ -107,7 +115,6 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   stack_->setAccessibleName(tr("Layer stack"));
   inputShape_ = new QLineEdit(this);
   inputShape_->setObjectName(QStringLiteral("InputShape"));
-  inputShape_->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("\\s*\\d+(\\s*,\\s*\\d+)*\\s*")), inputShape_));
   inputShape_->setToolTip(tr("The shape of one sample, e.g. 28, 28 for an image or 2 for a point"));
   connect(inputShape_, &QLineEdit::editingFinished, this, &ModelBuilderView::editInputShape);
   add_ = toolButton(QStringLiteral("add"), tr("Add"), tr("Add the palette's selected layer after the selected layer"), this);
@@ -136,6 +143,12 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   inputRow->addWidget(new QLabel(tr("Input shape"), this));
   inputRow->addWidget(inputShape_, 1);
   sv->addLayout(inputRow);
+  inputError_ = new QLabel(this);
+  inputError_->setObjectName(QStringLiteral("InputShapeError"));
+  inputError_->setWordWrap(true);
+  setRole(inputError_, "error");
+  inputError_->hide();
+  sv->addWidget(inputError_);
   sv->addWidget(stack_, 1);
   auto* buttons = new QHBoxLayout;
   for (auto* b : {add_, up_, down_, remove_}) buttons->addWidget(b);
@@ -262,13 +275,32 @@ void ModelBuilderView::onLayerEdited(int index, const ml::LayerSpec& layer, cons
 }
 
 void ModelBuilderView::editInputShape() {
+  // Every size a whole number of at least 1; anything else stays on screen, marked, with the reason
+  // (never silently replaced by what the model keeps using).
   ml::Shape shape;
-  for (const QString& part : inputShape_->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
-    if (const qint64 d = part.trimmed().toLongLong(); d > 0) shape.push_back(d);
-  if (shape.empty() || shape == doc_->project().model.inputShape) return;
+  bool valid = true;
+  for (const QString& part : inputShape_->text().split(QLatin1Char(','))) {
+    bool ok = false;
+    const qint64 d = part.trimmed().toLongLong(&ok);
+    if (!ok || d < 1) valid = false;
+    else shape.push_back(d);
+  }
+  inputError_->setVisible(!valid || shape.empty());
+  setRole(inputShape_, inputError_->isHidden() ? "" : "invalid");
+  if (!inputError_->isHidden()) {
+    inputError_->setText(tr("Input shape “%1” is not a shape: give sizes of at least 1 separated by commas, e.g. 13 or 28, 28.")
+                             .arg(inputShape_->text()));
+    return;
+  }
+  if (shape == doc_->project().model.inputShape) return;
   ml::Project p = doc_->project();
   p.model.inputShape = shape;
   doc_->edit(tr("Change input shape"), p);
+}
+
+void ModelBuilderView::setDataCache(std::shared_ptr<DataCache> cache) {
+  fit_->setDataCache(std::move(cache));
+  refresh();
 }
 
 QString ModelBuilderView::totalsText() const { return totals_->text(); }
@@ -283,6 +315,7 @@ void ModelBuilderView::refresh() {
     QStringList dims;
     for (auto d : p.model.inputShape) dims << QString::number(d);
     inputShape_->setText(dims.join(QStringLiteral(", ")));
+    inputError_->hide();  // the field shows the model's shape again
   }
   // Reuse the items (no clear()): this can run inside the list's own signals.
   while (stack_->count() > static_cast<int>(analysis_.rows.size())) delete stack_->takeItem(stack_->count() - 1);
@@ -306,6 +339,17 @@ void ModelBuilderView::refresh() {
       item->setToolTip(tr("Output %1 · %2 parameters").arg(q(r.shape), q(ml::withThousands(r.params))));
     }
   }
+  for (const auto& fp : fit_->check().problems) {
+    if (fp.layer < 0 || fp.layer >= stack_->count()) continue;
+    auto* item = stack_->item(fp.layer);
+    item->setIcon(icon(QStringLiteral("warning")));
+    item->setBackground(QColor(0xfd, 0xec, 0xea));
+    item->setForeground(QColor(0x8b, 0x1d, 0x13));
+    item->setToolTip(q(fp.message));
+  }
+  const bool inputBad = std::any_of(fit_->check().problems.begin(), fit_->check().problems.end(),
+                                    [](const ml::FitProblem& fp) { return fp.where == ml::FitProblem::Where::Input; });
+  if (inputError_->isHidden()) setRole(inputShape_, inputBad ? "invalid" : "");
   stack_->setCurrentRow(selected);
   refreshSelection();
   refreshSummary();

@@ -4,6 +4,7 @@
 #pragma once
 #include <QListWidget>
 #include <QWidget>
+#include <memory>
 
 #include "ModelAnalysis.h"
 
@@ -14,6 +15,8 @@ class QToolButton;
 
 namespace mlui {
 
+class DataCache;
+class FitBanner;
 class ProjectDocument;
 class LayerInspector;
 class MirroredCopiesWidget;
@@ -49,6 +52,10 @@ class ModelBuilderView : public QWidget {
   void moveLayer(int from, int to);
   void selectLayer(int row);
   QTableWidget* summaryTable() const { return summary_; }
+  FitBanner* fitBanner() const { return fit_; }
+  QLineEdit* inputShapeEdit() const { return inputShape_; }
+  // The loaded data the fit checks compare with (generated sets and Fashion-MNIST need none).
+  void setDataCache(std::shared_ptr<DataCache> cache);
   QString totalsText() const;
 
  private:
@@ -65,6 +72,8 @@ class ModelBuilderView : public QWidget {
   QLabel* paletteHelp_;
   LayerStackList* stack_;
   QLineEdit* inputShape_;
+  QLabel* inputError_;
+  FitBanner* fit_;
   QToolButton *add_, *remove_, *up_, *down_;
   LayerInspector* inspector_;
   QLabel* modelError_;

@@ -70,7 +70,9 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
     case Lr: return opt(r->lr, 4);
     case ValMetric: return r->finalValMetric && *r->finalValMetric <= 1.0 ? opt(r->finalValMetric, 2, true) : opt(r->finalValMetric, 4);
     case ValLoss: return opt(r->finalValLoss, 4);
-    case SecPerEpoch: return r->secondsPerEpoch ? QStringLiteral("%1").arg(*r->secondsPerEpoch, 0, 'f', 2) : QStringLiteral("—");
+    case SecPerEpoch:  // three significant digits: a 12 ms epoch reads 0.0123, not 0.00
+      return r->secondsPerEpoch ? QString::number(*r->secondsPerEpoch, *r->secondsPerEpoch < 1 ? 'g' : 'f', *r->secondsPerEpoch < 1 ? 3 : 2)
+                                : QStringLiteral("—");
     case Epochs: return r->epochsDone;
     case Created: return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r->created)).toString(QStringLiteral("yyyy-MM-dd hh:mm"));
     case Tags: {

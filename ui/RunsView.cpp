@@ -20,6 +20,7 @@
 #include <QVBoxLayout>
 
 #include "Async.h"
+#include "ExportModelDialog.h"
 #include "RunTableModel.h"
 #include "Theme.h"
 #include "learn/TraceExport.h"
@@ -45,6 +46,7 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   filter_ = new QLineEdit(bar);
   filter_->setPlaceholderText(tr("Filter by name, devices, tag…"));
   filter_->setClearButtonEnabled(true);
+  filter_->setMinimumWidth(200);  // the toolbar overflows into its » menu before the filter shrinks
   filter_->setMaximumWidth(260);
   bar->addWidget(filter_);
   statusFilter_ = new QComboBox(bar);
@@ -59,6 +61,13 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   bar->addAction(icon(QStringLiteral("export")), tr("Export CSV"), this, &RunsView::exportSelected);
   bar->addAction(icon(QStringLiteral("export")), tr("Export trace"), this, &RunsView::exportTraceSelected)
       ->setToolTip(tr("Save the selected run's per-device timeline as a Chrome trace (open it in ui.perfetto.dev or chrome://tracing)"));
+  bar->addAction(icon(QStringLiteral("export")), tr("Export model"), this, [this] {
+    const auto ids = selectedIds();
+    const auto& runs = model_->runs();
+    const auto it = std::find_if(runs.begin(), runs.end(), [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
+    if (it == runs.end()) Q_EMIT errorOccurred(tr("Export model"), tr("Select one finished run: its trained weights are exported."));
+    else openRunExportDialog(this, storePath_(), it->id, q(it->name));
+  })->setToolTip(tr("Export the selected run's trained weights as an ONNX model, PyTorch weights or Keras weights"));
   bar->addAction(icon(QStringLiteral("open")), tr("Open project"), this, &RunsView::openSelected);
   QAction* del = bar->addAction(icon(QStringLiteral("remove")), tr("Delete"), this, &RunsView::deleteSelected);
   del->setShortcut(QKeySequence::Delete);
@@ -129,6 +138,10 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
     t->setAlternatingRowColors(true);
     t->setShowGrid(false);
   }
+  // The run's name takes what is left (elided); the figures, Speed-up and efficiency included, stay in view.
+  scaling_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  scaling_->horizontalHeader()->setStretchLastSection(false);
+  scaling_->setTextElideMode(Qt::ElideMiddle);
   tabs->addTab(scaling_, tr("Speed-up and scaling"));
   tabs->addTab(diff_, tr("Configuration differences"));
   auto* lower = new QSplitter(Qt::Horizontal, compare);

@@ -18,11 +18,12 @@ static void initStudioResources() { Q_INIT_RESOURCE(mirrorlab); }
 namespace mlui {
 
 QColor deviceColor(int device) {
-  // Tableau 10: distinct, colour-blind friendly enough, pleasant on white.
-  static const QColor colors[] = {QColor(0x4E, 0x79, 0xA7), QColor(0xF2, 0x8E, 0x2B), QColor(0x59, 0xA1, 0x4F),
-                                  QColor(0xE1, 0x57, 0x59), QColor(0x76, 0xB7, 0xB2), QColor(0xB0, 0x7A, 0xA1),
-                                  QColor(0xED, 0xC9, 0x48), QColor(0x9C, 0x75, 0x5F), QColor(0xFF, 0x9D, 0xA7),
-                                  QColor(0x79, 0x70, 0x6E)};
+  // Okabe-Ito: told apart with every common colour-vision deficiency (no red/green pair), then
+  // a neutral grey and a dark blue for the 9th and 10th device.
+  static const QColor colors[] = {QColor(0x00, 0x72, 0xB2), QColor(0xE6, 0x9F, 0x00), QColor(0x00, 0x9E, 0x73),
+                                  QColor(0xCC, 0x79, 0xA7), QColor(0x56, 0xB4, 0xE9), QColor(0xD5, 0x5E, 0x00),
+                                  QColor(0xC8, 0xB4, 0x00), QColor(0x33, 0x33, 0x33), QColor(0x99, 0x99, 0x99),
+                                  QColor(0x1B, 0x3A, 0x6B)};
   const int n = static_cast<int>(sizeof colors / sizeof colors[0]);
   QColor c = colors[((device % n) + n) % n];
   if (device >= n) c = c.darker(100 + 25 * (device / n));
@@ -52,8 +53,9 @@ QString phaseName(Phase p) {
 }
 
 QColor accentColor() { return QColor(0x2F, 0x6F, 0xB0); }
-QColor trainColor() { return QColor(0x4E, 0x79, 0xA7); }
-QColor validationColor() { return QColor(0xE1, 0x57, 0x59); }
+// Blue against orange (Okabe-Ito): train and validation stay apart for colour-blind readers.
+QColor trainColor() { return QColor(0x00, 0x72, 0xB2); }
+QColor validationColor() { return QColor(0xE6, 0x9F, 0x00); }
 
 void applyStudioTheme(QApplication& app) {
   initStudioResources();

@@ -3,6 +3,7 @@
 
 #include "DataCache.h"
 #include "Error.h"
+#include "export/ExportJob.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
 #include "telemetry/Channel.h"
@@ -102,6 +103,14 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
         runId = recorder.runId();
         if (!recorder.error().empty()) error = QString::fromStdString("The run store reported: " + recorder.error());
         else if (runId) storeUiCost(store, *runId);
+        // A finished run keeps its weights, so the Runs screen can export the trained model.
+        if (runId && finished->status == ml::RunStatus::Finished) {
+          try {
+            ml::keepRunWeights(store, *runId, trainer.strategy().model(0));
+          } catch (const std::exception& e) {
+            error = QString::fromStdString(std::string("The run's weights were not kept: ") + e.what());
+          }
+        }
       }
     } catch (const std::exception& e) {  // ml::UserError and anything unexpected: shown, never a crash
       std::lock_guard lock(mu_);

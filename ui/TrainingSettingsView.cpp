@@ -58,7 +58,6 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   warnings_->setWordWrap(true);
   warnings_->setTextFormat(Qt::RichText);
   setRole(warnings_, "banner");
-  v->addWidget(warnings_);
   samplesNote_ = new QLabel(page);
   setRole(samplesNote_, "caption");
   v->addWidget(samplesNote_);
@@ -87,8 +86,13 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   lr_ = dspin(1e-6, 10.0, 6, 0.0005, page);
   scaling_ = new QComboBox(page);
   scaling_->addItem(tr("none — keep the rate"), QStringLiteral("none"));
-  scaling_->addItem(tr("linear — × devices (Goyal et al.)"), QStringLiteral("linear"));
-  scaling_->addItem(tr("square root — × √devices"), QStringLiteral("sqrt"));
+  scaling_->addItem(tr("linear — × global batch / reference (Goyal et al.)"), QStringLiteral("linear"));
+  scaling_->addItem(tr("square root — × √(global batch / reference)"), QStringLiteral("sqrt"));
+  refBatch_ = new QSpinBox(page);
+  refBatch_->setObjectName(QStringLiteral("ReferenceBatch"));
+  refBatch_->setRange(0, 1 << 24);
+  refBatch_->setSpecialValueText(tr("the batch size above"));
+  refBatch_->setPrefix(tr("global batch "));
   warmup_ = dspin(0, 1000, 2, 0.5, page);
   warmup_->setSuffix(tr(" epochs"));
   accumulate_ = new QSpinBox(page);
@@ -103,6 +107,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   left->addRow(tr("Seed"), seed_);
   left->addRow(sectionTitle(tr("Learning rate")));
   left->addRow(tr("Base rate"), lr_);
+  left->addRow(tr("Rate set for"), refBatch_);
   left->addRow(tr("Scaling rule"), scaling_);
   left->addRow(tr("Warm-up"), warmup_);
 
@@ -128,6 +133,8 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   columns->addLayout(right);
   columns->addStretch(1);
   v->addLayout(columns);
+  // Below the controls: a warning that comes and goes never moves a field under the mouse.
+  v->addWidget(warnings_);
   v->addStretch(1);
 
   auto bindSpin = [this](QSpinBox* s, const QString& what) {
@@ -140,6 +147,8 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   bindSpin(batch_, tr("batch size"));
   bindSpin(accumulate_, tr("accumulation"));
   bindSpin(seed_, tr("seed"));
+  bindSpin(refBatch_, tr("reference batch"));
+  setToolTips();
   for (auto [s, w] : {std::pair{lr_, tr("learning rate")}, {warmup_, tr("warm-up")}, {momentum_, tr("momentum")},
                       {beta1_, tr("beta 1")}, {beta2_, tr("beta 2")}, {rho_, tr("rho")}, {epsilon_, tr("epsilon")}})
     bindD(s, w);
@@ -148,6 +157,23 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   connect(nesterov_, &QCheckBox::toggled, this, [this] { write(tr("Nesterov"), QString()); });
   connect(doc_, &ProjectDocument::changed, this, &TrainingSettingsView::refresh);
   refresh();
+}
+
+void TrainingSettingsView::setToolTips() {
+  accumulate_->setToolTip(tr("Gradient accumulation: run k micro-batches and add their gradients before one all-reduce and one "
+                             "update. The update sees k times the micro-batch, with the memory of one."));
+  warmup_->setToolTip(tr("Ramp the learning rate linearly from the base rate to the scaled rate over these epochs: a large "
+                         "scaled rate from the first step can diverge."));
+  scaling_->setToolTip(tr("How the learning rate follows the global batch. Linear: rate × (global batch ÷ the batch the rate "
+                          "was set for); square root: × its square root; none: the rate as set. With the global batch "
+                          "unchanged every rule keeps the rate."));
+  refBatch_->setToolTip(tr("The global batch the base rate was chosen for. Left at “the batch size above” it is the Batch size "
+                           "field: per device, that is the batch of one device; global, the global batch itself."));
+  beta1_->setToolTip(tr("Adam's decay of the running mean of the gradients (Keras default 0.9)."));
+  beta2_->setToolTip(tr("Adam's decay of the running mean of the squared gradients (Keras default 0.999)."));
+  rho_->setToolTip(tr("RMSprop's decay of the running mean of the squared gradients (Keras default 0.9)."));
+  epsilon_->setToolTip(tr("Added to the denominator so that a near-zero second moment cannot blow up the step (Keras 1e-7)."));
+  momentum_->setToolTip(tr("Share of the previous update added to this one."));
 }
 
 void TrainingSettingsView::write(const QString& what, const QString& key) {
@@ -161,6 +187,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.seed = static_cast<uint64_t>(seed_->value());
   t.optimizer.learningRate = lr_->value();
   t.lrScaling = scaling_->currentData().toString().toStdString();
+  t.lrReferenceBatch = refBatch_->value();
   t.warmupEpochs = warmup_->value();
   t.optimizer.name = optimizer_->currentData().toString().toStdString();
   t.optimizer.momentum = momentum_->value();
@@ -183,6 +210,7 @@ void TrainingSettingsView::refresh() {
   seed_->setValue(static_cast<int>(t.seed));
   lr_->setValue(t.optimizer.learningRate);
   scaling_->setCurrentIndex(std::max(0, scaling_->findData(q(t.lrScaling))));
+  refBatch_->setValue(static_cast<int>(t.lrReferenceBatch));
   warmup_->setValue(t.warmupEpochs);
   optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(q(t.optimizer.name))));
   momentum_->setValue(t.optimizer.momentum);

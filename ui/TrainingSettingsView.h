@@ -31,8 +31,9 @@ class TrainingSettingsView : public QWidget {
 
   ProjectDocument* doc_;
   std::shared_ptr<DataCache> cache_;
+  void setToolTips();
   bool refreshing_ = false;
-  QSpinBox *epochs_, *batch_, *accumulate_, *seed_;
+  QSpinBox *epochs_, *batch_, *accumulate_, *seed_, *refBatch_;
   QComboBox *batchMode_, *scaling_, *optimizer_;
   QDoubleSpinBox *lr_, *warmup_, *momentum_, *beta1_, *beta2_, *rho_, *epsilon_;
   QCheckBox* nesterov_;

@@ -249,12 +249,12 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
   auto* learn = app.add_subcommand("learn", "Guided lessons on mirrored training: predict, run, see the measured answer");
   learn->require_subcommand(1);
   auto* list = learn->add_subcommand("list", "List the lessons");
-  list->add_option("--dir", a->dir, "Lesson folder (default: $MIRRORLAB_LESSONS or projects/lessons)");
+  list->add_option("--dir", a->dir, "Lesson folder (default: $MIRRORLAB_LESSONS, else the installed or build tree's lessons)");
   list->callback([a, &exitCode] { exitCode = guarded([&] { return learnList(*a); }); });
   auto* run = learn->add_subcommand("run", "Ask a lesson's question, run its experiments and reveal the result");
   run->add_option("lesson", a->lesson, "Lesson id, number (from `learn list`) or file")->required();
   run->add_option("--answer", a->answer, "Your answer (1..choices) instead of asking on standard input");
-  run->add_option("--dir", a->dir, "Lesson folder (default: $MIRRORLAB_LESSONS or projects/lessons)");
+  run->add_option("--dir", a->dir, "Lesson folder (default: $MIRRORLAB_LESSONS, else the installed or build tree's lessons)");
   run->add_option("--steps", a->steps, "Cap every experiment at this many updates (a quick look)");
   run->add_option("--db", a->db, "Record every experiment as a run in this store");
   run->add_flag("--record", a->record, "Record every experiment in the default run store");

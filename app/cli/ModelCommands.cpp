@@ -8,6 +8,7 @@
 #include "backend/DeviceProbe.h"
 #include "data/Dataset.h"
 #include "data/Features.h"
+#include "export/WeightsNpz.h"
 #include "nn/Summary.h"
 #include "nn/WeightsFile.h"
 #include "train/Trainer.h"
@@ -44,7 +45,9 @@ int summary(ModelArgs& a) {
 }
 
 void loadInto(ml::MirroredStrategy& s, const std::string& weights) {
-  ml::loadWeights(s.model(0), weights);
+  // FILE.npz: NumPy arrays named per layer (from --save-weights FILE.npz or another program); else .mlw.
+  if (weights.size() > 4 && weights.compare(weights.size() - 4, 4, ".npz") == 0) ml::loadWeightsNpz(s.model(0), weights);
+  else ml::loadWeights(s.model(0), weights);
   s.broadcastParameters();
 }
 
@@ -123,13 +126,13 @@ void addModelCommands(CLI::App& app, int& exitCode) {
 
   auto* e = app.add_subcommand("evaluate", "Loss and metrics of saved weights on the test (or validation) set");
   e->add_option("project", a->project, "Project file (JSON)")->required();
-  e->add_option("--weights", a->weights, "Weights file saved by train --save-weights")->required();
+  e->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")->required();
   a->o.addTo(e, false);
   e->callback([a, &exitCode] { exitCode = guarded([&] { return evaluate(*a); }); });
 
   auto* p = app.add_subcommand("predict", "Class probabilities (samples, classes) for an IDX images file or a CSV of features");
   p->add_option("project", a->project, "Project file (JSON)")->required();
-  p->add_option("--weights", a->weights, "Weights file saved by train --save-weights")->required();
+  p->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")->required();
   p->add_option("--input", a->input, "IDX images file (.gz or raw) or CSV of numeric features")->required();
   p->add_option("--output", a->output, "CSV file to write (default: standard output)");
   a->o.addTo(p, false);

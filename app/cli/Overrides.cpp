@@ -11,8 +11,8 @@ void Overrides::addTo(CLI::App* c, bool training) {
   if (!training) return;
   c->add_option("--epochs", epochs, "Number of epochs")->check(CLI::PositiveNumber);
   c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(CLI::PositiveNumber);
-  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica instead (global = this x replicas)")->check(CLI::PositiveNumber);
-  c->add_option("--lr", lr, "Base learning rate (for one replica)")->check(CLI::PositiveNumber);
+  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(CLI::PositiveNumber);
+  c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")->check(CLI::PositiveNumber);
   c->add_option("--optimizer", optimizer, "Optimizer: sgd, adam or rmsprop (Keras defaults for its other arguments)")
       ->check(CLI::IsMember({"sgd", "adam", "rmsprop"}));
   c->add_option("--seed", seed, "Seed for initial weights, shuffling and dropout");

@@ -17,7 +17,7 @@ struct Overrides {
   std::optional<uint64_t> seed;
   std::optional<double> warmupEpochs;
   std::optional<int> accumulate, threadsPerDevice;
-  std::optional<int64_t> bucketKb;
+  std::optional<int64_t> bucketKb, lrReferenceBatch;
 
   void addTo(CLI::App* cmd, bool training);
   void apply(ml::Project& p) const;

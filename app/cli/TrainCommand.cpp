@@ -12,6 +12,7 @@
 #include "RunRecording.h"
 #include "Error.h"
 #include "data/Dataset.h"
+#include "export/WeightsNpz.h"
 #include "nn/WeightsFile.h"
 #include "learn/ScalingExperiment.h"
 #include "train/Trainer.h"
@@ -28,9 +29,20 @@ struct TrainArgs {
   Overrides o;
   std::optional<int64_t> steps;
   bool quiet = false;
-  std::string saveWeights, report, name;
+  std::string saveWeights, saveInitialWeights, report, name;
   RecordingArgs rec;
 };
+
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// PATH.npz: NumPy arrays named per layer (for the generated programs' --weights); else .mlw.
+uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
+  if (!endsWith(path, ".npz")) return ml::saveWeights(model, path);
+  ml::saveWeightsNpz(model, path);
+  return model.checksum();
+}
 
 // Runs one training to the end with progress on stdout; returns the finish event.
 ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
@@ -85,10 +97,15 @@ int train(TrainArgs& a) {
   opts.runName = a.name;
   ml::Trainer trainer(p, data, hub, opts);
   auto recording = RunRecording::open(a.rec, hub);  // before training: a bad store fails now
+  if (!a.saveInitialWeights.empty()) {
+    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveInitialWeights);
+    if (!a.quiet) std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(), static_cast<unsigned long long>(sum));
+  }
   std::vector<ml::EpochEvent> epochs;
-  const ml::RunFinished fin = runTraining(trainer, hub, a.quiet, recording.get(), &epochs, nullptr);
+  std::vector<ml::StepEvent> steps;
+  const ml::RunFinished fin = runTraining(trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps);
   if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
-    const uint64_t sum = ml::saveWeights(trainer.strategy().model(0), a.saveWeights);
+    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveWeights);
     if (!a.quiet) std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
     if (recording) recording->addArtifact(a.saveWeights, "weights", sum);
   }
@@ -103,6 +120,14 @@ int train(TrainArgs& a) {
       if (e.valMetric) je["val_metric"] = *e.valMetric;
       r["epochs"].push_back(je);
     }
+    // Per step: the global batch's mean loss and the learning rate used (to compare with other programs).
+    nlohmann::json sl = nlohmann::json::array(), lr = nlohmann::json::array();
+    for (const auto& st : steps) {
+      sl.push_back(st.loss);
+      lr.push_back(st.lr);
+    }
+    r["step_loss"] = sl;
+    r["step_lr"] = lr;
     std::ofstream(a.report) << r.dump(2) << "\n";
   }
   return exitCodeFor(fin);
@@ -194,8 +219,13 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   a->o.addTo(c, true);
   c->add_option("--steps", a->steps, "Stop after N optimizer steps")->check(CLI::PositiveNumber);
   c->add_flag("--quiet", a->quiet, "Print only errors");
-  c->add_option("--save-weights", a->saveWeights, "Write the trained weights to PATH (.mlw)");
-  c->add_option("--report", a->report, "Write a JSON report (per-epoch seconds, samples/s, sync shares) to PATH");
+  c->add_option("--save-weights", a->saveWeights,
+                "Write the trained weights to PATH: .npz gives NumPy arrays named like dense_1/kernel (in, out) and "
+                "dense_1/bias, any other name Mirrorlab's .mlw");
+  c->add_option("--save-initial-weights", a->saveInitialWeights,
+                "Write the weights before the first step to PATH (.npz or .mlw, as --save-weights): start a generated "
+                "program from them with --weights PATH.npz");
+  c->add_option("--report", a->report, "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
   c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
   a->rec.addTo(c);
   c->callback([a, &exitCode] { exitCode = guarded([&] { return train(*a); }); });

@@ -12,7 +12,9 @@ int main(int argc, char** argv) {
   int exitCode = 0;
   mlcli::addTrainCommand(app, exitCode);
   mlcli::addScaleCommand(app, exitCode);
+  mlcli::addSweepCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
+  mlcli::addExportCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);
   try {

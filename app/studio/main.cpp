@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   cli.addHelpOption();
   cli.addVersionOption();
   cli.addPositionalArgument(QStringLiteral("project"), QStringLiteral("A project file (.json) to open"));
-  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs, learn"),
+  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs, learn, sweeps"),
                           QStringLiteral("name"));
   QCommandLineOption train(QStringLiteral("train"), QStringLiteral("Start training right away"));
   QCommandLineOption steps(QStringLiteral("max-steps"), QStringLiteral("Stop training after N steps"), QStringLiteral("N"));
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   }
   const QStringList pages = {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("devices"),
                              QStringLiteral("training"), QStringLiteral("dashboard"), QStringLiteral("runs"),
-                             QStringLiteral("learn")};
+                             QStringLiteral("learn"), QStringLiteral("sweeps")};
   if (cli.isSet(page) && pages.contains(cli.value(page)))
     window.showPage(static_cast<mlui::MainWindow::Page>(pages.indexOf(cli.value(page))));
   const QStringList tabs = {QStringLiteral("lessons"), QStringLiteral("step"), QStringLiteral("scaling"), QStringLiteral("sync"),

@@ -27,6 +27,7 @@ std::vector<std::string> cudaPluginCandidates() {
   const std::string dir = executableDir();
   if (!dir.empty()) {
     c.push_back(dir + "/" MLCUDA_PLUGIN_FILE);
+    c.push_back(dir + "/../lib/mirrorlab/" MLCUDA_PLUGIN_FILE);  // installed: bin/ and lib/mirrorlab/ of one prefix
     c.push_back(dir + "/../lib/" MLCUDA_PLUGIN_FILE);
   }
   c.push_back(MLCUDA_PLUGIN_FILE);

@@ -132,7 +132,7 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
         std::string cols;
         for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
         throw UserError("CSV file '" + path + "' has no label column '" + labelColumn + "'; its columns are: " + cols +
-                        ". Set data.labelColumn in the project to one of them");
+                        ". Choose one of them as the Label column on the Data screen");
       }
       labelIndex = static_cast<size_t>(it - header.begin());
       if (header.size() < 2)

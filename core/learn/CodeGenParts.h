@@ -43,7 +43,8 @@ ModelPlan planModel(const Project& p);
 // Replicas the project's device list asks for (cpu:4 -> 4, gpu:0,1 -> 2).
 int projectReplicas(const Project& p);
 
-// The opening comment: the project's name, then 4 lines on the mirrored mapping.
+// The opening comment: the project's name, then the lines on the mirrored mapping (and on anything
+// the framework does not do exactly as Mirrorlab).
 std::string headerComment(const Project& p, const std::string& framework, const std::vector<std::string>& mapping);
 
 // Python: constants and load_data(data_dir) -> (x_train, y_train, x_val, y_val, num_classes),

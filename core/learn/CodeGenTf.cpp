@@ -1,11 +1,13 @@
-// The TensorFlow/Keras program: tf.distribute.MirroredStrategy, the model built and compiled in
-// strategy.scope(), a tf.data pipeline batched at the global batch (which the strategy splits
-// across replicas), the learning rate scaled with num_replicas_in_sync and an optional linear
-// warm-up schedule that matches the Trainer's.
+// The TensorFlow/Keras program: tf.distribute.MirroredStrategy over every GPU, or over the
+// project's N devices as N logical CPU devices when there is none; the model built and compiled in
+// strategy.scope(); Mirrorlab's shuffle fed at the global batch (accumulation included), which the
+// strategy splits across the replicas; Keras' optimizers (Mirrorlab uses their formulas); the
+// learning rate scaled with num_replicas_in_sync and the Trainer's linear warm-up.
 #include <regex>
 
 #include "learn/CodeGen.h"
 #include "learn/CodeGenParts.h"
+#include "project/LrScaling.h"
 
 namespace ml {
 
@@ -19,12 +21,13 @@ std::string nameArg(const std::string& name) {
   return std::regex_match(name, plain) ? ", name=" + pyStr(name) : "";
 }
 
-std::string kerasLayer(const LayerPlan& l) {
+std::string kerasLayer(const LayerPlan& l, size_t index) {
   if (l.type == "Dense")
     return "tf.keras.layers.Dense(" + pyInt(l.units) + ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
            ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
   if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + nameArg(l.name) + ")";
-  if (l.type == "Dropout") return "tf.keras.layers.Dropout(" + pyNum(l.rate) + ", seed=SEED" + nameArg(l.name) + ")";
+  if (l.type == "Dropout")  // its own seed per layer: two layers with one seed would drop the same units
+    return "tf.keras.layers.Dropout(" + pyNum(l.rate) + ", seed=SEED + " + std::to_string(index) + nameArg(l.name) + ")";
   return "tf.keras.layers.Flatten(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
 }
 
@@ -54,7 +57,7 @@ std::string kerasMetrics(const TrainingSpec& t) {
   return out + "]";
 }
 
-constexpr const char* kWarmup = R"PY(
+constexpr const char* kHelpers = R"PY(
 
 class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
     """From the base rate to the scaled rate over the first warmup_steps updates, then constant."""
@@ -68,12 +71,10 @@ class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"base_lr": self.base_lr, "target_lr": self.target_lr, "warmup_steps": self.warmup_steps}
-)PY";
 
-constexpr const char* kStopAfter = R"PY(
 
 class StopAfterSteps(tf.keras.callbacks.Callback):
-    """--steps N: stop after N optimizer updates (a quick check that everything runs)."""
+    """--steps N: stop after N optimizer updates, counted across the epochs' fit() calls."""
 
     def __init__(self, steps):
         super().__init__()
@@ -81,9 +82,58 @@ class StopAfterSteps(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.done += 1
-        if self.done >= self.steps:
+        if self.steps and self.done >= self.steps:
             self.model.stop_training = True
+
+
+def require_keras():
+    import keras
+    if keras.__version__ == "3.7.0":
+        sys.exit("Keras 3.7.0 cannot build a model with Dropout inside MirroredStrategy.scope() (fixed in 3.8.0): "
+                 "pip install 'keras!=3.7.0'")
+
+
+def make_strategy():
+    """MirroredStrategy over every visible GPU; without one, over DEVICES logical CPU devices."""
+    if tf.config.list_physical_devices("GPU"):
+        return tf.distribute.MirroredStrategy()
+    # Without this, MirroredStrategy() sees one CPU device and trains a single replica. It must run
+    # before the TensorFlow runtime is initialised (by the first op or the first logical-device query).
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])
+    return tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices("CPU")])
+
+
+def load_weights(model, path):
+    """Weights saved by Mirrorlab (mirrorlab-cli train --save-initial-weights / --save-weights FILE.npz)."""
+    dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
+    with np.load(path) as z:
+        for layer, name in zip(dense, DENSE_NAMES):
+            keys = [name + "/kernel"] + ([name + "/bias"] if layer.use_bias else [])
+            missing = [k for k in keys if k not in z.files]
+            if missing:
+                sys.exit(f"{path}: no array {missing[0]!r} (it holds {', '.join(z.files)}): save it from this project")
+            layer.set_weights([z[k] for k in keys])  # Keras' kernel is (in, out), as Mirrorlab stores it
 )PY";
+
+// The lines that name what this program does not do exactly as Mirrorlab (none when it does).
+std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
+  std::vector<std::string> out;
+  for (const auto& l : m.layers)
+    if (l.type == "Dropout" && l.rate > 0) {
+      out.push_back("Differs from Mirrorlab: dropout masks are Keras' draws (a seed per layer), not Mirrorlab's masks keyed");
+      out.push_back("by step and sample, so with dropout the two runs agree in distribution only.");
+      break;
+    }
+  const int replicas = projectReplicas(p);
+  if (replicas > 1 && !p.training.perDeviceBatch && p.training.batchSize % replicas != 0) {
+    out.push_back("Differs from Mirrorlab: Keras scales each replica's mean loss by 1 / num_replicas_in_sync, so when the");
+    out.push_back("global batch (" + std::to_string(p.training.batchSize) + ") does not split evenly over " + std::to_string(replicas) +
+                  " replicas the samples of a smaller shard weigh a little more than");
+    out.push_back("in Mirrorlab's mean over the global batch. (The same holds for an epoch's last batch when it is uneven.)");
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -91,36 +141,49 @@ std::string generateTensorFlowProgram(const Project& p) {
   const ModelPlan model = planModel(p);
   const TrainingSpec& t = p.training;
   const std::string file = suggestedFileName(p, Framework::TensorFlow);
-  const std::string batchWords = t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica" : std::to_string(t.batchSize) + " in all";
-  std::string out = headerComment(
-      p, "TensorFlow/Keras",
-      {"Mirrored training: tf.distribute.MirroredStrategy makes one replica (a full copy of the model) per device;",
-       "each global batch (" + batchWords + ") is split into strategy.num_replicas_in_sync shards, one per replica;",
-       "every step each replica computes gradients on its shard, an all-reduce sums them across replicas (the mean",
-       "over the global batch), and every replica applies the same update, so the copies stay identical."});
-  out += "\"\"\"Run: python3 " + file + " [--epochs N] [--steps N] [--data FOLDER]\n\n"
-         "Needs TensorFlow 2 and numpy. MirroredStrategy uses every visible GPU (one replica each); on a\n"
-         "machine without one it trains on the CPU as a single replica. Project: " +
-         pyDocText(p.description) + "\n\"\"\"\n";
-  out += "import argparse\nimport gzip\nimport math\nimport os\n\nimport numpy as np\nimport tensorflow as tf\n\n";
+  const std::string batchWords = t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch"
+                                                  : std::to_string(t.batchSize) + " in all";
+  std::vector<std::string> mapping = {
+      "Mirrored training: tf.distribute.MirroredStrategy makes one replica (a full copy of the model) per device:",
+      "every visible GPU or, without one, the project's device count as logical CPU devices. Each global batch",
+      "(" + batchWords + ") is split into strategy.num_replicas_in_sync per-replica batches; each replica computes",
+      "gradients on its part, an all-reduce sums them across the replicas, and every replica applies the same",
+      "update, so the copies stay identical. Requires TensorFlow 2 and Keras other than 3.7.0 (keras!=3.7.0)."};
+  for (const auto& d : tfDifferences(p, model)) mapping.push_back(d);
+  std::string out = headerComment(p, "TensorFlow/Keras", mapping);
+  out += "\"\"\"Run: python3 " + file + " [--epochs N] [--steps N] [--data FOLDER] [--weights FILE.npz] [--predict-only]\n\n"
+         "Needs TensorFlow 2 with Keras other than 3.7.0, and numpy. MirroredStrategy uses every visible GPU (one\n"
+         "replica each); on a machine without one it splits the CPU into the project's number of logical devices.\n"
+         "Start from Mirrorlab's weights with --weights init.npz, saved by:\n"
+         "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
+         "Project: " + pyDocText(p.description) + "\n\"\"\"\n";
+  out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
+  out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
+         " (logical CPU devices when there is no GPU)\n";
   if (t.perDeviceBatch)
-    out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) + "  # the project's batch per device: global = this x num_replicas_in_sync\n";
+    out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) +
+           "  # the project's batch per device and micro-batch: global = this x num_replicas_in_sync x ACCUMULATE\n";
   else
-    out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: each replica gets GLOBAL_BATCH / num_replicas_in_sync\n";
-  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # for one replica\n";
-  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate grows with num_replicas_in_sync\n";
-  out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
+    out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: samples per optimizer update\n";
+  out += "ACCUMULATE = " + std::to_string(t.accumulate) + "  # Mirrorlab's micro-batches per update\n";
   if (t.accumulate > 1)
-    out += "# The project accumulates " + std::to_string(t.accumulate) +
-           " micro-batches per update; the update (one global batch) is the same without it, so this program does not.\n";
+    out += "# This program feeds each global batch at once instead: the update is the same (the gradient of the mean\n"
+           "# loss over the global batch), only the memory a replica needs is larger.\n";
+  out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
+  out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
+  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
+  out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
+  std::string denseNames;
+  for (const auto& l : model.layers)
+    if (l.type == "Dense") denseNames += (denseNames.empty() ? "" : ", ") + pyStr(l.name);
+  out += "DENSE_NAMES = [" + denseNames + "]  # their arrays in a weights .npz: NAME/kernel, NAME/bias\n";
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----\n";
   out += "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
-  for (const auto& l : model.layers) out += "        " + kerasLayer(l) + ",\n";
+  for (size_t i = 0; i < model.layers.size(); ++i) out += "        " + kerasLayer(model.layers[i], i) + ",\n";
   out += "    ])\n\n\ndef make_optimizer(learning_rate):\n    return " + kerasOptimizer(t.optimizer) + "\n";
-  if (t.warmupEpochs > 0) out += kWarmup;
-  out += kStopAfter;
+  out += kHelpers;
   out += R"PY(
 
 def main():
@@ -128,19 +191,23 @@ def main():
     parser.add_argument("--epochs", type=int, default=EPOCHS)
     parser.add_argument("--steps", type=int, default=0, help="stop after this many updates (0: every epoch)")
     parser.add_argument("--data", default=None, help="folder holding the data files")
+    parser.add_argument("--weights", default=None, help="start from these weights (.npz saved by Mirrorlab)")
+    parser.add_argument("--predict-only", action="store_true", help="only print the loss and metric of the weights")
     args = parser.parse_args()
 
+    require_keras()
+    strategy = make_strategy()  # first: the logical CPU devices must exist before TensorFlow starts
     tf.keras.utils.set_random_seed(SEED)
-    strategy = tf.distribute.MirroredStrategy()  # one replica per visible GPU, else the CPU
     replicas = strategy.num_replicas_in_sync
 )PY";
   if (t.perDeviceBatch)
-    out += "    global_batch = PER_REPLICA_BATCH * replicas\n";
+    out += "    global_batch = PER_REPLICA_BATCH * replicas * ACCUMULATE  # samples per optimizer update\n";
   else
     out += "    global_batch = GLOBAL_BATCH\n";
-  out += R"PY(    lr_factor = {"none": 1.0, "linear": float(replicas), "sqrt": math.sqrt(replicas)}[LR_SCALING]
-    learning_rate = BASE_LEARNING_RATE * lr_factor
-    print(f"{replicas} replica(s): global batch {global_batch} ({math.ceil(global_batch / replicas)} per replica), "
+  out += "    lr_factor = " + lrScalingPython() + "\n";
+  out += R"PY(    learning_rate = BASE_LEARNING_RATE * lr_factor
+    print(f"{replicas} replica(s): global batch {global_batch} (per replica {global_batch // replicas}"
+          f"{'-' + str(-(-global_batch // replicas)) if global_batch % replicas else ''}), "
           f"learning rate {BASE_LEARNING_RATE} x {lr_factor:g} = {learning_rate:g} ({LR_SCALING} scaling)")
 
     x_train, y_train, x_val, y_val, num_classes = load_data(args.data)
@@ -149,26 +216,32 @@ def main():
     out += "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"
            "    y_val = tf.keras.utils.to_categorical(y_val, num_classes) if y_val is not None else None\n";
   out += R"PY(    steps_per_epoch = math.ceil(len(x_train) / global_batch)
-    # Batched at the GLOBAL batch: the strategy splits every batch across the replicas.
-    train_ds = (tf.data.Dataset.from_tensor_slices((x_train, y_train))
-                .shuffle(len(x_train), seed=SEED, reshuffle_each_iteration=True)
-                .batch(global_batch)
-                .prefetch(tf.data.AUTOTUNE))
-    val_ds = tf.data.Dataset.from_tensor_slices((x_val, y_val)).batch(global_batch) if x_val is not None else None
-
-)PY";
-  if (t.warmupEpochs > 0)
-    out += "    schedule = LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)\n";
-  else
-    out += "    schedule = learning_rate\n";
-  out += R"PY(    with strategy.scope():  # variables created here are mirrored: one copy per replica
+    schedule = learning_rate
+    if WARMUP_EPOCHS > 0:
+        schedule = LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)
+    with strategy.scope():  # variables created here are mirrored: one copy per replica
         model = build_model()
         model.compile(optimizer=make_optimizer(schedule),
                       loss=)PY" +
          kerasLoss(t) + ",\n                      metrics=" + kerasMetrics(t) + ")\n";
-  out += R"PY(    model.summary()
-    callbacks = [StopAfterSteps(args.steps)] if args.steps > 0 else []
-    model.fit(train_ds, epochs=args.epochs, validation_data=val_ds, callbacks=callbacks, verbose=2)
+  out += R"PY(    if args.weights:
+        load_weights(model, args.weights)
+    model.summary()
+    if args.predict_only:
+        for name, x, y in (("train", x_train, y_train), ("val", x_val, y_val)):
+            if x is not None:
+                result = model.evaluate(x, y, batch_size=global_batch, return_dict=True, verbose=0)
+                print(f"{name}: " + " ".join(f"{k} {v:.9g}" for k, v in result.items()) + f" ({len(x)} samples)")
+        return
+    val_ds = tf.data.Dataset.from_tensor_slices((x_val, y_val)).batch(global_batch) if x_val is not None else None
+    stop = StopAfterSteps(args.steps)
+    for epoch in range(1, args.epochs + 1):
+        # Mirrorlab's order for this epoch, batched at the GLOBAL batch: the strategy splits every batch.
+        order = epoch_order(len(x_train), SEED, epoch)
+        train_ds = tf.data.Dataset.from_tensor_slices((x_train[order], y_train[order])).batch(global_batch)
+        model.fit(train_ds, initial_epoch=epoch - 1, epochs=epoch, validation_data=val_ds, callbacks=[stop], verbose=2)
+        if model.stop_training:
+            break
 
 
 if __name__ == "__main__":

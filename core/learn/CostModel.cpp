@@ -67,27 +67,35 @@ double median(std::vector<double> v) {
 
 // Median wall time of `repeats` ring all-reduces of `floats` floats over n threads (one warm-up
 // call first). The buffers are refilled outside the timed part so the sums never overflow.
-double timeRing(int n, size_t floats, int repeats) {
+struct RingTimes {
+  double median = 0, low = 0, high = 0;
+};
+
+// Warms up first (threads, caches, page faults: the first collectives are several times slower
+// than the rest), then times `repeats` collectives and keeps their median and spread.
+RingTimes timeRing(int n, size_t floats, int repeats) {
   RingAllReduce ring(n);
   std::barrier<> sync(n);
   std::vector<std::vector<float>> buffers(static_cast<size_t>(n), std::vector<float>(floats));
   std::vector<double> times;
   auto worker = [&](int rank) {
     auto& buf = buffers[static_cast<size_t>(rank)];
-    for (int it = 0; it <= repeats; ++it) {
+    const int warmup = std::max(3, repeats / 2);
+    for (int it = 0; it < warmup + repeats; ++it) {
       std::fill(buf.begin(), buf.end(), 0.001f * static_cast<float>(rank + 1));
       sync.arrive_and_wait();
       const auto t0 = std::chrono::steady_clock::now();
       ring.allReduce(rank, buf);
       sync.arrive_and_wait();  // the slowest participant ends the collective
-      if (rank == 0 && it > 0) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (rank == 0 && it >= warmup) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   std::vector<std::thread> threads;
   for (int r = 1; r < n; ++r) threads.emplace_back(worker, r);
   worker(0);
   for (auto& t : threads) t.join();
-  return median(times);
+  std::sort(times.begin(), times.end());
+  return {median(times), times.front(), times.back()};
 }
 
 }  // namespace
@@ -100,8 +108,12 @@ HostAllReduceMeasurement measureHostAllReduce(int n, int64_t bytes, int repeats)
   HostAllReduceMeasurement m;
   m.devices = n;
   m.bytes = bytes;
-  m.smallSeconds = timeRing(n, static_cast<size_t>(n), repeats);
-  m.seconds = timeRing(n, static_cast<size_t>(bytes / 4), repeats);
+  m.smallSeconds = timeRing(n, static_cast<size_t>(n), repeats).median;
+  const RingTimes big = timeRing(n, static_cast<size_t>(bytes / 4), repeats);
+  m.seconds = big.median;
+  m.secondsLow = big.low;
+  m.secondsHigh = big.high;
+  m.repeats = repeats;
   const double messages = 2.0 * (n - 1);
   const double moved = messages / n * static_cast<double>(bytes);
   // alpha from the tiny buffer; the rest of the large one is transfer. When the gradient is so

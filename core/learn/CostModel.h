@@ -57,7 +57,9 @@ struct HostAllReduceMeasurement {
   Link link;                    // id "host", measured = true
   int devices = 2;
   int64_t bytes = 0;
-  double seconds = 0;           // median time of one all-reduce of `bytes`
+  double seconds = 0;           // median time of one all-reduce of `bytes`, after a warm-up
+  double secondsLow = 0, secondsHigh = 0;  // fastest and slowest of the timed repeats
+  int repeats = 0;
   double smallSeconds = 0;      // median time of one all-reduce of n floats
   double busBandwidth = 0;      // 2 (n-1)/n bytes / seconds, as NCCL reports it
   bool modelled = false;

@@ -4,6 +4,7 @@
 #include "learn/Lesson.h"
 
 #include "JsonFile.h"
+#include "project/SharedData.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -28,6 +29,7 @@ Project LessonExperiment::apply(const Project& base) const {
   if (batch > 0) p.training.batchSize = batch;
   if (!lrScaling.empty()) p.training.lrScaling = lrScaling;
   if (warmupEpochs >= 0) p.training.warmupEpochs = warmupEpochs;
+  if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
   return p;
 }
@@ -66,7 +68,8 @@ struct LessonReader : JsonFieldReader {
 };
 
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
-  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "epochs", "steps"});
+  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
+                       "steps"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   static const std::regex labelRe("[a-z][a-z0-9_]*");
@@ -90,6 +93,7 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   if (!x.lrScaling.empty() && x.lrScaling != "none" && x.lrScaling != "linear" && x.lrScaling != "sqrt")
     r.fail(path + ".lr_scaling", "is '" + x.lrScaling + "' (allowed: none, linear, sqrt)");
   x.warmupEpochs = r.number(e, path, "warmup_epochs", -1, 0, "a number of epochs (0 or more)");
+  x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
   x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
   return x;
@@ -177,9 +181,21 @@ Lesson loadLesson(const std::string& path, const std::string& projectsDir) {
   return l;
 }
 
+// The projects a lesson folder's lessons refer to: an installed share/mirrorlab/lessons has its
+// projects beside it (share/mirrorlab/projects); the source tree's projects/lessons sits inside them.
+static std::string lessonProjectsDir(const std::string& dir) {
+  const fs::path d = fs::path(dir).lexically_normal();
+  const fs::path parent = (d.filename().empty() ? d.parent_path() : d).parent_path();
+  std::error_code ec;
+  if (parent.filename() == "mirrorlab" && fs::is_directory(parent / "projects", ec)) return (parent / "projects").string();
+  return parent.string();
+}
+
 std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
-  if (!fs::is_directory(dir)) throw UserError("lesson folder '" + dir + "' does not exist: set MIRRORLAB_LESSONS or run from the Mirrorlab folder");
-  const std::string projects = projectsDir.empty() ? fs::path(dir).lexically_normal().parent_path().string() : projectsDir;
+  if (!fs::is_directory(dir))
+    throw UserError("lesson folder '" + dir + "' does not exist: reinstall Mirrorlab, set MIRRORLAB_LESSONS or give --dir; searched:\n" +
+                    describeSharedDataSearch());
+  const std::string projects = projectsDir.empty() ? lessonProjectsDir(dir) : projectsDir;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir))
     if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
@@ -197,17 +213,7 @@ std::vector<Lesson> loadLessons(const std::string& dir, const std::string& proje
 
 std::string defaultLessonsDir() {
   if (const char* env = std::getenv("MIRRORLAB_LESSONS"); env && *env) return env;
-  std::vector<fs::path> candidates = {fs::current_path() / "projects" / "lessons"};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const fs::path bin = exe.parent_path();
-    for (const char* rel : {"../share/mirrorlab/projects/lessons", "../projects/lessons", "../../projects/lessons", "../../../projects/lessons"})
-      candidates.push_back(bin / rel);
-  }
-  for (const auto& c : candidates)
-    if (fs::is_directory(c, ec)) return c.lexically_normal().string();
-  return (fs::path("projects") / "lessons").string();
+  return findSharedData().lessonsDir;
 }
 
 std::vector<std::string> placeholdersIn(const std::string& text) {

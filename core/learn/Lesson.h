@@ -23,6 +23,7 @@ struct LessonExperiment {
   int64_t batch = 0;            // 0: the project's batch size
   std::string lrScaling;        // none | linear | sqrt; "" keeps the project's
   double warmupEpochs = -1;     // < 0 keeps the project's
+  double learningRate = 0;      // base rate (before scaling); 0 keeps the project's
   int epochs = 0;               // 0 keeps the project's
   int64_t steps = 0;            // stop after this many updates (0: every epoch)
 
@@ -56,10 +57,11 @@ struct Lesson {
 Lesson parseLesson(const nlohmann::json& j, const std::string& source, const std::string& projectsDir);
 Lesson loadLesson(const std::string& path, const std::string& projectsDir);
 // Every *.json in dir, sorted by order then id; a bad file throws naming it. projectsDir defaults
-// to the parent of dir (projects/lessons -> projects).
+// to the projects beside an installed lesson folder (share/mirrorlab/lessons -> share/mirrorlab/projects),
+// else to the parent of dir (projects/lessons -> projects).
 std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir = "");
-// The lesson folder next to the example projects: $MIRRORLAB_LESSONS, else the first of
-// ./projects/lessons, <exe>/../share/mirrorlab/projects/lessons, the source tree's projects/lessons.
+// The lesson folder: $MIRRORLAB_LESSONS, else the one beside the example projects that
+// findSharedData() finds (build tree, install prefix, XDG data folders).
 std::string defaultLessonsDir();
 
 // The placeholders a text uses, in order of first appearance, without braces.

@@ -82,14 +82,14 @@ void RmsProp::update(size_t offset, std::span<float> p, std::span<const float> g
     for (size_t i = 0; i < n; ++i) {
       const float gi = gg[i] * scale;
       v[i] = rho * v[i] + c * gi * gi;
-      pp[i] -= lr * gi / (std::sqrt(v[i]) + eps);
+      pp[i] -= lr * gi / std::sqrt(v[i] + eps);
     }
   } else {
     float* __restrict mom = mom_.data() + offset;
     for (size_t i = 0; i < n; ++i) {
       const float gi = gg[i] * scale;
       v[i] = rho * v[i] + c * gi * gi;
-      mom[i] = momentum_ * mom[i] + lr * gi / (std::sqrt(v[i]) + eps);
+      mom[i] = momentum_ * mom[i] + lr * gi / std::sqrt(v[i] + eps);
       pp[i] -= mom[i];
     }
   }

@@ -73,8 +73,9 @@ class Adam : public Optimizer {
   std::vector<float> m_, v_;
 };
 
-// Keras RMSprop (centered = false): v = rho v + (1 - rho) g^2; p -= lr g / (sqrt(v) + eps),
-// with momentum: mom = momentum * mom + lr g / (sqrt(v) + eps); p -= mom.
+// Keras RMSprop (centered = false): v = rho v + (1 - rho) g^2; p -= lr g / sqrt(v + eps),
+// with momentum: mom = momentum * mom + lr g / sqrt(v + eps); p -= mom. (PyTorch's RMSprop divides
+// by sqrt(v) + eps instead; the difference shows while v is not much larger than eps.)
 class RmsProp : public Optimizer {
  public:
   RmsProp(const OptimizerSpec& spec, int64_t n)

@@ -93,7 +93,7 @@ json Project::toJson() const {
     if (data.kind == "blobs") d["features"] = data.features;
   }
   if (data.validationSplit > 0) d["validation_split"] = data.validationSplit;
-  return json{
+  json out{
       {"schema_version", schemaVersion},
       {"name", name},
       {"description", description},
@@ -117,6 +117,9 @@ json Project::toJson() const {
         {"bucket_bytes", distribute.bucketBytes},
         {"threads_per_device", distribute.threadsPerDevice}}},
   };
+  // Written only when set, so that files which rely on the default keep their exact text.
+  if (training.lrReferenceBatch > 0) out["training"]["lr_reference_batch"] = training.lrReferenceBatch;
+  return out;
 }
 
 Project Project::fromJson(const json& j, const std::string& source) {
@@ -176,7 +179,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
   if (j.contains("training")) {
     const json& t = j.at("training");
     r.onlyKeys(t, "training", {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics",
-                               "seed", "lr_scaling", "warmup_epochs", "accumulate"});
+                               "seed", "lr_scaling", "lr_reference_batch", "warmup_epochs", "accumulate"});
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");
     r.get(t, "training", "batch_size", p.training.batchSize, "a positive integer");
     r.get(t, "training", "per_device_batch", p.training.perDeviceBatch, "true or false");
@@ -184,6 +187,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(t, "training", "from_logits", p.training.fromLogits, "true or false");
     r.get(t, "training", "seed", p.training.seed, "a non-negative integer");
     r.get(t, "training", "lr_scaling", p.training.lrScaling, "none, linear or sqrt");
+    r.get(t, "training", "lr_reference_batch", p.training.lrReferenceBatch, "a global batch size (0: the batch_size field)");
     r.get(t, "training", "warmup_epochs", p.training.warmupEpochs, "a number of epochs");
     r.get(t, "training", "accumulate", p.training.accumulate, "a positive integer");
     if (t.contains("metrics")) {
@@ -241,6 +245,7 @@ void validate(const Project& p, const std::string& source) {
   if (t.lrScaling != "none" && t.lrScaling != "linear" && t.lrScaling != "sqrt")
     fail("training.lr_scaling", "is '" + t.lrScaling + "' (allowed: none, linear, sqrt)");
   if (t.warmupEpochs < 0) fail("training.warmup_epochs", "must be 0 or more");
+  if (t.lrReferenceBatch < 0) fail("training.lr_reference_batch", "must be 0 (the batch_size field) or a global batch size");
   const auto& k = p.data.kind;
   if (k != "fashion-mnist" && k != "idx" && k != "csv" && k != "spirals" && k != "blobs")
     fail("data.kind", "is '" + k + "' (allowed: fashion-mnist, idx, csv, spirals, blobs)");

@@ -25,6 +25,7 @@ struct TrainingSpec {
   std::vector<std::string> metrics = {"accuracy"};
   uint64_t seed = 42;
   std::string lrScaling = "none";     // none | linear | sqrt
+  int64_t lrReferenceBatch = 0;       // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
   double warmupEpochs = 0.0;
   int accumulate = 1;                 // micro-batches per update
 };

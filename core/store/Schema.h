@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -122,11 +122,38 @@ CREATE INDEX artifacts_run ON artifacts(run_id);
 ALTER TABLE runs ADD COLUMN ui_frames INTEGER;
 ALTER TABLE runs ADD COLUMN ui_draw_ms REAL;
 )sql",
+    // v4: sweeps (a grid of batch size x learning rate x devices x scaling rule) and their points,
+    // each point a run; the runs are also tagged "sweep:<id>".
+    R"sql(
+CREATE TABLE sweeps(
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  created REAL NOT NULL,
+  status TEXT NOT NULL,
+  target REAL,
+  grid_json TEXT NOT NULL,
+  options_json TEXT NOT NULL,
+  project_json TEXT NOT NULL
+);
+CREATE TABLE sweep_points(
+  sweep_id INTEGER NOT NULL REFERENCES sweeps(id) ON DELETE CASCADE,
+  point INTEGER NOT NULL,
+  batch_size INTEGER NOT NULL,
+  lr REAL NOT NULL,
+  devices TEXT NOT NULL,
+  lr_scaling TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending',
+  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  message TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(sweep_id, point)
+) WITHOUT ROWID;
+)sql",
 };
 
 // Tables a store of each version must hold (checked when opening).
 inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs",
                                             "device_samples"};
 inline constexpr const char* kTablesV2[] = {"tags", "artifacts"};
+inline constexpr const char* kTablesV4[] = {"sweeps", "sweep_points"};
 
 }  // namespace ml::store

@@ -115,6 +115,7 @@ void checkContents(const std::string& path, uintmax_t size) {
   std::string uri = "file:" + uriEscape(path) + (walInUse ? "?mode=ro" : "?mode=ro&immutable=1");
   try {
     sql::Db db = sql::Db::open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
+    sqlite3_busy_timeout(db.handle(), 10000);  // a writer in this or another process may hold a lock
     auto tables = userTables(db);
     int64_t app = db.queryInt("PRAGMA application_id");
     int64_t version = db.queryInt("PRAGMA user_version");
@@ -144,6 +145,8 @@ void checkContents(const std::string& path, uintmax_t size) {
       for (const char* t : store::kTablesV1) need(t);
     if (version >= 2)
       for (const char* t : store::kTablesV2) need(t);
+    if (version >= 4)
+      for (const char* t : store::kTablesV4) need(t);
     for (const auto& t : tables)
       db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t + "\" LIMIT 1)");
     if (version >= 1) db.queryInt("SELECT count(*) FROM runs");

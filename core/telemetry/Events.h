@@ -1,5 +1,6 @@
 // Typed telemetry events: what the training core tells the CLI, the run recorder and the studio.
-// All times are seconds; wall times are seconds since the run started (steady clock).
+// All times are seconds; wall times are seconds of training since the run started (steady clock,
+// paused time left out: see RunPaused).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -94,6 +95,14 @@ struct DeviceSample {
   double memoryBytes = 0;
 };
 
+// Sent when a paused run resumes (or is cancelled while paused). Paused time is not training
+// time: every other time in a run (wall, step, epoch, throughput) leaves it out, so wallTime is
+// the training time at which the pause began and the pause itself is only this event.
+struct RunPaused {
+  double wallTime = 0;
+  double seconds = 0;          // how long it was paused, in real time
+};
+
 struct RunFinished {
   RunStatus status = RunStatus::Finished;
   std::string message;         // error or divergence message
@@ -103,6 +112,6 @@ struct RunFinished {
   std::optional<double> finalValMetric;
 };
 
-using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunFinished>;
+using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunPaused, RunFinished>;
 
 }  // namespace ml

@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "Error.h"
+#include "project/LrScaling.h"
 #include "random/Rng.h"
+#include "train/FitCheck.h"
 
 namespace ml {
 
@@ -31,9 +33,7 @@ std::string RunPlan::sentence() const {
     s << replicas << " replicas x " << smallestShard << "-" << perReplicaBatch << " = " << microBatch << " samples per "
       << (accumulate > 1 ? "micro-batch" : "step");
   if (accumulate > 1) s << ", " << accumulate << " micro-batches = " << globalBatch << " samples per update";
-  s << "; learning rate ";
-  if (lrRule == "none" || replicas == 1) s << fmtNum(lr) << (lrRule == "none" ? " (no scaling)" : "");
-  else s << fmtNum(baseLr) << " x " << fmtNum(lrFactor) << " = " << fmtNum(lr) << ", " << lrRule << " scaling";
+  s << "; learning rate " << scaling.explain();
   if (warmupEpochs > 0) s << ", " << fmtNum(warmupEpochs) << " epoch" << (warmupEpochs == 1 ? "" : "s") << " warm-up";
   return s.str();
 }
@@ -51,16 +51,18 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
                     std::to_string(trainSamples) + " samples): choose a batch size of at most " + std::to_string(trainSamples));
   if (plan.globalBatch < t.accumulate)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " cannot be split into " + std::to_string(t.accumulate) +
-                    " micro-batches: use a batch of at least " + std::to_string(t.accumulate) + " or accumulate fewer");
+                    " micro-batches: on the Training screen, set Batch size to at least " + std::to_string(t.accumulate) +
+                    " or lower Accumulation");
   plan.microBatch = (plan.globalBatch + t.accumulate - 1) / t.accumulate;
   plan.perReplicaBatch = (plan.microBatch + replicas - 1) / replicas;
   plan.smallestShard = (plan.globalBatch / t.accumulate) / replicas;
   plan.stepsPerEpoch = (trainSamples + plan.globalBatch - 1) / plan.globalBatch;
   plan.lastBatch = trainSamples - (plan.stepsPerEpoch - 1) * plan.globalBatch;
-  plan.baseLr = t.optimizer.learningRate;
-  plan.lrRule = t.lrScaling;
-  plan.lrFactor = t.lrScaling == "linear" ? replicas : t.lrScaling == "sqrt" ? std::sqrt(static_cast<double>(replicas)) : 1.0;
-  plan.lr = plan.baseLr * plan.lrFactor;
+  plan.scaling = scaleLearningRate(t, plan.globalBatch);
+  plan.baseLr = plan.scaling.baseLr;
+  plan.lrRule = plan.scaling.rule;
+  plan.lrFactor = plan.scaling.factor;
+  plan.lr = plan.scaling.lr;
   plan.warmupEpochs = t.warmupEpochs;
   if (plan.smallestShard == 0)
     plan.warnings.push_back("the global batch (" + std::to_string(plan.microBatch) + ") is smaller than the number of replicas (" +
@@ -68,9 +70,10 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   const int64_t lastMicro = plan.lastBatch / t.accumulate;
   if (lastMicro < replicas && plan.smallestShard > 0)
     plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) + " samples: some replicas get none");
-  if (t.perDeviceBatch && replicas > 1 && t.lrScaling == "none")
-    plan.warnings.push_back("the global batch is " + std::to_string(replicas) + "x larger than on one device but the learning rate is unscaled: "
-                            "consider linear scaling with warm-up");
+  if (t.lrScaling == "none" && plan.globalBatch > plan.scaling.referenceBatch)
+    plan.warnings.push_back("the global batch (" + std::to_string(plan.globalBatch) + ") is " + fmtNum(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +
+                            "x the batch the learning rate was set for (" + std::to_string(plan.scaling.referenceBatch) +
+                            ") but the learning rate is unscaled: consider linear scaling with warm-up");
   return plan;
 }
 
@@ -102,30 +105,32 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                                                         : parseMetric(project_.training.metrics.front());
   plan_ = planRun(project_, so.devices.size(), train.size);
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
-  // Check that the model fits the data before any time is spent.
-  Sequential& m = strategy_->model(0);
-  if (m.inFeatures() != train.featureCount())
-    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" + train.name +
-                    "', whose samples have shape " + shapeToString(train.sampleShape, false) + ": set model.input_shape to " +
-                    shapeToString(train.sampleShape, false));
-  if (loss.isClassification()) {
-    if (train.numClasses <= 0)
-      throw UserError("the loss " + loss.name() + " needs class labels, but '" + train.name + "' has regression targets: use mean_squared_error");
-    const int64_t want = loss.targetDim(m.outFeatures()) == 1 ? train.numClasses : m.outFeatures();
-    if (m.outFeatures() != want || (loss.targetDim(m.outFeatures()) == 1 && train.targetDim != 1))
-      throw UserError("the last layer '" + m.layer(m.layerCount() - 1).name + "' has " + std::to_string(m.outFeatures()) +
-                      " outputs but the data set has " + std::to_string(train.numClasses) + " classes: give it " +
-                      std::to_string(train.numClasses) + " units");
-  } else if (train.targetDim != m.outFeatures()) {
-    throw UserError("the last layer has " + std::to_string(m.outFeatures()) + " outputs but the targets have " +
-                    std::to_string(train.targetDim) + " values per sample");
-  }
+  // Check that the model fits the data before any time is spent, in the words the studio shows.
+  const FitCheck fit = checkFit(project_, factsOf(train));
+  if (!fit.fits()) throw UserError(fit.summary());
   strategy_->initialize(project_.training.seed);
 }
 
 Trainer::~Trainer() = default;
 
-double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
+double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_ - pausedNs_) * 1e-9; }
+
+// Blocks while paused; the time is taken out of the run's clock and reported as its own event, so
+// no step, epoch, throughput or utilization figure includes it.
+void Trainer::waitWhilePaused() {
+  const double at = wall();
+  const int64_t from = steadyNs();
+  {
+    std::unique_lock lock(pauseMu_);
+    pauseCv_.wait(lock, [&] { return !paused_.load() || cancel_.load(); });
+  }
+  const int64_t ns = steadyNs() - from;
+  pausedNs_ += ns;
+  RunPaused ev;
+  ev.wallTime = at;
+  ev.seconds = static_cast<double>(ns) * 1e-9;
+  hub_.publish(ev);
+}
 
 void Trainer::setPaused(bool p) {
   {
@@ -149,6 +154,7 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"base_lr", plan_.baseLr},
           {"lr", plan_.lr},
           {"lr_scaling", plan_.lrRule},
+          {"lr_reference_batch", plan_.scaling.referenceBatch},
           {"warmup_epochs", plan_.warmupEpochs},
           {"optimizer", pj["training"]["optimizer"]},
           {"accumulate", t.accumulate},
@@ -178,12 +184,7 @@ std::vector<std::string> Trainer::startLines() const {
   }
   batch += "; " + std::to_string(plan_.stepsPerEpoch) + " steps per epoch";
   lines.push_back(batch);
-  std::string lr = "learning rate " + fmtNum(plan_.lr);
-  if (plan_.replicas > 1 && plan_.lrRule != "none")
-    lr += " = " + fmtNum(plan_.baseLr) + " x " + fmtNum(plan_.lrFactor) + " (" + plan_.lrRule + " scaling for " +
-          std::to_string(plan_.replicas) + " replicas)";
-  else if (plan_.replicas > 1)
-    lr += " (no scaling rule: the same rate as on one device)";
+  std::string lr = "learning rate " + plan_.scaling.explain();
   if (plan_.warmupEpochs > 0) lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
   lines.push_back(lr);
   if (s.replicas() > 1) {
@@ -235,6 +236,8 @@ RunFinished Trainer::run() {
   RunFinished fin;
   int64_t step = 0;
   std::optional<double> lastValLoss, lastValMetric;
+  double bestLoss = 0;
+  int sinceBest = 0;
 
   auto finish = [&](RunStatus st, std::string msg) {
     fin.status = st;
@@ -254,10 +257,7 @@ RunFinished Trainer::run() {
       double lossSum = 0, metricSum = 0, arTime = 0, waitTime = 0, allTime = 0;
       int64_t samples = 0;
       for (int64_t i = 0; i < spe && step < totalSteps; ++i) {
-        if (paused_.load()) {
-          std::unique_lock lock(pauseMu_);
-          pauseCv_.wait(lock, [&] { return !paused_.load() || cancel_.load(); });
-        }
+        if (paused_.load()) waitWhilePaused();
         if (cancel_.load()) return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));
         const int64_t lo = i * plan_.globalBatch, hi = std::min<int64_t>(lo + plan_.globalBatch, train.size);
         double lr = plan_.lr;
@@ -285,7 +285,8 @@ RunFinished Trainer::run() {
         ev.lr = lr;
         ev.stepTime = t2 - t;
         ev.wallTime = t2;
-        for (const auto& rs : r.replicas) {
+        for (auto& rs : r.replicas) {
+          rs.start -= static_cast<double>(pausedNs_) * 1e-9;  // the strategy's clock runs on through pauses
           arTime += rs.phases.allreduce;
           waitTime += rs.phases.wait;
           allTime += rs.phases.total();
@@ -338,6 +339,15 @@ RunFinished Trainer::run() {
       }
       ep.wallTime = wall();
       hub_.publish(ep);
+      if (options_.stopAfterNoImprovement > 0 && epoch < epochs) {
+        const double watched = ep.valLoss ? *ep.valLoss : ep.trainLoss;
+        sinceBest = (epoch == 1 || watched < bestLoss) ? 0 : sinceBest + 1;
+        if (sinceBest == 0) bestLoss = watched;
+        if (sinceBest >= options_.stopAfterNoImprovement)
+          return finish(RunStatus::Finished, "stopped early after epoch " + std::to_string(epoch) + ": the " +
+                                                 (ep.valLoss ? "validation" : "training") + " loss did not improve for " +
+                                                 std::to_string(sinceBest) + " epoch" + (sinceBest == 1 ? "" : "s"));
+      }
     }
   } catch (const std::exception& e) {
     return finish(RunStatus::Failed, e.what());

@@ -12,6 +12,7 @@
 
 #include "data/Dataset.h"
 #include "distribute/MirroredStrategy.h"
+#include "project/LrScaling.h"
 #include "project/Project.h"
 #include "telemetry/Channel.h"
 
@@ -31,9 +32,10 @@ struct RunPlan {
   int64_t lastBatch = 0;        // samples in the last (partial) update of an epoch
   double baseLr = 0, lr = 0, lrFactor = 1;
   std::string lrRule;           // none | linear | sqrt
+  LrScaling scaling;            // the rule applied to this run's global batch
   double warmupEpochs = 0;
   std::vector<std::string> warnings;
-  std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.001 x 4 = 0.004, ..."
+  std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for ...)"
 };
 
 // Throws UserError for an impossible configuration (batch larger than the data set, ...).
@@ -43,6 +45,9 @@ struct TrainerOptions {
   int64_t maxSteps = 0;         // stop after this many updates (0: all epochs)
   std::string runName;
   double sampleInterval = 0.1;  // seconds between device samples
+  // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
+  // lower validation loss (training loss when there is no validation set); 0: never.
+  int stopAfterNoImprovement = 0;
 };
 
 class Trainer {
@@ -78,6 +83,8 @@ class Trainer {
   std::mutex pauseMu_;
   std::condition_variable pauseCv_;
   int64_t t0_ = 0;
+  int64_t pausedNs_ = 0;  // real time spent paused: wall() leaves it out
+  void waitWhilePaused();
 };
 
 // Evaluates a data set (all samples, in order) with the strategy.

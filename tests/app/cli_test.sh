@@ -35,9 +35,13 @@ out=$("$CLI" train "$T/sp.json" --accumulate 2 --lr-scaling sqrt --save-weights 
 [ $rc -eq 0 ] && ok || bad "train exit $rc: $out"
 expect_contains train "$out" "3 replicas on cpu:0..2, simulated"
 expect_contains train "$out" "global batch 50, per-replica batch 8-9, 2 micro-batches of 25"
-expect_contains train "$out" "learning rate 0.0173205 = 0.01 x 1.73205 (sqrt scaling for 3 replicas)"
+# The rule follows the global batch: 50 here whatever the devices, so sqrt scaling keeps the rate ...
+expect_contains train "$out" "learning rate 0.01 (0.01 was set for a global batch of 50 and the global batch is still 50, so sqrt scaling changes nothing)"
 expect_contains train "$out" "replicas in sync (equal weight checksums)"
 expect_contains train "$out" "val_accuracy"
+# ... while 16 per device on 3 devices is a global batch of 48, three times the 16 the rate was set for.
+out=$("$CLI" train "$T/sp.json" --epochs 1 --per-device-batch 16 --lr-scaling linear 2>&1)
+expect_contains lr-scaling "$out" "learning rate 0.03 (0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03)"
 expect_contains train "$out" "recorded as run 1"
 
 out=$("$CLI" runs list --json)
@@ -84,6 +88,23 @@ f_before=$(md5sum < "$T/foreign.sqlite")
 expect_fail "foreign store" "foreign.sqlite" "$CLI" train "$T/sp.json" --db "$T/foreign.sqlite"
 [ "$(md5sum < "$T/foreign.sqlite")" = "$f_before" ] && ok || bad "foreign store was modified"
 [ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed commands modified the run store"
+
+# sweep: a 2x2 grid on the spirals, 4 runs tagged with the sweep, table, CSV; bad grids refused.
+SDB=$T/sweep.sqlite
+out=$("$CLI" sweep "$SRC/projects/spirals.json" --batch-size 32,64 --lr 3e-3,1e-2 --devices cpu:1 --epochs 2 --target 0.5 \
+      --db "$SDB" --csv "$T/sweep.csv" 2>&1)
+expect_contains sweep "$out" "4 of 4 points finished"
+expect_contains sweep "$out" "* best: #"
+tagged=$("$CLI" runs list --db "$SDB" --tag sweep:1 2>&1 | grep -c "finished")
+[ "$tagged" = 4 ] && ok || bad "sweep: $tagged runs tagged sweep:1, expected 4"
+[ "$(wc -l < "$T/sweep.csv")" = 5 ] && ok || bad "sweep CSV: expected a header and 4 rows"
+sd_before=$(md5sum < "$SDB")
+expect_fail "sweep empty list" "--lr: the list is empty" "$CLI" sweep "$SRC/projects/spirals.json" --lr "" --db "$SDB"
+expect_fail "sweep not a number" "'abc' is not a number" "$CLI" sweep "$SRC/projects/spirals.json" --batch-size 32,abc --db "$SDB"
+expect_fail "sweep too big" "--max-points 12" "$CLI" sweep "$SRC/projects/spirals.json" --batch-size 8,16,32,64 --lr 1,2,3 --max-points 10 --db "$SDB"
+expect_fail "sweep unsplittable" "cannot be split across the 2 replicas" "$CLI" sweep "$SRC/projects/spirals.json" --batch-size 1,32 --devices cpu:2 --db "$SDB"
+expect_fail "sweep resume unknown" "there is no sweep 99" "$CLI" sweep --resume 99 --db "$SDB"
+[ "$(md5sum < "$SDB")" = "$sd_before" ] && ok || bad "refused sweeps modified the run store"
 
 echo "cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -106,13 +106,14 @@ TEST(PluginLoader, SearchesTheEnvironmentVariableAloneWhenSet) {
   EXPECT_EQ(c[0], "/nowhere/libmirrorlab_cuda.so");
 }
 
-TEST(PluginLoader, SearchesBesideTheExecutableThenLibThenTheLibraryPath) {
+TEST(PluginLoader, SearchesBesideTheExecutableThenTheInstalledLibThenTheLibraryPath) {
   ScopedEnv env("MIRRORLAB_CUDA_PLUGIN", nullptr);
   const auto c = cudaPluginCandidates();
-  ASSERT_EQ(c.size(), 3u);
+  ASSERT_EQ(c.size(), 4u);
   EXPECT_NE(c[0].find("/libmirrorlab_cuda.so"), std::string::npos);
-  EXPECT_NE(c[1].find("/../lib/libmirrorlab_cuda.so"), std::string::npos);
-  EXPECT_EQ(c[2], "libmirrorlab_cuda.so");
+  EXPECT_NE(c[1].find("/../lib/mirrorlab/libmirrorlab_cuda.so"), std::string::npos);  // cmake --install, the .deb
+  EXPECT_NE(c[2].find("/../lib/libmirrorlab_cuda.so"), std::string::npos);
+  EXPECT_EQ(c[3], "libmirrorlab_cuda.so");
 }
 
 TEST(PluginLoader, AMissingFileIsNamedInTheReason) {

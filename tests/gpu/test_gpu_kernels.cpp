@@ -473,6 +473,8 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
     spec.learningRate = lr;
     spec.momentum = c.momentum;
     spec.nesterov = c.nesterov;
+    // RMSprop with a large epsilon: Keras' sqrt(v + eps) and sqrt(v) + eps then differ well above the tolerance.
+    if (spec.name == "rmsprop") spec.epsilon = 1e-2;
     auto opt = Optimizer::make(spec, count);
     std::vector<float> p = random(static_cast<size_t>(count), 700);
     Dev<float> gp(p), gg(static_cast<size_t>(count)), s1(static_cast<size_t>(count)), s2(static_cast<size_t>(count));

@@ -171,7 +171,12 @@ class TrainingTest : public QObject {
     });
     w->dashboard()->trainAction()->trigger();
     QTRY_VERIFY_WITH_TIMEOUT(w->dashboard()->lossChart()->trainGraph()->dataCount() > 10, 30000);
-    QVERIFY(!w->close());  // refused for now: the run is being stopped
+    int asked = 0;
+    w->confirmCloseWhileTraining = [&] { return ++asked == 2; };  // "No" first, then "Yes"
+    QVERIFY(!w->close());  // "No": training goes on
+    QCOMPARE(w->session()->state(), mlui::TrainingSession::State::Running);
+    QVERIFY(!w->close());  // "Yes": refused for now, the run is being stopped
+    QCOMPARE(asked, 2);
     QCOMPARE(w->session()->state(), mlui::TrainingSession::State::Stopping);
     QTRY_VERIFY_WITH_TIMEOUT(ended, 30000);
     QTRY_VERIFY_WITH_TIMEOUT(!w->isVisible(), 5000);  // and then the window closes by itself

@@ -41,8 +41,15 @@ void UtilizationChart::addSample(const ml::DeviceSample& s) {
   }
   while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
   auto& cols = cols_[static_cast<size_t>(s.device)];
-  cols.add(s.wallTime, s.utilization * 100.0);  // into the graph at the next frame (syncData)
-  tmax_ = std::max(tmax_, s.wallTime);
+  cols.add(s.wallTime + pauseOffset_, s.utilization * 100.0);  // into the graph at the next frame (syncData)
+  tmax_ = std::max(tmax_, s.wallTime + pauseOffset_);
+}
+
+void UtilizationChart::addPause(const ml::RunPaused& p) {
+  while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
+  for (auto& c : cols_) c.add(p.wallTime + pauseOffset_, qQNaN());  // a NaN breaks the line
+  pauseOffset_ += p.seconds;
+  tmax_ = std::max(tmax_, p.wallTime + pauseOffset_);
 }
 
 void UtilizationChart::syncData() {
@@ -53,11 +60,12 @@ void UtilizationChart::clearData() {
   for (int i = 0; i < graphCount(); ++i) graph(i)->data()->clear();
   for (auto& c : cols_) c.clear();
   tmax_ = 0;
+  pauseOffset_ = 0;
   replot(QCustomPlot::rpQueuedReplot);
 }
 
 void UtilizationChart::rescaleToData() {
-  xAxis->setRange(0, std::max(1.0, tmax_ * 1.02));
+  xAxis->setRange(0, tmax_ > 0 ? tmax_ * 1.02 : 1.0);  // a 30 ms run gets a 30 ms axis
   yAxis->setRange(0, 105);
 }
 

@@ -16,6 +16,10 @@ class UtilizationChart : public LiveChart {
   explicit UtilizationChart(QWidget* parent = nullptr);
   void setDevices(const std::vector<std::string>& names);
   void addSample(const ml::DeviceSample& s);
+  // Breaks every line where the run was paused: samples carry training time (pauses left out), the
+  // axis shows real time, so the pause is an empty stretch instead of a line bridging it.
+  void addPause(const ml::RunPaused& p);
+  double pausedSeconds() const { return pauseOffset_; }
   void clearData() override;
   QCPGraph* deviceGraph(int device) const;
   int deviceCount() const { return graphCount(); }
@@ -26,6 +30,7 @@ class UtilizationChart : public LiveChart {
 
  private:
   double tmax_ = 0;
+  double pauseOffset_ = 0;
   std::deque<StreamingDecimator> cols_;  // one per device graph (a deque: stable while it grows)
 };
 

@@ -9,6 +9,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
+#include <QResizeEvent>
 #include <QScrollArea>
 #include <QSplitter>
 #include <QTableWidget>
@@ -25,8 +26,9 @@ namespace mlui {
 namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QColor experimentColor(int i) {
-  static const QColor c[] = {QColor(0x4E, 0x79, 0xA7), QColor(0xE1, 0x57, 0x59), QColor(0x59, 0xA1, 0x4F), QColor(0xB0, 0x7A, 0xA1),
-                             QColor(0xF2, 0x8E, 0x2B)};
+  // Okabe-Ito (colour-blind safe): blue, vermillion, bluish green, reddish purple, orange.
+  static const QColor c[] = {QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00), QColor(0x00, 0x9E, 0x73), QColor(0xCC, 0x79, 0xA7),
+                             QColor(0xE6, 0x9F, 0x00)};
   return c[i % 5];
 }
 }  // namespace
@@ -45,6 +47,7 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   split->addWidget(list_);
 
   auto* scroll = new QScrollArea(split);
+  scroll_ = scroll;
   scroll->setWidgetResizable(true);
   scroll->setFrameShape(QFrame::NoFrame);
   auto* page = new QWidget(scroll);
@@ -55,6 +58,7 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   v->setContentsMargins(16, 10, 16, 12);
   v->setSpacing(8);
   title_ = pageTitle(QString(), page);
+  title_->setWordWrap(true);
   idea_ = pageHint(QString(), page);
   setup_ = new QLabel(page);
   setup_->setWordWrap(true);
@@ -88,14 +92,15 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   v->addLayout(runRow);
 
   auto* live = new QHBoxLayout;
+  liveRow_ = live;
   loss_ = new QCustomPlot(page);
   styleChart(loss_, tr("Training loss, every experiment"), tr("step"), tr("loss"));
-  loss_->setMinimumSize(380, 250);
+  loss_->setMinimumSize(300, 230);
   loss_->legend->setVisible(false);  // shown once there are curves
   loss_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   live->addWidget(loss_, 2);
   diagram_ = new StepDiagram(page);
-  diagram_->setMinimumSize(520, 330);
+  diagram_->setMinimumSize(440, 330);
   diagram_->setPlaceholder(tr("While the experiments run, the latest step appears here: the global batch cut into one "
                               "shard per replica, and each replica's forward, backward, all-reduce and update, to scale."));
   live->addWidget(diagram_, 3);
@@ -166,6 +171,13 @@ bool LessonsPanel::loadLessons(const QString& dir) {
   }
   if (!loadError_.isEmpty()) Q_EMIT errorOccurred(tr("Cannot load the lessons"), loadError_);
   return loadError_.isEmpty();
+}
+
+
+void LessonsPanel::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  if (liveRow_ && scroll_)
+    liveRow_->setDirection(scroll_->width() < 950 ? QBoxLayout::TopToBottom : QBoxLayout::LeftToRight);
 }
 
 void LessonsPanel::selectLesson(int index) {

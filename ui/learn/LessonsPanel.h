@@ -19,7 +19,9 @@ class QButtonGroup;
 class QCustomPlot;
 class QLabel;
 class QListWidget;
+class QBoxLayout;
 class QProgressBar;
+class QScrollArea;
 class QPushButton;
 class QTableWidget;
 class QVBoxLayout;
@@ -59,7 +61,14 @@ class LessonsPanel : public QWidget {
   void runningChanged(bool running);
   void errorOccurred(const QString& title, const QString& message);
 
+ protected:
+  // Below ~950 px the chart and the step diagram stack instead of standing side by side, so the
+  // lesson never needs a horizontal scroll bar (1024x700 windows included).
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
+  QScrollArea* scroll_ = nullptr;
+  QBoxLayout* liveRow_ = nullptr;
   void showLesson();
   void poll();
   void onDone(std::optional<ml::LessonOutcome> outcome, const QString& error);

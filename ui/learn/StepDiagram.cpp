@@ -336,8 +336,8 @@ void StepDiagram::paintEvent(QPaintEvent*) {
     p.setBrush(c);
     p.drawRect(s);
     p.setPen(text);
-    if (s.width() > 56)
-      p.drawText(s, Qt::AlignCenter, tr("%1 samples").arg(step_.replicas[static_cast<size_t>(r)].samples));
+    const QString samples = tr("%1 samples").arg(step_.replicas[static_cast<size_t>(r)].samples);
+    if (p.fontMetrics().horizontalAdvance(samples) <= s.width() - 6) p.drawText(s, Qt::AlignCenter, samples);
   }
   // Lanes.
   const QRectF area = lanesArea();
@@ -373,9 +373,15 @@ void StepDiagram::paintEvent(QPaintEvent*) {
         p.setBrush(ahead);
         p.drawRect(QRectF(x, seg.top(), seg.right() - x, seg.height()));
       }
-      if (seg.width() > 70) {
+      // The label only where it fits whole: "name time", else the time alone, else nothing
+      // (a clipped "rward 22 µ" reads as neither).
+      const QString full = QStringLiteral("%1 %2").arg(phaseName(ph), ms(phaseSeconds(r, ph))), time = ms(phaseSeconds(r, ph));
+      const double room = seg.width() - 8;
+      const QString label = p.fontMetrics().horizontalAdvance(full) <= room ? full
+                            : p.fontMetrics().horizontalAdvance(time) <= room ? time : QString();
+      if (!label.isEmpty()) {
         p.setPen(ph == Phase::Wait || x < seg.right() ? text : QColor(Qt::white));
-        p.drawText(seg.adjusted(4, 0, -4, 0), Qt::AlignCenter, QStringLiteral("%1 %2").arg(phaseName(ph), ms(phaseSeconds(r, ph))));
+        p.drawText(seg.adjusted(4, 0, -4, 0), Qt::AlignCenter, label);
       }
     }
   }

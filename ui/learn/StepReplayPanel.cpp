@@ -37,7 +37,7 @@ StepReplayPanel::StepReplayPanel(std::function<QString()> storePath, QWidget* pa
   source_ = new QComboBox(this);
   source_->setMinimumWidth(320);
   source_->setAccessibleName(tr("Run to replay"));
-  source_->addItem(tr("Latest run in this studio (live)"), QVariant::fromValue<qlonglong>(0));
+  source_->addItem(tr("Latest Train run in this studio (live)"), QVariant::fromValue<qlonglong>(0));
   row->addWidget(source_, 1);
   auto* reload = new QPushButton(icon(QStringLiteral("refresh")), tr("Refresh list"), this);
   row->addWidget(reload);
@@ -184,6 +184,7 @@ void StepReplayPanel::showStep(int index) {
 
 void StepReplayPanel::onLiveRunStarted(const ml::RunStarted& started) {
   live_.clear();
+  liveEnded_.clear();
   liveInfo_ = sceneInfoFromConfig(started.configJson);
   if (showingLive_) setSteps({}, liveInfo_, tr("the latest run in this studio"));
 }
@@ -195,6 +196,9 @@ void StepReplayPanel::onLiveEvents(const std::vector<ml::Event>& events) {
       if (s->replicas.empty()) continue;
       live_.push_back(*s);
       ++added;
+    } else if (const auto* f = std::get_if<ml::RunFinished>(&e)) {
+      liveEnded_ = QString::fromLatin1(ml::toString(f->status));
+      if (showingLive_ && !steps_.empty()) describeLive();
     }
   }
   added = std::min(added, static_cast<size_t>(kLiveKeep));
@@ -219,7 +223,19 @@ void StepReplayPanel::onLiveEvents(const std::vector<ml::Event>& events) {
   }
   showStep(static_cast<int>(steps_.size()) - 1);  // when idle, follow the newest step
   diagram_->setProgress(diagram_->duration());
-  info_->setText(tr("Live: step %1 of the run in progress. Press Play to replay the steps in slow motion.").arg(steps_.back().step));
+  describeLive();
+}
+
+// The header says which run and which step in the same numbers as the Step box (its position
+// among the kept steps), and whether that run is still going.
+void StepReplayPanel::describeLive() {
+  const QString which = liveEnded_.isEmpty() ? tr("the run in progress (Train on the Dashboard)")
+                                             : tr("the studio's last Train run (%1)").arg(liveEnded_);
+  info_->setText(tr("Live: step %1 of %2, shown as %3 of the latest %4 steps kept. Press Play to replay them in slow motion.")
+                     .arg(steps_.back().step)
+                     .arg(which)
+                     .arg(steps_.size())
+                     .arg(steps_.size()));
 }
 
 void StepReplayPanel::play() {

@@ -73,6 +73,8 @@ class StepReplayPanel : public QWidget {
   std::vector<ml::StepEvent> steps_;
   std::vector<ml::StepEvent> live_;
   StepSceneInfo liveInfo_;
+  QString liveEnded_;  // the live run's final status once it ended
+  void describeLive();
   StepSceneInfo storedInfo_;
   int index_ = -1;
   bool stopAtEnd_ = false;

@@ -199,7 +199,7 @@ void SyncCostPanel::loadRun(int64_t runId) {
           std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
           m.stepSeconds = times[times.size() / 2];
         }
-        m.host = ml::measureHostAllReduce(std::max(2, m.replicas), std::max<int64_t>(4, grad), 7);
+        m.host = ml::measureHostAllReduce(std::max(2, m.replicas), std::max<int64_t>(4, grad), 15);
         return m;
       },
       [this, generation, runId](const Outcome<Measured>& r) {
@@ -239,7 +239,8 @@ void SyncCostPanel::recompute() {
   const double kib = static_cast<double>(m.profile.gradientBytes) / 1024.0;
   QString text = tr("<b>One all-reduce of %1 KiB of gradients over %2 devices</b> (%3):<br>"
                     "expected <b>%4</b> <i>(modelled, alpha-beta on %5: latency %6 + transfer %7)</i> · "
-                    "timed now on this machine's memory <b>%8</b> <i>(measured, %9 GB/s bus bandwidth)</i>")
+                    "timed now on this machine's memory <b>%8</b> <i>(measured after a warm-up: median of %10, from %11 to %12; "
+                    "%9 GB/s bus bandwidth)</i>")
                      .arg(kib, 0, 'f', 1)
                      .arg(n)
                      .arg(q(ml::toString(algo)))
@@ -248,7 +249,9 @@ void SyncCostPanel::recompute() {
                      .arg(ms(estimate_->latencySeconds))
                      .arg(ms(estimate_->transferSeconds))
                      .arg(ms(m.host.seconds))
-                     .arg(m.host.busBandwidth / 1e9, 0, 'f', 2);
+                     .arg(m.host.busBandwidth / 1e9, 0, 'f', 2)
+                     .arg(m.host.repeats)
+                     .arg(ms(m.host.secondsLow), ms(m.host.secondsHigh));
   if (m.replicas > 1)
     text += tr("<br>In run %1 (%2 replicas), per step: all-reduce not hidden behind backward <b>%3</b>, waiting for the slowest "
                "replica <b>%4</b>, whole step <b>%5</b> <i>(measured)</i>.")

@@ -45,11 +45,11 @@ __global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, in
     const float vi = rho * v[i] + c * gi * gi;
     v[i] = vi;
     if (mom) {
-      const float mi = momentum * mom[i] + lr * gi / (sqrtf(vi) + eps);
+      const float mi = momentum * mom[i] + lr * gi / sqrtf(vi + eps);  // Keras: epsilon inside the root
       mom[i] = mi;
       p[i] -= mi;
     } else {
-      p[i] -= lr * gi / (sqrtf(vi) + eps);
+      p[i] -= lr * gi / sqrtf(vi + eps);
     }
   }
 }

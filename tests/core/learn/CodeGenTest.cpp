@@ -50,46 +50,84 @@ TEST(CodeGen, BothProgramsCompileForTheShippedProjects) {
 TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   Project p = Project::load(projectPath("fashion-wide-mlp.json"));
   const std::string code = generateTensorFlowProgram(p);
-  for (const char* needle : {"tf.distribute.MirroredStrategy()", "with strategy.scope():", "strategy.num_replicas_in_sync",
-                             "GLOBAL_BATCH = 256", "tf.keras.layers.Dropout(0.2, seed=SEED", "tf.keras.Input(shape=(28, 28))",
+  for (const char* needle : {"tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices(\"CPU\")])",
+                             "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])",
+                             "with strategy.scope():", "strategy.num_replicas_in_sync", "GLOBAL_BATCH = 256",
+                             "tf.keras.layers.Dropout(0.2, seed=SEED + 2", "tf.keras.Input(shape=(28, 28))",
                              "tf.keras.layers.Dense(512, activation=\"relu\", use_bias=True, kernel_initializer=\"glorot_uniform\"",
                              "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-07)",
                              "SparseCategoricalCrossentropy(from_logits=False)", "metrics=[\"accuracy\"]", "gzip.open",
-                             "train-images-idx3-ubyte"})
+                             "train-images-idx3-ubyte", "keras.__version__ == \"3.7.0\"", "order = epoch_order(len(x_train), SEED, epoch)",
+                             "\"--weights\"", "\"--predict-only\""})
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
+  // Two Dropout layers never share a seed (in Keras 3 they would drop the same units).
+  EXPECT_NE(code.find("tf.keras.layers.Dropout(0.2, seed=SEED + 4"), std::string::npos);
   // model.compile sits inside the scope: after it, and indented under it.
   const size_t scope = code.find("with strategy.scope():"), compile = code.find("        model.compile(");
   EXPECT_LT(scope, compile);
-  EXPECT_EQ(code.find("LinearWarmup"), std::string::npos) << "no warm-up in this project";
+  // The dropout difference is named at the top, before the docstring.
+  EXPECT_LT(code.find("# Differs from Mirrorlab: dropout masks"), code.find("\"\"\""));
 
-  // Per-device batch, linear scaling and warm-up change the program accordingly.
+  // Per-device batch with accumulation: the global batch counts the micro-batches (issue 24: it did not).
   p.training.perDeviceBatch = true;
   p.training.batchSize = 64;
+  p.training.accumulate = 2;
   p.training.lrScaling = "linear";
   p.training.warmupEpochs = 2;
   p.training.optimizer.name = "sgd";
   p.training.optimizer.momentum = 0.9;
   const std::string scaled = generateTensorFlowProgram(p);
-  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas", "LR_SCALING = \"linear\"",
-                             "WARMUP_EPOCHS = 2.0", "LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)",
+  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas * ACCUMULATE", "ACCUMULATE = 2",
+                             "LR_SCALING = \"linear\"", "WARMUP_EPOCHS = 2.0",
+                             "LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)",
                              "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9, nesterov=False)"})
     EXPECT_NE(scaled.find(needle), std::string::npos) << needle;
   TempDir dir("codegen-tf");
   writeFile(dir.path() / "scaled.py", scaled);
   EXPECT_EQ(runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "scaled.py").string()).exitCode, 0);
+
+  // A global batch that does not split evenly is named as a difference at the top.
+  p.training.perDeviceBatch = false;
+  p.training.batchSize = 100;
+  p.distribute.devices = "cpu:3";
+  const std::string uneven = generateTensorFlowProgram(p);
+  EXPECT_LT(uneven.find("# Differs from Mirrorlab: Keras scales each replica's mean loss"), uneven.find("\"\"\""));
+  EXPECT_NE(uneven.find("global batch (100) does not split evenly over 3 replicas"), std::string::npos);
 }
 
 TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
-  const Project p = Project::load(projectPath("spirals.json"));
+  Project p = Project::load(projectPath("spirals.json"));
   const std::string code = generatePyTorchProgram(p);
-  for (const char* needle : {"DistributedDataParallel as DDP", "DistributedSampler(train_set, num_replicas=world_size, rank=rank",
-                             "\"nccl\" if use_cuda else \"gloo\"", "mp.spawn(", "LOCAL_RANK", "DEFAULT_WORLD_SIZE = 2",
-                             "per_replica = math.ceil(global_batch / world_size)", "eps=1e-07", "nn.init.xavier_uniform_",
-                             "dense(2, 64, \"glorot_uniform\", \"zeros\", True)", "nn.Tanh()", "F.cross_entropy(out, y)",
-                             "\"--steps\"", "NOISE = 0.2", "VALIDATION_SPLIT = 0.2"})
+  for (const char* needle : {"DistributedDataParallel as DDP", "\"nccl\" if use_cuda else \"gloo\"", "mp.spawn(", "LOCAL_RANK",
+                             "DEFAULT_WORLD_SIZE = 2", "order = epoch_order(n, SEED, epoch)",
+                             "shard = shard_of(shard_of(batch, m, ACCUMULATE), rank, world_size)",
+                             "with ddp.no_sync() if m < ACCUMULATE - 1 else contextlib.nullcontext():",
+                             "(loss * (world_size / len(batch))).backward()", "class KerasAdam(torch.optim.Optimizer)",
+                             "epsilon=1e-07", "nn.init.xavier_uniform_", "dense(\"dense\", 2, 64, \"glorot_uniform\", \"zeros\", True)",
+                             "nn.Tanh()", "F.cross_entropy(out, y, reduction=\"sum\")", "\"--steps\"", "\"--weights\"",
+                             "\"--predict-only\"", "NOISE = 0.2", "VALIDATION_SPLIT = 0.2", "rng_normal(hash_keys(seed, 0x5B1A15), SAMPLES)"})
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
-  // The softmax of the last layer is folded into the loss, never applied twice.
+  // The softmax of the last layer is folded into the loss, never applied twice; no sampler pads the epoch.
   EXPECT_EQ(code.find("nn.Softmax"), std::string::npos);
+  EXPECT_EQ(code.find("DistributedSampler"), std::string::npos);
+  EXPECT_EQ(code.find("Differs from Mirrorlab"), std::string::npos) << "nothing differs for this project";
+
+  // Per-device batch with accumulation; each optimizer where PyTorch's formula differs is written out.
+  p.training.perDeviceBatch = true;
+  p.training.accumulate = 3;
+  p.training.optimizer.name = "rmsprop";
+  const std::string rms = generatePyTorchProgram(p);
+  EXPECT_NE(rms.find("global_batch = PER_REPLICA_BATCH * world_size * ACCUMULATE"), std::string::npos);
+  EXPECT_NE(rms.find("increment = lr * g / (v + eps).sqrt()"), std::string::npos);
+  p.training.optimizer.name = "sgd";
+  p.training.optimizer.momentum = 0.9;
+  p.training.optimizer.nesterov = true;
+  EXPECT_NE(generatePyTorchProgram(p).find("return KerasSGD(params, lr=learning_rate, momentum=0.9, nesterov=True)"), std::string::npos);
+  p.training.optimizer.momentum = 0.0;
+  EXPECT_NE(generatePyTorchProgram(p).find("torch.optim.SGD(params, lr=learning_rate)"), std::string::npos);
+  // Dropout is named as a difference at the top.
+  const std::string wide = generatePyTorchProgram(Project::load(projectPath("fashion-wide-mlp.json")));
+  EXPECT_LT(wide.find("# Differs from Mirrorlab: dropout masks"), wide.find("\"\"\""));
 }
 
 TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {

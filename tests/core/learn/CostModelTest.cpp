@@ -152,6 +152,11 @@ TEST(CostModel, MeasuredHostBandwidthIsPositiveAndFinite) {
   EXPECT_EQ(m.link.id, "host");
   EXPECT_EQ(m.devices, 2);
   EXPECT_GT(m.seconds, 0.0);
+  // After the warm-up, the median of the timed repeats and their spread around it.
+  EXPECT_EQ(m.repeats, 3);
+  EXPECT_LE(m.secondsLow, m.seconds);
+  EXPECT_GE(m.secondsHigh, m.seconds);
+  EXPECT_GT(m.secondsLow, 0.0);
   EXPECT_TRUE(std::isfinite(m.link.bandwidth));
   EXPECT_GT(m.link.bandwidth, 1e6);  // more than 1 MB/s through host memory, on any machine
   EXPECT_GT(m.busBandwidth, 0.0);

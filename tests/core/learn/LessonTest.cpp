@@ -7,6 +7,8 @@
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "Error.h"
@@ -67,7 +69,7 @@ TEST(Lessons, AllShippedLessonsLoad) {
   const auto lessons = loadLessons(lessonsDir());
   ASSERT_GE(lessons.size(), 5u);
   const std::vector<std::string> want = {"copies-and-shards", "gradients-averaged", "scale-learning-rate", "devices-not-accuracy",
-                                         "speedup-not-linear"};
+                                         "speedup-not-linear", "linear-scaling-rule"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
   for (const auto& l : lessons) {
     SCOPED_TRACE(l.sourcePath);
@@ -242,4 +244,18 @@ TEST(LessonRunner, CancelBeforeRunStopsAtOnce) {
   EXPECT_FALSE(out.completed);
   EXPECT_NE(out.message.find("cancelled"), std::string::npos) << out.message;
   EXPECT_TRUE(out.experiments.empty());
+}
+
+TEST(Lessons, AnInstalledLessonFolderFindsTheProjectsBesideIt) {
+  // cmake --install puts lessons in share/mirrorlab/lessons and projects in share/mirrorlab/projects.
+  const fs::path share = fs::temp_directory_path() / ("mirrorlab-lessons-" + std::to_string(::getpid())) / "share" / "mirrorlab";
+  fs::remove_all(share.parent_path().parent_path());
+  fs::create_directories(share / "projects");
+  fs::copy(lessonsDir(), share / "lessons");
+  for (const auto& e : fs::directory_iterator(projectsDir()))
+    if (e.is_regular_file()) fs::copy_file(e.path(), share / "projects" / e.path().filename());
+  const auto lessons = loadLessons((share / "lessons").string());
+  EXPECT_EQ(lessons.size(), loadLessons(lessonsDir()).size());
+  EXPECT_EQ(lessons.front().project.name, shipped(lessons.front().id).project.name);
+  fs::remove_all(share.parent_path().parent_path());
 }

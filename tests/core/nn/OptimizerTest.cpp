@@ -81,7 +81,7 @@ std::vector<std::vector<double>> rmspropReference(double rho, double momentum, d
     for (size_t i = 0; i < 3; ++i) {
       const double g = kScale * static_cast<double>(kGrads[s][i]);
       v[i] = rho * v[i] + (1 - rho) * g * g;
-      const double u = kLr * g / (std::sqrt(v[i]) + eps);
+      const double u = kLr * g / std::sqrt(v[i] + eps);  // Keras: epsilon inside the root
       if (momentum == 0.0) p[i] -= u;
       else {
         mom[i] = momentum * mom[i] + u;
@@ -196,9 +196,26 @@ TEST(OptimizerByHand, AdamOneStep) {
 }
 
 TEST(OptimizerByHand, RmspropOneStep) {
-  // v = 0.1 g^2, step = 0.1 g / (sqrt(0.1) |g| + eps) = 0.1 / 0.3162278 = 0.3162278 (eps negligible).
+  // v = 0.1 g^2, step = 0.1 g / sqrt(0.1 g^2 + 1e-7): 0.1 / sqrt(0.1) = 0.3162278 were eps 0; with it
+  // the smallest gradient (0.2, v = 0.004) moves 4e-6 less: 0.02 / sqrt(0.0040001) = 0.3162238.
   auto opt = Optimizer::make(spec("rmsprop"), 3);
-  expectNear(run(*opt, 1)[0], {0.6837722, -1.6837722, 0.1837722}, 2e-6, "rmsprop");
+  expectNear(run(*opt, 1)[0], {0.6837762, -1.6837729, 0.1837724}, 5e-7, "rmsprop");
+}
+
+TEST(OptimizerByHand, RmspropEpsilonSitsInsideTheRoot) {
+  // Keras divides by sqrt(v + eps), not sqrt(v) + eps; a large eps (0.1) shows which:
+  //   v = 0.1 g^2 = [0.004, 0.025, 0.1]; sqrt(v + 0.1) = [0.3224903, 0.3535534, 0.4472136];
+  //   p = [1 - 0.02 / 0.3224903, -2 + 0.05 / 0.3535534, 0.5 - 0.1 / 0.4472136].
+  // (sqrt(v) + eps would give [0.8774852, -1.8062871, 0.2597469].)
+  auto s = spec("rmsprop");
+  s.epsilon = 0.1;
+  auto opt = Optimizer::make(s, 3);
+  expectNear(run(*opt, 1)[0], {0.9379826, -1.8585786, 0.2763932}, 2e-6, "rmsprop eps 0.1");
+  // With momentum the same increment enters the momentum buffer.
+  s.momentum = 0.5;
+  auto withMomentum = Optimizer::make(s, 3);
+  expectNear(run(*withMomentum, 1)[0], {0.9379826, -1.8585786, 0.2763932}, 2e-6, "rmsprop eps 0.1 momentum");
+  compareRuns(*Optimizer::make(s, 3), rmspropReference(0.9, 0.5, 0.1, 3), "rmsprop eps 0.1 momentum, 3 steps");
 }
 
 TEST(Optimizer, GradScaleIsFoldedIn) {

@@ -257,10 +257,10 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context*, float* p, const
     const float gi = g[i] * scale;
     v[i] = rho * v[i] + (1.0f - rho) * gi * gi;
     if (momentum != 0.0f) {
-      mom[i] = momentum * mom[i] + lr * gi / (std::sqrt(v[i]) + eps);
+      mom[i] = momentum * mom[i] + lr * gi / std::sqrt(v[i] + eps);
       p[i] -= mom[i];
     } else {
-      p[i] -= lr * gi / (std::sqrt(v[i]) + eps);
+      p[i] -= lr * gi / std::sqrt(v[i] + eps);
     }
   }
   return ok();

@@ -1,0 +1,131 @@
+// Keras 3 weights (.weights.h5) for a Sequential model, through the HDF5 C library. Keras 3's
+// saving_lib walks the model and gives every object a group with a "vars" subgroup holding its
+// variables as datasets "0", "1", ... in creation order:
+//   /vars                          the Sequential's own variables (none, but load_weights opens it)
+//   /layers/<class>[_k]/vars/0     Dense: kernel (in, units) float32;  /vars/1: bias (units)
+// Layers are named by their class in snake case (dense, dense_1, flatten, dropout, activation),
+// numbered per class in model order, never by the layer's own name; layers without variables
+// still get their (empty) group. The optimizer's state is not exported: Keras warns and skips it.
+#include "export/ExportWriters.h"
+
+#if MIRRORLAB_HAVE_HDF5
+#include <hdf5.h>
+#endif
+
+#include <map>
+
+#include "Error.h"
+
+namespace ml {
+
+#if MIRRORLAB_HAVE_HDF5
+
+namespace {
+
+// An hid_t closed by the matching H5?close when it goes out of scope.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what, const std::string& file) : id_(id), close_(close) {
+    if (id_ < 0) throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to " + what);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  hid_t get() const { return id_; }
+  // Closes now and reports a failure (the last write of a file happens at close).
+  bool close() {
+    const herr_t r = close_(id_);
+    id_ = -1;
+    return r >= 0;
+  }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+// Keras' naming.to_snake_case of the class name, for the classes Mirrorlab has.
+std::string kerasClassPath(const ExportLayer& l) {
+  switch (l.kind) {
+    case ExportLayer::Kind::Dense: return "dense";
+    case ExportLayer::Kind::Activation: return "activation";
+    case ExportLayer::Kind::Flatten: return "flatten";
+    case ExportLayer::Kind::Dropout: return "dropout";
+  }
+  return "layer";
+}
+
+Handle group(hid_t parent, const std::string& name, const std::string& file) {
+  return Handle(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                "create the group '" + name + "'", file);
+}
+
+void dataset(hid_t vars, const char* name, const std::vector<hsize_t>& dims, const float* data, const std::string& file) {
+  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, "describe a dataset", file);
+  Handle set(H5Dcreate2(vars, name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+             std::string("create the dataset '") + name + "'", file);
+  if (H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to write '" + name + "' (is the disk full?)");
+}
+
+// HDF5 prints its error stack to stderr by default; the message we throw says it once instead.
+class QuietHdf5 {
+ public:
+  QuietHdf5() {
+    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+}  // namespace
+
+std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file) {
+  QuietHdf5 quiet;
+  // The file is built in memory (HDF5's core driver, no backing store) and handed back as bytes,
+  // so it reaches the disk through the same temporary-file-and-rename as every other export.
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "set up the file", file);
+  if (H5Pset_fapl_core(fapl.get(), 1 << 20, false) < 0)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 has no in-memory driver");
+  Handle f(H5Fcreate("mirrorlab-keras-weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose, "create the file", file);
+  group(f.get(), "vars", file);  // the model's own (empty) variables
+  {
+    Handle all = group(f.get(), "layers", file);
+    std::map<std::string, int> used;  // per class: how many came before, as Keras counts
+    for (const auto& l : layers) {
+      std::string name = kerasClassPath(l);
+      const int k = used[name]++;
+      if (k > 0) {
+        name += '_';
+        name += std::to_string(k);
+      }
+      Handle layer = group(all.get(), name, file);
+      Handle vars = group(layer.get(), "vars", file);
+      if (l.kind != ExportLayer::Kind::Dense) continue;
+      dataset(vars.get(), "0", {static_cast<hsize_t>(l.in), static_cast<hsize_t>(l.out)}, l.kernel, file);
+      if (l.bias) dataset(vars.get(), "1", {static_cast<hsize_t>(l.out)}, l.bias, file);
+    }
+  }
+  const ssize_t size = H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(f.get(), nullptr, 0);
+  std::string bytes(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size <= 0 || H5Fget_file_image(f.get(), bytes.data(), bytes.size()) != size)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to finish it");
+  return bytes;
+}
+
+#else
+
+std::string kerasWeightsBytes(const std::vector<ExportLayer>&, const std::string&) {
+  throw UserError("this Mirrorlab was built without HDF5: install libhdf5-dev (scripts/deps.sh does) and rebuild to "
+                  "export Keras weights");
+}
+
+#endif
+
+}  // namespace ml

@@ -1,0 +1,141 @@
+// Format names, the model's layers in inference form, the output-path checks, and the dispatch to
+// one writer per format, each writing through a temporary file that is renamed when complete.
+#include "export/ModelExport.h"
+
+#include <filesystem>
+
+#include "Error.h"
+#include "export/AtomicFile.h"
+#include "export/ExportWriters.h"
+#include "nn/Dense.h"
+#include "nn/SimpleLayers.h"
+
+namespace ml {
+
+ExportFormat parseExportFormat(const std::string& name) {
+  if (name == "onnx") return ExportFormat::Onnx;
+  if (name == "torch" || name == "pytorch") return ExportFormat::Torch;
+  if (name == "keras" || name == "tf" || name == "tensorflow") return ExportFormat::Keras;
+  throw UserError("unknown export format '" + name + "' (allowed: onnx, torch, keras)");
+}
+
+const char* toString(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Onnx: return "onnx";
+    case ExportFormat::Torch: return "torch";
+    case ExportFormat::Keras: return "keras";
+  }
+  return "?";
+}
+
+const char* formatTitle(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Onnx: return "ONNX model";
+    case ExportFormat::Torch: return "PyTorch weights";
+    case ExportFormat::Keras: return "Keras weights";
+  }
+  return "?";
+}
+
+const char* defaultSuffix(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Onnx: return ".onnx";
+    case ExportFormat::Torch: return ".npz";
+    case ExportFormat::Keras: return ".weights.h5";
+  }
+  return "";
+}
+
+bool formatBuilt(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Onnx: return MIRRORLAB_HAVE_ONNX;
+    case ExportFormat::Keras: return MIRRORLAB_HAVE_HDF5;
+    case ExportFormat::Torch: return true;
+  }
+  return false;
+}
+
+namespace {
+
+ExportLayer describe(const Layer& layer, ExportFormat f) {
+  ExportLayer e;
+  e.name = layer.name;
+  e.type = layer.type();
+  e.inputShape = layer.inputShape;
+  e.outputShape = layer.outputShape;
+  if (const auto* d = dynamic_cast<const Dense*>(&layer)) {
+    e.kind = ExportLayer::Kind::Dense;
+    e.activation = d->activation();
+    e.in = d->inFeatures();
+    e.out = d->outFeatures();
+    e.kernel = d->kernel();
+    e.bias = d->bias();
+  } else if (const auto* a = dynamic_cast<const ActivationLayer*>(&layer)) {
+    e.kind = ExportLayer::Kind::Activation;
+    e.activation = a->activation();
+  } else if (dynamic_cast<const Flatten*>(&layer)) {
+    e.kind = ExportLayer::Kind::Flatten;
+  } else if (dynamic_cast<const Dropout*>(&layer)) {
+    e.kind = ExportLayer::Kind::Dropout;
+  } else {
+    const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";
+    throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
+                    toString(f) + "): that export knows Dense, Activation, Flatten and Dropout; remove the layer or keep "
+                    "the model in Mirrorlab's .mlw weights");
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<ExportLayer> exportLayers(std::span<const Layer* const> layers, ExportFormat f) {
+  std::vector<ExportLayer> out;
+  out.reserve(layers.size());
+  for (const Layer* l : layers) out.push_back(describe(*l, f));
+  return out;
+}
+
+std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f) {
+  std::vector<const Layer*> layers;
+  for (size_t i = 0; i < model.layerCount(); ++i) layers.push_back(&model.layer(i));
+  return exportLayers(layers, f);
+}
+
+void checkExportPath(ExportFormat f, const std::string& path) {
+  checkWritableOutput(path, formatTitle(f));
+  // Keras 3's load_weights refuses any other ending.
+  const std::string suffix = ".weights.h5";
+  if (f == ExportFormat::Keras && (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0))
+    throw UserError("Keras weights must be saved as a file ending in '.weights.h5' (Keras 3's model.load_weights refuses "
+                    "other names): got '" + path + "'");
+}
+
+ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
+  checkExportPath(f, path);
+  const auto layers = exportLayers(model, f);
+  ExportResult r;
+  r.path = path;
+  std::string bytes;
+  switch (f) {
+    case ExportFormat::Onnx:
+      bytes = onnxModelBytes(layers, model.inputShape(), model.outputShape(), info);
+      r.description = "ONNX model, opset " + std::to_string(kOnnxOpset) + ", input 'input' and output 'output' with a dynamic batch";
+      break;
+    case ExportFormat::Keras:
+      bytes = kerasWeightsBytes(layers, path);
+      r.description = "Keras 3 weights for a Sequential model: load with model.load_weights()";
+      break;
+    case ExportFormat::Torch:
+      bytes = torchWeightsBytes(model);
+      r.description = "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with --weights";
+      break;
+  }
+  AtomicFile file(path);
+  file.write(bytes);
+  file.commit();
+  std::error_code ec;
+  r.bytes = static_cast<int64_t>(std::filesystem::file_size(path, ec));
+  return r;
+}
+
+}  // namespace ml

@@ -1,0 +1,65 @@
+// Exports a trained Sequential model to formats other programs read: an ONNX model (every
+// runtime), PyTorch weights (.npz for the generated PyTorch program) and Keras 3 weights
+// (.weights.h5 for the generated TensorFlow program's model.load_weights).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "nn/Activations.h"
+#include "nn/Layer.h"
+#include "nn/Sequential.h"
+
+namespace ml {
+
+enum class ExportFormat { Onnx, Torch, Keras };
+
+// Throws UserError listing the formats.
+ExportFormat parseExportFormat(const std::string& name);
+const char* toString(ExportFormat f);      // onnx | torch | keras
+const char* formatTitle(ExportFormat f);   // "ONNX model", ...
+const char* defaultSuffix(ExportFormat f); // .onnx | .npz | .weights.h5
+// False when the library the format needs was not found at build time (then exporting says so).
+bool formatBuilt(ExportFormat f);
+
+// What the exported file says about where it came from.
+struct ExportInfo {
+  std::string projectName;
+  std::optional<int64_t> runId;
+  std::string weightsFile;  // the .mlw the weights were read from
+  std::string inputNote;    // how the inputs were prepared in training ("pixels / 255"), for users of the file
+  std::string version = MIRRORLAB_VERSION;
+};
+
+// One layer as an exporter sees it (inference form: Dropout is the identity).
+struct ExportLayer {
+  enum class Kind { Dense, Activation, Flatten, Dropout };
+  Kind kind = Kind::Dense;
+  std::string name, type;          // Mirrorlab's layer name and type
+  Act activation = Act::Linear;    // Dense and Activation
+  Shape inputShape, outputShape;   // per sample
+  int64_t in = 0, out = 0;         // Dense: features in and units
+  const float* kernel = nullptr;   // Dense: (in, out) row-major, as Keras stores it
+  const float* bias = nullptr;     // Dense: (out), null without a bias
+};
+
+// The layers in order; throws UserError naming the layer, its type and the format when a layer
+// has no equivalent there. The pointers stay valid while the model lives.
+std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f);
+std::vector<ExportLayer> exportLayers(std::span<const Layer* const> layers, ExportFormat f);
+
+struct ExportResult {
+  std::string path;
+  int64_t bytes = 0;
+  std::string description;  // one line: what the file holds
+};
+
+// Refuses a bad output path before any work (missing or unwritable folder, a folder, Keras'
+// required ".weights.h5" ending), then writes the file atomically (temporary file + rename).
+ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info);
+// The output-path checks alone (the studio runs them before it starts).
+void checkExportPath(ExportFormat f, const std::string& path);
+
+}  // namespace ml

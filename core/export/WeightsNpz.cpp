@@ -1,0 +1,78 @@
+// Splits the model's flat parameter buffer into Keras-named arrays and back.
+#include "export/WeightsNpz.h"
+
+#include <algorithm>
+#include <map>
+
+#include "Error.h"
+
+namespace ml {
+namespace {
+
+// (name, shape, offset into the flat buffer) of every array of the model, in layer order.
+struct Slot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+};
+
+std::vector<Slot> slots(const Sequential& model) {
+  std::vector<Slot> out;
+  for (const auto& r : model.paramRanges()) {
+    const Layer& l = model.layer(r.layer);
+    if (l.type() == "Dense") {
+      const int64_t in = l.inFeatures(), units = l.outFeatures();
+      out.push_back({l.name + "/kernel", {in, units}, r.offset});
+      if (r.count > in * units) out.push_back({l.name + "/bias", {units}, r.offset + in * units});
+    } else {
+      out.push_back({l.name + "/params", {r.count}, r.offset});
+    }
+  }
+  return out;
+}
+
+int64_t count(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace
+
+std::vector<NpyArray> weightArrays(const Sequential& model) {
+  std::vector<NpyArray> arrays;
+  const auto p = model.params();
+  for (const auto& s : slots(model)) {
+    const auto first = p.begin() + s.offset;
+    arrays.push_back({s.name, s.shape, std::vector<float>(first, first + count(s.shape))});
+  }
+  return arrays;
+}
+
+void saveWeightsNpz(const Sequential& model, const std::string& path) { writeNpz(path, weightArrays(model)); }
+
+void loadWeightsNpz(Sequential& model, const std::string& path) {
+  std::map<std::string, NpyArray> byName;
+  for (auto& a : readNpz(path)) byName[a.name] = std::move(a);
+  const auto want = slots(model);
+  for (const auto& s : want) {
+    const auto it = byName.find(s.name);
+    if (it == byName.end())
+      throw UserError("npz file '" + path + "' has no array '" + s.name + "': save it from this model (train --save-weights FILE.npz)");
+    if (it->second.shape != s.shape) {
+      std::string got, need;
+      for (int64_t d : it->second.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
+      for (int64_t d : s.shape) need += (need.empty() ? "" : ", ") + std::to_string(d);
+      throw UserError("array '" + s.name + "' in npz file '" + path + "' has shape (" + got + ") but the model needs (" + need + ")");
+    }
+  }
+  if (byName.size() != want.size()) {
+    for (const auto& [name, a] : byName)
+      if (std::none_of(want.begin(), want.end(), [&](const Slot& s) { return s.name == name; }))
+        throw UserError("npz file '" + path + "' holds array '" + name + "', which this model does not have: it belongs to another model");
+  }
+  auto p = model.params();
+  for (const auto& s : want) std::copy(byName[s.name].data.begin(), byName[s.name].data.end(), p.begin() + s.offset);
+}
+
+}  // namespace ml

@@ -1,0 +1,53 @@
+// The learning-rate scaling rule and its sentence.
+#include "project/LrScaling.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ml {
+
+static std::string num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+int64_t lrReferenceBatch(const TrainingSpec& t) { return t.lrReferenceBatch > 0 ? t.lrReferenceBatch : t.batchSize; }
+
+double lrScaleFactor(const std::string& rule, double globalBatch, double referenceBatch) {
+  if (referenceBatch <= 0 || globalBatch <= 0) return 1.0;
+  const double ratio = globalBatch / referenceBatch;
+  if (rule == "linear") return ratio;
+  if (rule == "sqrt") return std::sqrt(ratio);
+  return 1.0;
+}
+
+LrScaling scaleLearningRate(const TrainingSpec& t, int64_t globalBatch) {
+  LrScaling s;
+  s.rule = t.lrScaling;
+  s.baseLr = t.optimizer.learningRate;
+  s.referenceBatch = lrReferenceBatch(t);
+  s.globalBatch = globalBatch;
+  s.factor = lrScaleFactor(s.rule, static_cast<double>(globalBatch), static_cast<double>(s.referenceBatch));
+  s.lr = s.baseLr * s.factor;
+  return s;
+}
+
+std::string LrScaling::explain() const {
+  const std::string set = num(baseLr) + " was set for a global batch of " + std::to_string(referenceBatch);
+  if (rule != "linear" && rule != "sqrt") {
+    if (globalBatch == referenceBatch) return num(lr) + " (no scaling rule; " + set + ", the batch of this run)";
+    return num(lr) + " (no scaling rule: " + set + " but the global batch is " + std::to_string(globalBatch) + ")";
+  }
+  if (globalBatch == referenceBatch)
+    return num(lr) + " (" + set + " and the global batch is still " + std::to_string(globalBatch) + ", so " + rule +
+           " scaling changes nothing)";
+  return num(lr) + " (" + set + "; the global batch is " + std::to_string(globalBatch) + ", so " + rule + " scaling gives " +
+         num(baseLr) + " x " + num(factor) + " = " + num(lr) + ")";
+}
+
+std::string lrScalingPython() {
+  return "{\"none\": 1.0, \"linear\": global_batch / REFERENCE_BATCH, \"sqrt\": math.sqrt(global_batch / REFERENCE_BATCH)}[LR_SCALING]";
+}
+
+}  // namespace ml

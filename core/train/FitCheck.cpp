@@ -1,0 +1,120 @@
+// Model-against-data checks in the words of the studio's screens, and the one-step fix.
+#include "train/FitCheck.h"
+
+#include "data/Dataset.h"
+#include "nn/Loss.h"
+#include "nn/Sequential.h"
+
+namespace ml {
+
+static std::string dims(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out.empty() ? "()" : out;
+}
+
+static std::string commas(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out;
+}
+
+DataFacts factsOf(const Dataset& d) { return {d.name, d.sampleShape, d.numClasses, d.targetDim}; }
+
+std::optional<DataFacts> knownFacts(const DataSpec& d) {
+  if (d.kind == "fashion-mnist") return DataFacts{"Fashion-MNIST", {28, 28}, 10, 1};
+  if (d.kind == "spirals") return DataFacts{"spirals", {2}, d.classes, 1};
+  if (d.kind == "blobs") return DataFacts{"blobs", {d.features}, d.classes, 1};
+  return std::nullopt;
+}
+
+std::string FitCheck::summary() const {
+  std::string s;
+  for (const auto& p : problems) s += (s.empty() ? "" : "\n") + p.message;
+  return s;
+}
+
+static int lastDense(const ModelSpec& m) {
+  for (int i = static_cast<int>(m.layers.size()) - 1; i >= 0; --i)
+    if (m.layers[static_cast<size_t>(i)].type == "Dense") return i;
+  return -1;
+}
+
+static std::string lastActivation(const ModelSpec& m) {
+  for (int i = static_cast<int>(m.layers.size()) - 1; i >= 0; --i) {
+    const auto& l = m.layers[static_cast<size_t>(i)];
+    if (l.type == "Dense" || l.type == "Activation") return l.args.value("activation", std::string("linear"));
+  }
+  return "linear";
+}
+
+FitCheck checkFit(const Project& p, const DataFacts& data) {
+  FitCheck fc;
+  std::optional<Sequential> m;
+  try {
+    m.emplace(p.model);
+  } catch (const std::exception&) {
+    return fc;  // the model itself does not build: the Model screen names that layer already
+  }
+  const int last = static_cast<int>(m->layerCount()) - 1;
+  const int64_t features = numel(data.sampleShape);
+  if (m->inFeatures() != features)
+    fc.problems.push_back({FitProblem::Where::Input, 0,
+                           "Model screen, Input shape: the data (" + data.name + ") gives " +
+                               (data.sampleShape.size() > 1 ? dims(data.sampleShape) + " = " : "") + std::to_string(features) +
+                               " features per sample; the model expects " + dims(m->inputShape()) + ". Set Input shape to " +
+                               commas(data.sampleShape) + " (or click Fit to data)."});
+  const Loss loss = Loss::make(p.training.loss, p.training.fromLogits);
+  const std::string lastName = last >= 0 ? m->layer(static_cast<size_t>(last)).name : "";
+  if (loss.isClassification() && data.numClasses <= 0) {
+    fc.problems.push_back({FitProblem::Where::Loss, last,
+                           "Model screen: the project's loss (" + p.training.loss + ") needs class labels, but " + data.name +
+                               " has numeric targets. Click Fit to data to use mean squared error."});
+  } else if (loss.isClassification()) {
+    if (m->outFeatures() != data.numClasses)
+      fc.problems.push_back({FitProblem::Where::Output, last,
+                             "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
+                                 " outputs but the data has " + std::to_string(data.numClasses) + " classes. Set its Units to " +
+                                 std::to_string(data.numClasses) + " (or click Fit to data)."});
+    else if (!p.training.fromLogits && lastActivation(p.model) != "softmax")
+      fc.problems.push_back({FitProblem::Where::Output, last,
+                             "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
+                                 " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to data)."});
+  } else if (m->outFeatures() != data.targetDim) {
+    fc.problems.push_back({FitProblem::Where::Output, last,
+                           "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
+                               " outputs but each target has " + std::to_string(data.targetDim) + " value" +
+                               (data.targetDim == 1 ? "" : "s") + ". Set its Units to " + std::to_string(data.targetDim) +
+                               " (or click Fit to data)."});
+  }
+  return fc;
+}
+
+Project fitToData(const Project& in, const DataFacts& data) {
+  Project p = in;
+  p.model.inputShape = data.sampleShape;
+  const bool classes = data.numClasses > 0;
+  if (classes && !Loss::make(p.training.loss, p.training.fromLogits).isClassification()) {
+    p.training.loss = "sparse_categorical_crossentropy";
+    p.training.fromLogits = false;
+    p.training.metrics = {"accuracy"};
+  } else if (!classes && Loss::make(p.training.loss, p.training.fromLogits).isClassification()) {
+    p.training.loss = "mean_squared_error";
+    p.training.metrics = {"mae"};
+  }
+  const int d = lastDense(p.model);
+  if (d < 0) {
+    p.model.layers.push_back({"Dense", "", {{"units", classes ? data.numClasses : data.targetDim}}});
+  } else {
+    auto& args = p.model.layers[static_cast<size_t>(d)].args;
+    args["units"] = classes ? static_cast<int64_t>(data.numClasses) : data.targetDim;
+    if (classes && !p.training.fromLogits) args["activation"] = "softmax";
+    if (!classes && args.value("activation", std::string("linear")) == "softmax") args["activation"] = "linear";
+    // A separate Activation layer after it would override the choice: drop it.
+    if (static_cast<size_t>(d) + 1 < p.model.layers.size() && p.model.layers.back().type == "Activation")
+      p.model.layers.pop_back();
+  }
+  return p;
+}
+
+}  // namespace ml

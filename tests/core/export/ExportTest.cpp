@@ -1,0 +1,273 @@
+// Exported models checked by code that is not Mirrorlab's: the ONNX library's checker and shape
+// inference and a numpy evaluator (onnx_reference.py) against Mirrorlab's own forward pass, Keras
+// 3's layout with h5py (keras_layout.py); and bad output paths refused before any work.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "Error.h"
+#include "LearnTestUtil.h"
+#include "export/AtomicFile.h"
+#include "export/ExportJob.h"
+#include "export/ModelExport.h"
+#include "nn/WeightsFile.h"
+#include <random>
+
+namespace fs = std::filesystem;
+using namespace ml;
+using namespace mltest;
+
+namespace {
+
+std::string script(const char* name) { return std::string(EXPORT_SCRIPTS) + "/" + name; }
+
+LayerSpec layer(const std::string& type, nlohmann::json args = nlohmann::json::object()) {
+  return LayerSpec{type, "", std::move(args)};
+}
+
+// Every layer Mirrorlab has, every activation, a Dense without a bias, a non-flat input.
+ModelSpec everyLayerModel() {
+  ModelSpec m;
+  m.inputShape = {2, 3};
+  m.layers = {layer("Flatten"),
+              layer("Dense", {{"units", 8}, {"activation", "tanh"}}),
+              layer("Activation", {{"activation", "sigmoid"}}),
+              layer("Dropout", {{"rate", 0.3}}),
+              layer("Dense", {{"units", 7}, {"activation", "linear"}, {"use_bias", false}}),
+              layer("Activation", {{"activation", "relu"}}),
+              layer("Dense", {{"units", 4}, {"activation", "softmax"}, {"bias_initializer", "ones"}})};
+  return m;
+}
+
+// A softmax over a whole (3, 4) sample, as Mirrorlab computes it, before the Flatten.
+ModelSpec sampleSoftmaxModel() {
+  ModelSpec m;
+  m.inputShape = {3, 4};
+  m.layers = {layer("Activation", {{"activation", "softmax"}}), layer("Flatten"),
+              layer("Dense", {{"units", 5}, {"activation", "relu"}}), layer("Dropout", {{"rate", 0.5}}),
+              layer("Dense", {{"units", 2}, {"activation", "sigmoid"}})};
+  return m;
+}
+
+void writeFloats(const fs::path& p, const std::vector<float>& v) {
+  std::ofstream out(p, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+}
+
+// Random inputs, Mirrorlab's inference outputs for them, both written for the Python checkers.
+struct Sample {
+  fs::path input, expected;
+};
+Sample mirrorlabOutputs(Sequential& model, int64_t n, const fs::path& dir) {
+  std::vector<float> x(static_cast<size_t>(n * model.inFeatures()));
+  std::mt19937 gen(11);
+  std::normal_distribution<float> dist(0.0f, 1.5f);
+  for (float& v : x) v = dist(gen);
+  StepContext ctx;  // training = false: inference, Dropout is the identity
+  const float* y = model.forward(x.data(), n, ctx);
+  Sample s{dir / "x.f32", dir / "y.f32"};
+  writeFloats(s.input, x);
+  writeFloats(s.expected, std::vector<float>(y, y + n * model.outFeatures()));
+  std::string shape;
+  for (int64_t d : model.inputShape()) shape += std::to_string(d) + " ";
+  writeFile(dir / "x.f32.shape", shape);
+  return s;
+}
+
+double maxAbsDiff(const std::string& output) {
+  std::smatch m;
+  if (!std::regex_search(output, m, std::regex("max_abs_diff=([0-9.e+-]+)"))) return 1e9;
+  return std::stod(m[1]);
+}
+
+bool pythonHas(const char* modules, std::string* why) {
+  const CommandResult r = runCommand(std::string(kPython) + " -c 'import " + modules + "'");
+  if (r.exitCode != 0) *why = std::string("Debian's ") + modules + " for " + kPython + " is missing: " + r.output;
+  return r.exitCode == 0;
+}
+
+}  // namespace
+
+TEST(OnnxExport, EveryLayerMatchesMirrorlabOpByOp) {
+  std::string why;
+  if (!pythonHas("onnx, numpy", &why)) GTEST_SKIP() << why;
+  for (const ModelSpec& spec : {everyLayerModel(), sampleSoftmaxModel()}) {
+    TempDir dir("onnx");
+    Sequential model(spec);
+    model.initialize(5);
+    const Sample s = mirrorlabOutputs(model, 37, dir.path());
+    ExportInfo info{"every layer", 7, "w.mlw"};
+    const ExportResult r = exportModel(model, ExportFormat::Onnx, (dir.path() / "m.onnx").string(), info);
+    EXPECT_GT(r.bytes, static_cast<int64_t>(model.paramCount() * 4));
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("onnx_reference.py") + " " + r.path + " " +
+                                       s.input.string() + " " + s.expected.string() + " --expect-opset 13");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+    EXPECT_NE(c.output.find("'run_id': '7'"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("'project': 'every layer'"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("'mirrorlab_version': '" MIRRORLAB_VERSION "'"), std::string::npos) << c.output;
+    EXPECT_EQ(c.output.find("Dropout"), std::string::npos) << c.output;
+    if (spec.inputShape == Shape{2, 3}) {
+      EXPECT_NE(c.output.find("ops=Flatten,Gemm,Tanh,Sigmoid,MatMul,Relu,Gemm,Softmax "), std::string::npos) << c.output;
+    } else {
+      EXPECT_NE(c.output.find("ops=Flatten,Softmax,Reshape,Flatten,Gemm,Relu,Gemm,Sigmoid "), std::string::npos) << c.output;
+    }
+  }
+}
+
+TEST(OnnxExport, OneSampleAndAThousandThroughTheSameFile) {
+  std::string why;
+  if (!pythonHas("onnx, numpy", &why)) GTEST_SKIP() << why;
+  TempDir dir("onnx-batch");
+  Sequential model(everyLayerModel());
+  model.initialize(9);
+  const std::string file = (dir.path() / "m.onnx").string();
+  exportModel(model, ExportFormat::Onnx, file, ExportInfo{"batch", std::nullopt, ""});
+  for (int64_t n : {1, 1000}) {
+    const Sample s = mirrorlabOutputs(model, n, dir.path());
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("onnx_reference.py") + " " + file + " " +
+                                       s.input.string() + " " + s.expected.string());
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_NE(c.output.find("samples=" + std::to_string(n) + " "), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("'run_id': ''"), std::string::npos) << "no run: the key is there, empty: " << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+  }
+}
+
+TEST(KerasExport, Keras3SequentialLayoutAndValues) {
+  std::string why;
+  if (!pythonHas("h5py, numpy", &why)) GTEST_SKIP() << why;
+  TempDir dir("keras");
+  Project p;
+  p.name = "keras layout";
+  p.model = everyLayerModel();
+  Sequential model(p.model);
+  model.initialize(3);
+  const Sample s = mirrorlabOutputs(model, 25, dir.path());
+  p.save((dir.path() / "p.json").string());
+  saveWeights(model, (dir.path() / "w.mlw").string());
+  const ExportResult r = exportModel(model, ExportFormat::Keras, (dir.path() / "m.weights.h5").string(), ExportInfo{});
+  const CommandResult c = runCommand(std::string(kPython) + " " + script("keras_layout.py") + " " + r.path + " " +
+                                     (dir.path() / "p.json").string() + " " + (dir.path() / "w.mlw").string() + " " +
+                                     s.input.string() + " " + s.expected.string());
+  ASSERT_EQ(c.exitCode, 0) << c.output;
+  // vars, layers, and per layer its group and vars: 7 layers; 3 Dense kernels and 2 biases.
+  EXPECT_NE(c.output.find("layout ok: 21 groups and datasets"), std::string::npos) << c.output;
+  EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+}
+
+TEST(TorchExport, ATorchSequentialWithTheWeightsPredictsWhatMirrorlabPredicts) {
+  for (const ModelSpec& spec : {everyLayerModel(), sampleSoftmaxModel()}) {  // importing torch takes seconds: no probe
+    TempDir dir("torch");
+    Project p;
+    p.name = "torch weights";
+    Sequential model(spec);
+    model.initialize(13);
+    p.model = model.spec();  // with the generated layer names the arrays are named after
+    p.save((dir.path() / "p.json").string());
+    const Sample s = mirrorlabOutputs(model, 29, dir.path());
+    const ExportResult r = exportModel(model, ExportFormat::Torch, (dir.path() / "m.npz").string(), ExportInfo{});
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("torch_load.py") + " " + r.path + " " +
+                                       (dir.path() / "p.json").string() + " " + s.input.string() + " " + s.expected.string());
+    if (c.output.find("No module named") != std::string::npos) GTEST_SKIP() << "Debian's python3-torch is missing: " << c.output;
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+    EXPECT_NE(c.output.find(std::to_string(model.paramCount()) + " parameters"), std::string::npos) << c.output;
+  }
+}
+
+// A layer that no export knows (a stand-in for one added later without an exporter).
+class Conv2DStandIn : public Layer {
+ public:
+  std::string type() const override { return "Conv2D"; }
+  Shape build(const Shape& in) override { return outputShape = inputShape = in; }
+  void forward(const float*, float*, int64_t, const StepContext&) override {}
+  void backward(const float*, const float*, float*, float*, int64_t, const StepContext&) override {}
+};
+
+TEST(ModelExport, ALayerAFormatCannotExpressIsNamedWithTheFormat) {
+  Sequential model(everyLayerModel());
+  Conv2DStandIn conv;
+  conv.name = "conv2d_3";
+  std::vector<const Layer*> layers = {&model.layer(0), &conv, &model.layer(1)};
+  for (ExportFormat f : {ExportFormat::Onnx, ExportFormat::Torch, ExportFormat::Keras}) {
+    try {
+      exportLayers(layers, f);
+      FAIL() << "exported a Conv2D to " << toString(f);
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("layer 'conv2d_3' (Conv2D)"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(std::string("--format ") + toString(f)), std::string::npos) << msg;
+      EXPECT_NE(msg.find(f == ExportFormat::Onnx ? "to ONNX" : f == ExportFormat::Torch ? "to PyTorch" : "to Keras"), std::string::npos) << msg;
+    }
+  }
+  EXPECT_EQ(exportLayers(model, ExportFormat::Onnx).size(), model.layerCount());
+}
+
+TEST(ModelExport, BadOutputPathsAreRefusedBeforeAnyWork) {
+  TempDir dir("export-paths");
+  ExportRequest r;
+  r.project.model = everyLayerModel();
+  r.weights = (dir.path() / "never-read.mlw").string();  // does not exist: an error about it = work was done
+  auto refused = [&](ExportFormat f, const std::string& out, const std::string& needle) {
+    r.format = f;
+    r.output = out;
+    try {
+      runExport(r);
+      ADD_FAILURE() << out << " was accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("never-read"), std::string::npos) << "read the weights first: " << e.what();
+    }
+  };
+  refused(ExportFormat::Onnx, (dir.path() / "missing" / "m.onnx").string(), "does not exist");
+  refused(ExportFormat::Torch, "/proc/m.npz", "is not writable");  // refused even to root
+  refused(ExportFormat::Onnx, dir.path().string(), "is a folder");
+  refused(ExportFormat::Keras, (dir.path() / "m.h5").string(), "ending in '.weights.h5'");
+  refused(ExportFormat::Onnx, "", "no output file");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 0) << "something was left behind";
+  // With a good path the weights are the next thing checked.
+  r.format = ExportFormat::Onnx;
+  r.output = (dir.path() / "m.onnx").string();
+  EXPECT_THROW(runExport(r), UserError);
+  EXPECT_FALSE(fs::exists(r.output));
+}
+
+TEST(AtomicFile, NothingHalfWrittenIsLeft) {
+  TempDir dir("atomic");
+  const fs::path target = dir.path() / "model.onnx";
+  writeFile(target, "the previous export");
+  {
+    AtomicFile f(target.string());
+    f.write("half of a new one");
+    // The writer fails here (an exception): no commit.
+  }
+  std::ifstream in(target);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "the previous export");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1) << "a temporary file is left";
+  {
+    AtomicFile f(target.string());
+    f.write("the new export");
+    f.commit();
+  }
+  std::ifstream again(target);
+  std::string now((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(now, "the new export");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 1);
+}
+
+TEST(ModelExport, FormatNames) {
+  EXPECT_EQ(parseExportFormat("onnx"), ExportFormat::Onnx);
+  EXPECT_EQ(parseExportFormat("torch"), ExportFormat::Torch);
+  EXPECT_EQ(parseExportFormat("keras"), ExportFormat::Keras);
+  try {
+    parseExportFormat("tflite");
+    FAIL();
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("'tflite' (allowed: onnx, torch, keras)"), std::string::npos) << e.what();
+  }
+  EXPECT_STREQ(defaultSuffix(ExportFormat::Keras), ".weights.h5");
+}

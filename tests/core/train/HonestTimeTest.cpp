@@ -1,0 +1,142 @@
+// Two promises the studio's comparisons rest on: the learning rate follows the global batch (one
+// rule, in per-device and global batch modes alike), and paused time is not training time.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "TestData.h"
+#include "project/LrScaling.h"
+#include "train/Trainer.h"
+
+namespace {
+
+ml::Project project(const std::string& devices, int64_t batch, bool perDevice, const std::string& rule) {
+  ml::Project p;
+  p.name = "honest";
+  p.model = mltest::makeModel(true);
+  p.data.kind = "spirals";
+  p.training.epochs = 3;
+  p.training.batchSize = batch;
+  p.training.perDeviceBatch = perDevice;
+  p.training.lrScaling = rule;
+  p.training.optimizer.learningRate = 0.01;
+  p.distribute.devices = devices;
+  return p;
+}
+
+TEST(LrScaling, GlobalBatchModeWithAnUnchangedBatchChangesNothing) {
+  const auto plan = ml::planRun(project("cpu:3", 16, false, "linear"), 3, 178);
+  EXPECT_EQ(plan.globalBatch, 16);
+  EXPECT_DOUBLE_EQ(plan.lr, 0.01);
+  EXPECT_NE(plan.sentence().find("0.01 was set for a global batch of 16 and the global batch is still 16, so linear scaling changes nothing"),
+            std::string::npos)
+      << plan.sentence();
+}
+
+TEST(LrScaling, PerDeviceModeScalesWithTheGlobalBatch) {
+  const auto plan = ml::planRun(project("cpu:3", 16, true, "linear"), 3, 178);
+  EXPECT_EQ(plan.globalBatch, 48);
+  EXPECT_DOUBLE_EQ(plan.lr, 0.03);
+  EXPECT_NE(plan.sentence().find("0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03"),
+            std::string::npos)
+      << plan.sentence();
+  const auto sq = ml::planRun(project("cpu:4", 16, true, "sqrt"), 4, 178);
+  EXPECT_DOUBLE_EQ(sq.lr, 0.02);
+}
+
+TEST(LrScaling, AReferenceBatchScalesAGlobalBatchChosenByHand) {
+  auto p = project("cpu:2", 64, false, "linear");
+  p.training.lrReferenceBatch = 16;
+  const auto plan = ml::planRun(p, 2, 600);
+  EXPECT_DOUBLE_EQ(plan.lr, 0.04);
+  // The field survives a round trip and is absent from files that rely on the default.
+  EXPECT_EQ(ml::Project::fromJson(p.toJson()).training.lrReferenceBatch, 16);
+  EXPECT_FALSE(project("cpu:2", 64, false, "linear").toJson()["training"].contains("lr_reference_batch"));
+  // Accumulation grows the global batch, so the rule grows the rate too.
+  auto acc = project("cpu:2", 16, true, "linear");
+  acc.training.accumulate = 2;
+  EXPECT_DOUBLE_EQ(ml::planRun(acc, 2, 600).lr, 0.04);
+  EXPECT_NE(ml::lrScalingPython().find("global_batch / REFERENCE_BATCH"), std::string::npos);
+}
+
+struct Timed {
+  std::vector<ml::EpochEvent> epochs;
+  std::vector<ml::RunPaused> pauses;
+  std::vector<double> stepSum = std::vector<double>(4, 0.0);  // sum of step times per epoch (1-based)
+  ml::RunFinished fin;
+};
+
+// Trains 3 epochs of 6000 samples; when pauseSeconds > 0, pauses that long early in epoch 2.
+Timed train(double pauseSeconds) {
+  auto data = std::make_shared<ml::DataSplit>();
+  data->train = mltest::makeClassification(6000);
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 16);
+  auto watch = hub.subscribe(1 << 16);
+  ml::Trainer t(project("cpu:2", 32, false, "none"), data, hub);
+  std::thread pauser;
+  if (pauseSeconds > 0) {
+    pauser = std::thread([&] {
+      std::vector<ml::Event> seen;
+      bool paused = false;
+      while (!paused) {  // pause once the first step of epoch 2 is done
+        watch->drain(seen);
+        for (const auto& e : seen)
+          if (const auto* s = std::get_if<ml::StepEvent>(&e); s && s->epoch == 2) paused = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      t.setPaused(true);
+      std::this_thread::sleep_for(std::chrono::duration<double>(pauseSeconds));
+      t.setPaused(false);
+    });
+  }
+  Timed out;
+  out.fin = t.run();
+  if (pauser.joinable()) pauser.join();
+  std::vector<ml::Event> events;
+  ch->drain(events);
+  for (const auto& e : events) {
+    if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) out.epochs.push_back(*ep);
+    if (const auto* pa = std::get_if<ml::RunPaused>(&e)) out.pauses.push_back(*pa);
+    if (const auto* st = std::get_if<ml::StepEvent>(&e)) out.stepSum[static_cast<size_t>(st->epoch)] += st->stepTime;
+  }
+  return out;
+}
+
+TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
+  const Timed plain = train(0), paused = train(2.0);
+  ASSERT_EQ(plain.epochs.size(), 3u);
+  ASSERT_EQ(paused.epochs.size(), 3u);
+  // The pause is its own event, with its real length.
+  ASSERT_EQ(paused.pauses.size(), 1u);
+  EXPECT_GE(paused.pauses[0].seconds, 1.9);
+  EXPECT_LT(paused.pauses[0].seconds, 4.0);
+  // The epoch that held the pause: its time, throughput and the run's total leave the 2 s out.
+  // "Within noise": the unpaused epochs of both runs bound what an epoch takes on this machine now.
+  size_t held = 0;
+  while (held + 1 < paused.epochs.size() && paused.epochs[held].wallTime < paused.pauses[0].wallTime) ++held;
+  double noise = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    noise = std::max(noise, plain.epochs[i].seconds);
+    if (i != held) noise = std::max(noise, paused.epochs[i].seconds);
+  }
+  const auto& e = paused.epochs[held];
+  EXPECT_LT(e.seconds, 2 * noise + 0.2) << "epoch " << e.epoch << " took " << e.seconds << " s";
+  // Load on a shared machine moves every epoch; what is not a step (shuffling, checksums) does
+  // not grow by 2 s. A counted pause would put the whole 2 s there.
+  double overhead = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    overhead = std::max(overhead, plain.epochs[i].seconds - plain.stepSum[i + 1]);
+    if (i != held) overhead = std::max(overhead, paused.epochs[i].seconds - paused.stepSum[i + 1]);
+  }
+  EXPECT_LT(e.seconds - paused.stepSum[held + 1], overhead + 1.0);
+  EXPECT_GT(e.samplesPerSec, 6000 / (2 * noise + 0.2));
+  // Training time runs on across the pause without a jump: the last epoch ends at about the sum.
+  double sum = 0;
+  for (const auto& ep : paused.epochs) sum += ep.seconds;
+  EXPECT_LT(paused.epochs.back().wallTime, sum + 1.0);
+  EXPECT_LT(paused.fin.seconds, sum + 1.0);
+}
+
+}  // namespace

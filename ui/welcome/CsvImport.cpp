@@ -1,0 +1,55 @@
+// A project for a user's CSV table (see CsvImport.h).
+#include "welcome/CsvImport.h"
+
+#include <QFile>
+#include <QFileInfo>
+#include <QStringList>
+
+#include "Error.h"
+#include "data/Csv.h"
+#include "ProjectDocument.h"
+
+namespace mlui {
+
+static QString labelColumnOf(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly))
+    throw ml::UserError("cannot open CSV file '" + path.toStdString() + "': check the path and its permissions");
+  QStringList cols;
+  for (const QString& c : QString::fromUtf8(f.readLine()).trimmed().split(QLatin1Char(',')))
+    cols << c.trimmed().remove(QLatin1Char('"'));
+  if (cols.size() < 2)
+    throw ml::UserError(path.toStdString() + ": the first row must name at least two columns (features and a label)");
+  for (const char* name : {"label", "class", "target", "y"})
+    for (const QString& c : cols)
+      if (c.compare(QLatin1String(name), Qt::CaseInsensitive) == 0) return c;
+  return cols.back();
+}
+
+ml::Project csvProject(const QString& path) {
+  const QString label = labelColumnOf(path);
+  const ml::Dataset d = ml::readCsv(path.toStdString(), label.toStdString(), false, false);
+  std::vector<float> labels(d.y.begin(), d.y.end());
+  const bool classes = ml::looksLikeClassLabels(labels);
+  int numClasses = 0;
+  for (float v : labels) numClasses = std::max(numClasses, static_cast<int>(v) + 1);
+  ml::Project p = newProject();
+  p.name = QFileInfo(path).completeBaseName().toStdString();
+  p.data = {};
+  p.data.kind = "csv";
+  p.data.path = QFileInfo(path).absoluteFilePath().toStdString();
+  p.data.labelColumn = label.toStdString();
+  p.data.standardize = true;
+  p.data.validationSplit = 0.2;
+  p.model.inputShape = {d.featureCount()};
+  const nlohmann::json out = classes ? nlohmann::json{{"units", numClasses}, {"activation", "softmax"}}
+                                     : nlohmann::json{{"units", 1}, {"activation", "linear"}};
+  p.model.layers = {{"Dense", "", {{"units", 64}, {"activation", "relu"}}}, {"Dense", "", out}};
+  if (!classes) {
+    p.training.loss = "mean_squared_error";
+    p.training.metrics = {"mae"};
+  }
+  return p;
+}
+
+}  // namespace mlui

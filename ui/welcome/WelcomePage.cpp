@@ -1,0 +1,143 @@
+// The welcome page: three cards (examples, the first lesson, a CSV import) under a one-line idea.
+#include "welcome/WelcomePage.h"
+
+#include <QDebug>
+#include <QFrame>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+#include "Theme.h"
+#include "learn/Lesson.h"
+#include "project/SharedData.h"
+
+namespace mlui {
+
+static QString q(const std::string& s) { return QString::fromStdString(s); }
+
+// A card: an icon and a title, a sentence, then the card's own content.
+static QVBoxLayout* card(QHBoxLayout* row, const QString& iconName, const QString& title, const QString& text) {
+  auto* f = new QFrame;
+  setRole(f, "card");
+  f->setMinimumWidth(300);
+  auto* v = new QVBoxLayout(f);
+  v->setContentsMargins(22, 20, 22, 20);
+  v->setSpacing(10);
+  auto* head = new QHBoxLayout;
+  auto* ic = new QLabel;
+  ic->setPixmap(icon(iconName).pixmap(28, 28));
+  head->addWidget(ic);
+  head->addWidget(sectionTitle(title), 1);
+  v->addLayout(head);
+  auto* t = new QLabel(text);
+  t->setWordWrap(true);
+  setRole(t, "pageHint");
+  v->addWidget(t);
+  row->addWidget(f, 1);
+  return v;
+}
+
+WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
+  setObjectName(QStringLiteral("WelcomePage"));
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(48, 40, 48, 32);
+  outer->addStretch(1);
+  auto* logo = new QLabel(this);
+  logo->setPixmap(icon(QStringLiteral("mirrorlab")).pixmap(72, 72));
+  logo->setAlignment(Qt::AlignCenter);
+  outer->addWidget(logo);
+  auto* title = new QLabel(tr("Welcome to Mirrorlab"), this);
+  title->setAlignment(Qt::AlignCenter);
+  title->setStyleSheet(QStringLiteral("font-size: 22pt; font-weight: 600; color: #1f2d3d;"));
+  outer->addWidget(title);
+  auto* idea = new QLabel(tr("Mirrored training: every device holds the same copy of the model, each batch is split across the "
+                             "devices, and their gradients are averaged so that the copies stay identical."), this);
+  idea->setObjectName(QStringLiteral("WelcomeIdea"));
+  idea->setWordWrap(true);
+  idea->setAlignment(Qt::AlignCenter);
+  idea->setFixedWidth(780);  // wrapped text in a centred layout would otherwise take its narrowest width
+  idea->setStyleSheet(QStringLiteral("font-size: 11.5pt; color: #44546a;"));
+  outer->addWidget(idea, 0, Qt::AlignHCenter);
+  outer->addSpacing(24);
+
+  auto* row = new QHBoxLayout;
+  row->setSpacing(20);
+  examples_ = card(row, QStringLiteral("open"), tr("Open an example"),
+                   tr("A ready project: a model, its data and its devices. Spirals trains in seconds."));
+  QVBoxLayout* lesson = card(row, QStringLiteral("learn"), tr("Start the first lesson"),
+                             tr("Predict what happens on several devices, run it for real, and see the measured answer."));
+  lessonTitle_ = new QLabel(this);
+  lessonTitle_->setWordWrap(true);
+  lesson->addWidget(lessonTitle_);
+  lesson->addStretch(1);
+  auto* start = new QPushButton(icon(QStringLiteral("play")), tr("Start the lesson"), this);
+  start->setObjectName(QStringLiteral("WelcomeLesson"));
+  lesson->addWidget(start);
+  QVBoxLayout* csv = card(row, QStringLiteral("data"), tr("Import a CSV file"),
+                          tr("Your own table: one row per sample, numeric columns, and a label column to predict."));
+  csv->addStretch(1);
+  auto* import = new QPushButton(icon(QStringLiteral("add")), tr("Choose a CSV file…"), this);
+  import->setObjectName(QStringLiteral("WelcomeCsv"));
+  csv->addWidget(import);
+  auto* rowHolder = new QWidget(this);
+  rowHolder->setLayout(row);
+  rowHolder->setMaximumWidth(1100);
+  outer->addWidget(rowHolder, 0, Qt::AlignHCenter);
+
+  problemsLabel_ = new QLabel(this);
+  problemsLabel_->setObjectName(QStringLiteral("WelcomeProblems"));
+  problemsLabel_->setWordWrap(true);
+  problemsLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  problemsLabel_->setFixedWidth(940);
+  setRole(problemsLabel_, "warning");
+  outer->addWidget(problemsLabel_, 0, Qt::AlignHCenter);
+  outer->addStretch(2);
+  auto* hint = new QLabel(tr("This page is always under Help > Welcome. The screens on the left are the whole studio."), this);
+  setRole(hint, "caption");
+  hint->setAlignment(Qt::AlignCenter);
+  outer->addWidget(hint);
+
+  connect(start, &QPushButton::clicked, this, &WelcomePage::firstLessonRequested);
+  connect(import, &QPushButton::clicked, this, &WelcomePage::importCsvRequested);
+  refresh();
+}
+
+void WelcomePage::refresh() {
+  while (examples_->count() > 2) {  // keep the card's head and sentence
+    QLayoutItem* item = examples_->takeAt(2);
+    delete item->widget();
+    delete item;
+  }
+  QStringList problems;
+  const ml::SharedDataDir dir = ml::findSharedData();
+  const auto list = ml::listExampleProjects(dir.projectsDir);
+  for (const auto& e : list) {
+    if (!e.error.empty()) {
+      problems << tr("Example %1 cannot be read: %2").arg(q(e.path), q(e.error));
+      continue;
+    }
+    auto* b = new QPushButton(q(e.name), this);
+    b->setObjectName(QStringLiteral("WelcomeExample"));
+    b->setToolTip(q(e.path));
+    b->setStyleSheet(QStringLiteral("text-align: left; padding: 6px 10px;"));
+    connect(b, &QPushButton::clicked, this, [this, path = q(e.path)] { Q_EMIT openExampleRequested(path); });
+    examples_->addWidget(b);
+  }
+  if (list.empty())
+    problems << tr("No example projects were found. Searched:\n%1").arg(q(ml::describeSharedDataSearch()).trimmed());
+  examples_->addStretch(1);
+  try {
+    const auto lessons = ml::loadLessons(ml::defaultLessonsDir());
+    lessonTitle_->setText(lessons.empty() ? tr("No lessons found.") : tr("<b>1. %1</b>").arg(q(lessons.front().title).toHtmlEscaped()));
+  } catch (const std::exception& e) {
+    lessonTitle_->setText(tr("The lessons cannot be loaded."));
+    problems << tr("Lessons: %1").arg(q(e.what()));
+  }
+  problems_ = problems.join(QLatin1Char('\n'));
+  if (!problems_.isEmpty()) qWarning().noquote() << problems_;  // also on stderr, for logs and scripts
+  problemsLabel_->setText(problems_);
+  problemsLabel_->setVisible(!problems_.isEmpty());
+}
+
+}  // namespace mlui
