@@ -14,7 +14,7 @@
 #include "Error.h"
 #include "ProjectDocument.h"
 #include "Theme.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "nn/Summary.h"
 
 namespace mlui {

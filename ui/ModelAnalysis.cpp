@@ -7,7 +7,7 @@
 #include <set>
 
 #include "Error.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 

@@ -22,7 +22,7 @@
 #include "Format.h"
 #include "ProjectDocument.h"
 #include "Theme.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "learn/Sweep.h"
 #include "store/RunStore.h"
 

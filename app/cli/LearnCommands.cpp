@@ -19,7 +19,7 @@
 #include "Error.h"
 #include "JsonFile.h"
 #include "data/Dataset.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "learn/CodeGen.h"
 #include "learn/CostModel.h"
 #include "learn/Lesson.h"

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "data/Dataset.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace mlbench {
 

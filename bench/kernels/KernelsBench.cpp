@@ -7,7 +7,7 @@
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 extern "C" void openblas_set_num_threads(int);
 

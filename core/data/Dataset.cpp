@@ -11,7 +11,7 @@
 #include "data/Csv.h"
 #include "data/Idx.h"
 #include "data/Synthetic.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace ml {
 namespace {

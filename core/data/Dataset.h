@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "project/Project.h"
+#include "data/DataSpec.h"
 #include "tensor/Shape.h"
 
 namespace ml {

@@ -1,4 +1,4 @@
-// Synthetic sets built from the project's own splitmix64 generator (nn/Rng.h), never from
+// Synthetic sets built from the project's own splitmix64 generator (random/Rng.h), never from
 // <random> distributions, whose output differs between standard libraries: the same seed gives
 // the same points on every machine, so stored runs can be re-run exactly.
 #include "data/Synthetic.h"
@@ -9,7 +9,7 @@
 
 #include "Error.h"
 #include "Limits.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace ml {
 namespace {

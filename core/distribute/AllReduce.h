@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "distribute/SpinBarrier.h"
+#include "backend/SpinBarrier.h"
 
 namespace ml {
 

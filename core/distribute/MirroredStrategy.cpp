@@ -1,16 +1,16 @@
+// The mirrored step, once for every device kind. Per replica thread r:
+//   computeGradients: for each micro-batch, stage the shard, forward + loss, backward; on the last
+//     one each layer's gradients are checked and its complete buckets handed to the collective;
+//   the collective's finish (every replica, even one that failed, so nobody waits forever);
+//   applyUpdate: the same optimizer update on every replica, then the step's sums and times.
 #include "distribute/MirroredStrategy.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "Error.h"
-#include "distribute/GpuReplicas.h"
-
-extern "C" void openblas_set_num_threads(int);
+#include "distribute/HostCollective.h"
 
 namespace ml {
 
@@ -18,28 +18,46 @@ static int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replicas) {
+  const auto [mlo, mhi] = shardRange(size, micro, microBatches);
+  const auto [lo, hi] = shardRange(mhi - mlo, replica, replicas);
+  return {mlo + lo, mlo + hi};
+}
+
 MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric,
                                    const OptimizerSpec& optimizer, StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
   if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
-  // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several
-  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (n == 1) blasThreads_ = options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores;
-  else blasThreads_ = 1;
-  openblas_set_num_threads(blasThreads_);
-
+  std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
     auto rep = std::make_unique<Replica>();
     rep->rank = r;
     rep->model = std::make_unique<Sequential>(model);
     rep->model->configureLoss(loss_);
-    rep->opt = Optimizer::make(optimizer, rep->model->paramCount());
+    hosts.push_back(rep->model.get());
     replicas_.push_back(std::move(rep));
   }
-  // Buckets in backward order: from the last layer's parameters towards the first, cut at
-  // bucketBytes; a bucket is complete when the lowest layer it touches has finished backward.
+  makeBuckets();
+  // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
+  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
+  backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
+  spins_ = spinBudget(n);
+  collective_ = makeCollective();
+  if (n > 1 && buckets_.size() > 1) units_ = buckets_;
+  else units_ = {{0, replicas_[0]->model->paramCount(), 0}};
+  // One compute thread per replica but the first, which runs on the caller's thread.
+  for (auto& rep : replicas_) {
+    Replica* p = rep.get();
+    if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
+  }
+}
+
+// Buckets in backward order: from the last layer's parameters towards the first, cut at
+// bucketBytes; a bucket is complete when the lowest layer it touches has finished backward.
+void MirroredStrategy::makeBuckets() {
   const auto& ranges = replicas_[0]->model->paramRanges();
   const int64_t cap = std::max<int64_t>(1, options_.bucketBytes / static_cast<int64_t>(sizeof(float)));
   int64_t curEnd = -1, curStart = -1;
@@ -60,24 +78,26 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     }
   }
   if (curEnd >= 0) buckets_.push_back({curStart, curEnd - curStart, curLayer});
-  if (options_.devices.kind == DeviceKind::Gpu) startGpu(optimizer);  // throws when the GPUs are not there
-  // One compute thread per replica (comm threads mostly sleep while the compute threads work).
-  spins_ = spinBudget(n);
-  if (n > 1 && !gpu_) allreduce_ = makeAllReduce(options_.allreduce, n);
-  readFromOwners_ = allreduce_ && allreduce_->scatters();
-  // What one collective call reduces: each bucket when they overlap backward, else the whole buffer.
-  if (n > 1 && buckets_.size() > 1) units_ = buckets_;
-  else units_ = {{0, replicas_[0]->model->paramCount(), 0}};
+}
 
-  const bool several = n > 1 && buckets_.size() > 1 && !gpu_;
-  commThreads_ = several && (options_.bucketComm == BucketComm::Threads ||
-                             (options_.bucketComm == BucketComm::Auto && 2 * n <= cores));
-  inlineBuckets_ = several && !commThreads_;
-  for (auto& rep : replicas_) {
-    Replica* p = rep.get();
-    if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
-    if (commThreads_) p->comm = std::thread([this, p] { commLoop(*p); });
-  }
+// One replica: nothing to reduce. A backend with its own device collective (NCCL, the logical-GPU
+// all-reduce) uses it; otherwise the project's host algorithm, with several buckets on
+// communication threads when every replica can have a spare core, else between layers (a comm
+// thread without a core of its own could only preempt a compute thread).
+std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
+  const int n = replicas();
+  if (n == 1) return std::make_unique<NoCollective>();
+  if (!backend_->deviceCollective().empty()) return backend_->makeDeviceCollective(buckets_, failure_);
+  auto algorithm = makeAllReduce(options_.allreduce, n);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto mode = HostCollective::Mode::Whole;
+  if (buckets_.size() > 1)
+    mode = options_.bucketComm == BucketComm::Threads || (options_.bucketComm == BucketComm::Auto && 2 * n <= cores)
+               ? HostCollective::Mode::Threads
+               : HostCollective::Mode::Inline;
+  Backend* b = backend_.get();
+  return std::make_unique<HostCollective>(std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_,
+                                          mode, spins_);
 }
 
 MirroredStrategy::~MirroredStrategy() {
@@ -85,25 +105,13 @@ MirroredStrategy::~MirroredStrategy() {
   job_.kind = JobKind::Quit;
   jobGen_.fetch_add(1, std::memory_order_release);
   jobGen_.notify_all();
-  for (auto& r : replicas_) {
+  for (auto& r : replicas_)
     if (r->compute.joinable()) r->compute.join();
-    if (r->comm.joinable()) {
-      r->commGen.store(UINT64_MAX, std::memory_order_release);
-      r->commGen.notify_one();
-      r->comm.join();
-    }
-  }
 }
 
 std::string MirroredStrategy::threadPolicy() const {
-  if (gpu_) return gpu_->threadPolicy();
-  const int n = replicas();
-  if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
-  std::string s = std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
-  if (commThreads_) s += "; a communication thread per replica reduces each gradient bucket while backward goes on";
-  if (inlineBuckets_) s += "; no spare core for communication threads, so each replica reduces every gradient bucket itself "
-                           "between layers, as soon as backward has completed it";
-  return s;
+  const std::string note = collective_->threadNote();
+  return backend_->threadPolicy() + (note.empty() ? "" : "; " + note);
 }
 
 double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
@@ -111,18 +119,18 @@ double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t
 void MirroredStrategy::initialize(uint64_t seed) {
   seed_ = seed;
   for (auto& r : replicas_) r->model->initialize(seed);
-  if (gpu_) gpu_->pushParameters();
+  backend_->pushParameters();
 }
 
 void MirroredStrategy::broadcastParameters() {
-  syncFromGpu();
+  backend_->pullParameters();
   auto src = replicas_[0]->model->params();
   for (size_t r = 1; r < replicas_.size(); ++r) std::copy(src.begin(), src.end(), replicas_[r]->model->params().begin());
-  if (gpu_) gpu_->pushParameters();
+  backend_->pushParameters();
 }
 
 std::vector<uint64_t> MirroredStrategy::checksums() const {
-  syncFromGpu();  // the checksums are of the parameters on the devices
+  backend_->pullParameters();  // the checksums are of the parameters on the devices
   std::vector<uint64_t> out;
   for (const auto& r : replicas_) out.push_back(r->model->checksum());
   return out;
@@ -141,11 +149,11 @@ void MirroredStrategy::runJob(const Job& job) {
   runOne(*replicas_[0], job);
   for (int left = pending_.load(std::memory_order_acquire); left > 0; left = pending_.load(std::memory_order_acquire))
     spinWaitWhileEqual(pending_, left, spins_);
-  if (gpu_) finishGpuJob();  // a GPU failure on any replica throws here, on the caller's thread
+  // A failure on any replica (a CUDA error, out of memory) is thrown here, on the caller's thread.
+  if (std::string failure = failure_.take(); !failure.empty()) throw UserError(failure);
 }
 
 void MirroredStrategy::runOne(Replica& r, const Job& job) {
-  if (gpu_) return runOneOnGpu(r, job);
   if (job.kind == JobKind::Train) trainReplica(r, job);
   else if (job.kind == JobKind::Eval) evalReplica(r, job);
 }
@@ -162,24 +170,16 @@ void MirroredStrategy::computeLoop(Replica& r) {
   }
 }
 
-void MirroredStrategy::commLoop(Replica& r) {
-  uint64_t seen = 0;
-  const int nb = static_cast<int>(buckets_.size());
-  for (;;) {
-    spinWaitWhileEqual(r.commGen, seen, std::min(200, spins_));
-    seen = r.commGen.load(std::memory_order_acquire);
-    if (seen == UINT64_MAX) return;
-    auto grads = r.model->grads();
-    for (int k = 0; k < nb; ++k) {
-      for (int rd = r.ready.load(std::memory_order_acquire); rd <= k; rd = r.ready.load(std::memory_order_acquire))
-        spinWaitWhileEqual(r.ready, rd, std::min(200, spins_));
-      const Bucket& b = buckets_[static_cast<size_t>(k)];
-      auto span = grads.subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
-      if (readFromOwners_) allreduce_->reduceScatter(r.rank, span);
-      else allreduce_->allReduce(r.rank, span);
-      r.reduced.store(k + 1, std::memory_order_release);
-      r.reduced.notify_one();
-    }
+// A replica's failure is kept (the first one wins) and reported by runJob; the replica goes on
+// through the collectives so that the others are not left waiting.
+template <typename F>
+void MirroredStrategy::guarded(Replica& r, F&& work) {
+  try {
+    work();
+  } catch (const std::exception& e) {
+    failure_.fail(e.what());
+  } catch (...) {
+    failure_.fail("unknown error on " + options_.devices.devices[static_cast<size_t>(r.rank)].label());
   }
 }
 
@@ -192,147 +192,90 @@ int MirroredStrategy::completeBuckets(size_t layerDone) const {
   return count;
 }
 
-void MirroredStrategy::markReady(Replica& r, size_t layerDone) {
-  const int count = completeBuckets(layerDone);
-  if (count > r.ready.load(std::memory_order_relaxed)) {
-    r.ready.store(count, std::memory_order_release);
-    r.ready.notify_one();
-  }
-}
-
-void MirroredStrategy::gather(Replica& r, const Dataset& data, std::span<const int64_t> idx) {
-  const int64_t f = data.featureCount(), t = data.targetDim, n = static_cast<int64_t>(idx.size());
-  if (static_cast<int64_t>(r.x.size()) < n * f) r.x.resize(static_cast<size_t>(n * f));
-  if (static_cast<int64_t>(r.y.size()) < n * t) r.y.resize(static_cast<size_t>(n * t));
-  r.ids.assign(idx.begin(), idx.end());
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(r.x.data() + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
-    std::memcpy(r.y.data() + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
-  }
-}
-
 void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
-  const int n = replicas();
-  const bool multi = n > 1;
-  // Several buckets: a comm thread reduces each as soon as backward produces it (overlap).
-  // One bucket: nothing to overlap, so the compute thread reduces it itself after backward.
-  const bool overlap = commThreads_;
-  const bool inlineBuckets = inlineBuckets_;
   r.start = now();
-  r.phases = {};
-  r.lossSum = r.metricSum = 0;
   r.samples = 0;
-  r.finite = true;
-  r.badWhat.clear();
-  Sequential& model = *r.model;
-  model.zeroGrads();
-  if (overlap) {
-    r.ready.store(0, std::memory_order_relaxed);
-    r.reduced.store(0, std::memory_order_relaxed);
-    r.commGen.fetch_add(1, std::memory_order_release);
-    r.commGen.notify_one();
-  }
-  const int64_t B = static_cast<int64_t>(job.indices.size()), K = job.accumulate;
-  const int64_t k = model.outFeatures();
-  // With overlap, each layer's gradients are checked for inf/NaN on this thread before its bucket
-  // is released to the comm thread (after that the all-reduce owns the buffer).
-  bool gradBad = false;
-  double lastComputeEnd = r.start;
-  r.inlineComm = 0;
-  r.inlineDone = 0;
-  // Inline: every complete bucket is reduced right here, in the fixed bucket order every replica
-  // follows, so the collectives match up; a replica with an empty shard reduces them all after.
-  const auto reduceInline = [&](int upTo) {
-    for (; r.inlineDone < upTo; ++r.inlineDone) {
-      const Bucket& b = buckets_[static_cast<size_t>(r.inlineDone)];
-      auto span = model.grads().subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
-      if (readFromOwners_) allreduce_->reduceScatter(r.rank, span);
-      else allreduce_->allReduce(r.rank, span);
-    }
+  guarded(r, [&] { computeGradients(r, job); });
+  collective_->finish(r.rank);
+  if (failure_.failed()) return;
+  guarded(r, [&] { applyUpdate(r, job); });
+  guarded(r, [&] { collectStep(r, job); });
+}
+
+void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
+  const int n = replicas(), K = job.accumulate;
+  const int64_t B = static_cast<int64_t>(job.indices.size());
+  // The backend timestamps the step's start right away (a GPU records it on an idle stream), so
+  // its phase times are placed on the host clock from r.start.
+  backend_->mark(r.rank, Mark::StepStart);
+  int64_t most = 0;
+  for (int m = 0; m < K; ++m) most = std::max(most, shardOf(B, m, K, r.rank, n).rows());
+  backend_->prepare(r.rank, K, most, job.data->targetDim, true);
+  collective_->beginStep(r.rank);
+  const std::function<void(size_t)> onLayer = [&](size_t layer) {
+    collective_->bucketsReady(r.rank, completeBuckets(layer));
   };
-  const auto onLayer = [&](size_t layer) {
-    if (!model.layer(layer).gradientsFinite()) gradBad = true;
-    if (inlineBuckets) {
-      const double t = now();
-      reduceInline(completeBuckets(layer));
-      r.inlineComm += now() - t;
-    } else {
-      markReady(r, layer);
-    }
-  };
-  for (int64_t m = 0; m < K; ++m) {
-    const auto [mlo, mhi] = shardRange(B, static_cast<int>(m), static_cast<int>(K));
-    const auto [lo, hi] = shardRange(mhi - mlo, r.rank, n);
-    const int64_t rows = hi - lo;
+  const StepContext ctx{true, seed_, job.step, nullptr};
+  for (int m = 0; m < K; ++m) {
+    const Shard s = shardOf(B, m, K, r.rank, n);
     const bool last = m == K - 1;
-    if (rows > 0) {
-      double t = now();
-      gather(r, *job.data, job.indices.subspan(static_cast<size_t>(mlo + lo), static_cast<size_t>(rows)));
-      StepContext ctx{true, seed_, job.step, r.ids.data()};
-      const float* out = model.forward(r.x.data(), rows, ctx);
-      float* dout = model.outputGrad(rows);
-      r.lossSum += loss_.compute(out, r.y.data(), rows, k, dout);
-      r.metricSum += metricSum(metric_, out, r.y.data(), rows, k, job.data->targetDim);
-      r.samples += rows;
-      const double t1 = now();
-      r.phases.forward += t1 - t;
-      model.backward(r.x.data(), rows, ctx,
-                     last && (overlap || inlineBuckets) ? std::function<void(size_t)>(onLayer) : std::function<void(size_t)>());
-      lastComputeEnd = now();
-      r.phases.backward += lastComputeEnd - t1;
+    backend_->mark(r.rank, Mark::MicroStart, m);
+    if (s.rows() > 0) {
+      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
+      backend_->forwardLoss(r.rank, m, s.rows(), ctx);
+      r.samples += s.rows();
     }
-    if (last && inlineBuckets && rows == 0 && !model.gradientsFinite()) gradBad = true;
-    if (last && overlap) {
-      if (rows == 0 && !model.gradientsFinite()) gradBad = true;  // no callbacks ran for this pass
-      // Empty shards and parameter-free tails: release every bucket so nobody waits forever.
-      r.ready.store(static_cast<int>(buckets_.size()), std::memory_order_release);
-      r.ready.notify_one();
-    }
+    backend_->mark(r.rank, Mark::ForwardEnd, m);
+    if (s.rows() > 0) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
+    if (last && s.rows() == 0) backend_->checkGradients(r.rank);  // no layer was checked in this pass
+    backend_->mark(r.rank, Mark::BackwardEnd, m);
   }
-  // Checked on the local (pre-reduce) values, so the replica where it appeared is named. The
-  // check is backward's work (with overlap it ran layer by layer inside backward already).
-  if (!std::isfinite(r.lossSum)) {
-    r.finite = false;
-    r.badWhat = "loss";
-  } else if (overlap || inlineBuckets ? gradBad : !model.gradientsFinite()) {
-    r.finite = false;
-    r.badWhat = "gradient";
-  }
-  r.backwardEnd = now();
-  r.phases.backward += r.backwardEnd - lastComputeEnd - r.inlineComm;  // collectives are not backward
-  if (inlineBuckets) {
-    reduceInline(static_cast<int>(buckets_.size()));  // the rest, in order (all of them for an empty shard)
-  } else if (overlap) {
-    const int nb = static_cast<int>(buckets_.size());
-    for (int rd = r.reduced.load(std::memory_order_acquire); rd < nb; rd = r.reduced.load(std::memory_order_acquire))
-      spinWaitWhileEqual(r.reduced, rd, std::min(200, spins_));
-  } else if (multi) {
-    if (readFromOwners_) allreduce_->reduceScatter(r.rank, model.grads());
-    else allreduce_->allReduce(r.rank, model.grads());
-  }
-  r.commEnd = multi ? now() : r.backwardEnd;  // one replica never communicates
-  r.phases.optimizer = 0;
-  const double t2 = r.commEnd;
-  if (readFromOwners_) {
-    // Every replica applies the whole update, reading each chunk's summed gradient from its owner
-    // (the same bits for everyone); the owners' buffers stay untouched until the next step starts,
-    // which waits for every replica to finish this one.
-    auto params = model.params();
-    r.opt->beginStep(job.lr);
-    for (const Bucket& u : units_) {
+}
+
+// Every replica applies the whole update. After a scattering collective it reads each chunk's
+// summed gradient from its owner (the same bits for everyone); the owners' buffers stay untouched
+// until the next step starts, which waits for every replica to finish this one.
+void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
+  const int n = replicas();
+  backend_->mark(r.rank, Mark::CommEnd);
+  backend_->beginUpdate(r.rank, job.lr);
+  if (collective_->scatters()) {
+    for (const GradBucket& u : units_) {
       const size_t len = static_cast<size_t>(u.count);
       for (int c = 0; c < n; ++c) {
         const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
         if (a == b) continue;
-        const size_t at = static_cast<size_t>(u.offset) + a;
-        const float* src = replicas_[static_cast<size_t>(AllReduce::chunkOwner(c, n))]->model->grads().data() + at;
-        r.opt->update(at, params.subspan(at, b - a), std::span<const float>(src, b - a), job.gradScale);
+        backend_->update(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a),
+                         AllReduce::chunkOwner(c, n), job.gradScale);
       }
     }
   } else {
-    r.opt->step(model.params(), model.grads(), job.gradScale, job.lr);
+    backend_->update(r.rank, 0, replicas_[0]->model->paramCount(), r.rank, job.gradScale);
   }
-  r.phases.optimizer = now() - t2;
+  backend_->mark(r.rank, Mark::UpdateEnd);
+}
+
+// The step's sums and times. Checked on the local (pre-reduce) values, so the replica where a
+// non-finite value appeared is named.
+void MirroredStrategy::collectStep(Replica& r, const Job& job) {
+  const ReplicaSums sums = backend_->finishStep(r.rank, job.accumulate);
+  r.lossSum = sums.lossSum;
+  r.metricSum = sums.metricSum;
+  r.finite = true;
+  r.badWhat.clear();
+  if (!std::isfinite(r.lossSum)) {
+    r.finite = false;
+    r.badWhat = "loss";
+  } else if (!sums.gradientsFinite) {
+    r.finite = false;
+    r.badWhat = "gradient";
+  }
+  const ReplicaTimes t = backend_->times(r.rank, job.accumulate);
+  r.inlineComm = collective_->inlineSeconds(r.rank);
+  r.phases = t.phases;
+  r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
+  r.backwardEnd = r.start + t.backwardEnd;
+  r.commEnd = replicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates
 }
 
 StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int64_t> indices, int accumulate, float lr,
@@ -377,20 +320,19 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
 void MirroredStrategy::evalReplica(Replica& r, const Job& job) {
   r.lossSum = r.metricSum = 0;
   r.samples = 0;
-  const int64_t N = static_cast<int64_t>(job.indices.size());
-  const auto [lo, hi] = shardRange(N, r.rank, replicas());
-  const int64_t k = r.model->outFeatures();
-  constexpr int64_t kChunk = 1024;
-  for (int64_t a = lo; a < hi; a += kChunk) {
-    const int64_t rows = std::min(kChunk, hi - a);
-    gather(r, *job.data, job.indices.subspan(static_cast<size_t>(a), static_cast<size_t>(rows)));
-    StepContext ctx{false, seed_, 0, r.ids.data()};
-    const float* out = r.model->forward(r.x.data(), rows, ctx);
-    r.lossSum += loss_.compute(out, r.y.data(), rows, k, nullptr);
-    r.metricSum += metricSum(metric_, out, r.y.data(), rows, k, job.data->targetDim);
-    r.samples += rows;
-    if (job.outputs) std::copy(out, out + rows * k, job.outputs + a * k);
-  }
+  guarded(r, [&] {
+    const auto [lo, hi] = shardRange(static_cast<int64_t>(job.indices.size()), r.rank, replicas());
+    const int64_t k = r.model->outFeatures();
+    constexpr int64_t kChunk = 1024;
+    backend_->prepare(r.rank, 1, std::min(kChunk, hi - lo), job.data->targetDim, false);
+    const StepContext ctx{false, seed_, 0, nullptr};
+    for (int64_t a = lo; a < hi; a += kChunk) {
+      const int64_t rows = std::min(kChunk, hi - a);
+      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(a), static_cast<size_t>(rows)));
+      backend_->evaluate(r.rank, rows, ctx, job.outputs ? job.outputs + a * k : nullptr, r.lossSum, r.metricSum);
+      r.samples += rows;
+    }
+  });
 }
 
 EvalResult MirroredStrategy::evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs) {

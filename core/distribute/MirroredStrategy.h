@@ -1,34 +1,30 @@
 // MirroredStrategy: one model copy per device, each global batch split into shards (sizes differ
 // by at most one), per-replica forward/backward producing gradient SUMS, a bucketed all-reduce
-// that starts each bucket as soon as backward has produced it (a communication thread per replica,
-// so it overlaps the rest of backward), then the same optimizer update on every replica.
-// The single-device path is simply N = 1.
+// that starts each bucket as soon as backward has produced it, then the same optimizer update on
+// every replica. Written once for every device kind: the replicas' work goes through a Backend
+// (backend/Backend.h: CPU or CUDA) and the buckets through a Collective (ring, reduce-to-one, NCCL,
+// device memory). The single-device path is simply N = 1.
 #pragma once
 #include <atomic>
-#include <condition_variable>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backend/Backend.h"
+#include "backend/Collective.h"
+#include "backend/DeviceList.h"
+#include "backend/SpinBarrier.h"
 #include "data/Dataset.h"
-#include "distribute/AllReduce.h"
-#include "distribute/DeviceList.h"
-#include "distribute/SpinBarrier.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
-#include "tensor/Finite.h"
 #include "telemetry/Events.h"
 
 namespace ml {
 
-class GpuReplicas;
-
-// Who reduces the gradient buckets as backward completes them (with more than one bucket).
+// Who reduces the gradient buckets of host-memory collectives as backward completes them.
 enum class BucketComm {
   Auto,     // threads when every replica can have a spare core for one, else inline
   Threads,  // a communication thread per replica, overlapping the rest of backward
@@ -37,10 +33,10 @@ enum class BucketComm {
 
 struct StrategyOptions {
   DeviceList devices = parseDevices("cpu:1");
-  std::string allreduce = "ring";
+  std::string allreduce = "ring";  // host collectives; GPUs use their own (see allReducePath)
   int64_t bucketBytes = 1 << 20;
   BucketComm bucketComm = BucketComm::Auto;
-  int threadsPerDevice = 0;  // BLAS threads for each simulated device; 0 = its share of the cores
+  int threadsPerDevice = 0;  // BLAS threads of a single simulated device; 0 = every core (several: 1 each)
 };
 
 struct StepResult {
@@ -57,6 +53,14 @@ struct EvalResult {
   int64_t samples = 0;
 };
 
+// Micro-batch m of k over a step of `size` samples, then replica r's shard of it: [lo, hi) of the
+// step's indices. The split the invariant rests on, written once.
+struct Shard {
+  int64_t lo = 0, hi = 0;
+  int64_t rows() const { return hi - lo; }
+};
+Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replicas);
+
 class MirroredStrategy {
  public:
   MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
@@ -66,23 +70,23 @@ class MirroredStrategy {
   MirroredStrategy& operator=(const MirroredStrategy&) = delete;
 
   int replicas() const { return static_cast<int>(replicas_.size()); }
-  // On GPUs the device holds the parameters: model(r) brings them to the host first. After
-  // changing a model's parameters, call broadcastParameters() (it also sends them to the GPUs).
-  Sequential& model(int r = 0) { syncFromGpu(); return *replicas_[static_cast<size_t>(r)]->model; }
-  const Sequential& model(int r = 0) const { syncFromGpu(); return *replicas_[static_cast<size_t>(r)]->model; }
+  // A device may hold the parameters: model(r) brings them to the host first. After changing a
+  // model's parameters, call broadcastParameters() (it also sends them to the devices).
+  Sequential& model(int r = 0) { backend_->pullParameters(); return *replicas_[static_cast<size_t>(r)]->model; }
+  const Sequential& model(int r = 0) const { backend_->pullParameters(); return *replicas_[static_cast<size_t>(r)]->model; }
   const Loss& loss() const { return loss_; }
   MetricKind metric() const { return metric_; }
   const StrategyOptions& options() const { return options_; }
-  std::string allReduceName() const { return gpu_ ? gpuAllReduceName() : allreduce_ ? allreduce_->name() : "none (one replica)"; }
-  // GPU devices (DeviceKind::Gpu): the replicas run through the CUDA plugin (GpuReplicas).
-  bool onGpu() const { return gpu_ != nullptr; }
-  std::string gpuAllReducePath() const;  // which all-reduce runs on the GPUs, and why
-  std::string gpuName(int r) const;      // "NVIDIA H200"
+  const Backend& backend() const { return *backend_; }
+  std::string allReduceName() const { return collective_->name(); }
+  std::string allReducePath() const { return collective_->describe(); }  // which all-reduce runs, and why
+  bool onGpu() const { return options_.devices.kind == DeviceKind::Gpu; }
+  std::string deviceName(int r) const { return backend_->deviceName(r); }  // "NVIDIA H200"
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
-  bool bucketsOnCommThreads() const { return commThreads_; }
-  bool bucketsInline() const { return inlineBuckets_; }
+  bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
+  bool bucketsInline() const { return collective_->inlineBuckets(); }
 
   // Same seed on every replica: identical initial weights.
   void initialize(uint64_t seed);
@@ -96,34 +100,20 @@ class MirroredStrategy {
   EvalResult evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs = nullptr);
 
   std::vector<uint64_t> checksums() const;
-  std::vector<std::span<const float>> optimizerSlots(int r) const {
-    return gpu_ ? gpuOptimizerSlots(r) : replicas_[static_cast<size_t>(r)]->opt->stateBuffers();
-  }
+  std::vector<std::span<const float>> optimizerSlots(int r) const { return backend_->optimizerSlots(r); }
 
  private:
-  struct Bucket {
-    int64_t offset, count;
-    size_t readyAfterLayer;  // the bucket is complete once this layer's backward is done
-  };
   struct Replica {
     int rank = 0;
-    std::unique_ptr<Sequential> model;
-    std::unique_ptr<Optimizer> opt;
-    std::vector<float> x, y;          // gathered shard inputs and targets
-    std::vector<int64_t> ids;         // global sample ids of the shard rows
-    std::thread compute, comm;
-    std::atomic<int> ready{0};        // buckets whose gradients are complete
-    std::atomic<int> reduced{0};      // buckets all-reduced
-    std::atomic<uint64_t> commGen{0}; // a new step for the comm thread
+    std::unique_ptr<Sequential> model;  // the host copy: shapes, and the parameters when pulled
+    std::thread compute;
     // results of the last job
     double lossSum = 0, metricSum = 0;
     int64_t samples = 0;
     bool finite = true;
     std::string badWhat;
     PhaseTimes phases;
-    double start = 0, backwardEnd = 0, commEnd = 0;
-    double inlineComm = 0;            // seconds of collectives run between layers' backward
-    int inlineDone = 0;               // buckets reduced between layers this step
+    double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0;
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -137,50 +127,43 @@ class MirroredStrategy {
     float* outputs = nullptr;
   };
 
+  void makeBuckets();
+  std::unique_ptr<Collective> makeCollective();
   void computeLoop(Replica& r);
-  void commLoop(Replica& r);
   void runJob(const Job& job);
   void runOne(Replica& r, const Job& job);
+  template <typename F>
+  void guarded(Replica& r, F&& work);
   void trainReplica(Replica& r, const Job& job);
+  void computeGradients(Replica& r, const Job& job);
+  void applyUpdate(Replica& r, const Job& job);
+  void collectStep(Replica& r, const Job& job);
   void evalReplica(Replica& r, const Job& job);
-  void gather(Replica& r, const Dataset& data, std::span<const int64_t> idx);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
-  void markReady(Replica& r, size_t layerDone);
   double now() const;
-  // The GPU path (MirroredStrategyGpu.cpp); gpu_ is null for CPU devices.
-  void startGpu(const OptimizerSpec& optimizer);
-  void runOneOnGpu(Replica& r, const Job& job);
-  void finishGpuJob();
-  void syncFromGpu() const;
-  std::string gpuAllReduceName() const;
-  std::vector<std::span<const float>> gpuOptimizerSlots(int r) const;
 
   Loss loss_;
   MetricKind metric_;
   StrategyOptions options_;
   int blasThreads_ = 1;
   int spins_ = 2000;  // spinBudget() of the strategy's threads
-  // Ring: the compute threads stop after reduce-scatter and each optimizer reads every reduced
-  // chunk from the replica that owns it (no all-gather copy); the units are what was reduced.
-  bool readFromOwners_ = false;
-  // Several buckets: with a spare core per replica, a comm thread reduces each bucket while backward
-  // goes on; without one (replicas x 2 > cores) a comm thread could only preempt a compute thread,
-  // so the compute thread reduces each bucket itself between layers, as soon as it is complete.
-  bool commThreads_ = false, inlineBuckets_ = false;
-  std::vector<Bucket> units_;
   std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<Bucket> buckets_;
-  std::unique_ptr<AllReduce> allreduce_;
+  std::vector<GradBucket> buckets_;
+  // What one update() call covers: each bucket when a scattering collective reduced them one by
+  // one, else the whole buffer.
+  std::vector<GradBucket> units_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Collective> collective_;
+  FailureLatch failure_;
 
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};
   std::atomic<int> pending_{0};      // replicas other than 0 still working on the job
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
   const int64_t t0_;
-  std::unique_ptr<GpuReplicas> gpu_;
 };
 
-// Shard r of n over a range of size `size`: [lo, hi), sizes differ by at most one.
+// Part r of n of a range of size `size`: [lo, hi), sizes differ by at most one.
 inline std::pair<int64_t, int64_t> shardRange(int64_t size, int r, int n) {
   return {size * r / n, size * (r + 1) / n};
 }

@@ -5,7 +5,7 @@
 #include <charconv>
 
 #include "Error.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "learn/CodeGen.h"
 #include "learn/CodeGenParts.h"
 #include "nn/Loss.h"

@@ -1,4 +1,4 @@
-// The data half of the generated programs, in numpy: Mirrorlab's random numbers (nn/Rng.h:
+// The data half of the generated programs, in numpy: Mirrorlab's random numbers (random/Rng.h:
 // splitmix64 counters, Box-Muller normals, Fisher-Yates with next() % n), and with them the same
 // spirals and blobs, the same validation hold-out, the same CSV standardisation and the same
 // per-epoch shuffle (train/Trainer.cpp epochOrder), so a program fed the same weights trains on
@@ -10,7 +10,7 @@ namespace {
 
 constexpr const char* kRandom = R"PY(
 
-# ---- Mirrorlab's random numbers (core/nn/Rng.h), so the data, the split and the shuffle match ----
+# ---- Mirrorlab's random numbers (core/random/Rng.h), so the data, the split and the shuffle match ----
 MASK64 = (1 << 64) - 1
 
 

@@ -13,7 +13,7 @@
 
 #include "Error.h"
 #include "distribute/AllReduce.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 
 namespace ml {
 

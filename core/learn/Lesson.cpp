@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "Error.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 
 namespace ml {
 

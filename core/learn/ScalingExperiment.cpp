@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "Error.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "store/RunStore.h"
 
 namespace ml {

@@ -11,7 +11,7 @@
 
 #include "Error.h"
 #include "Format.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 #include "learn/RunSequence.h"
 #include "project/LrScaling.h"
 #include "store/RunStore.h"

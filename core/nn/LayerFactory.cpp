@@ -6,7 +6,7 @@
 #include "JsonFile.h"
 #include "nn/Dense.h"
 #include "nn/Initializers.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "nn/Layer.h"
-#include "project/Project.h"
+#include "nn/Specs.h"
 
 namespace ml {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "project/Project.h"
+#include "nn/Specs.h"
 
 namespace ml {
 

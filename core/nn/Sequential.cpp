@@ -10,7 +10,7 @@
 #include "Limits.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

@@ -10,7 +10,7 @@
 
 #include "nn/Layer.h"
 #include "nn/Loss.h"
-#include "project/Project.h"
+#include "nn/Specs.h"
 
 namespace ml {
 

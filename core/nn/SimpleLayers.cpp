@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "Error.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace ml {
 

@@ -7,47 +7,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/DataSpec.h"
+#include "nn/Specs.h"
 #include "tensor/Shape.h"
 
 namespace ml {
 
 inline constexpr int kProjectSchemaVersion = 1;
-
-struct LayerSpec {
-  std::string type;        // Dense, Activation, Flatten, Dropout
-  std::string name;        // unique; generated ("dense_1") when empty
-  nlohmann::json args = nlohmann::json::object();  // units, activation, rate, initializers...
-};
-
-struct ModelSpec {
-  Shape inputShape;
-  std::vector<LayerSpec> layers;
-};
-
-struct OptimizerSpec {
-  std::string name = "adam";  // sgd | adam | rmsprop
-  double learningRate = 0.001;
-  double momentum = 0.0;       // sgd, rmsprop
-  bool nesterov = false;       // sgd
-  double beta1 = 0.9, beta2 = 0.999;  // adam
-  double rho = 0.9;            // rmsprop
-  double epsilon = 1e-7;       // adam, rmsprop
-};
-
-struct DataSpec {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | csv | spirals | blobs
-  std::string path;                    // fashion-mnist: folder; csv: file
-  std::string trainImages, trainLabels, testImages, testLabels;  // idx
-  std::string labelColumn = "label";   // csv
-  bool standardize = false;            // csv
-  std::string testPath;                // csv: optional separate test file
-  int64_t samples = 1000;              // spirals, blobs
-  int classes = 3;                     // spirals, blobs
-  int features = 2;                    // blobs
-  double noise = 0.2;                  // spirals: angle noise; blobs: cluster std
-  double validationSplit = 0.0;        // when there is no test set: hold out this share
-  uint64_t seed = 1;                   // generators
-};
 
 struct TrainingSpec {
   int epochs = 5;
@@ -68,7 +34,7 @@ struct DistributeSpec {
   std::string devices = "cpu:1";      // cpu:N | gpu:0,1 | gpu:0x4
   std::string allreduce = "ring";     // ring | reduce-to-one | nccl
   int64_t bucketBytes = 1 << 20;      // gradient bucket size for the all-reduce
-  int threadsPerDevice = 0;           // BLAS threads per simulated device; 0 = its share of the cores
+  int threadsPerDevice = 0;           // BLAS threads of a single simulated device (0 = every core); several: 1 each
 };
 
 struct Project {

@@ -9,9 +9,9 @@
 
 #include "Error.h"
 #include "Limits.h"
-#include "nn/Rng.h"
-#include "train/FitCheck.h"
 #include "project/LrScaling.h"
+#include "random/Rng.h"
+#include "train/FitCheck.h"
 
 namespace ml {
 
@@ -235,7 +235,7 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"warmup_epochs", plan_.warmupEpochs},
           {"optimizer", pj["training"]["optimizer"]},
           {"accumulate", t.accumulate},
-          {"allreduce", s.replicas() > 1 ? (s.onGpu() ? s.allReduceName() : project_.distribute.allreduce) : "none"},
+          {"allreduce", s.replicas() > 1 ? s.allReduceName() : "none"},
           {"bucket_bytes", project_.distribute.bucketBytes},
           {"buckets", s.bucketCount()},
           {"seed", t.seed},
@@ -264,17 +264,11 @@ std::vector<std::string> Trainer::startLines() const {
   std::string lr = "learning rate " + plan_.scaling.explain();
   if (plan_.warmupEpochs > 0) lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
   lines.push_back(lr);
-  if (s.replicas() > 1 && s.onGpu()) {
+  if (s.replicas() > 1) {
     char b[96];
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
                   s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
-    lines.push_back("all-reduce: " + s.gpuAllReducePath() + b);
-  } else if (s.replicas() > 1) {
-    char b[160];
-    std::snprintf(b, sizeof b, "all-reduce: %s over host memory, %d bucket%s of up to %.2f MiB, started during backward",
-                  s.allReduceName().c_str(), s.bucketCount(), s.bucketCount() == 1 ? "" : "s",
-                  static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
-    lines.push_back(b);
+    lines.push_back("all-reduce: " + s.allReducePath() + b);
   } else {
     lines.push_back("all-reduce: none (one replica)");
   }
@@ -299,7 +293,7 @@ RunFinished Trainer::run() {
   started.configJson = effectiveConfig().dump();
   for (size_t i = 0; i < s.options().devices.devices.size(); ++i) {
     const auto& d = s.options().devices.devices[i];
-    started.devices.push_back(d.label() + (d.kind == DeviceKind::Cpu ? " (simulated)" : " " + s.gpuName(static_cast<int>(i))));
+    started.devices.push_back(d.label() + (d.kind == DeviceKind::Cpu ? " (simulated)" : " " + s.deviceName(static_cast<int>(i))));
   }
   started.replicas = n;
   started.globalBatch = plan_.globalBatch;

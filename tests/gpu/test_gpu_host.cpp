@@ -14,7 +14,7 @@
 #include "distribute/MirroredStrategy.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

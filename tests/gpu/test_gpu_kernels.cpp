@@ -17,7 +17,7 @@
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {

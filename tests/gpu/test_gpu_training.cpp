@@ -6,6 +6,8 @@
 #include "GpuTestUtil.h"
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -117,7 +119,7 @@ TEST_F(GpuTraining, LogicalReplicasStayBitIdenticalWithManyBuckets) {
   auto s = makeStrategy("gpu:0x4", "adam", true, 400);  // several buckets: all-reduce overlaps backward
   ASSERT_GT(s->bucketCount(), 1);
   EXPECT_EQ(s->allReduceName(), "device-memory");
-  EXPECT_NE(s->gpuAllReducePath().find("NCCL refuses two ranks on one GPU"), std::string::npos) << s->gpuAllReducePath();
+  EXPECT_NE(s->allReducePath().find("NCCL refuses two ranks on one GPU"), std::string::npos) << s->allReducePath();
   auto ref = makeStrategy("gpu:0x1", "adam", true);
   const auto want = train(*ref, 128, 10);
   const auto got = train(*s, 128, 10);  // checks the checksums after every step
@@ -147,7 +149,9 @@ TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
   auto s = makeStrategy("gpu:0x2", "sgd", false);
   std::vector<int64_t> idx(101);
   std::iota(idx.begin(), idx.end(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
   const auto r = s->trainStep(data(), idx, 1, 0.1f, 1);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(r.replicas.size(), 2u);
   EXPECT_EQ(r.replicas[0].samples, 50);
   EXPECT_EQ(r.replicas[1].samples, 51);
@@ -155,9 +159,9 @@ TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
     EXPECT_GT(rs.phases.forward, 0);
     EXPECT_GT(rs.phases.backward, 0);
     EXPECT_GT(rs.phases.optimizer, 0);
-    EXPECT_GE(rs.phases.allreduce, 0);
-    EXPECT_GE(rs.phases.wait, 0);
-    EXPECT_LT(rs.phases.total(), 10.0);  // seconds: a unit mistake (ms) would show here
+    // Device events placed inside the host's step: a unit mistake (ms) or a phase counted twice
+    // would exceed the step's wall time.
+    EXPECT_LE(rs.phases.total(), wall);
   }
 }
 

@@ -24,21 +24,28 @@ class TrainingTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
 
-  // Trains the project in the window and waits for the end; returns the finish event.
+  // Trains the project in the window and waits for the end; returns the finish event. A run that
+  // does not end in time fails the test (and comes back as Failed, never as a default Finished).
   static ml::RunFinished train(mlui::MainWindow& w, int maxSteps = 0) {
     ml::RunFinished out;
+    out.status = ml::RunStatus::Failed;
+    out.message = "training did not end in 60 s";
     bool ended = false;
     auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
                               [&](const ml::RunFinished& f, std::optional<int64_t>) { out = f; ended = true; });
     w.dashboard()->setMaxSteps(maxSteps);
     w.dashboard()->trainAction()->trigger();
-    if (!QTest::qWaitFor([&] { return ended; }, 60000)) qWarning("training did not end in 60 s");
+    if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
     QObject::disconnect(c);
     return out;
   }
 
  private Q_SLOTS:
   void initTestCase() { uitest::isolate(dir_); }
+  // Every test function has its own run store: none depends on what an earlier one recorded.
+  void init() {
+    qputenv("MIRRORLAB_DB", dir_.filePath(QStringLiteral("runs-%1.sqlite").arg(QLatin1String(QTest::currentTestFunction()))).toUtf8());
+  }
 
   void trainsAndFillsTheCharts() {
     mlui::MainWindow w;
@@ -86,13 +93,15 @@ class TrainingTest : public QObject {
   }
 
   void overlaysTwoRuns() {
+    // A run on 2 devices recorded as the CLI does, then one on 1 device trained in the window.
+    QVERIFY(uitest::recordRun(qEnvironmentVariable("MIRRORLAB_DB"), "cpu:2", 12, 0, "spirals on 2") > 0);
     mlui::MainWindow w;
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:1", 3), QStringLiteral("one.json"))));
     w.show();
     QCOMPARE(train(w).status, ml::RunStatus::Finished);
     w.showPage(mlui::MainWindow::RunsPage);
     auto* runs = w.runsView();
-    QTRY_COMPARE_WITH_TIMEOUT(runs->model()->rowCount(), 2, 10000);  // with the run of the test above
+    QTRY_COMPARE_WITH_TIMEOUT(runs->model()->rowCount(), 2, 10000);
     std::vector<int64_t> ids;
     for (const auto& r : runs->model()->runs()) ids.push_back(r.id);
     QSignalSpy loaded(runs, &mlui::RunsView::comparisonLoaded);

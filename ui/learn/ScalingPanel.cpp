@@ -20,8 +20,8 @@
 #include "DataCache.h"
 #include "Error.h"
 #include "Theme.h"
+#include "backend/DeviceList.h"
 #include "charts/FrameBudget.h"
-#include "distribute/DeviceList.h"
 
 namespace mlui {
 

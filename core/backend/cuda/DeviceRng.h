@@ -1,10 +1,10 @@
-// The counter-based randomness of core/nn/Rng.h (the same functions, compiled for the device too)
+// The counter-based randomness of core/random/Rng.h (the same functions, compiled for the device too)
 // and the Dropout mask of core/nn/SimpleLayers.cpp, so that GPU dropout masks equal the CPU's bit for bit.
 // Includes no CUDA header: a host test compares it with the core's own functions.
 #pragma once
 #include <cstdint>
 
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 #define MLCUDA_HD ML_HOST_DEVICE
 

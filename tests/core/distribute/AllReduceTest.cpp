@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "distribute/AllReduce.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "Error.h"
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 
 TEST(DeviceList, ParsesCpuGpuAndLogical) {
   auto c = ml::parseDevices("cpu:4");

@@ -1,9 +1,11 @@
 // Small deterministic data sets and models for the distribute and train tests.
 #pragma once
 #include <cmath>
+#include <limits>
+#include <span>
 
 #include "data/Dataset.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "project/Project.h"
 
 namespace mltest {
@@ -39,14 +41,17 @@ inline ml::ModelSpec makeModel(bool dropout, int features = 12) {
   return m;
 }
 
-// max |a - b| / max |b|
+// max |a - b| / max |b|; infinite when the sizes differ or a value is not finite, so that a
+// "less than" assertion fails instead of comparing a prefix.
 inline double relDiff(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) return std::numeric_limits<double>::infinity();
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
     den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }
-  return num / std::max(den, 1e-30);
+  const double d = num / std::max(den, 1e-30);
+  return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
 }
 
 }  // namespace mltest

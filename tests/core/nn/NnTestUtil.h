@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "nn/Rng.h"
+#include "random/Rng.h"
 #include "project/Project.h"
 
 namespace ml::test {

@@ -1,7 +1,7 @@
 // A stand-in for libmirrorlab_cuda.so that speaks the same C ABI with host memory and the CPU
 // formulas of core/nn: "device" pointers are host pointers, every call runs at once (so the streams
 // are trivially in order) and events are host timestamps. It lets test_gpu_training exercise the
-// GPU path of the mirrored step (GpuReplicas: layer translation, buffer offsets, buckets, the
+// GPU path of the mirrored step (backend/gpu/CudaBackend: layer translation, buffer offsets, buckets, the
 // all-reduce hand-off between replica threads, optimizer slots, errors) on a machine without a GPU.
 // It says nothing about the real kernels (test_gpu_kernels) or about asynchronous stream ordering.
 // FAKE_GPUS (default 2) sets how many GPUs the probe reports; allocations over 16 GiB fail as out of memory.
@@ -18,7 +18,7 @@
 #include "backend/cuda/CudaPluginApi.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
-#include "nn/Rng.h"
+#include "random/Rng.h"
 
 struct mlcuda_context {
   int device;

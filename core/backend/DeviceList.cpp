@@ -1,4 +1,4 @@
-#include "distribute/DeviceList.h"
+#include "backend/DeviceList.h"
 
 #include <charconv>
 #include <set>

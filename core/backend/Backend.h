@@ -1,0 +1,119 @@
+// The Backend: the small, documented set of operations one replica of the mirrored step needs from
+// a device kind, in the spirit of ggml's backend. MirroredStrategy drives every backend through
+// exactly these calls, so the step, the shard split, the buckets and the phase timing are written
+// once (distribute/). Implementations: cpu/CpuBackend (host layers over OpenBLAS) and
+// gpu/CudaBackend (the dlopen'd CUDA plugin; the fake plugin of tests/gpu speaks the same ABI).
+//
+// Threading: the calls that take a replica r are made on replica r's own thread. A backend may
+// throw from them (a UserError naming the device); the strategy keeps the first failure and lets
+// every replica finish the step's collectives before it reports it.
+#pragma once
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/Collective.h"
+#include "backend/DeviceList.h"
+#include "data/Dataset.h"
+#include "nn/Layer.h"
+#include "nn/Loss.h"
+#include "nn/Optimizer.h"
+#include "nn/Sequential.h"
+#include "telemetry/Events.h"
+
+namespace ml {
+
+// Something a backend may lack; supports() names it. Layer names are the project's layer types.
+struct BackendOp {
+  enum class Kind { Layer, Loss, Metric, Optimizer, Collective };
+  Kind kind;
+  std::string name;   // "Dense", "sparse_categorical_crossentropy", "accuracy", "adam", "nccl"
+  std::string label;  // where it comes from, for the message: "layer 'conv_1' (Conv2D)"; may be ""
+};
+
+// The operations a model, its loss, metric and optimizer need from a backend.
+std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer);
+
+// Points of replica r's step that the backend timestamps: the host clock on the CPU, events on
+// the device's compute stream on a GPU (so a GPU's phases are the device's, not the host's).
+enum class Mark { StepStart, MicroStart, ForwardEnd, BackwardEnd, CommEnd, UpdateEnd };
+
+struct ReplicaTimes {
+  PhaseTimes phases;                    // forward, backward, optimizer (the rest is the strategy's)
+  double backwardEnd = 0, commEnd = 0;  // seconds after Mark::StepStart
+};
+
+struct ReplicaSums {
+  double lossSum = 0, metricSum = 0;
+  bool gradientsFinite = true;  // every layer checked in backward (or checkGradients) was finite
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "cuda"
+  // "" when the backend can run op, else the reason, in words for the user.
+  virtual std::string supports(const BackendOp& op) const = 0;
+  // Throws UserError with the first refusal among ops.
+  void require(const std::vector<BackendOp>& ops) const;
+
+  virtual int replicas() const = 0;
+  virtual std::string deviceName(int r) const = 0;  // "NVIDIA H200"; "" for simulated devices
+  virtual std::string threadPolicy() const = 0;
+
+  // ---- parameters: the host models are the reference copy (initialize, load, checksum, save) ----
+  virtual void pushParameters() = 0;  // host models -> devices
+  virtual void pullParameters() = 0;  // devices -> host models, when a step changed them
+  // Replica r's optimizer slots in Optimizer::stateBuffers' order, on the host.
+  virtual std::vector<std::span<const float>> optimizerSlots(int r) = 0;
+  // Replica r's flat gradient buffer when it lives in host memory (host collectives reduce it in
+  // place); empty when it lives on a device.
+  virtual std::span<float> hostGradients(int r) = 0;
+
+  // ---- one step of replica r ----
+  // Makes room for `micro` micro-batches of up to maxRows rows; training also zeroes the gradients,
+  // the loss sums and the finiteness count.
+  virtual void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) = 0;
+  virtual void mark(int r, Mark m, int micro = 0) = 0;
+  // Copies rows idx of data (inputs, targets, global sample ids) into replica r's batch buffers.
+  virtual void stage(int r, const Dataset& data, std::span<const int64_t> idx) = 0;
+  // Forward of the staged rows, the loss (summed into micro-batch `micro`'s slot) and its gradient,
+  // and the metric. ctx.sampleIds is ignored: the staged rows' ids key the randomness.
+  virtual void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) = 0;
+  // Backward from the loss gradient; parameter gradients accumulate. With onLayerDone (the last
+  // micro-batch), each layer's gradients are checked for inf/NaN, then onLayerDone(layer) is called
+  // for every layer with parameters: after it the collective may own that layer's bucket.
+  virtual void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) = 0;
+  // Checks the whole accumulated gradient (a replica whose last micro-batch was empty).
+  virtual void checkGradients(int r) = 0;
+  // The optimizer: beginUpdate once, then update() over disjoint ranges covering the buffer. The
+  // range's gradients are read from replica `from` (a scattering collective leaves each chunk
+  // with its owner); backends without host collectives get one whole range with from == r.
+  virtual void beginUpdate(int r, float lr) = 0;
+  virtual void update(int r, int64_t offset, int64_t count, int from, float gradScale) = 0;
+  // After the update: the step's sums (waits for the device).
+  virtual ReplicaSums finishStep(int r, int micro) = 0;
+  virtual ReplicaTimes times(int r, int micro) = 0;
+
+  // ---- evaluation: forward of the staged rows, loss and metric sums; outputs (rows, k) to the host
+  virtual void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum,
+                        double& metricSum) = 0;
+
+  // ---- collectives the backend implements over its own device memory ----
+  // Its collective for this device list ("" = none: host collectives over hostGradients()).
+  virtual std::string deviceCollective() const { return {}; }
+  virtual std::unique_ptr<Collective> makeDeviceCollective(std::vector<GradBucket> /*buckets*/, FailureLatch& /*failure*/) {
+    return nullptr;
+  }
+};
+
+// The backend for the device list's kind: CpuBackend for cpu:N, CudaBackend for gpu:... (which
+// throws a UserError when the GPUs or the plugin are not there, or lack an operation the model
+// needs). hosts: each replica's model (configureLoss done); blasThreads: a CPU replica's BLAS threads.
+std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
+                                     MetricKind metric, const OptimizerSpec& optimizer,
+                                     const std::vector<GradBucket>& buckets, int blasThreads);
+
+}  // namespace ml

@@ -1,0 +1,77 @@
+// A collective sums the replicas' gradient buckets so that every replica reads the same bits. The
+// strategy drives every implementation through these calls, on each replica's own thread, in the
+// same order on every replica: beginStep, bucketsReady (as backward completes buckets), finish.
+// Host-memory collectives (ring, reduce-to-one) live in distribute/; device-memory ones (NCCL, the
+// logical-GPU all-reduce) in the backend that owns the device buffers.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ml {
+
+// A range of the flat gradient buffer that one collective call reduces.
+struct GradBucket {
+  int64_t offset = 0, count = 0;  // floats
+  size_t readyAfterLayer = 0;     // complete once this layer's backward is done
+};
+
+// The first failure of a job, kept so that every replica still passes every barrier and the
+// caller's thread can throw it afterwards.
+class FailureLatch {
+ public:
+  void fail(const std::string& message) {
+    std::lock_guard lock(mu_);
+    if (message_.empty()) message_ = message.empty() ? "the step failed" : message;
+    failed_.store(true, std::memory_order_release);
+  }
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  // The message ("" if none), then cleared.
+  std::string take() {
+    std::lock_guard lock(mu_);
+    std::string m = std::move(message_);
+    message_.clear();
+    failed_.store(false, std::memory_order_release);
+    return m;
+  }
+
+ private:
+  std::atomic<bool> failed_{false};
+  std::mutex mu_;
+  std::string message_;
+};
+
+class Collective {
+ public:
+  virtual ~Collective() = default;
+  virtual std::string name() const = 0;  // "ring", "reduce-to-one", "nccl", "device-memory"
+  // The sentence a run prints: which all-reduce and why.
+  virtual std::string describe() const = 0;
+  // How the collective uses the host threads, appended to the strategy's thread policy ("" = nothing to say).
+  virtual std::string threadNote() const { return {}; }
+  virtual void beginStep(int /*rank*/) {}
+  // Backward has completed buckets [0, upTo) on this replica (upTo never decreases within a step).
+  virtual void bucketsReady(int rank, int upTo) = 0;
+  // After backward, on every replica, even one that failed: releases the remaining buckets and
+  // returns when this replica may read the reduced gradients.
+  virtual void finish(int rank) = 0;
+  // Seconds this replica's thread spent in collectives inside bucketsReady (timed as all-reduce).
+  virtual double inlineSeconds(int /*rank*/) const { return 0; }
+  // Ring's reduce-scatter: chunk c of each unit stays with its owner, where the optimizer reads it.
+  virtual bool scatters() const { return false; }
+  virtual bool onCommThreads() const { return false; }
+  virtual bool inlineBuckets() const { return false; }
+};
+
+// One replica: nothing to reduce.
+class NoCollective : public Collective {
+ public:
+  std::string name() const override { return "none (one replica)"; }
+  std::string describe() const override { return "none (one replica)"; }
+  void bucketsReady(int, int) override {}
+  void finish(int) override {}
+};
+
+}  // namespace ml

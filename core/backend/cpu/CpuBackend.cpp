@@ -1,0 +1,135 @@
+// The CPU backend's operations: each is the host layer code of the replica's own model.
+#include "backend/cpu/CpuBackend.h"
+
+#include <algorithm>
+#include <cstring>
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace ml {
+
+namespace {
+double seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
+                       const OptimizerSpec& optimizer, int blasThreads)
+    : loss_(loss), metric_(metric), blasThreads_(blasThreads) {
+  openblas_set_num_threads(blasThreads_);
+  for (Sequential* m : hosts) {
+    auto r = std::make_unique<Replica>();
+    r->model = m;
+    r->opt = Optimizer::make(optimizer, m->paramCount());
+    reps_.push_back(std::move(r));
+  }
+}
+
+// Every layer, loss, metric and optimizer of core/nn runs here: it is the reference. The host
+// collectives are distribute/'s (makeAllReduce names the ones it has).
+std::string CpuBackend::supports(const BackendOp&) const { return {}; }
+
+std::string CpuBackend::threadPolicy() const {
+  const int n = replicas();
+  if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
+  return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
+}
+
+void CpuBackend::prepare(int r, int micro, int64_t, int64_t targetDim, bool training) {
+  Replica& p = rep(r);
+  p.targetDim = targetDim;
+  p.micro.assign(static_cast<size_t>(3 * micro), 0.0);
+  if (!training) return;
+  p.sums = {};
+  p.model->zeroGrads();
+}
+
+void CpuBackend::mark(int r, Mark m, int micro) {
+  Replica& p = rep(r);
+  const double t = seconds();
+  const size_t i = static_cast<size_t>(3 * micro);
+  switch (m) {
+    case Mark::StepStart: p.start = t; break;
+    case Mark::MicroStart: p.micro[i] = t; break;
+    case Mark::ForwardEnd: p.micro[i + 1] = t; break;
+    case Mark::BackwardEnd: p.micro[i + 2] = t; break;
+    case Mark::CommEnd: p.commEnd = t; break;
+    case Mark::UpdateEnd: p.updateEnd = t; break;
+  }
+}
+
+void CpuBackend::stage(int r, const Dataset& data, std::span<const int64_t> idx) {
+  Replica& p = rep(r);
+  const int64_t f = data.featureCount(), t = data.targetDim, n = static_cast<int64_t>(idx.size());
+  if (static_cast<int64_t>(p.x.size()) < n * f) p.x.resize(static_cast<size_t>(n * f));
+  if (static_cast<int64_t>(p.y.size()) < n * t) p.y.resize(static_cast<size_t>(n * t));
+  p.ids.assign(idx.begin(), idx.end());
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(p.x.data() + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
+    std::memcpy(p.y.data() + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
+  }
+}
+
+void CpuBackend::forwardLoss(int r, int, int64_t rows, const StepContext& ctx) {
+  Replica& p = rep(r);
+  StepContext c = ctx;
+  c.sampleIds = p.ids.data();
+  const int64_t k = p.model->outFeatures();
+  const float* out = p.model->forward(p.x.data(), rows, c);
+  float* dout = p.model->outputGrad(rows);
+  p.sums.lossSum += loss_.compute(out, p.y.data(), rows, k, dout);
+  p.sums.metricSum += metricSum(metric_, out, p.y.data(), rows, k, p.targetDim);
+}
+
+void CpuBackend::backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) {
+  Replica& p = rep(r);
+  StepContext c = ctx;
+  c.sampleIds = p.ids.data();
+  if (!onLayerDone) return p.model->backward(p.x.data(), rows, c);
+  // Checked on this thread before the bucket is released: after that the collective owns it.
+  p.model->backward(p.x.data(), rows, c, [&](size_t layer) {
+    if (!p.model->layer(layer).gradientsFinite()) p.sums.gradientsFinite = false;
+    onLayerDone(layer);
+  });
+}
+
+void CpuBackend::checkGradients(int r) {
+  if (!rep(r).model->gradientsFinite()) rep(r).sums.gradientsFinite = false;
+}
+
+void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gradScale) {
+  Replica& p = rep(r);
+  const size_t at = static_cast<size_t>(offset), len = static_cast<size_t>(count);
+  const float* g = rep(from).model->grads().data() + at;
+  p.opt->update(at, p.model->params().subspan(at, len), std::span<const float>(g, len), gradScale);
+}
+
+ReplicaSums CpuBackend::finishStep(int r, int) { return rep(r).sums; }
+
+ReplicaTimes CpuBackend::times(int r, int micro) {
+  const Replica& p = rep(r);
+  ReplicaTimes t;
+  for (int m = 0; m < micro; ++m) {
+    const double* e = p.micro.data() + 3 * m;
+    t.phases.forward += e[1] - e[0];
+    t.phases.backward += e[2] - e[1];
+  }
+  t.backwardEnd = p.micro[static_cast<size_t>(3 * micro - 1)] - p.start;
+  t.commEnd = p.commEnd - p.start;
+  t.phases.optimizer = p.updateEnd - p.commEnd;
+  return t;
+}
+
+void CpuBackend::evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) {
+  Replica& p = rep(r);
+  StepContext c = ctx;
+  c.sampleIds = p.ids.data();
+  const int64_t k = p.model->outFeatures();
+  const float* out = p.model->forward(p.x.data(), rows, c);
+  lossSum += loss_.compute(out, p.y.data(), rows, k, nullptr);
+  metricSum += ml::metricSum(metric_, out, p.y.data(), rows, k, p.targetDim);
+  if (outputs) std::copy(out, out + rows * k, outputs);
+}
+
+}  // namespace ml

@@ -1,0 +1,65 @@
+// The CPU backend: simulated devices, one replica per thread, each running the host layers of its
+// own Sequential (OpenBLAS, single-threaded per replica when there are several) over host buffers.
+#pragma once
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "backend/Backend.h"
+#include "nn/Loss.h"
+#include "nn/Optimizer.h"
+#include "nn/Sequential.h"
+
+namespace ml {
+
+class CpuBackend : public Backend {
+ public:
+  // hosts: each replica's model (owned by the caller, same architecture, configureLoss done).
+  // blasThreads: OpenBLAS threads (the count is process-wide: 1 when there are several replicas).
+  CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
+             int blasThreads);
+
+  std::string name() const override { return "cpu"; }
+  std::string supports(const BackendOp& op) const override;
+  int replicas() const override { return static_cast<int>(reps_.size()); }
+  std::string deviceName(int) const override { return {}; }
+  std::string threadPolicy() const override;
+
+  void pushParameters() override {}
+  void pullParameters() override {}
+  std::vector<std::span<const float>> optimizerSlots(int r) override { return rep(r).opt->stateBuffers(); }
+  std::span<float> hostGradients(int r) override { return rep(r).model->grads(); }
+
+  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
+  void mark(int r, Mark m, int micro) override;
+  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
+  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
+  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
+  void checkGradients(int r) override;
+  void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
+  void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
+  ReplicaSums finishStep(int r, int micro) override;
+  ReplicaTimes times(int r, int micro) override;
+  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
+
+ private:
+  struct Replica {
+    Sequential* model = nullptr;
+    std::unique_ptr<Optimizer> opt;
+    std::vector<float> x, y;       // staged inputs and targets
+    std::vector<int64_t> ids;      // global sample ids of the staged rows
+    int64_t targetDim = 1;
+    ReplicaSums sums;
+    // Mark times (seconds on the steady clock): start, then per micro-batch start/forward/backward ends.
+    double start = 0, commEnd = 0, updateEnd = 0;
+    std::vector<double> micro;     // 3 per micro-batch
+  };
+  Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
+
+  std::vector<std::unique_ptr<Replica>> reps_;
+  Loss loss_;
+  MetricKind metric_;
+  int blasThreads_ = 1;
+};
+
+}  // namespace ml

@@ -1,0 +1,458 @@
+// The CUDA backend's operations. One step, per replica thread r (the strategy's own threads):
+// stage each micro-batch shard (gather on the host, copy to the device), forward, loss and metric
+// into device words, backward; on the last micro-batch each layer's gradients are counted for
+// inf/NaN before its buckets are handed to the collective (GpuCollective.cpp); after the
+// all-reduce the fused optimizer runs, and one copy brings back the loss, metric and non-finite
+// count (which also waits for the step to end). Phase times come from events on the compute
+// stream, placed on the host clock by the step's first event (recorded on an idle stream).
+#include "backend/gpu/CudaBackend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "Error.h"
+#include "backend/DeviceProbe.h"
+#include "backend/gpu/CudaReplica.h"
+#include "nn/Dense.h"
+#include "nn/SimpleLayers.h"
+
+namespace ml {
+
+namespace {
+void ok(const mlcuda_status& s) { throwIfFailed(s); }
+
+std::string plural(int64_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+}  // namespace
+
+CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
+                         const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets)
+    : hosts_(std::move(hosts)), loss_(loss), metric_(metric), optSpec_(optimizer), logical_(devices.logical) {
+  checkDevices(devices);
+  std::string why;
+  P_ = cudaPlugin(&why);
+  if (!P_) throw UserError("GPU devices need the CUDA plugin: " + why);
+  // replica 0's host model: configureLoss has run, so the loss knows about fusion.
+  require(requiredOps(*hosts_.at(0), loss_, metric_, optSpec_));
+  opt_ = optSpec_.name == "sgd" ? Opt::Sgd : optSpec_.name == "adam" ? Opt::Adam : Opt::RmsProp;
+  translateLayers(*hosts_.at(0));
+  for (int r = 0; r < devices.size(); ++r) createReplica(devices.devices[static_cast<size_t>(r)], r, buckets.size());
+  if (reps_.size() > 1 && !logical_) {
+    std::vector<int> ids;
+    for (const auto& r : reps_) ids.push_back(r->device);
+    mlcuda_nccl* comm = nullptr;
+    ok(P_->ncclCreate(ids.data(), static_cast<int>(ids.size()), &comm));
+    nccl_ = NcclComm(comm, NcclDestroy{P_});
+  }
+}
+
+CudaBackend::~CudaBackend() = default;
+
+// Which GPUs exist: the probe's words when there are none, the machine's GPUs when one is missing.
+void CudaBackend::checkDevices(const DeviceList& devices) {
+  const DeviceReport report = probeDevices();
+  if (report.gpus.empty())
+    throw UserError("device list '" + devices.spec + "' asks for GPUs, but this machine has none usable: " +
+                    report.noGpuReason + ". Use cpu:N (simulated CPU devices), e.g. --devices cpu:2");
+  std::string have;
+  for (const auto& g : report.gpus) {
+    have += (have.empty() ? "" : ", ") + ("gpu:" + std::to_string(g.index)) + " " + g.name;
+    gpuNames_.push_back(g.name);
+  }
+  const int count = static_cast<int>(report.gpus.size());
+  for (const auto& d : devices.devices) {
+    if (d.physical >= count)
+      throw UserError("gpu:" + std::to_string(d.physical) + " does not exist: this machine has " + plural(count, "GPU") + " (" +
+                      have + "); use gpu:0" + (count > 1 ? "..gpu:" + std::to_string(count - 1) : std::string()) + " or cpu:N");
+    const GpuInfo& g = report.gpus[static_cast<size_t>(d.physical)];
+    if (g.ccMajor < 8)
+      throw UserError("gpu:" + std::to_string(d.physical) + " (" + g.name + ") has compute capability " + std::to_string(g.ccMajor) +
+                      "." + std::to_string(g.ccMinor) + ", but the CUDA plugin is built for 8.0 and 9.0 (A100, H100/H200): use cpu:N");
+  }
+}
+
+std::string CudaBackend::supports(const BackendOp& op) const {
+  using K = BackendOp::Kind;
+  const auto in = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return op.name == n; });
+  };
+  switch (op.kind) {
+    case K::Layer:
+      return in({"Dense", "Activation", "Flatten", "Dropout"})
+                 ? "" : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
+    case K::Optimizer:
+      return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
+    case K::Collective:
+      return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
+    case K::Loss:
+    case K::Metric:
+      return {};  // every loss and metric of core/nn has a kernel (LossKernels.cu)
+  }
+  return {};
+}
+
+void CudaBackend::translateLayers(const Sequential& m) {
+  paramCount_ = m.paramCount();
+  inFeatures_ = m.inFeatures();
+  outFeatures_ = m.outFeatures();
+  std::vector<int64_t> offsets(m.layerCount(), 0);
+  for (const auto& r : m.paramRanges()) offsets[r.layer] = r.offset;
+  bool below = false;
+  for (size_t i = 0; i < m.layerCount(); ++i) {
+    const ml::Layer& src = m.layer(i);
+    auto l = std::make_unique<Layer>();
+    l->in = src.inFeatures();
+    l->out = src.outFeatures();
+    l->offset = offsets[i];
+    l->count = src.paramCount();
+    l->needsInputGrad = below;
+    const bool lastLayer = i + 1 == m.layerCount();
+    if (auto* d = dynamic_cast<const Dense*>(&src)) {
+      l->kind = Layer::Kind::Dense;
+      l->act = static_cast<int>(d->activation());
+      l->bias = d->paramCount() > l->in * l->out;
+      l->fusedSoftmax = lastLayer && loss_.fusedSoftmax() && d->activation() == Act::Softmax;
+    } else if (auto* a = dynamic_cast<const ActivationLayer*>(&src)) {
+      l->kind = Layer::Kind::Activation;
+      l->act = static_cast<int>(a->activation());
+      l->fusedSoftmax = lastLayer && loss_.fusedSoftmax() && a->activation() == Act::Softmax;
+    } else if (dynamic_cast<const Flatten*>(&src)) {
+      l->kind = Layer::Kind::Flatten;
+    } else if (auto* dr = dynamic_cast<const Dropout*>(&src)) {
+      l->kind = Layer::Kind::Dropout;
+      l->rate = dr->rate();
+      l->salt = dr->salt();
+    }
+    if (src.paramCount() > 0) below = true;
+    layers_.push_back(std::move(l));
+  }
+}
+
+template <typename T>
+DeviceBuffer<T> CudaBackend::allocate(Replica& rep, size_t count, bool zero) {
+  void* q = nullptr;
+  ok(P_->allocate(rep.ctx.get(), count * sizeof(T), &q));
+  DeviceBuffer<T> b(static_cast<T*>(q), DeviceFree{P_, rep.ctx.get()});
+  if (zero && q) ok(P_->fillZero(rep.ctx.get(), q, count * sizeof(T)));
+  return b;
+}
+
+void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
+  auto rep = std::make_unique<Replica>();
+  Replica& p = *rep;
+  reps_.push_back(std::move(rep));  // owned from here on: a throw below frees whatever was made
+  p.rank = rank;
+  p.device = d.physical;
+  p.label = d.label();
+  mlcuda_context* c = nullptr;
+  ok(P_->contextCreate(p.device, p.label.c_str(), 0, &c));
+  p.ctx = GpuContext(c, ContextDestroy{P_});
+  const size_t n = static_cast<size_t>(paramCount_);
+  p.params = allocate<float>(p, n, true);
+  p.grads = allocate<float>(p, n, true);
+  const bool two = opt_ == Opt::Adam || (opt_ == Opt::RmsProp && optSpec_.momentum != 0.0);
+  const bool one = opt_ != Opt::Sgd || optSpec_.momentum != 0.0;
+  if (one) p.slot1 = allocate<float>(p, n, true);
+  if (two) p.slot2 = allocate<float>(p, n, true);
+  auto event = [&] {
+    mlcuda_event* e = nullptr;
+    ok(P_->eventCreate(p.ctx.get(), &e));
+    return GpuEvent(e, EventDestroy{P_});
+  };
+  p.start = event();
+  p.commDone = event();
+  p.commEnd = event();
+  p.optEnd = event();
+  for (size_t k = 0; k < buckets; ++k) p.bucket.push_back(event());
+  p.acts.resize(layers_.size());
+  p.dacts.resize(layers_.size());
+  p.masks.resize(layers_.size());
+  p.out.assign(layers_.size(), nullptr);
+  ok(P_->synchronize(p.ctx.get()));
+}
+
+std::string CudaBackend::threadPolicy() const {
+  return replicas() == 1 ? "one host thread enqueuing on the GPU's compute and comm streams"
+                         : "one host thread per replica, each enqueuing on its own compute and comm streams";
+}
+
+std::string CudaBackend::deviceName(int r) const {
+  const int d = reps_[static_cast<size_t>(r)]->device;
+  return d < static_cast<int>(gpuNames_.size()) ? gpuNames_[static_cast<size_t>(d)] : std::string();
+}
+
+void CudaBackend::pushParameters() {
+  for (size_t r = 0; r < reps_.size(); ++r) {
+    auto p = hosts_[r]->params();
+    ok(P_->copyToDevice(reps_[r]->ctx.get(), reps_[r]->params.get(), p.data(), p.size() * sizeof(float)));
+  }
+  paramsNewer_.store(false);
+}
+
+void CudaBackend::pullParameters() {
+  if (!paramsNewer_.load()) return;
+  for (size_t r = 0; r < reps_.size(); ++r) {
+    auto p = hosts_[r]->params();
+    ok(P_->copyToHost(reps_[r]->ctx.get(), p.data(), reps_[r]->params.get(), p.size() * sizeof(float)));
+  }
+  paramsNewer_.store(false);
+}
+
+std::vector<std::span<const float>> CudaBackend::optimizerSlots(int r) {
+  Replica& p = rep(r);
+  const size_t n = static_cast<size_t>(paramCount_);
+  auto get = [&](const DeviceBuffer<float>& dev, std::vector<float>& host) {
+    host.assign(dev ? n : 0, 0.0f);
+    if (dev) ok(P_->copyToHost(p.ctx.get(), host.data(), dev.get(), n * sizeof(float)));
+  };
+  get(p.slot1, p.hostSlot1);
+  get(p.slot2, p.hostSlot2);
+  // The order of Optimizer::stateBuffers: SGD {velocity}, Adam {m, v}, RMSprop {v, momentum}.
+  if (opt_ == Opt::Sgd) return {p.hostSlot1};
+  return {p.hostSlot1, p.hostSlot2};
+}
+
+void CudaBackend::ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim) {
+  rows = std::max<int64_t>(rows, 1);
+  if (rows <= rep.capRows && rows * targetDim <= rep.capTargets) return;
+  const int64_t cap = std::max(rows, rep.capRows);
+  const int64_t targets = std::max(cap * targetDim, rep.capTargets);
+  ok(P_->synchronize(rep.ctx.get()));  // work in flight may still read the old buffers
+  rep.x.reset();
+  rep.x = allocate<float>(rep, static_cast<size_t>(cap * inFeatures_), false);
+  rep.y.reset();
+  rep.y = allocate<float>(rep, static_cast<size_t>(targets), false);
+  rep.ids.reset();
+  rep.ids = allocate<int64_t>(rep, static_cast<size_t>(cap), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    const size_t elems = static_cast<size_t>(cap * l.out);
+    rep.acts[i].reset();
+    rep.dacts[i].reset();
+    rep.masks[i].reset();
+    if (l.kind != Layer::Kind::Flatten) rep.acts[i] = allocate<float>(rep, elems, false);
+    rep.dacts[i] = allocate<float>(rep, elems, false);
+    if (l.kind == Layer::Kind::Dropout) rep.masks[i] = allocate<uint8_t>(rep, elems, false);
+  }
+  rep.capRows = cap;
+  rep.capTargets = targets;
+}
+
+void CudaBackend::ensureStepBuffers(Replica& rep, int accumulate) {
+  const int64_t words = 2 * static_cast<int64_t>(accumulate) + 1;
+  if (words > rep.capWords) {
+    ok(P_->synchronize(rep.ctx.get()));
+    rep.words.reset();
+    rep.words = allocate<double>(rep, static_cast<size_t>(words), false);
+    rep.capWords = words;
+  }
+  while (rep.micro.size() < static_cast<size_t>(3 * accumulate)) {
+    mlcuda_event* e = nullptr;
+    ok(P_->eventCreate(rep.ctx.get(), &e));
+    rep.micro.emplace_back(e, EventDestroy{P_});
+  }
+}
+
+void CudaBackend::prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) {
+  Replica& p = rep(r);
+  ensureCapacity(p, maxRows, targetDim);
+  ensureStepBuffers(p, micro);
+  p.targetDim = targetDim;
+  if (!training) return;
+  p.nonfinite = reinterpret_cast<unsigned long long*>(p.words.get() + 2 * micro);
+  ok(P_->fillZero(p.ctx.get(), p.grads.get(), static_cast<size_t>(paramCount_) * sizeof(float)));
+  ok(P_->fillZero(p.ctx.get(), p.words.get(), static_cast<size_t>(2 * micro + 1) * sizeof(double)));
+}
+
+void CudaBackend::mark(int r, Mark m, int micro) {
+  Replica& p = rep(r);
+  mlcuda_event* e = nullptr;
+  const size_t i = static_cast<size_t>(3 * micro);
+  switch (m) {
+    case Mark::StepStart: e = p.start.get(); break;
+    case Mark::MicroStart: e = p.micro[i].get(); break;
+    case Mark::ForwardEnd: e = p.micro[i + 1].get(); break;
+    case Mark::BackwardEnd: e = p.micro[i + 2].get(); break;
+    case Mark::CommEnd: e = p.commEnd.get(); break;
+    case Mark::UpdateEnd: e = p.optEnd.get(); break;
+  }
+  ok(P_->eventRecord(p.ctx.get(), MLCUDA_STREAM_COMPUTE, e));
+}
+
+// Gathers the shard's rows on the host and copies them to the device (the copy waits for the
+// compute stream, so the previous micro-batch's backward no longer reads x).
+void CudaBackend::stage(int r, const Dataset& data, std::span<const int64_t> idx) {
+  Replica& p = rep(r);
+  const int64_t f = data.featureCount(), t = data.targetDim, n = static_cast<int64_t>(idx.size());
+  p.hx.resize(static_cast<size_t>(n * f));
+  p.hy.resize(static_cast<size_t>(n * t));
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(p.hx.data() + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
+    std::memcpy(p.hy.data() + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
+  }
+  p.hids.assign(idx.begin(), idx.end());
+  ok(P_->copyToDevice(p.ctx.get(), p.x.get(), p.hx.data(), p.hx.size() * sizeof(float)));
+  ok(P_->copyToDevice(p.ctx.get(), p.y.get(), p.hy.data(), p.hy.size() * sizeof(float)));
+  ok(P_->copyToDevice(p.ctx.get(), p.ids.get(), p.hids.data(), p.hids.size() * sizeof(int64_t)));
+}
+
+// Sequential::forward on the device: a Flatten passes its input on, every other layer writes its own buffer.
+const float* CudaBackend::forward(Replica& rep, int64_t rows, bool training, uint64_t seed, uint64_t step) {
+  const float* in = rep.x.get();
+  mlcuda_context* c = rep.ctx.get();
+  const float* params = rep.params.get();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = *layers_[i];
+    float* y = rep.acts[i].get();
+    switch (l.kind) {
+      case Layer::Kind::Flatten: y = const_cast<float*>(in); break;
+      case Layer::Kind::Dense:
+        ok(P_->denseForward(c, in, params + l.offset, l.bias ? params + l.offset + l.in * l.out : nullptr, y, rows, l.in,
+                            l.out, l.act));
+        break;
+      case Layer::Kind::Activation: ok(P_->activationForward(c, l.act, in, y, rows, l.out)); break;
+      case Layer::Kind::Dropout:
+        ok(P_->dropoutForward(c, in, y, rep.masks[i].get(), rows, l.out, l.rate, seed, l.salt, step, rep.ids.get(),
+                              training ? 1 : 0));
+        break;
+    }
+    rep.out[i] = y;
+    in = y;
+  }
+  return in;
+}
+
+void CudaBackend::forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) {
+  Replica& p = rep(r);
+  const float* pred = forward(p, rows, true, ctx.seed, ctx.step);
+  double* words = p.words.get() + 2 * micro;
+  ok(P_->loss(p.ctx.get(), static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred,
+              p.y.get(), rows, outFeatures_, p.dacts.back().get(), words));
+  if (metric_ != MetricKind::None)
+    ok(P_->metricSum(p.ctx.get(), static_cast<int>(metric_), pred, p.y.get(), rows, outFeatures_, p.targetDim, words + 1));
+}
+
+void CudaBackend::backward(int r, int64_t rows, const StepContext&, const std::function<void(size_t)>& onLayerDone) {
+  Replica& p = rep(r);
+  mlcuda_context* c = p.ctx.get();
+  float* dy = p.dacts.back().get();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Layer& l = *layers_[i];
+    const float* in = i == 0 ? p.x.get() : p.out[i - 1];
+    float* dx = nullptr;
+    if (l.needsInputGrad) dx = l.kind == Layer::Kind::Flatten ? dy : p.dacts[i - 1].get();
+    switch (l.kind) {
+      case Layer::Kind::Flatten: break;
+      case Layer::Kind::Dense:
+        ok(P_->denseBackward(c, in, p.params.get() + l.offset, p.out[i], dy, dx, p.grads.get() + l.offset,
+                             l.bias ? p.grads.get() + l.offset + l.in * l.out : nullptr, rows, l.in, l.out, l.act,
+                             l.fusedSoftmax ? 1 : 0));
+        break;
+      case Layer::Kind::Activation:
+        if (!dx) break;
+        if (l.fusedSoftmax && l.act == MLCUDA_ACT_SOFTMAX)
+          ok(P_->copyOnDevice(c, dx, dy, static_cast<size_t>(rows * l.out) * sizeof(float)));
+        else
+          ok(P_->activationBackward(c, l.act, p.out[i], dy, dx, rows, l.out));
+        break;
+      case Layer::Kind::Dropout:
+        if (dx) ok(P_->dropoutBackward(c, dy, dx, p.masks[i].get(), rows * l.out, l.rate, 1));
+        break;
+    }
+    if (onLayerDone && l.count > 0) {
+      // Counted before the bucket is released: after that the all-reduce owns the buffer.
+      ok(P_->countNonfinite(c, p.grads.get() + l.offset, l.count, p.nonfinite));
+      onLayerDone(i);
+    }
+    if (!l.needsInputGrad) break;
+    dy = dx;
+  }
+}
+
+void CudaBackend::checkGradients(int r) {
+  Replica& p = rep(r);
+  ok(P_->countNonfinite(p.ctx.get(), p.grads.get(), paramCount_, p.nonfinite));
+}
+
+void CudaBackend::beginUpdate(int r, float lr) {
+  ++rep(r).iterations;
+  rep(r).lr = lr;
+}
+
+// The fused update kernels take the whole buffer: a device collective never leaves chunks with owners.
+void CudaBackend::update(int r, int64_t offset, int64_t count, int from, float gradScale) {
+  if (offset != 0 || count != paramCount_ || from != r)
+    throw std::logic_error("CudaBackend::update: the GPU optimizer updates the whole buffer of its own replica");
+  Replica& p = rep(r);
+  const OptimizerSpec& o = optSpec_;
+  mlcuda_context* c = p.ctx.get();
+  switch (opt_) {
+    case Opt::Sgd:
+      ok(P_->sgdStep(c, p.params.get(), p.grads.get(), p.slot1.get(), paramCount_, gradScale, p.lr,
+                     static_cast<float>(o.momentum), o.nesterov ? 1 : 0));
+      break;
+    case Opt::Adam:
+      ok(P_->adamStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr, o.beta1,
+                      o.beta2, static_cast<float>(o.epsilon), p.iterations));
+      break;
+    case Opt::RmsProp:
+      ok(P_->rmspropStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr,
+                         static_cast<float>(o.rho), static_cast<float>(o.momentum), static_cast<float>(o.epsilon)));
+      break;
+  }
+}
+
+ReplicaSums CudaBackend::finishStep(int r, int micro) {
+  Replica& p = rep(r);
+  p.hostWords.resize(static_cast<size_t>(2 * micro + 1));
+  ok(P_->copyToHost(p.ctx.get(), p.hostWords.data(), p.words.get(), p.hostWords.size() * sizeof(double)));
+  paramsNewer_.store(true);
+  ReplicaSums s;
+  for (int m = 0; m < micro; ++m) {
+    s.lossSum += p.hostWords[static_cast<size_t>(2 * m)];
+    s.metricSum += p.hostWords[static_cast<size_t>(2 * m + 1)];
+  }
+  unsigned long long bad = 0;
+  std::memcpy(&bad, &p.hostWords[static_cast<size_t>(2 * micro)], sizeof bad);
+  s.gradientsFinite = bad == 0;
+  return s;
+}
+
+ReplicaTimes CudaBackend::times(int r, int micro) {
+  Replica& p = rep(r);
+  auto seconds = [&](const GpuEvent& from, const GpuEvent& to) {
+    float ms = 0;
+    ok(P_->eventElapsedMs(from.get(), to.get(), &ms));
+    return static_cast<double>(ms) * 1e-3;
+  };
+  ReplicaTimes t;
+  for (int m = 0; m < micro; ++m) {
+    const GpuEvent* ev = p.micro.data() + 3 * m;
+    t.phases.forward += seconds(ev[0], ev[1]);
+    t.phases.backward += seconds(ev[1], ev[2]);
+  }
+  t.backwardEnd = seconds(p.start, p.micro[static_cast<size_t>(3 * micro - 1)]);
+  t.commEnd = seconds(p.start, p.commEnd);
+  t.phases.optimizer = seconds(p.commEnd, p.optEnd);
+  return t;
+}
+
+void CudaBackend::evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) {
+  Replica& p = rep(r);
+  mlcuda_context* c = p.ctx.get();
+  const float* pred = forward(p, rows, false, ctx.seed, 0);
+  ok(P_->loss(c, static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred, p.y.get(),
+              rows, outFeatures_, nullptr, p.words.get()));
+  if (metric_ != MetricKind::None)
+    ok(P_->metricSum(c, static_cast<int>(metric_), pred, p.y.get(), rows, outFeatures_, p.targetDim, p.words.get() + 1));
+  else
+    ok(P_->fillZero(c, p.words.get() + 1, sizeof(double)));
+  double two[2];
+  ok(P_->copyToHost(c, two, p.words.get(), sizeof two));
+  lossSum += two[0];
+  metricSum += two[1];
+  if (outputs) ok(P_->copyToHost(c, outputs, pred, static_cast<size_t>(rows * outFeatures_) * sizeof(float)));
+}
+
+}  // namespace ml

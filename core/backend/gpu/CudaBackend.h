@@ -1,0 +1,90 @@
+// The CUDA backend: the replicas of a mirrored run on GPUs, through the CUDA plugin (never a CUDA
+// header here). Each replica keeps its parameters, gradients, optimizer slots and activations in
+// device memory and works on its own compute stream; its device collective (NCCL across physical
+// GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one card) reduces the
+// buckets on the comm streams. The host Sequential of each replica keeps the layer shapes and
+// receives the parameters when checksums, saving or tests need them (pullParameters).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/Backend.h"
+#include "backend/DeviceList.h"
+#include "backend/gpu/Handles.h"
+#include "nn/Loss.h"
+#include "nn/Sequential.h"
+
+namespace ml {
+
+class CudaBackend : public Backend {
+ public:
+  // Checks the device list against this machine's GPUs (a UserError names a missing GPU, or says
+  // why there is none), checks supports() for the model, creates one plugin context per replica
+  // and the NCCL communicator, and allocates parameters, gradients and optimizer slots.
+  // hosts: each replica's host model (configureLoss done); buckets: the strategy's gradient buckets.
+  CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
+              const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  std::string supports(const BackendOp& op) const override;
+  int replicas() const override { return static_cast<int>(reps_.size()); }
+  std::string deviceName(int r) const override;
+  std::string threadPolicy() const override;
+
+  void pushParameters() override;
+  void pullParameters() override;
+  std::vector<std::span<const float>> optimizerSlots(int r) override;
+  std::span<float> hostGradients(int) override { return {}; }
+
+  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
+  void mark(int r, Mark m, int micro) override;
+  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
+  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
+  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
+  void checkGradients(int r) override;
+  void beginUpdate(int r, float lr) override;
+  void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
+  ReplicaSums finishStep(int r, int micro) override;
+  ReplicaTimes times(int r, int micro) override;
+  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
+
+  std::string deviceCollective() const override;
+  std::unique_ptr<Collective> makeDeviceCollective(std::vector<GradBucket> buckets, FailureLatch& failure) override;
+
+ private:
+  struct Layer;
+  struct Replica;
+  friend class GpuCollective;
+  enum class Opt { Sgd, Adam, RmsProp };
+
+  void checkDevices(const DeviceList& devices);
+  void translateLayers(const Sequential& model);
+  void createReplica(const Device& d, int rank, size_t buckets);
+  template <typename T>
+  DeviceBuffer<T> allocate(Replica& rep, size_t count, bool zero);
+  void ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim);
+  void ensureStepBuffers(Replica& rep, int accumulate);
+  const float* forward(Replica& rep, int64_t rows, bool training, uint64_t seed, uint64_t step);
+  Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
+
+  const CudaPlugin* P_ = nullptr;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Sequential*> hosts_;
+  std::vector<std::string> gpuNames_;  // by physical index
+  Loss loss_;
+  MetricKind metric_;
+  OptimizerSpec optSpec_;
+  Opt opt_ = Opt::Adam;
+  bool logical_ = false;
+  int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
+  std::vector<std::unique_ptr<Replica>> reps_;
+  NcclComm nccl_;  // declared after reps_: destroyed before the contexts
+  std::atomic<bool> paramsNewer_{false};  // the devices hold parameters the hosts have not seen
+};
+
+}  // namespace ml

@@ -1,0 +1,57 @@
+// CudaBackend's per-layer and per-replica state, shared by its files (CudaBackend.cpp,
+// GpuCollective.cpp); not for anyone else.
+#pragma once
+#include <vector>
+
+#include "backend/gpu/CudaBackend.h"
+
+namespace ml {
+
+// One layer as the GPU runs it (translated once from the host model).
+struct CudaBackend::Layer {
+  enum class Kind { Dense, Activation, Flatten, Dropout } kind = Kind::Flatten;
+  int64_t in = 0, out = 0;
+  int act = MLCUDA_ACT_LINEAR;
+  bool bias = false;
+  bool fusedSoftmax = false;    // the loss gives d/d(softmax input) (as Sequential::configureLoss decides)
+  double rate = 0;
+  uint64_t salt = 0;
+  int64_t offset = 0, count = 0;  // parameters in the flat buffers
+  bool needsInputGrad = false;    // a layer below has parameters
+};
+
+struct CudaBackend::Replica {
+  int rank = 0, device = 0;
+  std::string label;
+  GpuContext ctx;  // first: destroyed last, after every buffer and event of the replica
+  DeviceBuffer<float> params, grads;
+  DeviceBuffer<float> slot1;  // Adam m, SGD velocity, RMSprop v
+  DeviceBuffer<float> slot2;  // Adam v, RMSprop momentum
+  int64_t iterations = 0;
+  float lr = 0;
+  // Batch buffers, grown on demand.
+  int64_t capRows = 0, capTargets = 0;
+  int64_t targetDim = 1;  // of the data set being staged
+  DeviceBuffer<float> x, y;
+  DeviceBuffer<int64_t> ids;
+  std::vector<DeviceBuffer<float>> acts, dacts;
+  std::vector<DeviceBuffer<uint8_t>> masks;
+  std::vector<const float*> out;  // each layer's output in the last forward
+  // Per step: [loss_0, metric_0, ..., loss_{K-1}, metric_{K-1}, non-finite count] as 8-byte words.
+  DeviceBuffer<double> words;
+  int64_t capWords = 0;
+  unsigned long long* nonfinite = nullptr;  // the last word, while a step runs
+  std::vector<double> hostWords;
+  // Events: the step's start, three per micro-batch (start, forward end, backward end), one per
+  // bucket, the all-reduce done (comm stream), the compute stream past it, the optimizer's end.
+  GpuEvent start, commDone, commEnd, optEnd;
+  std::vector<GpuEvent> micro, bucket;
+  std::vector<float> hx, hy, hostSlot1, hostSlot2;
+  std::vector<int64_t> hids;
+
+  ~Replica() {
+    if (ctx) ctx.get_deleter().plugin->synchronize(ctx.get());  // before the buffers go
+  }
+};
+
+}  // namespace ml

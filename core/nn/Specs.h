@@ -1,0 +1,35 @@
+// The plain specs the layers, the model and the optimizers are built from. project/ translates a
+// project file into them; nothing here knows the file format. A layer's arguments are a JSON value
+// (its Keras-style keyword arguments), not the project file.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tensor/Shape.h"
+
+namespace ml {
+
+struct LayerSpec {
+  std::string type;        // Dense, Activation, Flatten, Dropout
+  std::string name;        // unique; generated ("dense_1") when empty
+  nlohmann::json args = nlohmann::json::object();  // units, activation, rate, initializers...
+};
+
+struct ModelSpec {
+  Shape inputShape;
+  std::vector<LayerSpec> layers;
+};
+
+struct OptimizerSpec {
+  std::string name = "adam";  // sgd | adam | rmsprop
+  double learningRate = 0.001;
+  double momentum = 0.0;       // sgd, rmsprop
+  bool nesterov = false;       // sgd
+  double beta1 = 0.9, beta2 = 0.999;  // adam
+  double rho = 0.9;            // rmsprop
+  double epsilon = 1e-7;       // adam, rmsprop
+};
+
+}  // namespace ml
