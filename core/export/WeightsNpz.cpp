@@ -67,9 +67,11 @@ void loadWeightsNpz(Sequential& model, const std::string& path) {
     }
   }
   if (byName.size() != want.size()) {
-    for (const auto& [name, a] : byName)
+    for (const auto& entry : byName) {
+      const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
       if (std::none_of(want.begin(), want.end(), [&](const Slot& s) { return s.name == name; }))
         throw UserError("npz file '" + path + "' holds array '" + name + "', which this model does not have: it belongs to another model");
+    }
   }
   auto p = model.params();
   for (const auto& s : want) std::copy(byName[s.name].data.begin(), byName[s.name].data.end(), p.begin() + s.offset);
