@@ -221,8 +221,9 @@ TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
   EXPECT_NE(c.code, MLCUDA_OK);
   EXPECT_EQ(ctx, nullptr);
   EXPECT_NE(std::string(c.message).find("gpu:0"), std::string::npos) << c.message;
-  if (result.driver_version == 0)
+  if (result.driver_version == 0) {
     EXPECT_NE(std::string(c.message).find("cudaErrorInsufficientDriver"), std::string::npos) << c.message;
+  }
   mlcuda_gpu_sample sample{};
   const mlcuda_status n = p->nvmlSample(0, &sample);
   EXPECT_NE(n.code, MLCUDA_OK);
