@@ -1,6 +1,7 @@
 // The live dashboard. Every chart gets addData per event; frames come at the budget's rate and
 // replot only the charts that can be seen.
 #include "DashboardView.h"
+#include "ReflowGrid.h"
 
 #include <QAction>
 #include <QGridLayout>
@@ -89,16 +90,16 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   v->addWidget(runTitle_);
 
   // Headline numbers.
-  auto* cards = new QHBoxLayout;
+  auto* cards = new ReflowGrid(7, body);  // seven cards in one row, or two rows on a narrow window
   cards->setSpacing(8);
-  cards->addWidget(statCard(tr("Step"), &stepValue_, tr("Optimizer updates done / planned: one update per global batch")));
-  cards->addWidget(statCard(tr("Epoch"), &epochValue_, tr("Passes over the training set done / planned")));
-  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_, tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")));
-  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")));
-  cards->addWidget(statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")));
-  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_, tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting for the slowest replica")));
-  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_, tr("Training time so far (paused time excluded) and the estimate for the remaining steps")));
-  v->addLayout(cards);
+  cards->addWidget(statCard(tr("Step"), &stepValue_, tr("Optimizer updates done / planned: one update per global batch")), 0);
+  cards->addWidget(statCard(tr("Epoch"), &epochValue_, tr("Passes over the training set done / planned")), 0);
+  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_, tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")), 0);
+  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")), 0);
+  cards->addWidget(statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")), 0);
+  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_, tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting for the slowest replica")), 0);
+  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_, tr("Training time so far (paused time excluded) and the estimate for the remaining steps")), 0);
+  v->addWidget(cards);
   progress_ = new QProgressBar(body);
   progress_->setTextVisible(false);
   progress_->setFixedHeight(6);
@@ -128,12 +129,14 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   timeline_ = new TimelineChart(body);
   shareNumbers_ = new QLabel(body);
   shareNumbers_->setObjectName(QStringLiteral("SyncShare"));
+  shareNumbers_->setWordWrap(true);
   setRole(shareNumbers_, "caption");
   auto* phaseLegend = new QLabel(body);
   QStringList parts;
   for (Phase p : {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer})
     parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
   phaseLegend->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));
+  phaseLegend->setWordWrap(true);
   setRole(phaseLegend, "caption");
 
   auto wrap = [body](QWidget* chart, QLabel* caption) {
@@ -145,17 +148,13 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
     l->addWidget(caption);
     return w;
   };
-  auto* grid = new QGridLayout;
+  // Three charts a row on a wide window, two or one on a narrow one.
+  auto* grid = new ReflowGrid(3, body);
   grid->setSpacing(10);
-  grid->addWidget(loss_, 0, 0);
-  grid->addWidget(accuracy_, 0, 1);
-  grid->addWidget(util_, 0, 2);
-  grid->addWidget(wrap(breakdown_, shareNumbers_), 1, 0);
-  grid->addWidget(throughput_, 1, 1);
-  grid->addWidget(wrap(timeline_, phaseLegend), 1, 2);
-  for (int c = 0; c < 3; ++c) grid->setColumnStretch(c, 1);
-  for (int r = 0; r < 2; ++r) grid->setRowStretch(r, 1);
-  v->addLayout(grid, 1);
+  for (QWidget* w : {static_cast<QWidget*>(loss_), static_cast<QWidget*>(accuracy_), static_cast<QWidget*>(util_),
+                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend)})
+    grid->addWidget(w);
+  v->addWidget(grid, 1);
 
   renderLater_ = new QTimer(this);
   renderLater_->setSingleShot(true);

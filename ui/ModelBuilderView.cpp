@@ -207,6 +207,9 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   copiesScroll->setWidget(copies_);
   copiesScroll->setWidgetResizable(true);
   copiesScroll->setFrameShape(QFrame::NoFrame);
+  // It scrolls down through many layers, never sideways: the widget draws as many device columns
+  // as its width holds and says how many more there are.
+  copies_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
   auto* copiesBox = new QWidget(this);
   auto* cv = new QVBoxLayout(copiesBox);
   cv->setContentsMargins(0, 0, 0, 0);

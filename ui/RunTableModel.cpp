@@ -21,10 +21,16 @@ int RunTableModel::rowOf(int64_t id) const {
 }
 
 QVariant RunTableModel::headerData(int section, Qt::Orientation o, int role) const {
-  if (o != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  static const char* names[] = {"ID", "Name", "Status", "Devices", "Replicas", "Global batch", "Learning rate",
+  if (o != Qt::Horizontal || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) return {};
+  // Short headers keep every column in view in a 1024 px window; the tooltip spells them out.
+  static const char* names[] = {"ID", "Name", "Status", "Devices", "Replicas", "Batch", "LR",
                                 "Val. metric", "Val. loss", "s / epoch", "Epochs", "Created", "Tags"};
-  return tr(names[section]);
+  static const char* tips[] = {"Run number in the store", "Run name", "How the run ended", "Devices the run used",
+                               "Mirrored copies of the model (one per device)", "Global batch: samples per optimizer step over all devices",
+                               "Learning rate the optimizer used (after scaling)", "Validation metric after the last epoch",
+                               "Validation loss after the last epoch", "Seconds per epoch, paused time excluded", "Epochs done",
+                               "When the run started", "Tags you gave the run"};
+  return role == Qt::ToolTipRole ? tr(tips[section]) : tr(names[section]);
 }
 
 QVariant RunTableModel::data(const QModelIndex& index, int role) const {
@@ -74,7 +80,10 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
       return r->secondsPerEpoch ? QString::number(*r->secondsPerEpoch, *r->secondsPerEpoch < 1 ? 'g' : 'f', *r->secondsPerEpoch < 1 ? 3 : 2)
                                 : QStringLiteral("—");
     case Epochs: return r->epochsDone;
-    case Created: return QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r->created)).toString(QStringLiteral("yyyy-MM-dd hh:mm"));
+    case Created: {  // this year's runs without the year: the column stays narrow
+      const QDateTime t = QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r->created));
+      return t.toString(t.date().year() == QDate::currentDate().year() ? QStringLiteral("MM-dd hh:mm") : QStringLiteral("yyyy-MM-dd hh:mm"));
+    }
     case Tags: {
       QStringList t;
       for (const auto& s : r->tags) t << q(s);

@@ -12,6 +12,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QSortFilterProxyModel>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
@@ -32,6 +33,29 @@ namespace mlui {
 
 static QString q(const std::string& s) { return QString::fromStdString(s); }
 
+namespace {
+
+// Qt widens every section by the sort arrow's room; only the sorted column shows one. Thirteen
+// columns then fit a 1024 px window instead of scrolling sideways.
+class CompactHeader : public QHeaderView {
+ public:
+  explicit CompactHeader(QWidget* parent) : QHeaderView(Qt::Horizontal, parent) {
+    setSectionsClickable(true);
+    setHighlightSections(true);
+    connect(this, &QHeaderView::sortIndicatorChanged, this, [this] { resizeSections(); });
+  }
+
+ protected:
+  QSize sectionSizeFromContents(int logicalIndex) const override {
+    QSize s = QHeaderView::sectionSizeFromContents(logicalIndex);
+    if (isSortIndicatorShown() && logicalIndex != sortIndicatorSection())
+      s.rwidth() -= s.height() + style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this);
+    return s;
+  }
+};
+
+}  // namespace
+
 RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
     : QWidget(parent), storePath_(std::move(storePath)) {
   auto* v = new QVBoxLayout(this);
@@ -41,21 +65,27 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   storeLabel_ = pageHint(QString(), this);
   v->addWidget(storeLabel_);
 
-  auto* bar = new QToolBar(this);
-  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
-  bar->setIconSize(QSize(16, 16));
-  filter_ = new QLineEdit(bar);
+  // The filters on their own row, at full width: in the toolbar they shrank to "Filter …" in a
+  // 1024 px window.
+  auto* filters = new QHBoxLayout;
+  filter_ = new QLineEdit(this);
   filter_->setPlaceholderText(tr("Filter by name, devices, tag…"));
+  filter_->setAccessibleName(tr("Filter runs"));
   filter_->setClearButtonEnabled(true);
-  filter_->setMinimumWidth(200);  // the toolbar overflows into its » menu before the filter shrinks
-  filter_->setMaximumWidth(260);
-  bar->addWidget(filter_);
-  statusFilter_ = new QComboBox(bar);
+  filter_->setMinimumWidth(filter_->fontMetrics().horizontalAdvance(filter_->placeholderText()) + 40);
+  filter_->setMaximumWidth(420);
+  filters->addWidget(filter_, 1);
+  statusFilter_ = new QComboBox(this);
   statusFilter_->addItems({tr("any status"), QStringLiteral("finished"), QStringLiteral("cancelled"),
                            QStringLiteral("running"), QStringLiteral("failed"), QStringLiteral("diverged"),
                            QStringLiteral("interrupted")});
-  bar->addWidget(statusFilter_);
-  bar->addSeparator();
+  statusFilter_->setAccessibleName(tr("Status filter"));
+  filters->addWidget(statusFilter_);
+  filters->addStretch(1);
+  v->addLayout(filters);
+  auto* bar = new QToolBar(this);
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  bar->setIconSize(QSize(16, 16));
   bar->addAction(icon(QStringLiteral("refresh")), tr("Refresh"), this, &RunsView::refresh);
   bar->addAction(icon(QStringLiteral("rename")), tr("Rename"), this, &RunsView::renameSelected);
   bar->addAction(icon(QStringLiteral("tag")), tr("Tag"), this, &RunsView::tagSelected);
@@ -83,6 +113,7 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   proxy_->setFilterKeyColumn(-1);
   table_ = new QTableView(this);
   table_->setObjectName(QStringLiteral("RunsTable"));
+  table_->setHorizontalHeader(new CompactHeader(table_));
   table_->setModel(proxy_);
   table_->setSortingEnabled(true);
   table_->sortByColumn(RunTableModel::Id, Qt::DescendingOrder);
@@ -124,8 +155,9 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   auto* tabs = new QTabWidget(compare);
   scaling_ = new QTableWidget(0, 7, tabs);
   scaling_->setObjectName(QStringLiteral("ScalingTable"));
-  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples/s"), tr("s / epoch"), tr("Speed-up"),
-                                       tr("Scaling efficiency"), tr("Studio drawing")});
+  // Two-line headers keep the figure columns narrow enough for a 1024 px window.
+  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples\n/ s"), tr("s /\nepoch"), tr("Speed-\nup"),
+                                       tr("Scaling\nefficiency"), tr("Studio\ndrawing")});
   scaling_->horizontalHeaderItem(6)->setToolTip(
       tr("What drawing the studio's charts cost while the run trained: frames drawn and milliseconds of drawing per "
          "second of training. \"headless\": nothing drew (the command line, a hidden dashboard), so the speed is clean."));
@@ -142,14 +174,16 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   // The run's name takes what is left (elided); the figures, Speed-up and efficiency included, stay in view.
   scaling_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
   scaling_->horizontalHeader()->setStretchLastSection(false);
+  scaling_->horizontalHeader()->setMinimumSectionSize(24);
   scaling_->setTextElideMode(Qt::ElideMiddle);
   tabs->addTab(scaling_, tr("Speed-up and scaling"));
   tabs->addTab(diff_, tr("Configuration differences"));
   auto* lower = new QSplitter(Qt::Horizontal, compare);
   lower->addWidget(overlay_);
   lower->addWidget(tabs);
-  lower->setStretchFactor(0, 1);
-  lower->setStretchFactor(1, 1);
+  lower->setStretchFactor(0, 2);
+  lower->setStretchFactor(1, 3);  // the tables need the room more than the chart
+  lower->setChildrenCollapsible(false);
   cv->addWidget(lower, 1);
   connect(xAxis_, &QComboBox::currentIndexChanged, this, &RunsView::updateOverlayAxes);
   connect(series_, &QComboBox::currentIndexChanged, this, &RunsView::updateOverlayAxes);
@@ -263,7 +297,7 @@ static QString uiCostText(const ml::RunDetail& d) {
   if (!d.uiFrames || *d.uiFrames == 0) return RunsView::tr("headless");
   const double secs = d.seconds.value_or(0);
   if (secs <= 0) return RunsView::tr("%1 frames").arg(*d.uiFrames);
-  return RunsView::tr("%1 fps · %2 ms/s")
+  return RunsView::tr("%1 fps\n%2 ms/s")
       .arg(static_cast<double>(*d.uiFrames) / secs, 0, 'f', 1)
       .arg(d.uiDrawMs.value_or(0) / secs, 0, 'f', 1);
 }
@@ -294,6 +328,18 @@ void RunsView::showComparison() {
       scaling_->setItem(static_cast<int>(i), c, item);
     }
   }
+  scaling_->resizeRowsToContents();  // the drawing cost takes two lines
+  // Room for every figure column and a readable run name: the splitter gives the chart less
+  // instead of the table scrolling Speed-up and efficiency out of sight.
+  int figures = 0;
+  for (int c = 1; c < scaling_->columnCount(); ++c) {
+    int w = scaling_->horizontalHeader()->sectionSizeHint(c);
+    for (int r = 0; r < scaling_->rowCount(); ++r)
+      for (const QString& line : scaling_->item(r, c)->text().split(QLatin1Char('\n')))
+        w = std::max(w, scaling_->fontMetrics().horizontalAdvance(line) + 16);
+    figures += w;
+  }
+  scaling_->setMinimumWidth(figures + 90 + 2 * scaling_->frameWidth() + scaling_->verticalScrollBar()->sizeHint().width());
   // Configuration differences: only the keys that differ.
   std::vector<std::string> configs;
   for (const auto& c : compared_) configs.push_back(c.detail.configJson);

@@ -1,7 +1,9 @@
 // The Sweeps screen: fields, worker thread, progress polling, and the results read from the store.
 #include "SweepsView.h"
+#include "ReflowGrid.h"
 
 #include <QComboBox>
+#include <QResizeEvent>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -96,7 +98,16 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   maxPoints_->setToolTip(tr("A larger grid is refused before anything runs"));
   f5->addRow(tr("Parallel"), parallel_);
   f5->addRow(tr("Max points"), maxPoints_);
-  for (auto* f : {f1, f2, f3, f4, f5}) grid->addLayout(f);
+  // The five field groups side by side, or in two rows on a narrow window.
+  auto* forms = new ReflowGrid(5, this);
+  forms->setSpacing(12);
+  for (auto* f : {f1, f2, f3, f4, f5}) {
+    auto* holder = new QWidget(this);
+    f->setContentsMargins(0, 0, 0, 0);
+    holder->setLayout(f);
+    forms->addWidget(holder, 0);
+  }
+  grid->addWidget(forms, 1);
   auto* buttons = new QVBoxLayout;
   run_ = new QPushButton(icon(QStringLiteral("play")), tr("Run sweep"), this);
   run_->setDefault(true);
@@ -107,13 +118,12 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   buttons->addWidget(cancel_);
   grid->addLayout(buttons);
   grid->addWidget(fromProject_, 0, Qt::AlignTop);
-  grid->addStretch(1);
   v->addLayout(grid);
 
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("Sweep"), this));
   sweepList_ = new QComboBox(this);
-  sweepList_->setMinimumWidth(320);
+  sweepList_->setMinimumWidth(240);
   sweepList_->setAccessibleName(tr("Stored sweeps"));
   bar->addWidget(sweepList_);
   resume_ = new QPushButton(icon(QStringLiteral("play")), tr("Resume"), this);
@@ -129,10 +139,11 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   measure_->addItem(tr("samples to target"), static_cast<int>(SweepMeasure::SamplesToTarget));
   measure_->addItem(tr("samples/s"), static_cast<int>(SweepMeasure::SamplesPerSec));
   bar->addWidget(measure_);
-  bar->addSpacing(16);
-  status_ = new QLabel(tr("No sweep yet."), this);
-  bar->addWidget(status_, 1);
+  bar->addStretch(1);
   v->addLayout(bar);
+  status_ = new QLabel(tr("No sweep yet."), this);
+  status_->setWordWrap(true);  // on its own line: a long status must not widen the window
+  v->addWidget(status_);
 
   best_ = new QLabel(this);
   best_->setWordWrap(true);
@@ -141,6 +152,7 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   v->addWidget(best_);
 
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split_ = split;
   table_ = new QTableWidget(0, ColCount, split);
   table_->setHorizontalHeaderLabels({tr("#"), tr("devices"), tr("scaling"), tr("batch"), tr("lr"), tr("status"), tr("progress"),
                                      tr("val metric"), tr("s to target"), tr("samples/s"), tr("run")});
@@ -148,13 +160,15 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  table_->horizontalHeader()->setStretchLastSection(true);
   table_->setToolTip(tr("Double-click a point to open its run in the Runs screen"));
+  int columns = 2 * table_->frameWidth() + 6;  // + the header's own frame
+  for (int c = 0; c < ColCount; ++c) columns += table_->horizontalHeader()->sectionSizeHint(c);
+  table_->setMinimumWidth(columns);  // every column in view; on a narrow window the heatmaps go below
   charts_ = new SweepCharts(split);
   split->addWidget(table_);
   split->addWidget(charts_);
-  split->setStretchFactor(0, 2);
-  split->setStretchFactor(1, 3);
+  split->setStretchFactor(0, 3);  // the table's eleven columns need the room; the heatmaps shrink
+  split->setStretchFactor(1, 2);
   v->addWidget(split, 1);
 
   poll_ = new QTimer(this);
@@ -478,6 +492,13 @@ void SweepsView::updateButtons() {
                       results_.sweep.finishedPoints() < static_cast<int>(results_.sweep.points.size()));
   export_->setEnabled(shown_ != 0);
   sweepList_->setEnabled(!running_);
+}
+
+// Table beside the heatmaps on a wide window, above them on a narrow one (1024 px).
+void SweepsView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  const int side = table_->minimumWidth() + charts_->minimumSizeHint().width() + 40;
+  split_->setOrientation(width() >= side ? Qt::Horizontal : Qt::Vertical);
 }
 
 }  // namespace mlui

@@ -18,6 +18,7 @@
 #include "learn/SweepResults.h"
 
 class QComboBox;
+class QSplitter;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
@@ -81,7 +82,11 @@ class SweepsView : public QWidget {
   void busyChanged(bool busy);
   void errorOccurred(const QString& title, const QString& message);
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
+  QSplitter* split_ = nullptr;
   void launch(std::function<std::unique_ptr<ml::SweepRunner>()> make);
   void loadResults(int64_t sweepId);
   void showResults();

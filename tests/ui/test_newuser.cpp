@@ -1,7 +1,8 @@
 // The studio as a new user meets it (issue 13): the model checked against the data with a one-click
 // fix and Train waiting, the project's name following into runs and Save As, paused time kept out
 // of the stored figures, the learning-rate sentence in both batch modes, examples saved as copies,
-// and the Lessons page at 1024x700 without a horizontal scroll bar.
+// and every screen (the Lessons page especially) at 1024x700 without a horizontal scroll bar.
+#include <QAbstractScrollArea>
 #include <QAction>
 #include <QElapsedTimer>
 #include <QLabel>
@@ -255,6 +256,47 @@ class NewUserTest : public QObject {
                               .arg(scroll->viewport()->width())));
     }
     QVERIFY(checked > 0);
+  }
+
+  // The whole window at 1024x700 with a stored run to list: no screen (nor any Learn tab) asks for
+  // more room than that, and none scrolls sideways; tables and charts shrink or stack instead.
+  void everyScreenFitsIn1024x700() {
+    const QString db = qEnvironmentVariable("MIRRORLAB_DB");
+    QVERIFY(uitest::recordRun(db, "cpu:2", 1, 20, "fit-1024") > 0);
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("fit1024.json"))));
+    w.show();
+    w.resize(1024, 700);
+    QTest::qWait(50);
+    auto check = [&](const QString& what) {
+      QTest::qWait(200);  // stored runs load in the background
+      const QSize min = w.minimumSizeHint();
+      QVERIFY2(min.width() <= 1024 && min.height() <= 700,
+               qPrintable(QStringLiteral("%1: the window needs at least %2x%3").arg(what).arg(min.width()).arg(min.height())));
+      QCOMPARE(w.width(), 1024);
+      for (auto* area : w.centralWidget()->findChildren<QAbstractScrollArea*>()) {
+        if (!area->isVisible() || area->objectName() == QLatin1String("NavList")) continue;
+        QVERIFY2(!area->horizontalScrollBar()->isVisible(),
+                 qPrintable(QStringLiteral("%1: %2 '%3' scrolls sideways (%4 px of content in %5 px)")
+                                .arg(what, QString::fromLatin1(area->metaObject()->className()), area->objectName())
+                                .arg(area->horizontalScrollBar()->maximum() + area->viewport()->width())
+                                .arg(area->viewport()->width())));
+      }
+    };
+    for (int page = mlui::MainWindow::ModelPage; page <= mlui::MainWindow::SweepsPage; ++page) {
+      w.showPage(static_cast<mlui::MainWindow::Page>(page));
+      if (page == mlui::MainWindow::LearnPage) {
+        QVERIFY(QTest::qWaitFor([&] { return !w.learnView()->lessons()->lessons().empty(); }, 10000));
+        for (auto tab : {mlui::LearnView::LessonsTab, mlui::LearnView::StepTab, mlui::LearnView::ScalingTab,
+                         mlui::LearnView::SyncTab, mlui::LearnView::CodeTab}) {
+          w.learnView()->showTab(tab);
+          check(QStringLiteral("Learn tab %1").arg(static_cast<int>(tab)));
+        }
+      } else {
+        check(w.findChild<QListWidget*>(QStringLiteral("NavList"))->item(page)->text());
+      }
+      if (QTest::currentTestFailed()) return;
+    }
   }
 };
 

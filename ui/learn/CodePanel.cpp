@@ -45,7 +45,7 @@ CodePanel::CodePanel(QWidget* parent) : QWidget(parent) {
     *e = new QPlainTextEdit(tabs_);
     (*e)->setReadOnly(true);
     (*e)->setFont(mono);
-    (*e)->setLineWrapMode(QPlainTextEdit::NoWrap);
+    (*e)->setLineWrapMode(QPlainTextEdit::WidgetWidth);  // long lines wrap: no sideways scrolling at 1024 px
   }
   tabs_->addTab(tf_, tr("TensorFlow / Keras (MirroredStrategy)"));
   tabs_->addTab(torch_, tr("PyTorch (DistributedDataParallel)"));

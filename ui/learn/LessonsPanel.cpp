@@ -81,6 +81,9 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   stop_ = new QPushButton(icon(QStringLiteral("stop")), tr("Stop"), page);
   runRow->addWidget(run_);
   runRow->addWidget(stop_);
+  runRow->addStretch(1);
+  v->addLayout(runRow);
+  runRow = new QHBoxLayout;  // status and progress on their own row: the page fits a 1024 px window
   status_ = new QLabel(page);
   status_->setWordWrap(true);
   runRow->addWidget(status_, 1);

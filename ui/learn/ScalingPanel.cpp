@@ -1,5 +1,6 @@
 // The scaling experiment view: real runs on a worker thread, charts filled as rows finish.
 #include "learn/ScalingPanel.h"
+#include "ReflowGrid.h"
 
 #include <QComboBox>
 #include <QFormLayout>
@@ -59,16 +60,15 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   steps_->setValue(60);
   steps_->setToolTip(tr("Optimizer steps per device count; the median step time is used"));
   row->addWidget(steps_);
-  row->addSpacing(10);
   run_ = new QPushButton(icon(QStringLiteral("play")), tr("Run scaling experiment"), this);
   run_->setDefault(true);
   stop_ = new QPushButton(icon(QStringLiteral("stop")), tr("Stop"), this);
-  row->addWidget(run_);
-  row->addWidget(stop_);
   row->addStretch(1);
   v->addLayout(row);
 
-  auto* statusRow = new QHBoxLayout;
+  auto* statusRow = new QHBoxLayout;  // the buttons beside the status: the first row fits 1024 px
+  statusRow->addWidget(run_);
+  statusRow->addWidget(stop_);
   status_ = new QLabel(tr("Not run yet."), this);
   statusRow->addWidget(status_, 1);
   progress_ = new QProgressBar(this);
@@ -78,10 +78,11 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   statusRow->addWidget(progress_);
   v->addLayout(statusRow);
 
-  auto* charts = new QHBoxLayout;
+  auto* charts = new ReflowGrid(2, this);  // side by side, or stacked on a narrow window
+  charts->setSpacing(10);
   speedup_ = new QCustomPlot(this);
   styleChart(speedup_, tr("Speed-up against the first row"), tr("devices"), tr("speed-up (x)"));
-  speedup_->setMinimumSize(360, 260);
+  speedup_->setMinimumSize(320, 220);
   ideal_ = speedup_->addGraph();
   ideal_->setName(tr("ideal (linear)"));
   ideal_->setPen(QPen(QColor(0x8a, 0x96, 0xa3), 1.5, Qt::DashLine));
@@ -92,11 +93,11 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   speedup_->legend->setVisible(true);
   speedup_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   speedup_->setAntialiasedElements(QCP::aeAll);
-  charts->addWidget(speedup_, 1);
+  charts->addWidget(speedup_);
 
   efficiency_ = new QCustomPlot(this);
   styleChart(efficiency_, tr("Efficiency and sync share"), tr("devices"), tr("% of ideal / % of step time"));
-  efficiency_->setMinimumSize(360, 260);
+  efficiency_->setMinimumSize(320, 220);
   effBars_ = new QCPBars(efficiency_->xAxis, efficiency_->yAxis);
   effBars_->setName(tr("efficiency"));
   effBars_->setPen(Qt::NoPen);
@@ -113,8 +114,8 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   efficiency_->legend->setVisible(true);
   efficiency_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   efficiency_->yAxis->setRange(0, 110);
-  charts->addWidget(efficiency_, 1);
-  v->addLayout(charts, 3);
+  charts->addWidget(efficiency_);
+  v->addWidget(charts, 3);
 
   explanation_ = new QLabel(this);
   explanation_->setWordWrap(true);

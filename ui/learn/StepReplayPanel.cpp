@@ -41,7 +41,8 @@ StepReplayPanel::StepReplayPanel(std::function<QString()> storePath, QWidget* pa
   row->addWidget(source_, 1);
   auto* reload = new QPushButton(icon(QStringLiteral("refresh")), tr("Refresh list"), this);
   row->addWidget(reload);
-  row->addSpacing(12);
+  v->addLayout(row);
+  row = new QHBoxLayout;  // the player on its own row: the window fits 1024 px
   row->addWidget(new QLabel(tr("Step"), this));
   stepBox_ = new QSpinBox(this);
   stepBox_->setRange(0, 0);
@@ -64,6 +65,7 @@ StepReplayPanel::StepReplayPanel(std::function<QString()> storePath, QWidget* pa
   speedLabel_ = new QLabel(this);
   speedLabel_->setMinimumWidth(210);
   row->addWidget(speedLabel_);
+  row->addStretch(1);
   v->addLayout(row);
   info_ = new QLabel(this);
   info_->setWordWrap(true);

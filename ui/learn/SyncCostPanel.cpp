@@ -1,5 +1,6 @@
 // Expected (alpha-beta, modelled) against measured sync time, and the what-if.
 #include "learn/SyncCostPanel.h"
+#include "ReflowGrid.h"
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -48,7 +49,8 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   row->addWidget(source_, 1);
   auto* reload = new QPushButton(icon(QStringLiteral("refresh")), tr("Refresh"), this);
   row->addWidget(reload);
-  row->addSpacing(10);
+  v->addLayout(row);
+  row = new QHBoxLayout;  // the link and the algorithm on their own row: the window fits 1024 px
   row->addWidget(new QLabel(tr("Link"), this));
   link_ = new QComboBox(this);
   link_->addItem(tr("host memory (measured here)"), QStringLiteral("host"));
@@ -60,6 +62,7 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   algo_->addItem(QStringLiteral("ring"), QStringLiteral("ring"));
   algo_->addItem(QStringLiteral("reduce-to-one"), QStringLiteral("reduce-to-one"));
   row->addWidget(algo_);
+  row->addStretch(1);
   v->addLayout(row);
 
   auto* row2 = new QHBoxLayout;
@@ -89,10 +92,11 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   setRole(compare_, "planSentence");
   v->addWidget(compare_);
 
-  auto* body = new QHBoxLayout;
+  auto* body = new ReflowGrid(2, this);  // chart beside the table, or above it on a narrow window
+  body->setSpacing(10);
   chart_ = new QCustomPlot(this);
   styleChart(chart_, tr("Step time against devices"), tr("devices"), tr("step time (ms)"));
-  chart_->setMinimumSize(420, 280);
+  chart_->setMinimumSize(360, 180);
   chart_->setAntialiasedElements(QCP::aeAll);
   ideal_ = chart_->addGraph();
   ideal_->setName(tr("linear scaling of the first row (modelled)"));
@@ -111,16 +115,17 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   QSharedPointer<QCPAxisTickerLog> logTicker(new QCPAxisTickerLog);
   logTicker->setLogBase(2);
   chart_->xAxis->setTicker(logTicker);
-  body->addWidget(chart_, 1);
+  body->addWidget(chart_);
   table_ = new QTableWidget(0, 8, this);
   table_->setHorizontalHeaderLabels({tr("devices"), tr("compute\n(ms)"), tr("all-reduce\n(ms)"), tr("exposed\n(ms)"), tr("step\n(ms)"),
                                      tr("speed-up"), tr("efficiency"), tr("")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
-  table_->setMinimumWidth(560);
-  body->addWidget(table_, 1);
-  v->addLayout(body, 1);
+  table_->setMinimumWidth(520);
+  table_->setMinimumHeight(120);
+  body->addWidget(table_);
+  v->addWidget(body, 1);
   assumptions_ = new QLabel(this);
   assumptions_->setWordWrap(true);
   setRole(assumptions_, "caption");

@@ -20,7 +20,7 @@ static QString q(const std::string& s) { return QString::fromStdString(s); }
 static QVBoxLayout* card(QHBoxLayout* row, const QString& iconName, const QString& title, const QString& text) {
   auto* f = new QFrame;
   setRole(f, "card");
-  f->setMinimumWidth(300);
+  f->setMinimumWidth(220);  // three cards fit beside each other in a 1024 px window
   auto* v = new QVBoxLayout(f);
   v->setContentsMargins(22, 20, 22, 20);
   v->setSpacing(10);
@@ -38,10 +38,20 @@ static QVBoxLayout* card(QHBoxLayout* row, const QString& iconName, const QStrin
   return v;
 }
 
+// Wrapped text centred at up to its maximum width: a centring alignment would give a wrapped label
+// its narrowest width, a fixed width would not fit a narrow window.
+static QHBoxLayout* centred(QWidget* w) {
+  auto* h = new QHBoxLayout;
+  h->addStretch(1);
+  h->addWidget(w, 1000);
+  h->addStretch(1);
+  return h;
+}
+
 WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   setObjectName(QStringLiteral("WelcomePage"));
   auto* outer = new QVBoxLayout(this);
-  outer->setContentsMargins(48, 40, 48, 32);
+  outer->setContentsMargins(32, 32, 32, 24);
   outer->addStretch(1);
   auto* logo = new QLabel(this);
   logo->setPixmap(icon(QStringLiteral("mirrorlab")).pixmap(72, 72));
@@ -56,9 +66,9 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   idea->setObjectName(QStringLiteral("WelcomeIdea"));
   idea->setWordWrap(true);
   idea->setAlignment(Qt::AlignCenter);
-  idea->setFixedWidth(780);  // wrapped text in a centred layout would otherwise take its narrowest width
+  idea->setMaximumWidth(780);
   idea->setStyleSheet(QStringLiteral("font-size: 11.5pt; color: #44546a;"));
-  outer->addWidget(idea, 0, Qt::AlignHCenter);
+  outer->addLayout(centred(idea));
   outer->addSpacing(24);
 
   auto* row = new QHBoxLayout;
@@ -89,9 +99,9 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   problemsLabel_->setObjectName(QStringLiteral("WelcomeProblems"));
   problemsLabel_->setWordWrap(true);
   problemsLabel_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  problemsLabel_->setFixedWidth(940);
+  problemsLabel_->setMaximumWidth(940);
   setRole(problemsLabel_, "warning");
-  outer->addWidget(problemsLabel_, 0, Qt::AlignHCenter);
+  outer->addLayout(centred(problemsLabel_));
   outer->addStretch(2);
   auto* hint = new QLabel(tr("This page is always under Help > Welcome. The screens on the left are the whole studio."), this);
   setRole(hint, "caption");
