@@ -11,6 +11,7 @@
 #include "AtomicFile.h"
 #include "JsonFile.h"
 #include "Limits.h"
+#include "project/FieldNames.h"
 
 namespace ml {
 
@@ -19,6 +20,21 @@ using nlohmann::json;
 namespace {
 
 struct Reader : JsonFieldReader {
+  // Fields named as the screens name them, the key in parentheses (FieldNames.h).
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { JsonFieldReader::fail(fieldInWords(field), msg); }
+  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
+    if (!obj.is_object()) fail(path, "must be a JSON object, got " + shortDump(obj));
+    for (auto it = obj.begin(); it != obj.end(); ++it) {
+      if (allowed.count(it.key())) continue;
+      std::string names;
+      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
+      const std::string key = clipText(it.key(), 40);
+      std::string where = path;
+      for (size_t at = 0; (at = where.find('.', at)) != std::string::npos;) where.replace(at, 1, " › ");
+      throw UserError(source + ": '" + key + "' " + (path.empty() ? std::string("at the top of the file") : "in the file's " + where + " section") +
+                      " is not a known field (allowed there: " + names + ")");
+    }
+  }
   template <typename T>
   void get(const json& obj, const std::string& path, const char* key, T& out, const char* what) const {
     if (!obj.contains(key)) return;
@@ -257,7 +273,7 @@ std::string num(double v) {
 // Every numeric field against its real range (Keras' for the optimizer's arguments): a NaN, an
 // infinity or an impossible value is refused here, before anything is allocated or trained.
 void validate(const Project& p, const std::string& source) {
-  auto fail = [&](const std::string& field, const std::string& msg) { throw UserError(source + ": " + field + " " + msg); };
+  auto fail = [&](const std::string& field, const std::string& msg) { throw UserError(source + ": " + fieldInWords(field) + " " + msg); };
   auto range = [&](const std::string& field, double v, double lo, double hi, bool hiOpen, const char* why) {
     if (!(v >= lo && (hiOpen ? v < hi : v <= hi)))
       fail(field, "must be in [" + num(lo) + ", " + num(hi) + (hiOpen ? ")" : "]") + why + ", got " + num(v));

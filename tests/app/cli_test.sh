@@ -67,7 +67,7 @@ expect_fail "invalid json" "not valid JSON" "$CLI" train "$T/bad.json"
 sed 's/"units": 32/"unitz": 32/' "$T/sp.json" > "$T/b2.json"
 expect_fail "unknown argument" "unknown argument 'unitz'" "$CLI" train "$T/b2.json"
 sed 's/"epochs": 3/"epochs": "three"/' "$T/sp.json" > "$T/b3.json"
-expect_fail "wrong type" "training.epochs must be a positive integer" "$CLI" train "$T/b3.json"
+expect_fail "wrong type" "Training screen › Epochs (epochs in the file's training section) must be a positive integer" "$CLI" train "$T/b3.json"
 sed 's/"units": 3,/"units": 4,/' "$T/sp.json" > "$T/b4.json"
 expect_fail "wrong output size" "Set its Units to 3" "$CLI" train "$T/b4.json"
 expect_fail "impossible batch" "larger than the training set" "$CLI" train "$T/sp.json" --batch-size 5000

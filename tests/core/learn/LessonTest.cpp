@@ -133,7 +133,7 @@ TEST(Lessons, BadFilesNameTheFileAndTheField) {
 
   j = validLesson();
   j["project"] = json{{"model", {{"input_shape", {2}}, {"layers", json::array()}}}, {"training", {{"epochs", 0}}}};
-  EXPECT_NE(loadError(j).find("training.epochs"), std::string::npos);
+  EXPECT_NE(loadError(j).find("Training screen › Epochs (epochs in the file's training section)"), std::string::npos);
 
   mltest::TempDir dir("lesson-json");
   mltest::writeFile(dir.path() / "broken.json", "{\"id\": ");

@@ -190,49 +190,49 @@ TEST(ProjectDefaults, SgdDefaultsToKerasLearningRate) {
 TEST(ProjectErrors, UnknownTopLevelField) {
   json j = validJson();
   j["modle"] = json::object();
-  EXPECT_ERROR_MENTIONS(j, "p.json", "modle", "is not a known field", "model");
+  EXPECT_ERROR_MENTIONS(j, "p.json", "'modle' at the top of the file", "is not a known field", "model");
 }
 
 TEST(ProjectErrors, UnknownTrainingField) {
   json j = validJson();
   j["training"]["batchsize"] = 64;
-  EXPECT_ERROR_MENTIONS(j, "training.batchsize", "is not a known field", "batch_size");
+  EXPECT_ERROR_MENTIONS(j, "'batchsize' in the file's training section", "is not a known field", "batch_size");
 }
 
 TEST(ProjectErrors, UnknownNestedFields) {
   json j = validJson();
   j["training"]["optimizer"]["lr"] = 0.1;
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.lr", "learning_rate");
+  EXPECT_ERROR_MENTIONS(j, "'lr' in the file's training › optimizer section", "learning_rate");
   j = validJson();
   j["data"]["folder"] = "/x";
-  EXPECT_ERROR_MENTIONS(j, "data.folder");
+  EXPECT_ERROR_MENTIONS(j, "'folder' in the file's data section");
   j = validJson();
   j["distribute"]["gpus"] = 2;
-  EXPECT_ERROR_MENTIONS(j, "distribute.gpus");
+  EXPECT_ERROR_MENTIONS(j, "'gpus' in the file's distribute section");
   j = validJson();
   j["model"]["inputs"] = json::array({2});
-  EXPECT_ERROR_MENTIONS(j, "model.inputs");
+  EXPECT_ERROR_MENTIONS(j, "'inputs' in the file's model section");
 }
 
 TEST(ProjectErrors, WrongTypes) {
   json j = validJson();
   j["training"]["batch_size"] = "abc";
-  EXPECT_ERROR_MENTIONS(j, "training.batch_size", "\"abc\"");
+  EXPECT_ERROR_MENTIONS(j, "(batch_size in the file's training section)", "\"abc\"");
   j = validJson();
   j["training"]["epochs"] = 2.5;
-  EXPECT_ERROR_MENTIONS(j, "training.epochs", "2.5");
+  EXPECT_ERROR_MENTIONS(j, "(epochs in the file's training section)", "2.5");
   j = validJson();
   j["training"]["from_logits"] = "yes";
-  EXPECT_ERROR_MENTIONS(j, "training.from_logits", "true or false");
+  EXPECT_ERROR_MENTIONS(j, "(from_logits in the file's training section)", "true or false");
   j = validJson();
   j["training"]["optimizer"]["learning_rate"] = "fast";
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.learning_rate");
+  EXPECT_ERROR_MENTIONS(j, "(learning_rate in the file's training › optimizer section)");
   j = validJson();
   j["name"] = 5;
   EXPECT_ERROR_MENTIONS(j, "name", "a string");
   j = validJson();
   j["training"]["metrics"] = "accuracy";
-  EXPECT_ERROR_MENTIONS(j, "training.metrics");
+  EXPECT_ERROR_MENTIONS(j, "(metrics in the file's training section)");
   j = validJson();
   j["training"] = json::array();
   EXPECT_ERROR_MENTIONS(j, "training", "JSON object");
@@ -241,64 +241,64 @@ TEST(ProjectErrors, WrongTypes) {
 TEST(ProjectErrors, OutOfRangeValues) {
   json j = validJson();
   j["training"]["epochs"] = 0;
-  EXPECT_ERROR_MENTIONS(j, "training.epochs", "at least 1", "got 0");
+  EXPECT_ERROR_MENTIONS(j, "(epochs in the file's training section)", "at least 1", "got 0");
   j = validJson();
   j["training"]["batch_size"] = -4;
-  EXPECT_ERROR_MENTIONS(j, "training.batch_size", "-4");
+  EXPECT_ERROR_MENTIONS(j, "(batch_size in the file's training section)", "-4");
   j = validJson();
   j["training"]["accumulate"] = 0;
-  EXPECT_ERROR_MENTIONS(j, "training.accumulate");
+  EXPECT_ERROR_MENTIONS(j, "(accumulate in the file's training section)");
   j = validJson();
   j["training"]["optimizer"]["learning_rate"] = 0;
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.learning_rate", "positive");
+  EXPECT_ERROR_MENTIONS(j, "(learning_rate in the file's training › optimizer section)", "positive");
   j = validJson();
   j["training"]["optimizer"] = {{"name", "sgd"}, {"momentum", 1.0}};
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.momentum");
+  EXPECT_ERROR_MENTIONS(j, "(momentum in the file's training › optimizer section)");
   j = validJson();
   j["training"]["warmup_epochs"] = -1;
-  EXPECT_ERROR_MENTIONS(j, "training.warmup_epochs");
+  EXPECT_ERROR_MENTIONS(j, "(warmup_epochs in the file's training section)");
   j = validJson();
   j["data"]["validation_split"] = 1.0;
-  EXPECT_ERROR_MENTIONS(j, "data.validation_split");
+  EXPECT_ERROR_MENTIONS(j, "(validation_split in the file's data section)");
   j = validJson();
   j["distribute"]["bucket_bytes"] = 2;
-  EXPECT_ERROR_MENTIONS(j, "distribute.bucket_bytes");
+  EXPECT_ERROR_MENTIONS(j, "(bucket_bytes in the file's distribute section)");
   j = validJson();
   j["model"]["input_shape"] = json::array({28, 0});
-  EXPECT_ERROR_MENTIONS(j, "model.input_shape");
+  EXPECT_ERROR_MENTIONS(j, "(input_shape in the file's model section)");
 }
 
 TEST(ProjectErrors, UnknownOptimizer) {
   json j = validJson();
   j["training"]["optimizer"]["name"] = "adagrad";
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.name", "'adagrad'", "sgd, adam, rmsprop");
+  EXPECT_ERROR_MENTIONS(j, "(name in the file's training › optimizer section)", "'adagrad'", "sgd, adam, rmsprop");
   j["training"]["optimizer"] = "adagrad";
-  EXPECT_ERROR_MENTIONS(j, "training.optimizer.name", "'adagrad'");
+  EXPECT_ERROR_MENTIONS(j, "(name in the file's training › optimizer section)", "'adagrad'");
 }
 
 TEST(ProjectErrors, UnknownDataKind) {
   json j = validJson();
   j["data"]["kind"] = "imagenet";
-  EXPECT_ERROR_MENTIONS(j, "data.kind", "'imagenet'", "fashion-mnist");
+  EXPECT_ERROR_MENTIONS(j, "(kind in the file's data section)", "'imagenet'", "fashion-mnist");
 }
 
 TEST(ProjectErrors, BadLrScaling) {
   json j = validJson();
   j["training"]["lr_scaling"] = "cubic";
-  EXPECT_ERROR_MENTIONS(j, "training.lr_scaling", "'cubic'", "none, linear, sqrt");
+  EXPECT_ERROR_MENTIONS(j, "(lr_scaling in the file's training section)", "'cubic'", "none, linear, sqrt");
 }
 
 TEST(ProjectErrors, BadAllreduce) {
   json j = validJson();
   j["distribute"]["allreduce"] = "tree";
-  EXPECT_ERROR_MENTIONS(j, "distribute.allreduce", "'tree'");
+  EXPECT_ERROR_MENTIONS(j, "(allreduce in the file's distribute section)", "'tree'");
 }
 
 TEST(ProjectErrors, NewerSchemaVersion) {
   json j = validJson();
   static_assert(kProjectSchemaVersion == 1, "update the expected message below");
   j["schema_version"] = 2;
-  EXPECT_ERROR_MENTIONS(j, "schema_version is 2", "versions 1..1", "update Mirrorlab");
+  EXPECT_ERROR_MENTIONS(j, "File format version (schema_version at the top of the file) is 2", "versions 1..1", "update Mirrorlab");
   j["schema_version"] = 0;
   EXPECT_ERROR_MENTIONS(j, "schema_version");
 }
@@ -309,13 +309,13 @@ TEST(ProjectErrors, MissingModelAndLayers) {
   EXPECT_ERROR_MENTIONS(j, "model", "is missing");
   j = validJson();
   j["model"].erase("input_shape");
-  EXPECT_ERROR_MENTIONS(j, "model.input_shape");
+  EXPECT_ERROR_MENTIONS(j, "(input_shape in the file's model section)");
   j = validJson();
   j["model"].erase("layers");
-  EXPECT_ERROR_MENTIONS(j, "model.layers");
+  EXPECT_ERROR_MENTIONS(j, "(layers in the file's model section)");
   j = validJson();
   j["model"]["layers"][1] = {{"units", 3}};
-  EXPECT_ERROR_MENTIONS(j, "model.layers[1]", "type");
+  EXPECT_ERROR_MENTIONS(j, "entry 2 of layers in the file's model section", "type");
 }
 
 TEST(ProjectErrors, NotAnObject) {
@@ -349,7 +349,7 @@ TEST_F(ProjectFileErrors, InvalidJsonText) {
 TEST_F(ProjectFileErrors, ErrorsNameTheFile) {
   const std::string msg = loadError(R"({"model": {"input_shape": [2], "layers": []}, "training": {"epochs": 0}})");
   EXPECT_NE(msg.find(path_), std::string::npos) << msg;
-  EXPECT_NE(msg.find("training.epochs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Training screen › Epochs (epochs in the file's training section)"), std::string::npos) << msg;
 }
 
 TEST_F(ProjectFileErrors, MissingFile) {
@@ -430,16 +430,16 @@ TEST(ProjectErrors, IntegersOutsideTheFieldTypeAreRejected) {
   std::vector<Case> cases;
   json j = validJson();
   j["training"]["seed"] = -1;
-  cases.push_back({"training.seed", j});
+  cases.push_back({"(seed in the file's training section)", j});
   j = validJson();
   j["data"] = {{"kind", "spirals"}, {"seed", -5}};
-  cases.push_back({"data.seed", j});
+  cases.push_back({"(seed in the file's data section)", j});
   j = validJson();
   j["training"]["epochs"] = 4294967297LL;  // 2^32 + 1
-  cases.push_back({"training.epochs", j});
+  cases.push_back({"(epochs in the file's training section)", j});
   j = validJson();
   j["data"] = {{"kind", "blobs"}, {"classes", 4294967299LL}};
-  cases.push_back({"data.classes", j});
+  cases.push_back({"(classes in the file's data section)", j});
   for (const auto& c : cases) {
     const std::string msg = errorOf(c.project);
     EXPECT_NE(msg.find(c.field), std::string::npos)

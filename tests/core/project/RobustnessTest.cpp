@@ -71,18 +71,18 @@ std::string slurp(const fs::path& p) {
 
 TEST(NumericRanges, OptimizerArgumentsFollowKeras) {
   for (auto [key, value, want] : std::vector<std::tuple<const char*, double, const char*>>{
-           {"beta_1", 5, "training.optimizer.beta_1 must be in [0, 1)"},
-           {"beta_2", 1, "training.optimizer.beta_2 must be in [0, 1)"},
+           {"beta_1", 5, "(beta_1 in the file's training › optimizer section) must be in [0, 1)"},
+           {"beta_2", 1, "(beta_2 in the file's training › optimizer section) must be in [0, 1)"},
            {"beta_1", -0.1, "got -0.1"},
-           {"epsilon", 0, "training.optimizer.epsilon must be a positive finite number"},
-           {"learning_rate", -1, "training.optimizer.learning_rate must be a positive finite number"}}) {
+           {"epsilon", 0, "(epsilon in the file's training › optimizer section) must be a positive finite number"},
+           {"learning_rate", -1, "(learning_rate in the file's training › optimizer section) must be a positive finite number"}}) {
     json j = valid();
     j["training"]["optimizer"][key] = value;
     EXPECT_MENTIONS(projectError(j), want);
   }
   json j = valid();
   j["training"]["optimizer"] = {{"name", "rmsprop"}, {"rho", 1.5}};
-  EXPECT_MENTIONS(projectError(j), "training.optimizer.rho must be in [0, 1)");
+  EXPECT_MENTIONS(projectError(j), "(rho in the file's training › optimizer section) must be in [0, 1)");
   j = valid();
   j["training"]["optimizer"] = {{"name", "adam"}, {"beta_1", 0.5}, {"beta_2", 0.99}, {"epsilon", 1e-8}};
   EXPECT_EQ(projectError(j), "");
@@ -91,34 +91,34 @@ TEST(NumericRanges, OptimizerArgumentsFollowKeras) {
 TEST(NumericRanges, NotANumberAndInfinityAreRefused) {
   Project p = Project::fromJson(valid(), "p.json");
   p.training.warmupEpochs = std::nan("");
-  EXPECT_MENTIONS(errorOf([&] { validate(p, "command line"); }), "command line: training.warmup_epochs", "got nan");
+  EXPECT_MENTIONS(errorOf([&] { validate(p, "command line"); }), "command line: Training screen › Warm-up (warmup_epochs in the file's training section)", "got nan");
   p = Project::fromJson(valid(), "p.json");
   p.training.optimizer.learningRate = INFINITY;
-  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "learning_rate must be a positive finite number");
+  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Training screen › Base rate (learning_rate in the file's training › optimizer section) must be a positive finite number");
   p = Project::fromJson(valid(), "p.json");
   p.data.validationSplit = std::nan("");
-  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "data.validation_split");
+  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Data screen › Validation split (validation_split in the file's data section)");
   p = Project::fromJson(valid(), "p.json");
   p.distribute.threadsPerDevice = -5;
-  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "distribute.threads_per_device", "got -5");
+  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Devices screen › Threads per device (threads_per_device in the file's distribute section)", "got -5");
 }
 
 TEST(NumericRanges, IntegersMustBeWholeAndInRange) {
   json j = valid();
   j["training"]["epochs"] = 2.5;
-  EXPECT_MENTIONS(projectError(j), "training.epochs must be a whole number", "2.5");
+  EXPECT_MENTIONS(projectError(j), "(epochs in the file's training section) must be a whole number", "2.5");
   j = valid();
   j["training"]["epochs"] = 3.0;  // a whole number written as a float is fine
   EXPECT_EQ(Project::fromJson(j, "p.json").training.epochs, 3);
   j = valid();
   j["training"]["batch_size"] = 1e300;
-  EXPECT_MENTIONS(projectError(j), "training.batch_size is out of range", "1e+300");
+  EXPECT_MENTIONS(projectError(j), "Training screen › Batch size (batch_size in the file's training section) is out of range", "1e+300");
   j = valid();
   j["training"]["seed"] = -1;
-  EXPECT_MENTIONS(projectError(j), "training.seed");
+  EXPECT_MENTIONS(projectError(j), "Training screen › Seed (seed in the file's training section)");
   j = valid();
   j["data"]["samples"] = int64_t{1} << 40;
-  EXPECT_MENTIONS(projectError(j), "data.samples must be at least 1 and at most 268435456");
+  EXPECT_MENTIONS(projectError(j), "Data screen › Samples (samples in the file's data section) must be at least 1 and at most 268435456");
 }
 
 TEST(NumericRanges, LayerUnitsAreWholeAndFitInMemory) {
@@ -189,7 +189,7 @@ TEST(JsonLimits, LongValuesAreCutInMessages) {
   json j = valid();
   j["training"]["optimizer"]["name"] = std::string(1 << 20, 'x');
   const std::string msg = projectError(j);
-  EXPECT_MENTIONS(msg, "training.optimizer.name", "(1048576 characters)");
+  EXPECT_MENTIONS(msg, "Training screen › Optimizer (name in the file's training › optimizer section)", "(1048576 characters)");
   EXPECT_LT(msg.size(), 400u);
   j = valid();
   j["training"]["epochs"] = std::string(1 << 20, 'y');

@@ -1,0 +1,121 @@
+// fieldInWords: the screen and field of each project file key (see the header).
+#include "project/FieldNames.h"
+
+#include <map>
+
+namespace ml {
+
+namespace {
+
+struct Place {
+  const char* screen;
+  const char* field;
+};
+
+// Section.key -> where the studio shows it. Kept next to the screens' labels.
+const std::map<std::string, Place>& places() {
+  static const std::map<std::string, Place> m = {
+      {"name", {"Model screen", "Project name"}},
+      {"description", {"Model screen", "Description"}},
+      {"schema_version", {"", "File format version"}},
+      {"model", {"Model screen", "Model"}},
+      {"model.input_shape", {"Model screen", "Input shape"}},
+      {"model.layers", {"Model screen", "Layers"}},
+      {"data", {"Data screen", "Data"}},
+      {"data.kind", {"Data screen", "Data set"}},
+      {"data.path", {"Data screen", "Folder / Training file"}},
+      {"data.train_images", {"Data screen", "Train images"}},
+      {"data.train_labels", {"Data screen", "Train labels"}},
+      {"data.test_images", {"Data screen", "Test images"}},
+      {"data.test_labels", {"Data screen", "Test labels"}},
+      {"data.label_column", {"Data screen", "Label column"}},
+      {"data.standardize", {"Data screen", "Standardize"}},
+      {"data.test_path", {"Data screen", "Test file"}},
+      {"data.samples", {"Data screen", "Samples"}},
+      {"data.classes", {"Data screen", "Classes"}},
+      {"data.features", {"Data screen", "Features"}},
+      {"data.noise", {"Data screen", "Noise"}},
+      {"data.validation_split", {"Data screen", "Validation split"}},
+      {"data.seed", {"Data screen", "Seed"}},
+      {"training", {"Training screen", "Training"}},
+      {"training.epochs", {"Training screen", "Epochs"}},
+      {"training.batch_size", {"Training screen", "Batch size"}},
+      {"training.per_device_batch", {"Training screen", "Batch size (global or per device)"}},
+      {"training.loss", {"Training screen", "Loss"}},
+      {"training.from_logits", {"Training screen", "Loss from logits"}},
+      {"training.metrics", {"Training screen", "Metrics"}},
+      {"training.seed", {"Training screen", "Seed"}},
+      {"training.lr_scaling", {"Training screen", "Scaling rule"}},
+      {"training.lr_reference_batch", {"Training screen", "Rate set for"}},
+      {"training.warmup_epochs", {"Training screen", "Warm-up"}},
+      {"training.accumulate", {"Training screen", "Accumulation"}},
+      {"training.optimizer", {"Training screen", "Optimizer"}},
+      {"training.optimizer.name", {"Training screen", "Optimizer"}},
+      {"training.optimizer.learning_rate", {"Training screen", "Base rate"}},
+      {"training.optimizer.momentum", {"Training screen", "Momentum"}},
+      {"training.optimizer.nesterov", {"Training screen", "Nesterov momentum"}},
+      {"training.optimizer.beta_1", {"Training screen", "β₁"}},
+      {"training.optimizer.beta_2", {"Training screen", "β₂"}},
+      {"training.optimizer.rho", {"Training screen", "ρ"}},
+      {"training.optimizer.epsilon", {"Training screen", "ε"}},
+      {"distribute", {"Devices screen", "Devices"}},
+      {"distribute.devices", {"Devices screen", "Devices"}},
+      {"distribute.allreduce", {"Devices screen", "All-reduce"}},
+      {"distribute.bucket_bytes", {"Devices screen", "Gradient bucket"}},
+      {"distribute.threads_per_device", {"Devices screen", "Threads per device"}},
+  };
+  return m;
+}
+
+// "training.optimizer" -> "the file's training › optimizer section".
+std::string sectionInWords(const std::string& section) {
+  if (section.empty()) return "at the top of the file";
+  std::string words = section;
+  for (size_t at = 0; (at = words.find('.', at)) != std::string::npos;) words.replace(at, 1, " › ");
+  return "in the file's " + words + " section";
+}
+
+}  // namespace
+
+std::string fieldInWords(const std::string& path) {
+  // A layer: "model.layers[2]" or "model.layers[2].units".
+  if (path.rfind("model.layers[", 0) == 0) {
+    const size_t close = path.find(']');
+    if (close != std::string::npos) {
+      const std::string index = path.substr(13, close - 13);
+      int n = 0;
+      try {
+        n = std::stoi(index) + 1;
+      } catch (...) {
+      }
+      const std::string rest = close + 2 < path.size() ? path.substr(close + 2) : "";
+      std::string out = "Model screen › layer " + std::to_string(n);
+      if (!rest.empty()) out += " › " + rest;
+      return out + " (" + (rest.empty() ? "" : rest + " of ") + "entry " + std::to_string(n) + " of layers in the file's model section)";
+    }
+  }
+  // One value of the input shape: "model.input_shape[1]".
+  if (path.rfind("model.input_shape[", 0) == 0) {
+    const std::string index = path.substr(18, path.find(']') - 18);
+    int n = 0;
+    try {
+      n = std::stoi(index) + 1;
+    } catch (...) {
+    }
+    return "Model screen › Input shape, value " + std::to_string(n) + " (input_shape in the file's model section)";
+  }
+  const size_t dot = path.rfind('.');
+  const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
+  const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
+  const auto it = places().find(path);
+  std::string out;
+  if (it != places().end()) out = std::string(it->second.screen) + (*it->second.screen ? " › " : "") + it->second.field + " ";
+  if (key.empty()) return out + "(the file's top level)";
+  // A section itself ("training") is named as the section; a key as the key in its section.
+  if (dot == std::string::npos && places().count(path) && std::string(places().at(path).screen).size() && path != "name" &&
+      path != "description")
+    return out + "(the file's " + path + " section)";
+  return out + "(" + key + " " + sectionInWords(section) + ")";
+}
+
+}  // namespace ml
