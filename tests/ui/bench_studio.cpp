@@ -63,7 +63,7 @@ static StudioRun studioRun(mlui::MainWindow& w, int64_t steps, int64_t globalBat
                             [&](const ml::RunFinished& f, std::optional<int64_t> id) { out = f; runId = id; ended = true; });
   w.dashboard()->setMaxSteps(static_cast<int>(steps));
   w.dashboard()->trainAction()->trigger();
-  QTest::qWaitFor([&] { return ended; }, 600000);
+  if (!QTest::qWaitFor([&] { return ended; }, 600000)) std::fprintf(stderr, "the studio run did not end within 10 minutes\n");
   QObject::disconnect(c);
   StudioRun r;
   r.samplesPerSec = static_cast<double>(out.steps * globalBatch) / out.seconds;
