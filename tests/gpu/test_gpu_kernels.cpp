@@ -258,11 +258,14 @@ TEST_F(Gpu, DenseBackwardMatchesCpu) {
             EXPECT_TRUE(close(std::vector<float>(g.begin(), g.begin() + static_cast<long>(kernelSize)),
                               std::vector<float>(grads.begin(), grads.begin() + static_cast<long>(kernelSize)), kGemmTol,
                               what + " dW"));
-            if (bias)
+            if (bias) {
               EXPECT_TRUE(close(std::vector<float>(g.begin() + static_cast<long>(kernelSize), g.end()),
                                 std::vector<float>(grads.begin() + static_cast<long>(kernelSize), grads.end()), kGemmTol,
                                 what + " db"));
-            if (withDx) EXPECT_TRUE(close(gdx.get(), dx, kGemmTol, what + " dx"));
+            }
+            if (withDx) {
+              EXPECT_TRUE(close(gdx.get(), dx, kGemmTol, what + " dx"));
+            }
           }
     }
 }
@@ -498,10 +501,12 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
     }
     EXPECT_TRUE(close(gp.get(), p, 1e-5, what + " parameters"));
     const auto state = opt->stateBuffers();
-    if (!state.empty() && !state[0].empty())
+    if (!state.empty() && !state[0].empty()) {
       EXPECT_TRUE(close(s1.get(), std::vector<float>(state[0].begin(), state[0].end()), 1e-5, what + " first slot"));
-    if (state.size() > 1 && !state[1].empty())
+    }
+    if (state.size() > 1 && !state[1].empty()) {
       EXPECT_TRUE(close(s2.get(), std::vector<float>(state[1].begin(), state[1].end()), 1e-5, what + " second slot"));
+    }
   }
 }
 

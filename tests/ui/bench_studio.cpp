@@ -63,7 +63,7 @@ static StudioRun studioRun(mlui::MainWindow& w, int64_t steps, int64_t globalBat
                             [&](const ml::RunFinished& f, std::optional<int64_t> id) { out = f; runId = id; ended = true; });
   w.dashboard()->setMaxSteps(static_cast<int>(steps));
   w.dashboard()->trainAction()->trigger();
-  QTest::qWaitFor([&] { return ended; }, 600000);
+  if (!QTest::qWaitFor([&] { return ended; }, 600000)) std::fprintf(stderr, "the studio run did not end within 10 minutes\n");
   QObject::disconnect(c);
   StudioRun r;
   r.samplesPerSec = static_cast<double>(out.steps * globalBatch) / out.seconds;
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   const QString project = defaultProject ? mlui::MainWindow::findDefaultProject() : QString::fromLocal8Bit(argv[1]);
   w->openProject(project);
   w->show();
-  QTest::qWaitForWindowExposed(w);
+  if (!QTest::qWaitForWindowExposed(w)) std::fprintf(stderr, "the window was not shown within 5 s\n");
   QCoreApplication::processEvents();
   std::printf("cold start to a usable window: %.0f ms\n", static_cast<double>(start.elapsed()));
 
@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 100000; ++i)
       for (int d = 0; d < 4; ++d) util.addSample({i * 0.01, d, 0.5 + 0.4 * std::sin(i * 0.001 + d), 0});
     util.show();
-    QTest::qWaitForWindowExposed(&util);
+    if (!QTest::qWaitForWindowExposed(&util)) std::fprintf(stderr, "the chart was not shown\n");
     util.refresh();
     QElapsedTimer t;
     t.start();
@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     loss.resize(640, 360);
     for (int i = 0; i < 100000; ++i) loss.addStep(i, 1.0 / (1 + i * 0.001) + 0.05 * std::sin(i * 0.7));
     loss.show();
-    QTest::qWaitForWindowExposed(&loss);
+    if (!QTest::qWaitForWindowExposed(&loss)) std::fprintf(stderr, "the chart was not shown\n");
     loss.refresh();
     QElapsedTimer t;
     t.start();
