@@ -26,7 +26,11 @@ int ReflowGrid::columnsFor(int width) const {
     if (!w->isHidden()) cell = std::max(cell, std::max(w->minimumSizeHint().width(), w->minimumWidth()));
   const int gap = std::max(0, grid_->horizontalSpacing());
   const int fit = cell > 0 ? (width + gap) / (cell + gap) : maxColumns_;
-  return std::clamp(fit, 1, std::max(1, std::min<int>(maxColumns_, static_cast<int>(items_.size()))));
+  const int n = std::max(1, static_cast<int>(items_.size()));
+  const int cols = std::clamp(fit, 1, std::max(1, std::min(maxColumns_, n)));
+  // Balanced rows: seven cards in 4 + 3, not 6 + 1.
+  const int rows = (n + cols - 1) / cols;
+  return (n + rows - 1) / rows;
 }
 
 QSize ReflowGrid::minimumSizeHint() const {

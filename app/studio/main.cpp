@@ -2,6 +2,9 @@
 #include <QAction>
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QScreen>
+
+#include <algorithm>
 
 #include "DashboardView.h"
 #include "MainWindow.h"
@@ -48,6 +51,12 @@ int main(int argc, char** argv) {
     window.learnView()->showTab(static_cast<mlui::LearnView::Tab>(tabs.indexOf(cli.value(learnTab))));
   }
   if (cli.isSet(steps)) window.dashboard()->setMaxSteps(cli.value(steps).toInt());
+  // A small screen (1024x700) gets a window that fits it, not the default 1480x920 cut off.
+  if (const QScreen* screen = window.screen()) {
+    const QRect room = screen->availableGeometry();
+    if (window.width() > room.width() || window.height() > room.height())
+      window.resize(std::min(window.width(), room.width()), std::min(window.height(), room.height() - 30));
+  }
   window.show();
   if (cli.isSet(train)) window.dashboard()->trainAction()->trigger();
   return app.exec();
