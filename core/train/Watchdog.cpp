@@ -8,10 +8,12 @@
 
 namespace ml {
 
+// The lower median: of two replicas, the faster one's time is the typical one.
 static double median(std::vector<double> v) {
   if (v.empty()) return 0;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
+  const size_t k = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
 }
 
 static std::string seconds(double s) {
