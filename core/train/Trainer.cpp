@@ -426,7 +426,8 @@ RunFinished Trainer::run() {
   WatchdogOptions wo;
   wo.hangSeconds = project_.distribute.hangSeconds;
   wo.stragglerFactor = project_.distribute.stragglerFactor;
-  Watchdog watchdog(s, wo, [this](const std::string& why) {
+  std::optional<Watchdog> watchdog;
+  if (options_.watchdog) watchdog.emplace(s, wo, [this](const std::string& why) {
     hangNs_.store(steadyNs());
     abort(why);
     strategy_->releaseFaults();  // an injected hang lets go, so the stuck step ends and run() returns
@@ -487,7 +488,7 @@ RunFinished Trainer::run() {
         StepResult r = s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
                                    tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
         const double t2 = wall();
-        if (watchdog.fired()) continue;  // the cancel check above ends the run with the diagnosis
+        if (watchdog && watchdog->fired()) continue;  // the cancel check above ends the run with the diagnosis
         if (!r.finite) {
           const auto& dev = s.options().devices.devices[static_cast<size_t>(r.badReplica)];
           return finish(RunStatus::Diverged, "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " +
@@ -518,7 +519,8 @@ RunFinished Trainer::run() {
         lossSum += r.lossSum;
         metricSum += r.metricSum;
         samples += r.samples;
-        if (auto warning = watchdog.afterStep(ev)) hub_.publish(*warning);
+        if (watchdog)
+          if (auto warning = watchdog->afterStep(ev)) hub_.publish(*warning);
         hub_.publish(ev);
         // A sample per interval, and one at every epoch's end so that short runs show utilization too.
         const bool epochEnd = i + 1 == spe || step == totalSteps;
@@ -587,7 +589,7 @@ RunFinished Trainer::run() {
   } catch (const std::exception& e) {
     return finish(RunStatus::Failed, e.what());
   }
-  if (watchdog.fired()) {
+  if (watchdog && watchdog->fired()) {
     std::lock_guard lock(abortMu_);
     return finish(RunStatus::Failed, abortReason_ + " (training stopped after step " + std::to_string(step) + ")");
   }

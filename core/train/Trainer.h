@@ -63,6 +63,7 @@ struct TrainerOptions {
   // UserError says why it does not fit). The run keeps the checkpoint's run id.
   std::optional<Checkpoint> resume;
   std::function<void()> onKill;  // an injected kill (kill@step=N); default: SIGKILL to this process
+  bool watchdog = true;          // false only to measure what the watchdog costs (bench_telemetry)
 };
 
 class Trainer {
