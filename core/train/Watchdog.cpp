@@ -151,6 +151,10 @@ std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
                     "%.1fx a replica's typical compute time of %.1f ms; the extra time is spent in %s, and every other replica waits for it",
                     r, w.device.c_str(), late * 1e3, o_.stragglerWindow, typical > 0 ? late / typical : 0.0, typical * 1e3, w.phase.c_str());
       w.message = b;
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      if (s_.options().devices.kind == DeviceKind::Cpu && n > cores)
+        w.message += " (" + std::to_string(n) + " simulated devices share " + std::to_string(cores) +
+                     " cores here: the scheduler alone can hold a replica back)";
       out = w;
     }
     if (!straggling && late < 0.5 * o_.stragglerFactor * typical) flagged_[static_cast<size_t>(r)] = false;

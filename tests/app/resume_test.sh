@@ -7,7 +7,8 @@
 #   devices   killed on cpu:3, resumed on cpu:2 with the same global batch: equal to float
 #             rounding; with a per-device batch (the global batch would change) refused;
 #   refusals  a damaged, another run's and another architecture's checkpoint, a finished run and a
-#             run without checkpoints: refused with the reason, exit non-zero, the store unchanged.
+#             run without checkpoints: refused with the reason, exit non-zero, the store unchanged;
+#   hang      an injected hang with --hang-seconds 0.5: failed with the diagnosis, exit 1.
 # Usage: resume_test.sh CLI SRC
 set -u
 CLI=$1
@@ -144,6 +145,15 @@ refuse "$d/s.sqlite" 4 "has no checkpoints" "a run without checkpoints"
 "$CLI" train --resume 1 --db "$d/s.sqlite" --quiet >/dev/null 2>&1 && ok || bad "run 1 does not resume after the refusals"
 # Deleting a run deletes its checkpoints.
 "$CLI" runs delete 1 --db "$d/s.sqlite" >/dev/null && [ ! -e "$C1" ] && ok || bad "runs delete left $C1"
+
+# The watchdog through the CLI: an injected hang with T = 0.5 s ends the run failed with the
+# diagnosis on stderr and in the store, exit 1, well before any outer timeout.
+d="$T/hang"; mkdir -p "$d"
+out=$(timeout 60 "$CLI" train "$T/sp.json" --devices cpu:3 --db "$d/s.sqlite" --inject hang:cpu:1@step=5 --hang-seconds 0.5 --quiet 2>&1); rc=$?
+[ $rc -eq 1 ] && has "$out" "replica 1 (cpu:1) has not finished backward of step 5 for" &&
+  has "$out" "the other 2 replicas are waiting in the all-reduce of bucket 1" && ok || bad "hang: exit $rc: $out"
+row=$(python3 -c "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('SELECT status, error FROM runs').fetchone())" "$d/s.sqlite")
+has "$row" "'failed', 'replica 1 (cpu:1) has not finished backward of step 5" && ok || bad "hang: stored as $row"
 
 echo "resume_test: $passes passed, $fails failed"
 [ $fails -eq 0 ]
