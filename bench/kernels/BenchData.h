@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "data/Dataset.h"
+#include "nn/Specs.h"
 #include "random/Rng.h"
 
 namespace mlbench {

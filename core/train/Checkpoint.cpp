@@ -59,9 +59,9 @@ uint64_t saveCheckpoint(const Checkpoint& c, const std::string& path) {
   const uint64_t count = c.params.size();
   w.put(&count, 8);
   w.put(c.params.data(), count * sizeof(float));
-  const uint32_t slots = static_cast<uint32_t>(c.slots.size());
+  const uint32_t slots = static_cast<uint32_t>(c.optimizerSlots.size());
   w.put(&slots, 4);
-  for (const auto& s : c.slots) {
+  for (const auto& s : c.optimizerSlots) {
     const uint64_t n = s.size();
     w.put(&n, 8);
     w.put(s.data(), n * sizeof(float));
@@ -149,7 +149,7 @@ Checkpoint loadCheckpoint(const std::string& path) {
   for (uint32_t i = 0; i < slots; ++i) {
     uint64_t n = 0;
     r.get(&n, 8);
-    c.slots.push_back(r.floats(n, count));
+    c.optimizerSlots.push_back(r.floats(n, count));
   }
   uint64_t sum = 0;
   in.read(reinterpret_cast<char*>(&sum), 8);

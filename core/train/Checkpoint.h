@@ -44,7 +44,7 @@ struct Checkpoint {
   std::string devices;           // "cpu:3"
   TrainPosition at;
   std::vector<float> params;
-  std::vector<std::vector<float>> slots;
+  std::vector<std::vector<float>> optimizerSlots;  // optimizerSlots()'s order
   int64_t optimizerIterations = 0;
 };
 

@@ -221,7 +221,7 @@ void Trainer::restore(const Checkpoint& c) {
     throw UserError("the " + what + " is damaged (its shuffle key does not match its seed and epoch)");
   std::copy(c.params.begin(), c.params.end(), m.params().begin());
   strategy_->broadcastParameters();
-  strategy_->restoreOptimizer(c.slots, c.optimizerIterations);
+  strategy_->restoreOptimizer(c.optimizerSlots, c.optimizerIterations);
   runId_ = c.runId;
 }
 
@@ -247,7 +247,7 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   c.at = at;
   const auto params = s.model(0).params();
   c.params.assign(params.begin(), params.end());
-  for (const auto& slot : s.optimizerSlots(0)) c.slots.emplace_back(slot.begin(), slot.end());
+  for (const auto& slot : s.optimizerSlots(0)) c.optimizerSlots.emplace_back(slot.begin(), slot.end());
   c.optimizerIterations = s.optimizerIterations(0);
   CheckpointSaved ev;
   ev.step = at.step;

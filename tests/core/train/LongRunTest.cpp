@@ -61,7 +61,7 @@ TEST(Checkpoint, RoundTripsEveryFieldAndRefusesADamagedFile) {
   c.at.lossSum = 1.25;
   c.at.lastValLoss = 0.5;
   c.params = {1.5f, -2.0f, 3.25f};
-  c.slots = {{0.1f, 0.2f, 0.3f}, {1e-7f, 2e-7f, 3e-7f}};
+  c.optimizerSlots = {{0.1f, 0.2f, 0.3f}, {1e-7f, 2e-7f, 3e-7f}};
   c.optimizerIterations = 15;
   const std::string path = (std::filesystem::temp_directory_path() / "ml_ckpt_test.mlck").string();
   const uint64_t sum = ml::saveCheckpoint(c, path);
@@ -69,7 +69,7 @@ TEST(Checkpoint, RoundTripsEveryFieldAndRefusesADamagedFile) {
   const ml::Checkpoint r = ml::loadCheckpoint(path);
   EXPECT_EQ(r.runId, 12);
   EXPECT_EQ(r.params, c.params);
-  EXPECT_EQ(r.slots, c.slots);
+  EXPECT_EQ(r.optimizerSlots, c.optimizerSlots);
   EXPECT_EQ(r.optimizerIterations, 15);
   EXPECT_EQ(r.at.step, 15);
   EXPECT_EQ(r.at.stepInEpoch, 5);
