@@ -86,7 +86,8 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
     QString error;
     try {
       ml::TrainerOptions options;
-      ml::Project project = projectIn ? *projectIn : ml::Project{};
+      ml::Project project;
+      if (projectIn) project = *projectIn;
       if (resumeId) {
         auto rs = ml::RunStore::open(store);
         ml::ResumeSource src = ml::findResume(rs, *resumeId);
