@@ -89,6 +89,14 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   runTitle_->setWordWrap(true);
   v->addWidget(runTitle_);
 
+  straggler_ = new QLabel(body);
+  straggler_->setObjectName(QStringLiteral("StragglerBanner"));
+  straggler_->setWordWrap(true);
+  straggler_->setTextFormat(Qt::PlainText);
+  setRole(straggler_, "fitBanner");
+  straggler_->hide();
+  v->addWidget(straggler_);
+
   // Headline numbers.
   auto* cards = new ReflowGrid(7, body);  // seven cards in one row, or two rows on a narrow window
   cards->setSpacing(8);
@@ -248,6 +256,7 @@ void DashboardView::onEvents(const std::vector<ml::Event>& events) {
     else if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) onEpoch(*ep);
     else if (const auto* st = std::get_if<ml::RunStarted>(&e)) onRunStarted(*st);
     else if (const auto* f = std::get_if<ml::RunFinished>(&e)) onFinished(*f);
+    else if (const auto* w = std::get_if<ml::WatchdogWarning>(&e)) onStraggler(*w);
   }
   dirty_ = true;
   if (!isVisible() || window()->isMinimized()) return;  // drawn when the page is shown again
@@ -282,7 +291,22 @@ void DashboardView::showEvent(QShowEvent* e) {
   if (dirty_) render();
 }
 
+// The watchdog named a straggler: say which replica, on which device, in which phase, and what
+// it costs the others, until the next run starts.
+void DashboardView::onStraggler(const ml::WatchdogWarning& w) {
+  straggler_->setText(tr("Straggler: replica %1 (%2) reaches the all-reduce %3 ms after the others, in %4 (median of the "
+                         "last steps; a replica's compute takes %5 ms). Every other replica waits for it at each step.")
+                          .arg(w.replica)
+                          .arg(QString::fromStdString(w.device))
+                          .arg(w.lateSeconds * 1e3, 0, 'f', 1)
+                          .arg(QString::fromStdString(w.phase))
+                          .arg(w.typicalSeconds * 1e3, 0, 'f', 1));
+  straggler_->setToolTip(QString::fromStdString(w.message));
+  straggler_->show();
+}
+
 void DashboardView::onRunStarted(const ml::RunStarted& e) {
+  straggler_->hide();
   started_ = e;
   haveStep_ = false;
   speedEma_ = 0;

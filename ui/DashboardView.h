@@ -31,6 +31,7 @@ class LiveChart;
 class DashboardView : public QWidget {
   Q_OBJECT
  public:
+  QLabel* stragglerBanner() const { return straggler_; }
   DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath,
                 QWidget* parent = nullptr);
 
@@ -66,6 +67,7 @@ class DashboardView : public QWidget {
   void startTraining();
   void onStateChanged(TrainingSession::State s);
   void onRunStarted(const ml::RunStarted& e);
+  void onStraggler(const ml::WatchdogWarning& w);
   void onStep(const ml::StepEvent& e);
   void onEpoch(const ml::EpochEvent& e);
   void onFinished(const ml::RunFinished& e);
@@ -82,6 +84,7 @@ class DashboardView : public QWidget {
   QLabel *stepValue_, *epochValue_, *lossValue_, *valValue_, *speedValue_, *syncShareValue_, *timeValue_;
   QProgressBar* progress_;
   QLabel* sync_;
+  QLabel* straggler_;  // the watchdog's straggler warning, hidden until one arrives
   MetricChart* loss_;
   MetricChart* accuracy_;
   MetricChart* throughput_;

@@ -23,6 +23,7 @@
 #include <QUndoStack>
 
 #include "DashboardView.h"
+#include "backend/DeviceList.h"
 #include "DataCache.h"
 #include "DataView.h"
 #include "DevicesView.h"
@@ -151,6 +152,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(learn_, &LearnView::busyChanged, this, [this](bool busy) {
     runState_->setText(busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
   });
+  connect(runs_, &RunsView::resumeRequested, this, [this](int64_t id) {
+    if (session_->isActive()) {
+      showError(tr("Resume"), tr("A run is training: stop it before resuming another."));
+      return;
+    }
+    session_->resume(id, storePath());
+  });
   connect(runs_, &RunsView::openProjectRequested, this, [this](const ml::Project& p, const QString& name) {
     if (!maybeSave()) return;
     doc_->reset(p);
@@ -201,6 +209,8 @@ void MainWindow::buildMenus() {
   run->addAction(dashboard_->trainAction());
   run->addAction(dashboard_->pauseAction());
   run->addAction(dashboard_->stopAction());
+  run->addSeparator();
+  buildFaultMenu(run->addMenu(tr("&Inject a Fault")));
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   for (int i = 0; i < nav_->count(); ++i) {
@@ -274,6 +284,46 @@ void MainWindow::showRun(int64_t runId) {
 }
 
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
+
+// Fault injection for teaching and tests: each entry adds one fault to the project's
+// distribute.faults (an undoable edit); the run is tagged "fault injected" in the store.
+void MainWindow::buildFaultMenu(QMenu* menu) {
+  menu->setObjectName(QStringLiteral("InjectFaultMenu"));
+  menu->setToolTipsVisible(true);
+  auto add = [this, menu](const QString& text, const QString& tip, std::function<std::string(const ml::Project&)> spec) {
+    QAction* a = menu->addAction(text, this, [this, text, spec] {
+      ml::Project p = doc_->project();
+      p.distribute.faults.push_back(spec(p));
+      doc_->edit(tr("Inject a fault: %1").arg(text), p);
+      statusBar()->showMessage(tr("Fault added: %1. The next run is tagged \"fault injected\".").arg(q(p.distribute.faults.back())), 8000);
+    });
+    a->setToolTip(tip);
+  };
+  // The last device of the project's list: on cpu:N, cpu:(N-1); always a device of the run.
+  auto lastDevice = [](const ml::Project& p) {
+    try {
+      const auto d = ml::parseDevices(p.distribute.devices);
+      return d.devices.back().label();
+    } catch (const std::exception&) {
+      return std::string("cpu:0");
+    }
+  };
+  add(tr("Slow Device (3x)"), tr("The last device's compute takes 3 times longer: every other replica waits for it"),
+      [lastDevice](const ml::Project& p) { return "slow:" + lastDevice(p) + "=3x"; });
+  add(tr("Hang at Step 50"), tr("The last device stops in backward of step 50: the watchdog stops the run with a diagnosis"),
+      [lastDevice](const ml::Project& p) { return "hang:" + lastDevice(p) + "@step=50"; });
+  add(tr("NaN Gradient at Step 20"), tr("The last device's gradient becomes NaN at step 20: the run ends diverged, naming it"),
+      [lastDevice](const ml::Project& p) { return "nan:" + lastDevice(p) + "@step=20"; });
+  add(tr("Kill at Step 30"), tr("The run stops after step 30 as if its process had died; resume it from the Runs screen"),
+      [](const ml::Project&) { return std::string("kill@step=30"); });
+  menu->addSeparator();
+  menu->addAction(tr("Remove All Faults"), this, [this] {
+    ml::Project p = doc_->project();
+    if (p.distribute.faults.empty()) return;
+    p.distribute.faults.clear();
+    doc_->edit(tr("Remove injected faults"), p);
+  });
+}
 
 QString MainWindow::storePath() { return q(ml::defaultStorePath()); }
 

@@ -85,6 +85,7 @@ class MainWindow : public QMainWindow {
 
  private:
   void buildMenus();
+  void buildFaultMenu(QMenu* menu);
   void buildStatusBar();
   void updateTitle();
   void updateRecentMenu();

@@ -20,6 +20,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include "train/Resume.h"
 #include "Async.h"
 #include "ExportModelDialog.h"
 #include "RunTableModel.h"
@@ -100,6 +101,14 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
     else openRunExportDialog(this, storePath_(), it->id, q(it->name));
   })->setToolTip(tr("Export the selected run's trained weights as an ONNX model, PyTorch weights or Keras weights"));
   bar->addAction(icon(QStringLiteral("open")), tr("Open project"), this, &RunsView::openSelected);
+  resume_ = bar->addAction(icon(QStringLiteral("play")), tr("Resume"), this, [this] {
+    const auto ids = selectedIds();
+    if (ids.size() == 1) Q_EMIT resumeRequested(ids[0]);
+  });
+  resume_->setObjectName(QStringLiteral("ResumeRun"));
+  resume_->setEnabled(false);
+  resume_->setToolTip(tr("Continue the selected interrupted, failed or cancelled run from its newest checkpoint: the same run, "
+                         "its curves go on, and it ends with the weights an uninterrupted run would have"));
   QAction* del = bar->addAction(icon(QStringLiteral("remove")), tr("Delete"), this, &RunsView::deleteSelected);
   del->setShortcut(QKeySequence::Delete);
   del->setShortcutContext(Qt::WidgetWithChildrenShortcut);
@@ -249,6 +258,11 @@ void RunsView::selectRuns(const std::vector<int64_t>& ids) {
 
 void RunsView::onSelectionChanged() {
   const auto ids = selectedIds();
+  {
+    const auto& runs = model_->runs();
+    const auto it = std::find_if(runs.begin(), runs.end(), [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
+    resume_->setEnabled(it != runs.end() && ml::canResume(storePath_().toStdString(), *it));
+  }
   const int generation = ++compareGeneration_;
   if (ids.empty()) {
     compared_.clear();

@@ -11,6 +11,7 @@
 #include "charts/OverlayChart.h"
 #include "project/Project.h"
 
+class QAction;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -31,6 +32,7 @@ class RunsView : public QWidget {
   bool isBusy() const { return busy_ > 0; }
   RunTableModel* model() const { return model_; }
   QTableView* table() const { return table_; }
+  QAction* resumeAction() const { return resume_; }
   OverlayChart* overlay() const { return overlay_; }
   QTableWidget* diffTable() const { return diff_; }
   QTableWidget* scalingTable() const { return scaling_; }
@@ -44,6 +46,8 @@ class RunsView : public QWidget {
   void comparisonLoaded();
   void traceExported(const QString& path);
   void openProjectRequested(const ml::Project& project, const QString& runName);
+  // Resume: continue an interrupted, failed or cancelled run from its newest checkpoint.
+  void resumeRequested(int64_t runId);
   void errorOccurred(const QString& title, const QString& message);
 
  private:
@@ -70,6 +74,7 @@ class RunsView : public QWidget {
   QTableWidget* diff_;
   QTableWidget* scaling_;
   QLabel* storeLabel_;
+  QAction* resume_ = nullptr;
   std::vector<RunCurves> compared_;
   int busy_ = 0;
   int compareGeneration_ = 0;

@@ -1,12 +1,16 @@
 // The worker thread of a training run and the display-rate pump of its telemetry.
 #include "TrainingSession.h"
 
+#include <chrono>
+#include <thread>
+
 #include "DataCache.h"
 #include "Error.h"
 #include "export/ExportJob.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
 #include "telemetry/Channel.h"
+#include "train/Resume.h"
 #include "train/Trainer.h"
 
 namespace mlui {
@@ -55,6 +59,13 @@ uint64_t TrainingSession::droppedEvents() const {
 }
 
 bool TrainingSession::start(const ml::Project& project, const QString& storePath, int64_t maxSteps) {
+  return launch(project, std::nullopt, storePath, maxSteps);
+}
+
+bool TrainingSession::resume(int64_t runId, const QString& storePath) { return launch(std::nullopt, runId, storePath, 0); }
+
+bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional<int64_t> resumeId, const QString& storePath,
+                             int64_t maxSteps) {
   if (isActive()) return false;
   if (worker_.joinable()) worker_.join();  // the previous worker has already posted its end
   cancel_.store(false);
@@ -69,25 +80,49 @@ bool TrainingSession::start(const ml::Project& project, const QString& storePath
   setState(State::Preparing);
   Q_EMIT statusMessage(tr("Loading data…"));
   const std::string store = storePath.toStdString();
-  worker_ = std::thread([this, project, store, maxSteps, cache = cache_] {
+  worker_ = std::thread([this, projectIn, resumeId, store, maxSteps, cache = cache_] {
     std::optional<ml::RunFinished> finished;
     std::optional<int64_t> runId;
     QString error;
     try {
+      ml::TrainerOptions options;
+      ml::Project project;
+      if (projectIn) project = *projectIn;
+      if (resumeId) {
+        auto rs = ml::RunStore::open(store);
+        ml::ResumeSource src = ml::findResume(rs, *resumeId);
+        project = src.project;
+        options.resume = std::move(src.checkpoint);
+      }
       auto data = cache->get(project);
       if (!cancel_.load()) {
         QMetaObject::invokeMethod(this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
         ml::TelemetryHub hub;
         auto uiChannel = hub.subscribe(1 << 16);
-        ml::TrainerOptions options;
         options.maxSteps = maxSteps;
         options.sampleInterval = 0.05;  // two utilization points per frame-pair: smooth lines
+        // Checkpoints beside the store, as on the command line; the run's id is the recorder's.
+        ml::Recorder* rec = nullptr;
+        options.checkpointStore = store;
+        options.runId = [&rec]() -> std::optional<int64_t> { return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt; };
+        options.awaitRecorded = [&rec](int64_t step) {
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (rec && rec->committedStep() < step && rec->error().empty() && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        };
+        // An injected kill would take the studio with it: the run stops as failed instead, resumable.
+        ml::Trainer* self = nullptr;
+        options.onKill = [&self] {
+          if (self) self->abort("an injected kill stopped the run (a command-line process would have died here); resume it from the Runs screen");
+        };
         ml::Trainer trainer(project, data, hub, options);
+        self = &trainer;
         // The recorder opens its own connection here, off the UI thread; a bad store fails now.
         // A store that cannot be written stops the run with the reason (shown, and on the run's row).
         ml::RecorderOptions recorderOptions;
         recorderOptions.onFailure = [&trainer](const std::string& why) { trainer.abort(why); };
         ml::Recorder recorder(store, hub.subscribe(1 << 18), std::move(recorderOptions));
+        rec = &recorder;
         {
           std::lock_guard lock(mu_);
           channel_ = uiChannel;

@@ -37,6 +37,9 @@ class TrainingSession : public QObject {
 
   // storePath: where the run is recorded. maxSteps 0: all epochs.
   bool start(const ml::Project& project, const QString& storePath, int64_t maxSteps = 0);
+  // Continues stored run runId from its newest checkpoint (the core checks it; a refusal arrives
+  // as runFailed with the reason, and nothing is changed).
+  bool resume(int64_t runId, const QString& storePath);
   void setPaused(bool paused);
   void stop();
   State state() const { return state_; }
@@ -59,6 +62,7 @@ class TrainingSession : public QObject {
   void runEnded(const ml::RunFinished& finished, std::optional<int64_t> runId);
 
  private:
+  bool launch(std::optional<ml::Project> project, std::optional<int64_t> resumeId, const QString& storePath, int64_t maxSteps);
   void poll();
   void storeUiCost(const std::string& store, int64_t runId);
   void setState(State s);

@@ -40,6 +40,19 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--data-path", dataPath, "Folder or file of the data set (overrides data.path)");
   c->add_option("--threads-per-device", threadsPerDevice, "BLAS threads for a single simulated device (default: all cores)");
   if (!training) return;
+  c->add_option("--checkpoint-every", checkpointEvery,
+                "Write a checkpoint every N steps or epochs, e.g. 500steps or 1epoch (default: the project's, else every epoch); "
+                "checkpoints live beside the run store and make `train --resume RUN_ID` exact");
+  c->add_option("--checkpoint-keep", checkpointKeep, "How many of the newest checkpoints to keep (default 3)")->check(positiveWhole());
+  c->add_option("--hang-seconds", hangSeconds,
+                "Watchdog: stop the run with a diagnosis when no replica makes progress for this long (default 60; the first step gets 10x)")
+      ->check(positiveFinite());
+  c->add_option("--straggler-factor", stragglerFactor,
+                "Watchdog: warn when a replica reaches the all-reduce later than this many times a replica's typical compute time (default 1)")
+      ->check(positiveFinite());
+  c->add_option("--inject", inject,
+                "Inject a fault (repeatable): slow:cpu:1=3x, hang:cpu:2@step=50, nan:cpu:1@step=20, kill@step=30; the run is tagged "
+                "'fault injected'");
   c->add_option("--epochs", epochs, "Number of epochs")->check(positiveWhole());
   c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(positiveWhole());
   c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(positiveWhole());
@@ -85,6 +98,11 @@ void Overrides::apply(ml::Project& p) const {
   }
   if (threadsPerDevice) p.distribute.threadsPerDevice = *threadsPerDevice;
   if (dataPath) p.data.path = *dataPath;
+  if (checkpointEvery) ml::parseCheckpointEvery(*checkpointEvery, p.training.checkpointEvery, p.training.checkpointInSteps);
+  if (checkpointKeep) p.training.checkpointKeep = *checkpointKeep;
+  if (hangSeconds) p.distribute.hangSeconds = *hangSeconds;
+  if (stragglerFactor) p.distribute.stragglerFactor = *stragglerFactor;
+  for (const auto& f : inject) p.distribute.faults.push_back(f);
   ml::validate(p, "command line");
 }
 

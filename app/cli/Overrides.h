@@ -2,6 +2,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -23,6 +24,10 @@ struct Overrides {
   std::optional<double> warmupEpochs;
   std::optional<int> accumulate, threadsPerDevice;
   std::optional<int64_t> bucketKb, lrReferenceBatch;
+  std::optional<std::string> checkpointEvery;
+  std::optional<int> checkpointKeep;
+  std::optional<double> hangSeconds, stragglerFactor;
+  std::vector<std::string> inject;
 
   void addTo(CLI::App* cmd, bool training);
   void apply(ml::Project& p) const;

@@ -43,6 +43,9 @@ void Progress::onEvent(const ml::Event& e) {
     replicas_ = st->replicas;
     epochs_ = st->epochs;
     if (!quiet_) std::fprintf(out_, "%s", st->description.c_str());
+    if (!quiet_ && st->resumeRun)
+      std::fprintf(out_, "resuming run %lld after step %lld (epoch %d)\n", static_cast<long long>(*st->resumeRun),
+                   static_cast<long long>(st->resumeStep), st->resumeEpochsDone + 1);
     epochStartWall_ = 0;
   } else if (const auto* s = std::get_if<ml::StepEvent>(&e)) {
     if (s->stepInEpoch == 1 || s->epoch != last_.epoch) {
@@ -71,6 +74,14 @@ void Progress::onEvent(const ml::Event& e) {
                    ep->epoch, ep->seconds, ep->samplesPerSec, 100 * (ep->allreduceShare + ep->waitShare),
                    100 * ep->allreduceShare, 100 * ep->waitShare, ep->inSync ? "in sync (equal weight checksums)" : "OUT OF SYNC");
     }
+  } else if (const auto* w = std::get_if<ml::WatchdogWarning>(&e)) {
+    if (barOpen_) std::fprintf(out_, "\n");
+    barOpen_ = false;
+    std::fprintf(stderr, "warning: %s\n", w->message.c_str());
+  } else if (const auto* c = std::get_if<ml::CheckpointSaved>(&e)) {
+    if (quiet_) return;
+    if (barOpen_ && tty_) return;  // the bar's line stays; the store lists every checkpoint
+    std::fprintf(out_, "  checkpoint after step %ld: %s\n", static_cast<long>(c->step), c->path.c_str());
   } else if (const auto* f = std::get_if<ml::RunFinished>(&e)) {
     if (barOpen_) std::fprintf(out_, "\n");
     barOpen_ = false;

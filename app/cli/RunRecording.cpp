@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
 #include "store/Recorder.h"
 #include "store/RunStore.h"
@@ -77,5 +78,20 @@ void RunRecording::addArtifact(const std::string& path, const std::string& kind,
 }
 
 std::optional<int64_t> RunRecording::runId() const { return impl_->id; }
+
+bool RunRecording::waitForStep(int64_t step, std::chrono::milliseconds timeout) const {
+  if (!impl_->recorder) return false;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (impl_->recorder->committedStep() < step) {
+    if (!impl_->recorder->error().empty() || std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+std::optional<int64_t> RunRecording::waitForRunId(std::chrono::milliseconds timeout) const {
+  if (impl_->id) return impl_->id;
+  return impl_->recorder ? impl_->recorder->waitForRunId(timeout) : std::nullopt;
+}
 
 }  // namespace mlcli

@@ -1,6 +1,7 @@
 // Recording a CLI run into the run store: opens the store before training starts (so a bad or
 // read-only store fails early), subscribes a recorder to the telemetry hub, and finishes it.
 #pragma once
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -37,6 +38,10 @@ class RunRecording {
   bool report() const;
   void addArtifact(const std::string& path, const std::string& kind, uint64_t checksum);
   std::optional<int64_t> runId() const;
+  // While training: the run's id once the recorder has committed it (waits up to timeout).
+  std::optional<int64_t> waitForRunId(std::chrono::milliseconds timeout) const;
+  // Waits (up to timeout) until the store holds every step up to `step`; false on timeout or error.
+  bool waitForStep(int64_t step, std::chrono::milliseconds timeout) const;
   const std::string& path() const { return path_; }
 
  private:

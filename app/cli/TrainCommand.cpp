@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -16,6 +17,8 @@
 #include "export/WeightsNpz.h"
 #include "nn/WeightsFile.h"
 #include "learn/ScalingExperiment.h"
+#include "store/RunStore.h"
+#include "train/Resume.h"
 #include "train/Trainer.h"
 
 namespace mlcli {
@@ -31,8 +34,21 @@ struct TrainArgs {
   std::optional<int64_t> steps;
   bool quiet = false;
   std::string saveWeights, saveInitialWeights, report, name;
+  std::optional<int64_t> resume;
   RecordingArgs rec;
 };
+
+// --resume continues the stored run as it was: only where it runs (devices, data path), the
+// checkpoints, the watchdog and injected faults may change.
+void refuseTrainingOverrides(const Overrides& o) {
+  const char* changed = o.epochs ? "--epochs" : o.batchSize ? "--batch-size" : o.perDeviceBatch ? "--per-device-batch"
+                        : o.lr ? "--lr" : o.optimizer ? "--optimizer" : o.seed ? "--seed" : o.lrScaling ? "--lr-scaling"
+                        : o.warmupEpochs ? "--warmup-epochs" : o.accumulate ? "--accumulate" : o.allreduce ? "--allreduce"
+                        : o.bucketKb ? "--bucket-kb" : o.lrReferenceBatch ? "--lr-reference-batch" : nullptr;
+  if (changed)
+    throw ml::UserError(std::string(changed) + " cannot change a resumed run: --resume goes on with the run's own settings "
+                        "(start a new run to change them)");
+}
 
 bool endsWith(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -56,9 +72,20 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
   ml::RunFinished fin;
   std::thread worker([&] { fin = trainer.run(); hub.closeAll(); });
   std::vector<ml::Event> batch;
-  bool cancelSent = false;
+  bool cancelSent = false, abandoned = false;
   while (true) {
     const bool open = progressCh->waitFor(std::chrono::milliseconds(50));
+    // A hang the watchdog could not release: record the run failed with its diagnosis and leave
+    // (exit 1 below) rather than wait for a thread that will never return.
+    if (const std::string why = trainer.stuckFor(5.0); !why.empty() && !abandoned) {
+      ml::RunFinished f;
+      f.status = ml::RunStatus::Failed;
+      f.message = why + " (the stuck replica did not return; the process exits)";
+      hub.publish(f);
+      hub.closeAll();
+      fin = f;
+      abandoned = true;
+    }
     if (gInterrupted.load() && !cancelSent) {
       trainer.requestCancel();
       cancelSent = true;
@@ -73,6 +100,12 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
         if (const auto* st = std::get_if<ml::StepEvent>(&e)) steps->push_back(*st);
     }
     if (!open) break;
+  }
+  if (abandoned) {
+    worker.detach();
+    if (recording) recording->finish();
+    std::fflush(stdout);
+    std::_Exit(1);
   }
   worker.join();
   std::signal(SIGINT, old);
@@ -89,19 +122,42 @@ int exitCodeFor(const ml::RunFinished& f) {
 }
 
 int train(TrainArgs& a) {
-  ml::Project p = ml::Project::load(a.project);
+  ml::Project p;
+  ml::TrainerOptions opts;
+  std::string source = a.project;
+  if (a.resume) {
+    if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
+    if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
+    refuseTrainingOverrides(a.o);
+    auto store = ml::RunStore::open(a.rec.storePath());
+    ml::ResumeSource src = ml::findResume(store, *a.resume);
+    p = src.project;
+    source = "run " + std::to_string(*a.resume);
+    opts.resume = std::move(src.checkpoint);
+    if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
+  } else {
+    if (a.project.empty()) throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
+    p = ml::Project::load(a.project);
+  }
   a.o.apply(p);
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
   ml::TelemetryHub hub;
-  ml::TrainerOptions opts;
   opts.maxSteps = a.steps.value_or(0);
   opts.runName = a.name;
+  opts.checkpointStore = a.rec.storePath();
+  RunRecording* recordingPtr = nullptr;
+  opts.runId = [&recordingPtr]() -> std::optional<int64_t> {
+    return recordingPtr ? recordingPtr->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
+  };
+  opts.awaitRecorded = [&recordingPtr](int64_t step) {
+    if (recordingPtr) recordingPtr->waitForStep(step, std::chrono::seconds(10));
+  };
   // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
   auto trainer = [&] {
     try {
       return std::make_unique<ml::Trainer>(p, data, hub, opts);
     } catch (const ml::UserError& e) {
-      throw ml::UserError(a.project + ": " + e.what());
+      throw ml::UserError(source + ": " + e.what());
     }
   }();
   // Before training: an output that cannot be written fails now, not after an hour.
@@ -109,6 +165,7 @@ int train(TrainArgs& a) {
   if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
   // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
   auto recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
+  recordingPtr = recording.get();
   if (!a.saveInitialWeights.empty()) {
     const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
     if (!a.quiet) std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(), static_cast<unsigned long long>(sum));
@@ -231,7 +288,11 @@ int guarded(const std::function<int()>& f) {
 void addTrainCommand(CLI::App& app, int& exitCode) {
   auto a = std::make_shared<TrainArgs>();
   auto* c = app.add_subcommand("train", "Train a project's model with the mirrored strategy and record the run");
-  c->add_option("project", a->project, "Project file (JSON), e.g. projects/fashion-mlp.json")->required();
+  c->add_option("project", a->project, "Project file (JSON), e.g. projects/fashion-mlp.json");
+  c->add_option("--resume", a->resume,
+                "Continue stored run RUN_ID from its newest checkpoint: same run, its curves go on, and the final weights are "
+                "bit-identical to an uninterrupted run (on another device count: equal to float rounding, same global batch)")
+      ->check(positiveWhole());
   a->o.addTo(c, true);
   c->add_option("--steps", a->steps, "Stop after N optimizer steps")->check(positiveWhole());
   c->add_flag("--quiet", a->quiet, "Print only errors");

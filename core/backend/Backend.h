@@ -68,6 +68,10 @@ class Backend {
   virtual void pullParameters() = 0;  // devices -> host models, when a step changed them
   // Replica r's optimizer slots in Optimizer::stateBuffers' order, on the host.
   virtual std::vector<std::span<const float>> optimizerSlots(int r) = 0;
+  // Replica r's optimizer step counter (Adam's bias correction uses it).
+  virtual int64_t optimizerIterations(int r) = 0;
+  // Puts back replica r's slots (optimizerSlots' order) and step counter from a checkpoint.
+  virtual void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) = 0;
   // Replica r's flat gradient buffer when it lives in host memory (host collectives reduce it in
   // place); empty when it lives on a device.
   virtual std::span<float> hostGradients(int r) = 0;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
+#include <thread>
 
 #include "Error.h"
 #include "distribute/HostCollective.h"
@@ -16,6 +18,17 @@ namespace ml {
 
 static int64_t steadyNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+const char* toString(StepPhase p) {
+  switch (p) {
+    case StepPhase::Idle: return "waiting for the next step";
+    case StepPhase::Forward: return "forward";
+    case StepPhase::Backward: return "backward";
+    case StepPhase::AllReduce: return "the all-reduce";
+    case StepPhase::Optimizer: return "the optimizer update";
+  }
+  return "?";
 }
 
 Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replicas) {
@@ -114,6 +127,57 @@ std::string MirroredStrategy::threadPolicy() const {
   return backend_->threadPolicy() + (note.empty() ? "" : "; " + note);
 }
 
+void MirroredStrategy::enter(Replica& r, StepPhase phase) {
+  r.phaseSinceNs.store(steadyNs() - t0_, std::memory_order_relaxed);
+  r.phase.store(static_cast<int>(phase), std::memory_order_relaxed);
+}
+
+ReplicaProgress MirroredStrategy::progress(int rank) const {
+  const Replica& r = *replicas_[static_cast<size_t>(rank)];
+  ReplicaProgress p;
+  p.stepsDone = r.stepsDone.load(std::memory_order_relaxed);
+  p.step = r.step.load(std::memory_order_relaxed);
+  p.phase = static_cast<StepPhase>(r.phase.load(std::memory_order_relaxed));
+  p.bucketsHanded = r.bucketsHanded.load(std::memory_order_relaxed);
+  p.phaseSince = static_cast<double>(r.phaseSinceNs.load(std::memory_order_relaxed)) * 1e-9;
+  return p;
+}
+
+void MirroredStrategy::setFaults(FaultPlan plan) {
+  if (plan.nanReplica >= 0 && backend_->hostGradients(plan.nanReplica).empty())
+    throw UserError("a nan fault needs a replica whose gradients live in host memory: inject it on a simulated CPU device (cpu:N)");
+  faults_ = std::move(plan);
+  faultsReleased_.store(false);
+}
+
+void MirroredStrategy::releaseFaults() {
+  faultsReleased_.store(true);
+  faultsReleased_.notify_all();
+}
+
+void MirroredStrategy::restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations) {
+  for (int r = 0; r < replicas(); ++r) backend_->restoreOptimizer(r, slots, iterations);
+}
+
+// Before the backward of the last micro-batch: a slow replica sleeps (factor - 1) times its own
+// compute time of the step so far (forward) plus its last backward, so that its buckets reach the
+// all-reduce late, as a slower device's would; a hanging replica stops until released; a NaN
+// replica poisons its gradient buffer, which backward adds to and checks.
+void MirroredStrategy::playFaults(Replica& r, const Job& job, int64_t computeStartNs) {
+  const double factor = faults_.slowFactor(r.rank);
+  if (factor > 1.0) {
+    const double forward = static_cast<double>(steadyNs() - computeStartNs) * 1e-9;
+    const double estimate = r.lastBackward > 0 ? forward + r.lastBackward : 3 * forward;
+    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * estimate));
+  }
+  if (r.rank == faults_.hangReplica && static_cast<int64_t>(job.step) == faults_.hangStep)
+    while (!faultsReleased_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (r.rank == faults_.nanReplica && static_cast<int64_t>(job.step) == faults_.nanStep) {
+    auto g = backend_->hostGradients(r.rank);
+    if (!g.empty()) g.back() = std::numeric_limits<float>::quiet_NaN();
+  }
+}
+
 double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t0_) * 1e-9; }
 
 void MirroredStrategy::initialize(uint64_t seed) {
@@ -195,11 +259,20 @@ int MirroredStrategy::completeBuckets(size_t layerDone) const {
 void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.start = now();
   r.samples = 0;
+  r.bucketsHanded.store(0, std::memory_order_relaxed);
+  r.step.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
   guarded(r, [&] { computeGradients(r, job); });
+  enter(r, StepPhase::AllReduce);
   collective_->finish(r.rank);
-  if (failure_.failed()) return;
+  if (failure_.failed()) {
+    enter(r, StepPhase::Idle);
+    return;
+  }
+  enter(r, StepPhase::Optimizer);
   guarded(r, [&] { applyUpdate(r, job); });
   guarded(r, [&] { collectStep(r, job); });
+  r.stepsDone.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
+  enter(r, StepPhase::Idle);
 }
 
 void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
@@ -213,22 +286,31 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   backend_->prepare(r.rank, K, most, job.data->targetDim, true);
   collective_->beginStep(r.rank);
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
-    collective_->bucketsReady(r.rank, completeBuckets(layer));
+    const int ready = completeBuckets(layer);
+    r.bucketsHanded.store(ready, std::memory_order_relaxed);
+    collective_->bucketsReady(r.rank, ready);
   };
+  const int64_t computeStart = steadyNs();
+  const bool faulty = !faults_.empty();
   const StepContext ctx{true, seed_, job.step, nullptr};
   for (int m = 0; m < K; ++m) {
     const Shard s = shardOf(B, m, K, r.rank, n);
     const bool last = m == K - 1;
     backend_->mark(r.rank, Mark::MicroStart, m);
+    enter(r, StepPhase::Forward);
     if (s.rows() > 0) {
       backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
       backend_->forwardLoss(r.rank, m, s.rows(), ctx);
       r.samples += s.rows();
     }
     backend_->mark(r.rank, Mark::ForwardEnd, m);
+    enter(r, StepPhase::Backward);
+    if (faulty && last) playFaults(r, job, computeStart);
+    const int64_t backwardFrom = steadyNs();
     if (s.rows() > 0) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
     if (last && s.rows() == 0) backend_->checkGradients(r.rank);  // no layer was checked in this pass
     backend_->mark(r.rank, Mark::BackwardEnd, m);
+    if (last) r.lastBackward = static_cast<double>(steadyNs() - backwardFrom) * 1e-9;
   }
 }
 

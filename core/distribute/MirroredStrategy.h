@@ -17,6 +17,7 @@
 #include "backend/DeviceList.h"
 #include "backend/SpinBarrier.h"
 #include "data/Dataset.h"
+#include "distribute/Faults.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
@@ -37,6 +38,19 @@ struct StrategyOptions {
   int64_t bucketBytes = 1 << 20;
   BucketComm bucketComm = BucketComm::Auto;
   int threadsPerDevice = 0;  // BLAS threads of a single simulated device; 0 = every core (several: 1 each)
+};
+
+// Where a replica is in its step, published by the replica's own thread (relaxed atomics: one
+// store per phase change) and read by the watchdog.
+enum class StepPhase : int { Idle, Forward, Backward, AllReduce, Optimizer };
+const char* toString(StepPhase p);  // "forward", "backward", "the all-reduce", ...
+
+struct ReplicaProgress {
+  int64_t stepsDone = 0;     // optimizer steps this replica has completed
+  int64_t step = 0;          // the step it is working on (stepsDone + 1 while busy)
+  StepPhase phase = StepPhase::Idle;
+  int bucketsHanded = 0;     // gradient buckets of this step handed to the all-reduce
+  double phaseSince = 0;     // strategy clock (seconds) when it entered the phase
 };
 
 struct StepResult {
@@ -101,6 +115,19 @@ class MirroredStrategy {
 
   std::vector<uint64_t> checksums() const;
   std::vector<std::span<const float>> optimizerSlots(int r) const { return backend_->optimizerSlots(r); }
+  int64_t optimizerIterations(int r) const { return backend_->optimizerIterations(r); }
+  // Every replica gets these slots and step counter (a checkpoint's): the replicas stay identical.
+  void restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations);
+
+  // Faults to play (fault injection); set before the first step.
+  void setFaults(FaultPlan plan);
+  const FaultPlan& faults() const { return faults_; }
+  // Lets an injected hang go (the watchdog calls it after it stopped the run), so the stuck step
+  // completes and the caller's thread returns.
+  void releaseFaults();
+  // Thread-safe snapshot of replica r's progress; now() is the clock of phaseSince.
+  ReplicaProgress progress(int r) const;
+  double now() const;
 
  private:
   struct Replica {
@@ -114,6 +141,11 @@ class MirroredStrategy {
     std::string badWhat;
     PhaseTimes phases;
     double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0;
+    double lastBackward = 0;  // seconds of the last backward, without injected delays
+    // progress, for the watchdog
+    std::atomic<int64_t> stepsDone{0}, step{0};
+    std::atomic<int> phase{0}, bucketsHanded{0};
+    std::atomic<int64_t> phaseSinceNs{0};
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -140,7 +172,8 @@ class MirroredStrategy {
   void collectStep(Replica& r, const Job& job);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
-  double now() const;
+  void enter(Replica& r, StepPhase phase);
+  void playFaults(Replica& r, const Job& job, int64_t computeStartNs);
 
   Loss loss_;
   MetricKind metric_;
@@ -159,6 +192,8 @@ class MirroredStrategy {
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};
   std::atomic<int> pending_{0};      // replicas other than 0 still working on the job
+  FaultPlan faults_;
+  std::atomic<bool> faultsReleased_{false};
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
   const int64_t t0_;
 };

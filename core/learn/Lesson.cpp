@@ -4,6 +4,7 @@
 #include "learn/Lesson.h"
 
 #include "JsonFile.h"
+#include "distribute/Faults.h"
 #include "project/SharedData.h"
 
 #include <algorithm>
@@ -32,6 +33,7 @@ Project LessonExperiment::apply(const Project& base) const {
   if (warmupEpochs >= 0) p.training.warmupEpochs = warmupEpochs;
   if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
+  p.distribute.faults = faults;
   return p;
 }
 
@@ -81,7 +83,7 @@ struct LessonReader : JsonFieldReader {
 
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
   r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
-                       "steps"});
+                       "steps", "faults"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   if (!isName(x.label, "_"))
@@ -107,6 +109,19 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
   x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
+  if (e.contains("faults")) {
+    const json& f = e.at("faults");
+    if (!f.is_array()) r.fail(path + ".faults", "must be a list such as [\"slow:cpu:1=3x\"]");
+    for (const auto& v : f) {
+      if (!v.is_string()) r.fail(path + ".faults", "must hold texts such as \"slow:cpu:1=3x\", got " + shortDump(v));
+      x.faults.push_back(v.get<std::string>());
+    }
+    try {
+      parseFaults(x.faults, parseDevices(x.devices));
+    } catch (const UserError& err) {
+      r.fail(path + ".faults", err.what());
+    }
+  }
   return x;
 }
 
@@ -245,7 +260,8 @@ std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
   static const char* perExperiment[] = {"final_acc",  "final_loss",      "train_loss", "steps",           "seconds",
                                         "samples_per_sec", "step_ms",     "sync_share", "allreduce_share", "wait_share",
                                         "checksums_equal", "checksum",    "replicas",   "global_batch",    "per_replica_batch",
-                                        "shard_sizes", "lr",              "steps_per_epoch", "status"};
+                                        "shard_sizes", "lr",              "steps_per_epoch", "status",    "max_wait_ms",
+                                        "min_wait_ms"};
   static const char* perDeviceCount[] = {"speedup", "efficiency", "sync_share", "step_ms", "samples_per_sec"};
   std::vector<std::string> names = {"checksums_equal", "params", "gradient_kib", "host_cores", "experiments"};
   std::set<int> counts;

@@ -26,6 +26,7 @@ struct LessonExperiment {
   double learningRate = 0;      // base rate (before scaling); 0 keeps the project's
   int epochs = 0;               // 0 keeps the project's
   int64_t steps = 0;            // stop after this many updates (0: every epoch)
+  std::vector<std::string> faults;  // injected faults ("slow:cpu:1=3x"): the run shows what they do
 
   // The project with this experiment's settings applied.
   Project apply(const Project& base) const;

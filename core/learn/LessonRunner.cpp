@@ -87,6 +87,17 @@ void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
   f["allreduce_share" + s] = percent(t.share(t.allreduce));
   f["wait_share" + s] = percent(t.share(t.wait));
+  // Per replica, its mean wait per step: the fast ones wait for the slowest, which waits for nobody.
+  std::vector<double> waits;
+  for (size_t i = o.steps.size() > 1 ? 1 : 0; i < o.steps.size(); ++i)
+    for (const auto& r : o.steps[i].replicas) {
+      if (waits.size() <= static_cast<size_t>(r.replica)) waits.resize(static_cast<size_t>(r.replica) + 1, 0.0);
+      waits[static_cast<size_t>(r.replica)] += r.phases.wait * 1000.0 / static_cast<double>(std::max<int64_t>(1, t.steps));
+    }
+  const double most = waits.empty() ? 0 : *std::max_element(waits.begin(), waits.end());
+  const double least = waits.empty() ? 0 : *std::min_element(waits.begin(), waits.end());
+  f["max_wait_ms" + s] = {most, formatNumber("%.2f", most)};
+  f["min_wait_ms" + s] = {least, formatNumber("%.2f", least)};
   f["checksums_equal" + s] = yesNo(checksumsEqual(o));
   std::set<uint64_t> distinct;
   std::string hex = "-";

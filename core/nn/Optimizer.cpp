@@ -1,5 +1,6 @@
 #include "nn/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "Error.h"
@@ -11,6 +12,17 @@ std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n)
   if (spec.name == "adam") return std::make_unique<Adam>(spec, n);
   if (spec.name == "rmsprop") return std::make_unique<RmsProp>(spec, n);
   throw UserError("training.optimizer.name: unknown optimizer '" + spec.name + "' (allowed: sgd, adam, rmsprop)");
+}
+
+void Optimizer::restore(const std::vector<std::vector<float>>& slots, int64_t iterations) {
+  const auto mine = stateBuffers();
+  if (slots.size() != mine.size()) throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s) but " + name() + " has " + std::to_string(mine.size()));
+  for (size_t i = 0; i < mine.size(); ++i)
+    if (slots[i].size() != mine[i].size())
+      throw UserError("optimizer slot " + std::to_string(i) + " of the checkpoint has " + std::to_string(slots[i].size()) + " values, " + name() + " needs " + std::to_string(mine[i].size()));
+  // The buffers are this optimizer's own non-const vectors; stateBuffers() only hands out views.
+  for (size_t i = 0; i < mine.size(); ++i) std::copy(slots[i].begin(), slots[i].end(), const_cast<float*>(mine[i].data()));
+  iterations_ = iterations;
 }
 
 void Sgd::beginStep(float lr) {

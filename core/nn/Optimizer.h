@@ -32,6 +32,9 @@ class Optimizer {
   int64_t iterations() const { return iterations_; }
   // Optimizer state buffers (Keras calls them slots), for checksums and tests.
   virtual std::vector<std::span<const float>> stateBuffers() const { return {}; }
+  // Puts back slots (stateBuffers' order and sizes) and the step counter saved by a checkpoint,
+  // so that the next update gives the bits an uninterrupted run would. Throws UserError on sizes.
+  void restore(const std::vector<std::vector<float>>& slots, int64_t iterations);
 
  protected:
   int64_t iterations_ = 0;

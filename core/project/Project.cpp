@@ -1,6 +1,7 @@
 // Project files: parsing with errors that name the field, the value and what is allowed.
 #include "project/Project.h"
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -147,6 +148,12 @@ json Project::toJson() const {
   };
   // Written only when set, so that files which rely on the default keep their exact text.
   if (training.lrReferenceBatch > 0) out["training"]["lr_reference_batch"] = training.lrReferenceBatch;
+  if (training.checkpointEvery != 1 || training.checkpointInSteps)
+    out["training"]["checkpoint_every"] = checkpointEveryText(training.checkpointEvery, training.checkpointInSteps);
+  if (training.checkpointKeep != 3) out["training"]["checkpoint_keep"] = training.checkpointKeep;
+  if (distribute.hangSeconds != 60) out["distribute"]["hang_seconds"] = distribute.hangSeconds;
+  if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
+  if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
   return out;
 }
 
@@ -207,7 +214,15 @@ Project Project::fromJson(const json& j, const std::string& source) {
   if (j.contains("training")) {
     const json& t = j.at("training");
     r.onlyKeys(t, "training", {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics",
-                               "seed", "lr_scaling", "lr_reference_batch", "warmup_epochs", "accumulate"});
+                               "seed", "lr_scaling", "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every",
+                               "checkpoint_keep"});
+    if (t.contains("checkpoint_every")) {
+      const json& c = t.at("checkpoint_every");
+      if (c.is_number_integer()) p.training.checkpointEvery = c.get<int64_t>();
+      else if (c.is_string()) parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
+      else throw UserError(source + ": training.checkpoint_every must be a text such as \"1 epoch\" or \"500 steps\"");
+    }
+    r.get(t, "training", "checkpoint_keep", p.training.checkpointKeep, "a positive integer");
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");
     r.get(t, "training", "batch_size", p.training.batchSize, "a positive integer");
     r.get(t, "training", "per_device_batch", p.training.perDeviceBatch, "true or false");
@@ -250,7 +265,17 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("distribute")) {
     const json& d = j.at("distribute");
-    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device"});
+    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults"});
+    r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
+    r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
+    if (d.contains("faults")) {
+      const json& f = d.at("faults");
+      if (!f.is_array()) r.fail("distribute.faults", "must be a list of faults such as [\"slow:cpu:1=3x\"]");
+      for (const auto& x : f) {
+        if (!x.is_string()) r.fail("distribute.faults", "must hold texts such as \"hang:cpu:2@step=50\", got " + shortDump(x));
+        p.distribute.faults.push_back(x.get<std::string>());
+      }
+    }
     r.get(d, "distribute", "devices", p.distribute.devices, "a device list such as \"cpu:2\"");
     r.get(d, "distribute", "allreduce", p.distribute.allreduce, "ring or reduce-to-one");
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
@@ -330,6 +355,28 @@ void validate(const Project& p, const std::string& source) {
     fail("distribute.devices", "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
   count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
   count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
+  count("training.checkpoint_every", t.checkpointEvery, 1, int64_t{1} << 40);
+  count("training.checkpoint_keep", t.checkpointKeep, 1, 1000);
+  range("distribute.hang_seconds", p.distribute.hangSeconds, 0.05, 1e6, false, " (no replica progress for this long stops the run)");
+  range("distribute.straggler_factor", p.distribute.stragglerFactor, 0.01, 1e6, false, " (times a replica's typical compute time)");
+  if (p.distribute.faults.size() > 16) fail("distribute.faults", "has more than 16 entries");
+}
+
+void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(unit.begin());
+  const bool steps = unit == "step" || unit == "steps";
+  const bool epochs = unit.empty() || unit == "epoch" || unit == "epochs";
+  if (i == 0 || i > 12 || (!steps && !epochs) || std::stoll(text.substr(0, i)) < 1)
+    throw UserError("checkpoint interval '" + clipText(text, 40) + "': write a whole number of steps or epochs, such as \"500steps\" or \"1epoch\"");
+  every = std::stoll(text.substr(0, i));
+  inSteps = steps;
+}
+
+std::string checkpointEveryText(int64_t every, bool inSteps) {
+  return std::to_string(every) + (inSteps ? (every == 1 ? " step" : " steps") : (every == 1 ? " epoch" : " epochs"));
 }
 
 Project Project::load(const std::string& path) {

@@ -28,6 +28,10 @@ struct TrainingSpec {
   int64_t lrReferenceBatch = 0;       // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
   double warmupEpochs = 0.0;
   int accumulate = 1;                 // micro-batches per update
+  // Checkpoints: every checkpointEvery steps (checkpointInSteps) or epochs; the last checkpointKeep kept.
+  int64_t checkpointEvery = 1;
+  bool checkpointInSteps = false;
+  int checkpointKeep = 3;
 };
 
 struct DistributeSpec {
@@ -35,6 +39,12 @@ struct DistributeSpec {
   std::string allreduce = "ring";     // ring | reduce-to-one | nccl
   int64_t bucketBytes = 1 << 20;      // gradient bucket size for the all-reduce
   int threadsPerDevice = 0;           // BLAS threads of a single simulated device (0 = every core); several: 1 each
+  // The watchdog: a run with no replica progress for hangSeconds stops as failed with a diagnosis;
+  // a replica arriving at the all-reduce later than stragglerFactor x a replica's typical compute
+  // time (median over recent steps) is named in a warning.
+  double hangSeconds = 60;
+  double stragglerFactor = 1.0;
+  std::vector<std::string> faults;    // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
 };
 
 struct Project {
@@ -52,6 +62,10 @@ struct Project {
   static Project load(const std::string& path);
   void save(const std::string& path) const;
 };
+
+// "2 epochs", "500 steps", "3steps", "1 epoch", or a bare number of epochs. Throws UserError.
+void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps);
+std::string checkpointEveryText(int64_t every, bool inSteps);  // "1 epoch", "50 steps"
 
 // Checks the values (not the model's shapes: see Sequential) and throws UserError naming the field.
 void validate(const Project& p, const std::string& source = "project");

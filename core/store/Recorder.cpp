@@ -3,6 +3,7 @@
 #include "store/Recorder.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <type_traits>
 #include <variant>
 
@@ -156,7 +157,7 @@ void Recorder::flush(std::vector<Event>& pending) {
     for (Event& e : pending) {
       write(e, run, finished);
       if (const auto* st = std::get_if<StepEvent>(&e)) lastStep = std::max(lastStep, st->step);
-      if (std::holds_alternative<RunStarted>(e)) lastStep = 0;
+      if (const auto* rs = std::get_if<RunStarted>(&e)) lastStep = rs->resumeRun ? rs->resumeStep : 0;
     }
     tx.commit();
     written_.fetch_add(pending.size(), std::memory_order_relaxed);
@@ -184,7 +185,12 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
           if (run && !finished)
             store_.finishRun(*run, RunStatus::Interrupted,
                              "a new run started on the same channel before this one finished");
-          run = store_.createRun(ev, options_.host);
+          if (ev.resumeRun) {
+            store_.resumeRun(*ev.resumeRun, ev.resumeStep, ev.resumeEpochsDone, ev.resumeWall);
+            run = *ev.resumeRun;
+          } else {
+            run = store_.createRun(ev, options_.host);
+          }
           finished = false;
         } else if (!run) {
           return;  // nothing to attach it to: telemetry from before the recorder started
@@ -194,6 +200,11 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
           store_.appendEpochs(*run, std::span<const EpochEvent>(&ev, 1));
         } else if constexpr (std::is_same_v<T, DeviceSample>) {
           store_.appendDeviceSamples(*run, std::span<const DeviceSample>(&ev, 1));
+        } else if constexpr (std::is_same_v<T, CheckpointSaved>) {
+          char hex[17];
+          std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(ev.checksum));
+          store_.addArtifact(*run, ev.path, "checkpoint", hex, ev.bytes);
+          for (const auto& gone : ev.removed) store_.removeArtifact(*run, gone);
         } else if constexpr (std::is_same_v<T, RunFinished>) {
           store_.finishRun(*run, ev);
           store_.setDroppedEvents(*run, channel_->dropped());

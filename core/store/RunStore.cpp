@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "Error.h"
 #include "store/HostInfo.h"
@@ -126,6 +127,10 @@ int64_t RunStore::createRun(const RunStarted& s, const nlohmann::json& host) {
             s.configJson, host.dump());
   q.run();
   int64_t id = db_.lastInsertId();
+  for (const auto& tag : s.tags) {
+    auto t = db_.prepare("INSERT OR IGNORE INTO tags(run_id, tag) VALUES(?,?)");
+    t.bindAll(id, tag).run();
+  }
   if (s.runName.empty()) {
     auto u = db_.prepare("UPDATE runs SET name='run ' || id WHERE id=?");
     u.bind(1, id).run();
@@ -450,6 +455,38 @@ void RunStore::deleteRun(int64_t run) {
   auto d = db_.prepare("DELETE FROM runs WHERE id=?");
   d.bind(1, run).run();
   tx.commit();
+  // The files after the rows: a crash in between leaves files without a run, never a run whose
+  // checkpoints are gone.
+  const std::string folder = checkpointFolder(path(), run);
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::remove_all(folder, ec);
+}
+
+std::string checkpointFolder(const std::string& storePath, int64_t runId) {
+  if (storePath.empty() || storePath == ":memory:") return {};
+  return storePath + ".checkpoints/run-" + std::to_string(runId);
+}
+
+void RunStore::resumeRun(int64_t run, int64_t fromStep, int epochsDone, double wall) {
+  sql::Transaction tx(db_);
+  requireRun(run);
+  for (const char* table : {"replica_steps", "steps"}) {
+    auto d = db_.prepare(std::string("DELETE FROM ") + table + " WHERE run_id=? AND step>?");
+    d.bindAll(run, fromStep).run();
+  }
+  auto e = db_.prepare("DELETE FROM epochs WHERE run_id=? AND epoch>?");
+  e.bindAll(run, epochsDone).run();
+  auto s = db_.prepare("DELETE FROM device_samples WHERE run_id=? AND wall_time>?");
+  s.bindAll(run, wall).run();
+  const int64_t pid = ::getpid();
+  auto u = db_.prepare("UPDATE runs SET status='running', error='', finished=NULL, seconds=NULL, steps=?, pid=?, pid_start=?, host=? WHERE id=?");
+  u.bindAll(fromStep, pid, processStartTicks(pid), hostName(), run).run();
+  tx.commit();
+}
+
+void RunStore::removeArtifact(int64_t run, const std::string& p) {
+  auto d = db_.prepare("DELETE FROM artifacts WHERE run_id=? AND path=?");
+  d.bindAll(run, p).run();
 }
 
 int64_t RunStore::addArtifact(int64_t run, const std::string& path, const std::string& kind,

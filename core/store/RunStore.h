@@ -19,6 +19,9 @@ namespace ml {
 // $MIRRORLAB_DB, else $XDG_DATA_HOME/mirrorlab/runs.sqlite, else ~/.local/share/mirrorlab/...
 std::string defaultStorePath();
 
+// Where a run's checkpoints live: <store>.checkpoints/run-<id> ("" for an in-memory store).
+std::string checkpointFolder(const std::string& storePath, int64_t runId);
+
 struct RunFilter {
   std::string status;  // exact ("finished"); empty: any
   std::string tag;     // runs carrying this tag; empty: any
@@ -126,7 +129,12 @@ class RunStore {
   void tagRun(int64_t run, const std::string& tag);
   void untagRun(int64_t run, const std::string& tag);
   void setNote(int64_t run, const std::string& note);
-  void deleteRun(int64_t run);  // every row of the run, in every table, in one transaction
+  // Every row of the run, in every table, in one transaction; then its checkpoint files.
+  void deleteRun(int64_t run);
+  // A resumed run goes on in its row: the rows after its checkpoint (steps after fromStep, epochs
+  // after epochsDone, device samples after wall) go, and it is running again in this process.
+  void resumeRun(int64_t run, int64_t fromStep, int epochsDone, double wall);
+  void removeArtifact(int64_t run, const std::string& path);
   int64_t addArtifact(int64_t run, const std::string& path, const std::string& kind,
                       const std::string& checksum, std::optional<int64_t> bytes = std::nullopt);
 

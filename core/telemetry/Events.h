@@ -57,6 +57,13 @@ struct RunStarted {
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
   std::string description;      // the lines the CLI prints at start
+  std::vector<std::string> tags;  // stored with the run ("fault injected")
+  // A resumed run goes on in its stored row: the store drops what came after the checkpoint
+  // (steps after resumeStep, epochs after resumeEpochsDone) and marks it running again.
+  std::optional<int64_t> resumeRun;
+  int64_t resumeStep = 0;
+  int resumeEpochsDone = 0;
+  double resumeWall = 0;
 };
 
 struct StepEvent {
@@ -112,6 +119,31 @@ struct RunFinished {
   std::optional<double> finalValMetric;
 };
 
-using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunPaused, RunFinished>;
+// A checkpoint was written (atomically) after `step`; older ones beyond the kept number were
+// deleted (removed). The recorder lists them among the run's artifacts.
+struct CheckpointSaved {
+  int64_t step = 0;
+  int epoch = 0;
+  std::string path;
+  uint64_t checksum = 0;
+  int64_t bytes = 0;
+  std::vector<std::string> removed;
+  double wallTime = 0;
+};
+
+// The watchdog's warning: a replica keeps arriving at the all-reduce late (a straggler).
+struct WatchdogWarning {
+  int replica = 0;
+  std::string device;          // "cpu:1"
+  std::string phase;           // where it spends the extra time ("backward")
+  int64_t step = 0;
+  double lateSeconds = 0;      // median lateness over the last steps
+  double typicalSeconds = 0;   // median compute time of a replica's step
+  std::string message;         // "replica 1 (cpu:1) is a straggler: ..."
+  double wallTime = 0;
+};
+
+using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunPaused, RunFinished, CheckpointSaved,
+                           WatchdogWarning>;
 
 }  // namespace ml

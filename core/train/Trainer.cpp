@@ -3,15 +3,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <numeric>
 #include <sstream>
 
 #include "Error.h"
+#include "JsonFile.h"
 #include "Limits.h"
 #include "project/LrScaling.h"
 #include "random/Rng.h"
+#include "store/RunStore.h"
+#include "nn/WeightsFile.h"
 #include "train/FitCheck.h"
+#include "train/Watchdog.h"
 
 namespace ml {
 
@@ -178,6 +184,90 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                       " replica(s) (activations and their gradients)",
                   "use a smaller batch");
   strategy_->initialize(project_.training.seed);
+  try {
+    strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices));
+  } catch (const UserError& e) {
+    throw UserError(std::string("distribute.faults: ") + e.what());
+  }
+  if (options_.resume) restore(*options_.resume);
+}
+
+// A checkpoint must be of this run, this architecture, optimizer and seed, and keep the global
+// batch (the invariant makes any device count exact to float rounding only for the same batch).
+void Trainer::restore(const Checkpoint& c) {
+  const std::string what = "checkpoint of run " + std::to_string(c.runId) + " at step " + std::to_string(c.at.step);
+  auto strip = [](nlohmann::json a) {
+    for (auto& l : a["layers"]) l.erase("name");
+    return a;
+  };
+  Sequential& m = strategy_->model(0);
+  const nlohmann::json arch = architectureJson(m);
+  if (strip(c.architecture) != strip(arch) || c.params.size() != static_cast<size_t>(m.paramCount()))
+    throw UserError("the " + what + " belongs to another architecture (" + shortDump(c.architecture, 200) + "), not this model's (" +
+                    shortDump(arch, 200) + "): it cannot be resumed with this project");
+  if (c.optimizer != project_.training.optimizer.name)
+    throw UserError("the " + what + " holds " + c.optimizer + " state but the project trains with " + project_.training.optimizer.name);
+  if (c.seed != project_.training.seed)
+    throw UserError("the " + what + " was made with seed " + std::to_string(c.seed) + ", the project has seed " +
+                    std::to_string(project_.training.seed) + ": its shuffle and dropout keys would not continue");
+  if (c.globalBatch != plan_.globalBatch)
+    throw UserError("resuming on " + std::to_string(plan_.replicas) + " replica(s) would change the global batch from " +
+                    std::to_string(c.globalBatch) + " (" + c.devices + ") to " + std::to_string(plan_.globalBatch) +
+                    ": the run could not go on as it was; resume with a device count that keeps a global batch of " + std::to_string(c.globalBatch) +
+                    (project_.training.perDeviceBatch ? " (the batch is per device: use " + c.devices + ")" : ""));
+  if (c.at.step > plan_.stepsPerEpoch * project_.training.epochs || c.at.epoch < 1)
+    throw UserError("the " + what + " is past the end of this run's " + std::to_string(project_.training.epochs) + " epochs");
+  if (c.shuffleKey != hashKeys(c.seed, 0x5EEDull, static_cast<uint64_t>(c.at.epoch)))
+    throw UserError("the " + what + " is damaged (its shuffle key does not match its seed and epoch)");
+  std::copy(c.params.begin(), c.params.end(), m.params().begin());
+  strategy_->broadcastParameters();
+  strategy_->restoreOptimizer(c.optimizerSlots, c.optimizerIterations);
+  runId_ = c.runId;
+}
+
+void Trainer::writeCheckpoint(const TrainPosition& at) {
+  if (options_.checkpointStore.empty()) return;
+  if (!runId_ && options_.runId) runId_ = options_.runId();
+  if (!runId_) return;  // not recorded: a checkpoint could never be resumed
+  const std::string folder = checkpointFolder(options_.checkpointStore, *runId_);
+  if (folder.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(folder, ec);
+  if (ec) throw UserError("cannot create the checkpoint folder " + folder + ": " + ec.message());
+  MirroredStrategy& s = *strategy_;
+  Checkpoint c;
+  c.runId = *runId_;
+  c.architecture = architectureJson(s.model(0));
+  c.optimizer = project_.training.optimizer.name;
+  c.seed = project_.training.seed;
+  c.shuffleKey = hashKeys(c.seed, 0x5EEDull, static_cast<uint64_t>(at.epoch));
+  c.globalBatch = plan_.globalBatch;
+  c.replicas = plan_.replicas;
+  c.devices = project_.distribute.devices;
+  c.at = at;
+  const auto params = s.model(0).params();
+  c.params.assign(params.begin(), params.end());
+  for (const auto& slot : s.optimizerSlots(0)) c.optimizerSlots.emplace_back(slot.begin(), slot.end());
+  c.optimizerIterations = s.optimizerIterations(0);
+  CheckpointSaved ev;
+  ev.step = at.step;
+  ev.epoch = at.epoch;
+  ev.path = checkpointFile(folder, at.step);
+  ev.checksum = saveCheckpoint(c, ev.path);
+  ev.bytes = static_cast<int64_t>(std::filesystem::file_size(ev.path, ec));
+  // Keep the newest K: the names sort by step.
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(folder, ec))
+    if (e.path().extension() == ".mlck") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  const size_t keep = static_cast<size_t>(std::max(1, project_.training.checkpointKeep));
+  for (size_t i = 0; i + keep < files.size(); ++i) {
+    std::filesystem::remove(files[i], ec);
+    ev.removed.push_back(files[i]);
+  }
+  ev.wallTime = wall();
+  hub_.publish(ev);
+  if (options_.awaitRecorded) options_.awaitRecorded(at.step);
 }
 
 Trainer::~Trainer() = default;
@@ -199,6 +289,13 @@ void Trainer::waitWhilePaused() {
   ev.wallTime = at;
   ev.seconds = static_cast<double>(ns) * 1e-9;
   hub_.publish(ev);
+}
+
+std::string Trainer::stuckFor(double graceSeconds) const {
+  const int64_t at = hangNs_.load();
+  if (at == 0 || static_cast<double>(steadyNs() - at) * 1e-9 < graceSeconds) return {};
+  std::lock_guard lock(abortMu_);
+  return abortReason_;
 }
 
 void Trainer::abort(const std::string& reason) {
@@ -277,7 +374,8 @@ std::vector<std::string> Trainer::startLines() const {
 }
 
 RunFinished Trainer::run() {
-  t0_ = steadyNs();
+  const TrainPosition from = options_.resume ? options_.resume->at : TrainPosition{};
+  t0_ = steadyNs() - static_cast<int64_t>(from.wall * 1e9);  // a resumed run's clock goes on
   MirroredStrategy& s = *strategy_;
   const Dataset& train = data_->train;
   const Dataset* val = data_->validation ? &*data_->validation : nullptr;
@@ -286,6 +384,7 @@ RunFinished Trainer::run() {
   const int64_t spe = plan_.stepsPerEpoch;
   const int64_t totalSteps = options_.maxSteps > 0 ? std::min<int64_t>(options_.maxSteps, spe * tr.epochs) : spe * tr.epochs;
   const int epochs = static_cast<int>((totalSteps + spe - 1) / spe);
+  const FaultPlan& faults = s.faults();
 
   RunStarted started;
   started.runName = options_.runName.empty() ? project_.name : options_.runName;
@@ -304,17 +403,35 @@ RunFinished Trainer::run() {
   started.stepsPerEpoch = spe;
   started.totalSteps = totalSteps;
   for (const auto& l : startLines()) started.description += l + "\n";
+  if (!faults.empty()) started.tags.push_back("fault injected");
+  if (options_.resume) {
+    started.resumeRun = options_.resume->runId;
+    started.resumeStep = from.step;
+    started.resumeEpochsDone = from.epoch - 1;
+    started.resumeWall = from.wall;
+  }
   hub_.publish(started);
 
   const double warmupSteps = plan_.warmupEpochs * static_cast<double>(spe);
   const int64_t memBytes = s.model(0).paramCount() * 4 * 2 + s.model(0).activationBytes(plan_.perReplicaBatch);
   std::vector<double> utilCompute(static_cast<size_t>(n), 0.0);
-  double utilWall = 0, lastSample = 0;
+  double utilWall = 0, lastSample = from.wall;
   RunFinished fin;
-  int64_t step = 0;
-  std::optional<double> lastValLoss, lastValMetric;
-  double bestLoss = 0;
-  int sinceBest = 0;
+  int64_t step = from.step;
+  std::optional<double> lastValLoss = from.lastValLoss, lastValMetric = from.lastValMetric;
+  double bestLoss = from.bestLoss;
+  int sinceBest = from.sinceBest;
+  const int64_t every = std::max<int64_t>(1, tr.checkpointEvery);
+
+  WatchdogOptions wo;
+  wo.hangSeconds = project_.distribute.hangSeconds;
+  wo.stragglerFactor = project_.distribute.stragglerFactor;
+  std::optional<Watchdog> watchdog;
+  if (options_.watchdog) watchdog.emplace(s, wo, [this](const std::string& why) {
+    hangNs_.store(steadyNs());
+    abort(why);
+    strategy_->releaseFaults();  // an injected hang lets go, so the stuck step ends and run() returns
+  });
 
   auto finish = [&](RunStatus st, std::string msg) {
     fin.status = st;
@@ -328,12 +445,30 @@ RunFinished Trainer::run() {
   };
 
   try {
-    for (int epoch = 1; epoch <= epochs; ++epoch) {
+    for (int epoch = from.epoch; epoch <= epochs; ++epoch) {
+      const bool resumedEpoch = epoch == from.epoch;
       const auto order = epochOrder(train.size, tr.seed, epoch);
-      const double epochStart = wall();
+      const double epochStart = resumedEpoch && from.stepInEpoch > 0 ? from.epochStart : wall();
       double lossSum = 0, metricSum = 0, arTime = 0, waitTime = 0, allTime = 0;
       int64_t samples = 0;
-      for (int64_t i = 0; i < spe && step < totalSteps; ++i) {
+      if (resumedEpoch) {
+        lossSum = from.lossSum, metricSum = from.metricSum, arTime = from.arTime, waitTime = from.waitTime, allTime = from.allTime;
+        samples = from.samples;
+      }
+      auto position = [&](int64_t stepsInEpoch) {
+        TrainPosition at;
+        at.step = step;
+        at.epoch = epoch;
+        at.stepInEpoch = stepsInEpoch;
+        at.wall = wall();
+        at.epochStart = epochStart;
+        at.lossSum = lossSum, at.metricSum = metricSum, at.arTime = arTime, at.waitTime = waitTime, at.allTime = allTime;
+        at.samples = samples;
+        at.lastValLoss = lastValLoss, at.lastValMetric = lastValMetric;
+        at.bestLoss = bestLoss, at.sinceBest = sinceBest;
+        return at;
+      };
+      for (int64_t i = resumedEpoch ? from.stepInEpoch : 0; i < spe && step < totalSteps; ++i) {
         if (paused_.load()) waitWhilePaused();
         if (cancel_.load()) {
           std::string reason;
@@ -353,11 +488,13 @@ RunFinished Trainer::run() {
         StepResult r = s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
                                    tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
         const double t2 = wall();
+        if (watchdog && watchdog->fired()) continue;  // the cancel check above ends the run with the diagnosis
         if (!r.finite) {
           const auto& dev = s.options().devices.devices[static_cast<size_t>(r.badReplica)];
           return finish(RunStatus::Diverged, "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " +
                                                  std::to_string(epoch) + ") on replica " + std::to_string(r.badReplica) + " (" +
-                                                 dev.label() + "): lower the learning rate");
+                                                 dev.label() + ")" +
+                                                 (faults.nanStep == step ? " (an injected nan fault)" : ": lower the learning rate"));
         }
         StepEvent ev;
         ev.step = step;
@@ -382,6 +519,8 @@ RunFinished Trainer::run() {
         lossSum += r.lossSum;
         metricSum += r.metricSum;
         samples += r.samples;
+        if (watchdog)
+          if (auto warning = watchdog->afterStep(ev)) hub_.publish(*warning);
         hub_.publish(ev);
         // A sample per interval, and one at every epoch's end so that short runs show utilization too.
         const bool epochEnd = i + 1 == spe || step == totalSteps;
@@ -397,6 +536,11 @@ RunFinished Trainer::run() {
           }
           utilWall = 0;
           lastSample = t2;
+        }
+        if (tr.checkpointInSteps && step % every == 0 && step < totalSteps) writeCheckpoint(position(i + 1));
+        if (faults.killStep == step) {
+          if (options_.onKill) options_.onKill();
+          else std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
         }
       }
       EpochEvent ep;
@@ -433,9 +577,21 @@ RunFinished Trainer::run() {
                                                  (ep.valLoss ? "validation" : "training") + " loss did not improve for " +
                                                  std::to_string(sinceBest) + " epoch" + (sinceBest == 1 ? "" : "s"));
       }
+      if (!tr.checkpointInSteps && epoch % every == 0 && epoch < epochs && step < totalSteps) {
+        TrainPosition at = position(0);
+        at.epoch = epoch + 1;  // the next epoch, from its first step, with fresh sums
+        at.epochStart = at.wall;
+        at.lossSum = at.metricSum = at.arTime = at.waitTime = at.allTime = 0;
+        at.samples = 0;
+        writeCheckpoint(at);
+      }
     }
   } catch (const std::exception& e) {
     return finish(RunStatus::Failed, e.what());
+  }
+  if (watchdog && watchdog->fired()) {
+    std::lock_guard lock(abortMu_);
+    return finish(RunStatus::Failed, abortReason_ + " (training stopped after step " + std::to_string(step) + ")");
   }
   return finish(RunStatus::Finished, "");
 }

@@ -5,6 +5,8 @@
 #pragma once
 #include <atomic>
 #include <condition_variable>
+#include <functional>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +17,7 @@
 #include "project/LrScaling.h"
 #include "project/Project.h"
 #include "telemetry/Channel.h"
+#include "train/Checkpoint.h"
 
 namespace ml {
 
@@ -48,6 +51,19 @@ struct TrainerOptions {
   // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
   // lower validation loss (training loss when there is no validation set); 0: never.
   int stopAfterNoImprovement = 0;
+  // Checkpoints (the project's training.checkpoint_every / checkpoint_keep) go beside this run
+  // store, in checkpointFolder(store, run id); "" writes none. runId gives the run's id in that
+  // store (the recorder's; it may wait for the recorder to commit the run).
+  std::string checkpointStore;
+  std::function<std::optional<int64_t>()> runId;
+  // Called after each checkpoint with its step: returns once the store holds every step up to it
+  // (the recorder commits asynchronously), so a resume never leaves a hole in the curves.
+  std::function<void(int64_t step)> awaitRecorded;
+  // Go on from this checkpoint (checked against the model, the run and the global batch: a
+  // UserError says why it does not fit). The run keeps the checkpoint's run id.
+  std::optional<Checkpoint> resume;
+  std::function<void()> onKill;  // an injected kill (kill@step=N); default: SIGKILL to this process
+  bool watchdog = true;          // false only to measure what the watchdog costs (bench_telemetry)
 };
 
 class Trainer {
@@ -72,9 +88,16 @@ class Trainer {
   const Project& project() const { return project_; }
   nlohmann::json effectiveConfig() const;
   std::vector<std::string> startLines() const;
+  const FaultPlan& faults() const { return strategy_->faults(); }
+  // The watchdog's diagnosis when it stopped the run for a hang and run() has still not returned
+  // graceSeconds later (a replica that no release reaches): the caller records the run failed
+  // with it and leaves instead of waiting forever. Empty otherwise.
+  std::string stuckFor(double graceSeconds) const;
 
  private:
   double wall() const;
+  void restore(const Checkpoint& c);
+  void writeCheckpoint(const TrainPosition& at);
 
   Project project_;
   std::shared_ptr<const DataSplit> data_;
@@ -83,10 +106,12 @@ class Trainer {
   RunPlan plan_;
   std::unique_ptr<MirroredStrategy> strategy_;
   std::atomic<bool> cancel_{false}, paused_{false};
-  std::mutex abortMu_;
+  mutable std::mutex abortMu_;
   std::string abortReason_;  // set by abort(): the run ends failed instead of cancelled
   std::mutex pauseMu_;
   std::condition_variable pauseCv_;
+  std::optional<int64_t> runId_;  // for checkpoints, once known
+  std::atomic<int64_t> hangNs_{0};  // steady time the watchdog stopped the run (0: it did not)
   int64_t t0_ = 0;
   int64_t pausedNs_ = 0;  // real time spent paused: wall() leaves it out
   void waitWhilePaused();

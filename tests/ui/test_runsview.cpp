@@ -4,6 +4,8 @@
 // and this file also includes qcustomplot.h (which needs the macro).
 #include "data/Dataset.h"
 #include "store/Recorder.h"
+#include "nn/WeightsFile.h"
+#include "store/RunStore.h"
 #include "train/Trainer.h"
 
 #include <QLineEdit>
@@ -14,6 +16,7 @@
 #include "MainWindow.h"
 #include "RunTableModel.h"
 #include "RunsView.h"
+#include "TrainingSession.h"
 #include "UiTestUtil.h"
 
 class RunsViewTest : public QObject {
@@ -70,6 +73,86 @@ class RunsViewTest : public QObject {
     filter->setText(QStringLiteral("second"));
     QCOMPARE(proxy->rowCount(), 1);
     QCOMPARE(proxy->index(0, mlui::RunTableModel::Name).data().toString(), QStringLiteral("second"));
+  }
+
+  // A run stopped by an injected kill after step 75 (epoch 2; a checkpoint after epoch 1) is
+  // offered Resume; pressing it continues the same stored run to the end: finished, every step
+  // once, and its weights bit-identical to an uninterrupted run's.
+  void resumesAnInterruptedRun() {
+    const QString db = dir_.filePath(QStringLiteral("resume.sqlite"));
+    ml::Project p = uitest::spiralsProject("cpu:2", 3);
+    p.data.samples = 1500;  // 1200 training samples / 32 = 38 steps per epoch
+    auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
+    auto train = [&](ml::Project proj, std::optional<int64_t>* id) {
+      ml::TelemetryHub hub;
+      ml::TrainerOptions o;
+      ml::Recorder* rec = nullptr;
+      ml::Trainer* self = nullptr;
+      o.checkpointStore = db.toStdString();
+      o.runId = [&rec] { return rec->waitForRunId(std::chrono::seconds(10)); };
+      o.onKill = [&self] { self->abort("killed"); };
+      ml::Trainer t(proj, data, hub, o);
+      self = &t;
+      ml::Recorder r(db.toStdString(), hub.subscribe(1 << 18));
+      rec = &r;
+      t.run();
+      hub.closeAll();
+      r.stop();
+      if (id) *id = r.runId();
+      const auto w = t.strategy().model(0).params();
+      return std::vector<float>(w.begin(), w.end());
+    };
+    const std::vector<float> straight = train(p, nullptr);
+    ml::Project killed = p;
+    killed.distribute.faults = {"kill@step=50"};
+    std::optional<int64_t> id;
+    train(killed, &id);
+    QVERIFY(id.has_value());
+
+    mlui::MainWindow w;
+    w.show();
+    auto* runs = w.findChild<mlui::RunsView*>();
+    QVERIFY(runs);
+    // The studio records into $MIRRORLAB_DB: point it at this store for the window's lifetime.
+    const QByteArray old = qgetenv("MIRRORLAB_DB");
+    qputenv("MIRRORLAB_DB", db.toUtf8());
+    QSignalSpy refreshed(runs, &mlui::RunsView::refreshed);
+    runs->refresh();
+    QVERIFY(refreshed.wait(10000));
+    QVERIFY(!runs->resumeAction()->isEnabled());
+    runs->selectRuns({*id});
+    QTRY_VERIFY_WITH_TIMEOUT(runs->resumeAction()->isEnabled(), 5000);
+    bool ended = false;
+    ml::RunFinished fin;
+    std::optional<int64_t> resumedId;
+    connect(w.session(), &mlui::TrainingSession::runEnded, this, [&](const ml::RunFinished& f, std::optional<int64_t> rid) {
+      fin = f;
+      resumedId = rid;
+      ended = true;
+    });
+    runs->resumeAction()->trigger();
+    QTRY_VERIFY_WITH_TIMEOUT(ended, 60000);
+    qputenv("MIRRORLAB_DB", old);
+    QCOMPARE(int(fin.status), int(ml::RunStatus::Finished));
+    QVERIFY(resumedId == id);
+    auto store = ml::RunStore::open(db.toStdString());
+    const auto detail = store.loadRun(*id);
+    QCOMPARE(detail.summary.status, std::string("finished"));
+    QCOMPARE(detail.epochs.size(), size_t(3));
+    const auto curves = store.loadCurves(*id);
+    QCOMPARE(curves.size(), size_t(114));
+    for (size_t i = 0; i < curves.size(); ++i) QCOMPARE(curves[i].step, int64_t(i + 1));
+    // The resumed weights, kept with the finished run, equal the uninterrupted run's bit for bit.
+    bool compared = false;
+    for (const auto& a : detail.artifacts)
+      if (a.kind == "weights") {
+        ml::Sequential m(p.model);
+        ml::loadWeights(m, a.path);
+        const auto got = m.params();
+        QVERIFY(std::equal(got.begin(), got.end(), straight.begin(), straight.end()));
+        compared = true;
+      }
+    QVERIFY2(compared, "the resumed run kept no weights to compare");
   }
 };
 

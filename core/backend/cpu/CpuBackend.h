@@ -28,6 +28,10 @@ class CpuBackend : public Backend {
   void pushParameters() override {}
   void pullParameters() override {}
   std::vector<std::span<const float>> optimizerSlots(int r) override { return rep(r).opt->stateBuffers(); }
+  int64_t optimizerIterations(int r) override { return rep(r).opt->iterations(); }
+  void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) override {
+    rep(r).opt->restore(slots, iterations);
+  }
   std::span<float> hostGradients(int r) override { return rep(r).model->grads(); }
 
   void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;

@@ -213,6 +213,22 @@ std::vector<std::span<const float>> CudaBackend::optimizerSlots(int r) {
   return {p.hostSlot1, p.hostSlot2};
 }
 
+int64_t CudaBackend::optimizerIterations(int r) { return rep(r).iterations; }
+
+void CudaBackend::restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) {
+  Replica& p = rep(r);
+  const size_t n = static_cast<size_t>(paramCount_);
+  const size_t want = opt_ == Opt::Sgd ? 1 : 2;
+  if (slots.size() != want) throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s), this optimizer " + std::to_string(want));
+  auto put = [&](DeviceBuffer<float>& dev, const std::vector<float>& host) {
+    if (host.size() != (dev ? n : 0)) throw UserError("an optimizer slot of the checkpoint has the wrong size");
+    if (dev) ok(P_->copyToDevice(p.ctx.get(), dev.get(), host.data(), n * sizeof(float)));
+  };
+  put(p.slot1, slots[0]);
+  if (want == 2) put(p.slot2, slots[1]);
+  p.iterations = iterations;
+}
+
 void CudaBackend::ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim) {
   rows = std::max<int64_t>(rows, 1);
   if (rows <= rep.capRows && rows * targetDim <= rep.capTargets) return;

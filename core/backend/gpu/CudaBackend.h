@@ -39,6 +39,8 @@ class CudaBackend : public Backend {
   void pushParameters() override;
   void pullParameters() override;
   std::vector<std::span<const float>> optimizerSlots(int r) override;
+  int64_t optimizerIterations(int r) override;
+  void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) override;
   std::span<float> hostGradients(int) override { return {}; }
 
   void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;

@@ -69,7 +69,7 @@ TEST(Lessons, AllShippedLessonsLoad) {
   const auto lessons = loadLessons(lessonsDir());
   ASSERT_GE(lessons.size(), 5u);
   const std::vector<std::string> want = {"copies-and-shards", "gradients-averaged", "scale-learning-rate", "devices-not-accuracy",
-                                         "speedup-not-linear", "linear-scaling-rule"};
+                                         "speedup-not-linear", "linear-scaling-rule", "one-slow-device"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
   for (const auto& l : lessons) {
     SCOPED_TRACE(l.sourcePath);
@@ -235,6 +235,23 @@ TEST(LessonRunner, DevicesNotAccuracyLessonGivesTheSameCurveAndARecordedTrace) {
       const std::pair<int, int> key(static_cast<int>(s.step), r.replica);
       EXPECT_NEAR(spanSum[key], r.phases.total() * 1e6, 1e-3);
     }
+}
+
+// Lesson 7: the injected 3x slow-down of cpu:1 makes the fast replica wait at every step.
+TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
+  Lesson lesson = shipped("one-slow-device");
+  EXPECT_EQ(lesson.experiments.at(1).apply(lesson.project).distribute.faults, std::vector<std::string>{"slow:cpu:1=3x"});
+  LessonRunnerOptions opts;
+  opts.maxSteps = 10;
+  LessonRunner runner(lesson, opts);
+  const LessonOutcome out = runner.run();
+  ASSERT_TRUE(out.completed) << out.message;
+  expectAllFilled(out);
+  const double slowStep = out.figures.at("step_ms_slow").value, evenStep = out.figures.at("step_ms_even").value;
+  EXPECT_GT(slowStep, 1.5 * evenStep) << "the slow replica sets the pace";
+  // The fast replica waits for the slow one: most of the extra time.
+  EXPECT_GT(out.figures.at("max_wait_ms_slow").value, 0.5 * (slowStep - evenStep));
+  EXPECT_LT(out.figures.at("min_wait_ms_slow").value, 0.25 * out.figures.at("max_wait_ms_slow").value);
 }
 
 TEST(LessonRunner, CancelBeforeRunStopsAtOnce) {

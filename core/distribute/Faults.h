@@ -1,0 +1,34 @@
+// Fault injection, for teaching and for tests: a slow replica, a replica that hangs, a replica
+// whose gradient becomes NaN, a process that dies. Parsed from the --inject flag or the project's
+// "faults" field ("slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:1@step=20", "kill@step=30");
+// the strategy plays the first three on the replica's own thread, the trainer the last one.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/DeviceList.h"
+
+namespace ml {
+
+struct FaultPlan {
+  std::vector<double> slow;  // per replica: compute takes this many times longer (1: normal)
+  int hangReplica = -1;      // this replica stops in backward of hangStep until released
+  int64_t hangStep = 0;
+  int nanReplica = -1;       // this replica's gradient becomes NaN at nanStep
+  int64_t nanStep = 0;
+  int64_t killStep = 0;      // the process dies (SIGKILL) after this step; 0: never
+  std::vector<std::string> specs;  // as given, for the store's label
+  bool empty() const { return specs.empty(); }
+  double slowFactor(int replica) const {
+    return replica >= 0 && static_cast<size_t>(replica) < slow.size() ? slow[static_cast<size_t>(replica)] : 1.0;
+  }
+};
+
+// Throws UserError naming the spec, what is wrong and the accepted forms. A device must be one of
+// the run's devices ("cpu:3" on a cpu:2 run is refused).
+FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices);
+// One spec's syntax only (no device list): for the project's validation.
+void checkFaultSyntax(const std::string& spec);
+
+}  // namespace ml

@@ -1,0 +1,174 @@
+// Writing and reading checkpoint files; see Checkpoint.h for the format.
+#include "train/Checkpoint.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "AtomicFile.h"
+#include "Error.h"
+#include "JsonFile.h"
+#include "Limits.h"
+#include "nn/Sequential.h"
+
+namespace ml {
+
+static constexpr char kMagic[8] = {'M', 'L', 'C', 'H', 'K', 'P', 'T', '1'};
+
+static nlohmann::json optional(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+static std::optional<double> optional(const nlohmann::json& v) {
+  return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt;
+}
+
+static nlohmann::json header(const Checkpoint& c) {
+  const TrainPosition& a = c.at;
+  return {{"run_id", c.runId},
+          {"architecture", c.architecture},
+          {"optimizer", c.optimizer},
+          {"optimizer_iterations", c.optimizerIterations},
+          {"rng", {{"seed", c.seed}, {"shuffle_key", c.shuffleKey}}},
+          {"global_batch", c.globalBatch},
+          {"replicas", c.replicas},
+          {"devices", c.devices},
+          {"position",
+           {{"step", a.step}, {"epoch", a.epoch}, {"step_in_epoch", a.stepInEpoch}, {"wall", a.wall}, {"epoch_start", a.epochStart},
+            {"loss_sum", a.lossSum}, {"metric_sum", a.metricSum}, {"allreduce_seconds", a.arTime}, {"wait_seconds", a.waitTime},
+            {"all_seconds", a.allTime}, {"samples", a.samples}, {"last_val_loss", optional(a.lastValLoss)},
+            {"last_val_metric", optional(a.lastValMetric)}, {"best_loss", a.bestLoss}, {"since_best", a.sinceBest}}}};
+}
+
+// Streams the bytes to the file and into the running checksum.
+struct HashedWriter {
+  AtomicFile& out;
+  uint64_t h = 1469598103934665603ull;
+  void put(const void* p, size_t n) {
+    out.write(p, n);
+    h = fnv1a(p, n, h);
+  }
+};
+
+uint64_t saveCheckpoint(const Checkpoint& c, const std::string& path) {
+  const std::string head = header(c).dump();
+  AtomicFile out(path, "checkpoint");
+  out.write(kMagic, 8);
+  HashedWriter w{out};
+  const uint32_t version = kCheckpointVersion, len = static_cast<uint32_t>(head.size());
+  w.put(&version, 4);
+  w.put(&len, 4);
+  w.put(head.data(), head.size());
+  const uint64_t count = c.params.size();
+  w.put(&count, 8);
+  w.put(c.params.data(), count * sizeof(float));
+  const uint32_t slots = static_cast<uint32_t>(c.optimizerSlots.size());
+  w.put(&slots, 4);
+  for (const auto& s : c.optimizerSlots) {
+    const uint64_t n = s.size();
+    w.put(&n, 8);
+    w.put(s.data(), n * sizeof(float));
+  }
+  const uint64_t sum = w.h;
+  out.write(&sum, 8);
+  out.commit();
+  return sum;
+}
+
+namespace {
+
+struct HashedReader {
+  std::ifstream& in;
+  const std::string& path;
+  uint64_t h = 1469598103934665603ull;
+  void get(void* p, size_t n) {
+    in.read(static_cast<char*>(p), static_cast<std::streamsize>(n));
+    if (!in) throw UserError("checkpoint '" + path + "' is truncated: it cannot be used; an older checkpoint of the run may be");
+    h = fnv1a(p, n, h);
+  }
+  std::vector<float> floats(uint64_t n, uint64_t limit) {
+    if (n > limit) throw UserError("checkpoint '" + path + "' is damaged (a buffer of " + std::to_string(n) + " values)");
+    std::vector<float> v(static_cast<size_t>(n));
+    get(v.data(), v.size() * sizeof(float));
+    return v;
+  }
+};
+
+void readHeader(Checkpoint& c, const nlohmann::json& j) {
+  c.runId = j.at("run_id").get<int64_t>();
+  c.architecture = j.at("architecture");
+  c.optimizer = j.at("optimizer").get<std::string>();
+  c.optimizerIterations = j.at("optimizer_iterations").get<int64_t>();
+  c.seed = j.at("rng").at("seed").get<uint64_t>();
+  c.shuffleKey = j.at("rng").at("shuffle_key").get<uint64_t>();
+  c.globalBatch = j.at("global_batch").get<int64_t>();
+  c.replicas = j.at("replicas").get<int>();
+  c.devices = j.at("devices").get<std::string>();
+  const auto& p = j.at("position");
+  TrainPosition& a = c.at;
+  a.step = p.at("step").get<int64_t>();
+  a.epoch = p.at("epoch").get<int>();
+  a.stepInEpoch = p.at("step_in_epoch").get<int64_t>();
+  a.wall = p.at("wall").get<double>();
+  a.epochStart = p.at("epoch_start").get<double>();
+  a.lossSum = p.at("loss_sum").get<double>();
+  a.metricSum = p.at("metric_sum").get<double>();
+  a.arTime = p.at("allreduce_seconds").get<double>();
+  a.waitTime = p.at("wait_seconds").get<double>();
+  a.allTime = p.at("all_seconds").get<double>();
+  a.samples = p.at("samples").get<int64_t>();
+  a.lastValLoss = optional(p.at("last_val_loss"));
+  a.lastValMetric = optional(p.at("last_val_metric"));
+  a.bestLoss = p.at("best_loss").get<double>();
+  a.sinceBest = p.at("since_best").get<int>();
+}
+
+}  // namespace
+
+Checkpoint loadCheckpoint(const std::string& path) {
+  requireRegularFile(path, "checkpoint", "its run's checkpoints are listed by `mirrorlab-cli runs show ID`");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError("cannot open checkpoint '" + path + "'");
+  char magic[8] = {};
+  in.read(magic, 8);
+  if (!in || std::memcmp(magic, kMagic, 8) != 0) throw UserError("'" + path + "' is not a Mirrorlab checkpoint (bad magic)");
+  HashedReader r{in, path};
+  uint32_t version = 0, len = 0;
+  r.get(&version, 4);
+  if (version != kCheckpointVersion)
+    throw UserError("checkpoint '" + path + "' has format version " + std::to_string(version) + "; this Mirrorlab reads version " +
+                    std::to_string(kCheckpointVersion));
+  r.get(&len, 4);
+  if (len > (64u << 20)) throw UserError("checkpoint '" + path + "' is damaged (header length " + std::to_string(len) + ")");
+  std::string head(len, '\0');
+  r.get(head.data(), len);
+  Checkpoint c;
+  uint64_t count = 0;
+  r.get(&count, 8);
+  c.params = r.floats(count, uint64_t{1} << 34);
+  uint32_t slots = 0;
+  r.get(&slots, 4);
+  if (slots > 8) throw UserError("checkpoint '" + path + "' is damaged (" + std::to_string(slots) + " optimizer slots)");
+  for (uint32_t i = 0; i < slots; ++i) {
+    uint64_t n = 0;
+    r.get(&n, 8);
+    c.optimizerSlots.push_back(r.floats(n, count));
+  }
+  uint64_t sum = 0;
+  in.read(reinterpret_cast<char*>(&sum), 8);
+  if (!in) throw UserError("checkpoint '" + path + "' is truncated: it cannot be used; an older checkpoint of the run may be");
+  if (sum != r.h) throw UserError("checkpoint '" + path + "' is damaged (checksum mismatch): it cannot be used");
+  const nlohmann::json j = parseJsonOrDiscarded(head);
+  try {
+    if (j.is_discarded()) throw std::runtime_error("not JSON");
+    readHeader(c, j);
+  } catch (const std::exception&) {
+    throw UserError("checkpoint '" + path + "' is damaged (its header is not the JSON Mirrorlab writes)");
+  }
+  return c;
+}
+
+std::string checkpointFile(const std::string& folder, int64_t step) {
+  char name[40];
+  std::snprintf(name, sizeof name, "step-%08lld.mlck", static_cast<long long>(step));
+  return folder + "/" + name;
+}
+
+}  // namespace ml

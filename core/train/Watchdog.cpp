@@ -1,0 +1,165 @@
+// The watchdog: a hang check on its own thread (a few atomic loads every 50 ms at most, so its cost
+// does not grow with the step rate) and a straggler check on each step's timings.
+#include "train/Watchdog.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace ml {
+
+// The lower median: of two replicas, the faster one's time is the typical one.
+static double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  const size_t k = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.end());
+  return v[k];
+}
+
+static std::string seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, s < 10 ? "%.1f s" : "%.0f s", s);
+  return b;
+}
+
+Watchdog::Watchdog(const MirroredStrategy& strategy, WatchdogOptions options, std::function<void(const std::string&)> onHang)
+    : s_(strategy), o_(options), onHang_(std::move(onHang)) {
+  late_.resize(static_cast<size_t>(s_.replicas()));
+  flagged_.assign(static_cast<size_t>(s_.replicas()), false);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::string Watchdog::label(int r) const {
+  return "replica " + std::to_string(r) + " (" + s_.options().devices.devices[static_cast<size_t>(r)].label() + ")";
+}
+
+// The replicas not in the all-reduce are the ones holding the others up; the waiting ones wait for
+// the first bucket the slowest of them has not handed in yet.
+std::string Watchdog::diagnose(double stalledFor) const {
+  const int n = s_.replicas();
+  std::vector<ReplicaProgress> p;
+  for (int r = 0; r < n; ++r) p.push_back(s_.progress(r));
+  std::vector<int> stuck, waiting;
+  for (int r = 0; r < n; ++r) {
+    if (p[static_cast<size_t>(r)].phase == StepPhase::Idle) continue;
+    (p[static_cast<size_t>(r)].phase == StepPhase::AllReduce ? waiting : stuck).push_back(r);
+  }
+  if (stuck.empty() && waiting.empty()) return {};
+  const double now = s_.now();
+  std::string msg;
+  int bucket = s_.bucketCount();
+  if (stuck.empty()) {
+    const auto& q = p[static_cast<size_t>(waiting.front())];
+    return "all " + std::to_string(waiting.size()) + " replicas have been in the all-reduce of step " + std::to_string(q.step) + " for " +
+           seconds(stalledFor) + " without progress";
+  }
+  for (size_t i = 0; i < stuck.size(); ++i) {
+    const auto& q = p[static_cast<size_t>(stuck[i])];
+    bucket = std::min(bucket, q.bucketsHanded + 1);
+    msg += (i ? "; " : "") + label(stuck[i]) + " has not finished " + toString(q.phase) + " of step " + std::to_string(q.step) + " for " +
+           seconds(std::max(stalledFor, now - q.phaseSince));
+  }
+  if (!waiting.empty()) {
+    const bool all = static_cast<int>(waiting.size()) == n - static_cast<int>(stuck.size());
+    msg += "; " + std::string(all ? "the other " : "") + std::to_string(waiting.size()) + " replica" + (waiting.size() == 1 ? " is" : "s are") +
+           " waiting in the all-reduce of bucket " + std::to_string(bucket);
+  }
+  return msg;
+}
+
+void Watchdog::loop() {
+  const double poll = std::clamp(o_.hangSeconds / 20, 0.005, 0.05);
+  int64_t lastKey = -1;
+  double lastChange = s_.now();
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::duration<double>(poll), [&] { return stop_; });
+    if (stop_ || fired_.load()) continue;
+    // A fingerprint of every replica's progress: any step, phase or bucket change is progress.
+    int64_t key = 0, done = 0;
+    bool busy = false;
+    for (int r = 0; r < s_.replicas(); ++r) {
+      const ReplicaProgress q = s_.progress(r);
+      key = key * 1000003 + q.stepsDone * 131 + static_cast<int>(q.phase) * 17 + q.bucketsHanded;
+      busy |= q.phase != StepPhase::Idle;
+      done = std::max(done, q.stepsDone);
+    }
+    const double now = s_.now();
+    if (key != lastKey || !busy) {
+      lastKey = key;
+      lastChange = now;
+      continue;
+    }
+    const double limit = o_.hangSeconds * (done == 0 ? o_.firstStepFactor : 1.0);
+    if (now - lastChange < limit) continue;
+    fired_.store(true);
+    const std::string why = diagnose(now - lastChange);
+    lock.unlock();
+    onHang_(why.empty() ? "no replica made progress for " + seconds(now - lastChange) : why);
+    lock.lock();
+  }
+}
+
+std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
+  const int n = static_cast<int>(ev.replicas.size());
+  if (n < 2) return std::nullopt;
+  std::vector<double> arrive, compute;
+  for (const auto& r : ev.replicas) {
+    arrive.push_back(r.start + r.phases.forward + r.phases.backward);
+    compute.push_back(r.phases.forward + r.phases.backward);
+  }
+  compute_.push_back(median(compute));
+  if (static_cast<int>(compute_.size()) > o_.stragglerWindow) compute_.pop_front();
+  for (int r = 0; r < n; ++r) {
+    double others = -1e300;
+    for (int k = 0; k < n; ++k)
+      if (k != r) others = std::max(others, arrive[static_cast<size_t>(k)]);
+    auto& d = late_[static_cast<size_t>(r)];
+    d.push_back(std::max(0.0, arrive[static_cast<size_t>(r)] - others));
+    if (static_cast<int>(d.size()) > o_.stragglerWindow) d.pop_front();
+  }
+  if (static_cast<int>(compute_.size()) < o_.stragglerWindow) return std::nullopt;
+  const double typical = median({compute_.begin(), compute_.end()});
+  std::optional<WatchdogWarning> out;
+  for (int r = 0; r < n; ++r) {
+    const auto& d = late_[static_cast<size_t>(r)];
+    const double late = median({d.begin(), d.end()});
+    const bool straggling = late > o_.stragglerFactor * typical && late > o_.minLateSeconds;
+    if (straggling && !flagged_[static_cast<size_t>(r)] && !out) {
+      flagged_[static_cast<size_t>(r)] = true;
+      const auto& ph = ev.replicas[static_cast<size_t>(r)].phases;
+      WatchdogWarning w;
+      w.replica = r;
+      w.device = s_.options().devices.devices[static_cast<size_t>(r)].label();
+      w.phase = ph.backward >= ph.forward ? "backward" : "forward";
+      w.step = ev.step;
+      w.lateSeconds = late;
+      w.typicalSeconds = typical;
+      w.wallTime = ev.wallTime;
+      char b[256];
+      std::snprintf(b, sizeof b,
+                    "replica %d (%s) is a straggler: it reaches the all-reduce %.1f ms after the others (median of the last %d steps), "
+                    "%.1fx a replica's typical compute time of %.1f ms; the extra time is spent in %s, and every other replica waits for it",
+                    r, w.device.c_str(), late * 1e3, o_.stragglerWindow, typical > 0 ? late / typical : 0.0, typical * 1e3, w.phase.c_str());
+      w.message = b;
+      const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+      if (s_.options().devices.kind == DeviceKind::Cpu && n > cores)
+        w.message += " (" + std::to_string(n) + " simulated devices share " + std::to_string(cores) +
+                     " cores here: the scheduler alone can hold a replica back)";
+      out = w;
+    }
+    if (!straggling && late < 0.5 * o_.stragglerFactor * typical) flagged_[static_cast<size_t>(r)] = false;
+  }
+  return out;
+}
+
+}  // namespace ml

@@ -1,0 +1,207 @@
+// Long runs: a checkpoint file read back bit for bit and refused when damaged; the watchdog's hang
+// diagnosis (an injected hang, a small T) ending the run failed without leaving it stuck; a
+// straggler named with its device and phase; an injected NaN naming its replica; fault specs
+// refused with the reason; an injected kill at its step.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "Error.h"
+#include "TestData.h"
+#include "distribute/Faults.h"
+#include "train/Checkpoint.h"
+#include "train/Trainer.h"
+
+namespace {
+
+ml::Project project(const std::string& devices, int units = 16) {
+  ml::Project p;
+  p.name = "long run test";
+  p.model.inputShape = {12};
+  p.model.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
+  if (units > 16) p.model.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
+  p.model.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  p.data.kind = "spirals";  // not loaded: the tests hand the data in
+  p.training.epochs = 2;
+  p.training.batchSize = 48;
+  p.training.optimizer.name = "adam";
+  p.training.seed = 7;
+  p.distribute.devices = devices;
+  return p;
+}
+
+std::shared_ptr<const ml::DataSplit> data(int64_t n = 480) {
+  auto s = std::make_shared<ml::DataSplit>();
+  s->train = mltest::makeClassification(n);
+  return s;
+}
+
+std::vector<ml::Event> drain(ml::Channel& ch) {
+  std::vector<ml::Event> out;
+  ch.drain(out);
+  return out;
+}
+
+TEST(Checkpoint, RoundTripsEveryFieldAndRefusesADamagedFile) {
+  ml::Checkpoint c;
+  c.runId = 12;
+  c.architecture = {{"input_shape", {2}}, {"layers", nlohmann::json::array()}};
+  c.optimizer = "adam";
+  c.seed = 5;
+  c.shuffleKey = 99;
+  c.globalBatch = 24;
+  c.replicas = 3;
+  c.devices = "cpu:3";
+  c.at.step = 15;
+  c.at.epoch = 2;
+  c.at.stepInEpoch = 5;
+  c.at.lossSum = 1.25;
+  c.at.lastValLoss = 0.5;
+  c.params = {1.5f, -2.0f, 3.25f};
+  c.optimizerSlots = {{0.1f, 0.2f, 0.3f}, {1e-7f, 2e-7f, 3e-7f}};
+  c.optimizerIterations = 15;
+  const std::string path = (std::filesystem::temp_directory_path() / "ml_ckpt_test.mlck").string();
+  const uint64_t sum = ml::saveCheckpoint(c, path);
+  EXPECT_NE(sum, 0u);
+  const ml::Checkpoint r = ml::loadCheckpoint(path);
+  EXPECT_EQ(r.runId, 12);
+  EXPECT_EQ(r.params, c.params);
+  EXPECT_EQ(r.optimizerSlots, c.optimizerSlots);
+  EXPECT_EQ(r.optimizerIterations, 15);
+  EXPECT_EQ(r.at.step, 15);
+  EXPECT_EQ(r.at.stepInEpoch, 5);
+  EXPECT_EQ(r.at.lossSum, 1.25);
+  EXPECT_EQ(r.at.lastValLoss, std::optional<double>(0.5));
+  EXPECT_FALSE(r.at.lastValMetric);
+  EXPECT_EQ(r.architecture, c.architecture);
+  {  // one flipped bit in the parameters
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-30, std::ios::end);
+    char b = 0;
+    f.read(&b, 1);
+    b ^= 0x10;
+    f.seekp(-30, std::ios::end);
+    f.write(&b, 1);
+  }
+  try {
+    ml::loadCheckpoint(path);
+    FAIL() << "a damaged checkpoint was read";
+  } catch (const ml::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("damaged (checksum mismatch)"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Faults, SpecsAreParsedAndBadOnesNamed) {
+  const auto devices = ml::parseDevices("cpu:3");
+  const auto plan = ml::parseFaults({"slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:0@step=20", "kill@step=30"}, devices);
+  EXPECT_DOUBLE_EQ(plan.slowFactor(1), 3.0);
+  EXPECT_DOUBLE_EQ(plan.slowFactor(0), 1.0);
+  EXPECT_EQ(plan.hangReplica, 2);
+  EXPECT_EQ(plan.hangStep, 50);
+  EXPECT_EQ(plan.nanReplica, 0);
+  EXPECT_EQ(plan.nanStep, 20);
+  EXPECT_EQ(plan.killStep, 30);
+  auto refused = [&](const std::string& spec, const std::string& words) {
+    try {
+      ml::parseFaults({spec}, devices);
+      ADD_FAILURE() << spec << " was accepted";
+    } catch (const ml::UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  refused("slow:cpu:7=3x", "'cpu:7' is not one of this run's devices");
+  refused("hang:cpu:1", "hang needs a device and @step=N");
+  refused("slow:cpu:1=0.5x", "factor must be a number from 1 to 1000");
+  refused("melt:cpu:1", "unknown kind 'melt'");
+  refused("kill@step=0", "not a step number");
+}
+
+// T = 0.3 s: the hang at step 5 (the first step's 10x allowance is long over) ends the run failed
+// with the diagnosis, and run() returns: the injected hang is released.
+TEST(Watchdog, AHangStopsTheRunWithAPlainDiagnosis) {
+  auto p = project("cpu:3");
+  p.distribute.hangSeconds = 0.3;
+  p.distribute.faults = {"hang:cpu:2@step=5"};
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::Trainer t(p, data(), hub);
+  const ml::RunFinished f = t.run();
+  EXPECT_EQ(f.status, ml::RunStatus::Failed);
+  EXPECT_NE(f.message.find("replica 2 (cpu:2) has not finished backward of step 5 for "), std::string::npos) << f.message;
+  EXPECT_NE(f.message.find("the other 2 replicas are waiting in the all-reduce of bucket 1"), std::string::npos) << f.message;
+  EXPECT_LE(f.steps, 5);
+  bool tagged = false;
+  for (const auto& e : drain(*ch))
+    if (const auto* s = std::get_if<ml::RunStarted>(&e)) tagged = s->tags == std::vector<std::string>{"fault injected"};
+  EXPECT_TRUE(tagged);
+}
+
+// A replica whose compute takes 6x longer arrives at the all-reduce ~5 compute times late: the
+// warning names it, its device and the phase its extra time is in; the fast replicas' waiting
+// share shows it.
+TEST(Watchdog, AStragglerIsNamedWithItsDeviceAndPhase) {
+  auto p = project("cpu:2", 256);  // a few ms of compute per step: lateness well above scheduling noise
+  p.training.epochs = 8;
+  p.training.batchSize = 480;
+  p.distribute.faults = {"slow:cpu:1=6x"};
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  o.maxSteps = 10;
+  ml::Trainer t(p, data(960), hub, o);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  std::vector<ml::WatchdogWarning> warnings;
+  double wait0 = 0, wait1 = 0;
+  for (const auto& e : drain(*ch)) {
+    if (const auto* w = std::get_if<ml::WatchdogWarning>(&e)) warnings.push_back(*w);
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) {
+      wait0 += s->replicas[0].phases.wait;
+      wait1 += s->replicas[1].phases.wait;
+    }
+  }
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].replica, 1);
+  EXPECT_EQ(warnings[0].device, "cpu:1");
+  EXPECT_EQ(warnings[0].phase, "backward");
+  EXPECT_GT(warnings[0].lateSeconds, warnings[0].typicalSeconds);
+  EXPECT_NE(warnings[0].message.find("replica 1 (cpu:1) is a straggler"), std::string::npos) << warnings[0].message;
+  EXPECT_GT(wait0, 3 * wait1) << "the fast replica waits for the slow one";
+}
+
+TEST(Faults, AnInjectedNanNamesItsReplicaAndStep) {
+  auto p = project("cpu:3");
+  p.distribute.faults = {"nan:cpu:1@step=4"};
+  ml::TelemetryHub hub;
+  ml::Trainer t(p, data(), hub);
+  const ml::RunFinished f = t.run();
+  EXPECT_EQ(f.status, ml::RunStatus::Diverged);
+  EXPECT_EQ(f.steps, 4);
+  EXPECT_NE(f.message.find("non-finite gradient at step 4 (epoch 1) on replica 1 (cpu:1) (an injected nan fault)"), std::string::npos)
+      << f.message;
+}
+
+TEST(Faults, AnInjectedKillHappensAfterItsStep) {
+  auto p = project("cpu:2");
+  p.distribute.faults = {"kill@step=7"};
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  int64_t killedAfter = -1;
+  ml::Trainer* self = nullptr;
+  o.onKill = [&] {
+    killedAfter = 0;
+    self->requestCancel();  // the test stands in for the dying process
+  };
+  ml::Trainer t(p, data(), hub, o);
+  self = &t;
+  t.run();
+  for (const auto& e : drain(*ch))
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) killedAfter = killedAfter >= 0 ? s->step : killedAfter;
+  EXPECT_EQ(killedAfter, 7);
+}
+
+}  // namespace
