@@ -2,7 +2,10 @@
 #include "backend/cpu/CpuBackend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+
+#include "Error.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -16,7 +19,7 @@ double seconds() {
 
 CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
                        const OptimizerSpec& optimizer, int blasThreads)
-    : loss_(loss), metric_(metric), blasThreads_(blasThreads) {
+    : loss_(loss), metric_(metric), optimizer_(optimizer), blasThreads_(blasThreads) {
   openblas_set_num_threads(blasThreads_);
   for (Sequential* m : hosts) {
     auto r = std::make_unique<Replica>();
@@ -102,7 +105,38 @@ void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gr
   Replica& p = rep(r);
   const size_t at = static_cast<size_t>(offset), len = static_cast<size_t>(count);
   const float* g = rep(from).model->grads().data() + at;
-  p.opt->update(at, p.model->params().subspan(at, len), std::span<const float>(g, len), gradScale);
+  size_t state = at;
+  if (!p.stateAt.empty()) {  // sharded: where this owned range's state starts in the compact slots
+    auto it = std::upper_bound(p.stateAt.begin(), p.stateAt.end(), std::pair{offset, INT64_MAX});
+    if (it == p.stateAt.begin()) throw UserError("internal: update of a range this replica does not own");
+    --it;
+    state = static_cast<size_t>(it->second + (offset - it->first));
+  }
+  p.opt->update(state, p.model->params().subspan(at, len), std::span<const float>(g, len), gradScale);
+}
+
+// Each replica's optimizer is remade over its owned ranges alone, laid end to end: 1/N of the
+// state (Adam's m and v) per replica. Done before the first step, so no state is lost.
+std::string CpuBackend::shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) {
+  for (size_t r = 0; r < reps_.size(); ++r) {
+    Replica& p = *reps_[r];
+    std::vector<GradBucket> ranges = owned[r];
+    std::sort(ranges.begin(), ranges.end(), [](const GradBucket& a, const GradBucket& b) { return a.offset < b.offset; });
+    p.stateAt.clear();
+    int64_t total = 0;
+    for (const GradBucket& b : ranges) {
+      p.stateAt.emplace_back(b.offset, total);
+      total += b.count;
+    }
+    p.opt = Optimizer::make(optimizer_, total);
+    if (p.stateAt.empty()) p.stateAt.emplace_back(INT64_MAX, 0);  // owns nothing: still sharded
+  }
+  return {};
+}
+
+void CpuBackend::gatherParameters(int r, int64_t offset, int64_t count, int from) {
+  const float* src = rep(from).model->params().data() + offset;
+  std::copy(src, src + count, rep(r).model->params().data() + offset);
 }
 
 ReplicaSums CpuBackend::finishStep(int r, int) { return rep(r).sums; }

@@ -39,6 +39,8 @@ class CpuBackend : public Backend {
   void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
   ReplicaSums finishStep(int r, int micro) override;
+  std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) override;
+  void gatherParameters(int r, int64_t offset, int64_t count, int from) override;
   ReplicaTimes times(int r, int micro) override;
   void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
@@ -46,6 +48,8 @@ class CpuBackend : public Backend {
   struct Replica {
     Sequential* model = nullptr;
     std::unique_ptr<Optimizer> opt;
+    // Sharded: (start in the flat buffer, start in the optimizer's state) of each owned range, by start.
+    std::vector<std::pair<int64_t, int64_t>> stateAt;
     std::vector<float> x, y;       // staged inputs and targets
     std::vector<int64_t> ids;      // global sample ids of the staged rows
     int64_t targetDim = 1;
@@ -59,6 +63,7 @@ class CpuBackend : public Backend {
   std::vector<std::unique_ptr<Replica>> reps_;
   Loss loss_;
   MetricKind metric_;
+  OptimizerSpec optimizer_;
   int blasThreads_ = 1;
 };
 
