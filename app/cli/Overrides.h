@@ -23,6 +23,7 @@ struct Overrides {
   std::optional<double> warmupEpochs;
   std::optional<int> accumulate, threadsPerDevice;
   std::optional<int64_t> bucketKb, lrReferenceBatch;
+  bool shardOptimizer = false;
 
   void addTo(CLI::App* cmd, bool training);
   void apply(ml::Project& p) const;

@@ -101,7 +101,8 @@ class Backend {
   // the flat buffer; update() is then called on exactly those, with from == r). Returns "" when
   // the backend can, else why not, in words for the user.
   virtual std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& /*owned*/) {
-    return "the sharded optimizer update runs on CPU devices only (" + name() + " devices update in full)";
+    return "distribute.shard_optimizer: the sharded optimizer update runs on CPU devices only; turn it off (no "
+           "--shard-optimizer) to train on " + name() + " devices";
   }
   // The all-gather: copies replica `from`'s parameters [offset, offset + count) into replica r's.
   virtual void gatherParameters(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) {}

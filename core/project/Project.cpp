@@ -131,6 +131,7 @@ json Project::toJson() const {
   };
   // Written only when set, so that files which rely on the default keep their exact text.
   if (training.lrReferenceBatch > 0) out["training"]["lr_reference_batch"] = training.lrReferenceBatch;
+  if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
   return out;
 }
 
@@ -234,11 +235,12 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("distribute")) {
     const json& d = j.at("distribute");
-    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device"});
+    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device", "shard_optimizer"});
     r.get(d, "distribute", "devices", p.distribute.devices, "a device list such as \"cpu:2\"");
     r.get(d, "distribute", "allreduce", p.distribute.allreduce, "ring or reduce-to-one");
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
+    r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
   }
   validate(p, source);
   return p;

@@ -35,6 +35,7 @@ struct DistributeSpec {
   std::string allreduce = "ring";     // ring | reduce-to-one | nccl
   int64_t bucketBytes = 1 << 20;      // gradient bucket size for the all-reduce
   int threadsPerDevice = 0;           // BLAS threads of a single simulated device (0 = every core); several: 1 each
+  bool shardOptimizer = false;        // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
 };
 
 struct Project {

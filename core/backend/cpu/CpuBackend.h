@@ -9,6 +9,7 @@
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
+#include "nn/ThreadTeam.h"
 
 namespace ml {
 
@@ -65,6 +66,8 @@ class CpuBackend : public Backend {
   MetricKind metric_;
   OptimizerSpec optimizer_;
   int blasThreads_ = 1;
+  // One replica on several cores: its team (BLAS then runs single-threaded inside each task).
+  std::unique_ptr<ThreadTeam> team_;
 };
 
 }  // namespace ml

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "TestData.h"
@@ -299,4 +300,29 @@ TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
   }
   auto one = makeStrategy(1, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, true);
   EXPECT_FALSE(one->shardedOptimizer());  // one replica owns everything: nothing to gather
+}
+
+// One replica on two or three threads (its own team: layers split their work, Dense backward's
+// GEMMs side by side or split, the optimizer by ranges) gives the weights of one thread to float
+// rounding (a GEMM split across threads sums in another order), the same bits on every run.
+TEST(OneReplicaOnATeam, GivesTheWeightsOfOneThread) {
+  auto run = [](const std::string& opt, int threads) {
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices("cpu:1");
+    so.threadsPerDevice = threads;
+    ml::MirroredStrategy s(makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false),
+                           ml::MetricKind::Accuracy, optimizer(opt), so);
+    s.initialize(11);
+    EXPECT_EQ(s.threadPolicy().find("splits its work") != std::string::npos, threads > 1) << s.threadPolicy();
+    return train(s, data(), 100, 3);
+  };
+  for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
+    const auto want = run(opt, 1);
+    for (int threads : {2, 3}) {
+      const auto w = run(opt, threads);
+      EXPECT_LT(relDiff(w, want), 1e-5) << opt << ", " << threads << " threads";
+      const auto again = run(opt, threads);
+      EXPECT_EQ(std::memcmp(w.data(), again.data(), w.size() * sizeof(float)), 0) << opt << ", " << threads << " threads, twice";
+    }
+  }
 }
