@@ -3,6 +3,7 @@
 # data, model, initialisation scheme, optimizer, batch and epochs; prints ratios and GFLOP/s
 # against the 2-thread sgemm peak measured in the same run.
 #   bench/e2e/compare.sh [EPOCHS] [ROUNDS]     (needs python3-torch: scripts/deps.sh python3-torch)
+#   MODELS=wide bench/e2e/compare.sh 3 2       (only the large MLP)
 # The runners are interleaved in ROUNDS rounds (default 3), each round also measuring the sgemm
 # 2048^3 peak on 1 and 2 threads; every figure is the median over the rounds (each round's value
 # the median of its epochs after the first), with the spread (min-max) beside it, and the load.
@@ -45,7 +46,7 @@ for round in $(seq 1 "$ROUNDS"); do
   rec "$round" load1 "$(cut -d' ' -f1 /proc/loadavg)"
   rec "$round" peak2 "$(measure_peak 2)"
   rec "$round" peak1 "$(measure_peak 1)"
-  for m in default wide; do
+  for m in ${MODELS:-default wide}; do
     if [ $m = default ]; then proj=projects/fashion-mlp.json; args=(--hidden 128 --batch 128)
     else proj=bench/e2e/wide-mlp.json; args=(--hidden 512 512 --batch 256); fi
     # A different order each round, so no runner always follows the same neighbour.
@@ -82,6 +83,7 @@ names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 pr
          "ml2": "mirrorlab cpu:2 (1 core each)", "ml2s": "mirrorlab cpu:2 --shard-optimizer", "ml1c": "mirrorlab cpu:1 x 1 thread"}
 print("\n%-20s %-36s %9s %15s %9s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak"))
 for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256")):
+    if not v.get("torch-" + m): continue  # MODELS left it out
     t = med("torch-" + m)
     for r in ("torch", "ddp", "ml1", "ml2", "ml2s", "ml1c"):
         k = r + "-" + m; x = med(k)
