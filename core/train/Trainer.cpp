@@ -378,7 +378,8 @@ RunFinished Trainer::run() {
         ev.wallTime = t2;
         for (auto& rs : r.replicas) {
           rs.start -= static_cast<double>(pausedNs_) * 1e-9;  // the strategy's clock runs on through pauses
-          arTime += rs.phases.allreduce;
+          // The sharded update's all-gather is the all-reduce's second half, moved after the update.
+          arTime += rs.phases.allreduce + rs.phases.allgather;
           waitTime += rs.phases.wait;
           allTime += rs.phases.total();
           utilCompute[static_cast<size_t>(rs.replica)] += rs.phases.compute();
