@@ -141,7 +141,7 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   setRole(shareNumbers_, "caption");
   auto* phaseLegend = new QLabel(body);
   QStringList parts;
-  for (Phase p : {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer})
+  for (Phase p : {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer, Phase::AllGather})
     parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
   phaseLegend->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));
   phaseLegend->setWordWrap(true);

@@ -105,6 +105,18 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
     p.distribute.bucketBytes = static_cast<int64_t>(kib) * 1024;
     doc_->edit(tr("Change bucket size"), p, QStringLiteral("bucket"));
   });
+  shard_ = new QCheckBox(tr("Shard the optimizer update (ZeRO stage 1)"), ar);
+  shard_->setObjectName(QStringLiteral("shardOptimizer"));
+  shard_->setToolTip(tr("Each replica updates only the 1/N of the parameters whose summed gradient it owns after the "
+                        "reduce-scatter, keeping 1/N of the optimizer state (Adam's m and v); the updated parameters "
+                        "are then all-gathered. CPU devices."));
+  av->addWidget(shard_);
+  connect(shard_, &QCheckBox::toggled, this, [this](bool on) {
+    if (refreshing_) return;
+    ml::Project p = doc_->project();
+    p.distribute.shardOptimizer = on;
+    doc_->edit(on ? tr("Shard the optimizer") : tr("Update the whole model on every replica"), p);
+  });
   v->addWidget(ar);
 
   path_ = new QLabel(page);
@@ -196,6 +208,8 @@ void DevicesView::refresh() {
     if (b->property("algo").toString() == QLatin1String("nccl")) b->setEnabled(!report_.gpus.empty());
   }
   bucket_->setValue(static_cast<int>(d.bucketBytes / 1024));
+  shard_->setChecked(d.shardOptimizer);
+  shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
   const int n = gpu ? 0 : cpuCount_->value();
   QStringList chips;
   for (int i = 0; i < n; ++i)
@@ -214,7 +228,12 @@ void DevicesView::refresh() {
     QString why = gpu ? tr("on the GPUs ticked above") : report_.gpus.empty() && probed_
                                                              ? tr("because no GPU is available")
                                                              : tr("because no GPU is ticked");
-    path_->setText(tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce)));
+    QString plan = tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
+    if (d.shardOptimizer && list.size() > 1)
+      plan += gpu ? tr(" The sharded optimizer update runs on CPU devices only: untick it to train on GPUs.")
+                  : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "
+                       "parameters are all-gathered.").arg(list.size());
+    path_->setText(plan);
   }
   refreshing_ = false;
 }

@@ -45,6 +45,7 @@ class DevicesView : public QWidget {
   QLabel* chips_;
   QButtonGroup* algo_;
   QSpinBox* bucket_;
+  QCheckBox* shard_;
   QLabel* path_;
 };
 

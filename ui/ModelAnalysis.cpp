@@ -8,6 +8,7 @@
 
 #include "Error.h"
 #include "backend/DeviceList.h"
+#include "distribute/MirroredStrategy.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 
@@ -111,7 +112,23 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
     a.totalParams = m.paramCount();
     a.outputShape = ml::shapeToString(m.outputShape());
     a.paramBytes = a.gradBytes = static_cast<double>(a.totalParams) * sizeof(float);
-    a.optimizerBytes = a.paramBytes * a.optimizerSlots;
+    // Sharded, each replica keeps the state of its own chunks only: the largest share, exactly as
+    // the strategy allocates it (the shares differ by a few floats where chunks are uneven).
+    a.optimizerParams = a.totalParams;
+    try {
+      ml::StrategyOptions so;
+      so.devices = ml::parseDevices(p.distribute.devices);
+      so.bucketBytes = p.distribute.bucketBytes;
+      so.shardOptimizer = p.distribute.shardOptimizer && so.devices.kind == ml::DeviceKind::Cpu;
+      a.shardedOptimizer = so.shardOptimizer && so.devices.size() > 1;
+      if (a.shardedOptimizer) {
+        a.optimizerParams = 0;
+        for (int r = 0; r < so.devices.size(); ++r) a.optimizerParams = std::max(a.optimizerParams, ml::optimizerShare(m, so, r));
+      }
+    } catch (const ml::UserError&) {
+      // A bad device list is named on the Devices screen; the summary counts the whole state.
+    }
+    a.optimizerBytes = static_cast<double>(a.optimizerParams) * sizeof(float) * a.optimizerSlots;
     a.activationBytes = static_cast<double>(m.activationBytes(a.perReplicaBatch));
     return a;
   } catch (const ml::UserError& e) {

@@ -30,6 +30,8 @@ struct ModelAnalysis {
   std::vector<std::string> deviceLabels;  // "cpu:0", ...
   int64_t perReplicaBatch = 0;
   int optimizerSlots = 0;
+  bool shardedOptimizer = false;  // ZeRO stage 1 over several replicas: optimizerBytes is one replica's share
+  int64_t optimizerParams = 0;    // parameters whose optimizer state the fullest replica keeps
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0;
   double totalBytes() const { return paramBytes + gradBytes + optimizerBytes + activationBytes; }
 };

@@ -410,14 +410,15 @@ void ModelBuilderView::refreshSummary() {
   const auto& opt = doc_->project().training.optimizer;
   memory_->setText(
       tr("<b>Memory per replica</b> at batch %1 (%2): weights %3 + gradients %4 + optimizer state %5 "
-         "(%6, %7 slot%8) + activations %9 = <b>%10</b>")
+         "(%6, %7 slot%8%11) + activations %9 = <b>%10</b>")
           .arg(a.perReplicaBatch)
           .arg(a.replicas == 1 ? tr("1 replica") : tr("%1 replicas").arg(a.replicas))
           .arg(q(ml::formatBytes(a.paramBytes)), q(ml::formatBytes(a.gradBytes)), q(ml::formatBytes(a.optimizerBytes)),
                q(opt.name))
           .arg(a.optimizerSlots)
           .arg(a.optimizerSlots == 1 ? QString() : QStringLiteral("s"))
-          .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes()))));
+          .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes())),
+               a.shardedOptimizer ? tr(", sharded: 1/%1 per replica").arg(a.replicas) : QString()));
 }
 
 void ModelBuilderView::updateButtons() {

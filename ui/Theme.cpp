@@ -37,6 +37,7 @@ QColor phaseColor(Phase p) {
     case Phase::AllReduce: return QColor(0xF0, 0xA2, 0x02);
     case Phase::Wait: return QColor(0xC4, 0xCA, 0xD3);
     case Phase::Optimizer: return QColor(0x93, 0x6F, 0xC9);
+    case Phase::AllGather: return QColor(0xD9, 0x6C, 0x3B);
   }
   return Qt::gray;
 }
@@ -48,6 +49,7 @@ QString phaseName(Phase p) {
     case Phase::AllReduce: return QStringLiteral("all-reduce");
     case Phase::Wait: return QStringLiteral("wait");
     case Phase::Optimizer: return QStringLiteral("optimizer");
+    case Phase::AllGather: return QStringLiteral("all-gather");
   }
   return {};
 }

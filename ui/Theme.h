@@ -15,7 +15,7 @@ class QVBoxLayout;
 
 namespace mlui {
 
-enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer };
+enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer, AllGather };
 
 QColor deviceColor(int device);
 QColor phaseColor(Phase p);

@@ -41,6 +41,8 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
   so.devices = ml::parseDevices(p.distribute.devices);
   so.allreduce = p.distribute.allreduce;
   so.threadsPerDevice = p.distribute.threadsPerDevice;
+  so.bucketBytes = p.distribute.bucketBytes;
+  so.shardOptimizer = p.distribute.shardOptimizer;
   const auto loss = ml::Loss::make(p.training.loss, p.training.fromLogits);
   const auto metric = p.training.metrics.empty() ? (loss.isClassification() ? ml::MetricKind::Accuracy : ml::MetricKind::MeanAbsoluteError)
                                                  : ml::parseMetric(p.training.metrics.front());

@@ -66,6 +66,9 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(positiveWhole());
   c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
   c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(positiveWhole());
+  c->add_flag("--shard-optimizer", shardOptimizer,
+              "Sharded optimizer update (ZeRO stage 1): each replica updates 1/N of the parameters and keeps 1/N of the "
+              "optimizer state, then the parameters are all-gathered (CPU devices)");
 }
 
 void Overrides::apply(ml::Project& p) const {
@@ -97,6 +100,7 @@ void Overrides::apply(ml::Project& p) const {
     p.distribute.bucketBytes = *bucketKb * 1024;
   }
   if (threadsPerDevice) p.distribute.threadsPerDevice = *threadsPerDevice;
+  if (shardOptimizer) p.distribute.shardOptimizer = true;
   if (dataPath) p.data.path = *dataPath;
   if (checkpointEvery) ml::parseCheckpointEvery(*checkpointEvery, p.training.checkpointEvery, p.training.checkpointInSteps);
   if (checkpointKeep) p.training.checkpointKeep = *checkpointKeep;

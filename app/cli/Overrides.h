@@ -28,6 +28,7 @@ struct Overrides {
   std::optional<int> checkpointKeep;
   std::optional<double> hangSeconds, stragglerFactor;
   std::vector<std::string> inject;
+  bool shardOptimizer = false;
 
   void addTo(CLI::App* cmd, bool training);
   void apply(ml::Project& p) const;

@@ -1,12 +1,17 @@
 // Microbenchmarks of the main kernels at the shapes of the example models: Dense forward and
 // backward, fused softmax-cross-entropy, the optimizer step, and raw sgemm as the ceiling.
 // GFLOP/s are reported as counters so they can be read against the sgemm peak of the same run.
+// Dense runs as one replica does: on T > 1 threads a ThreadTeam splits the work (BLAS single-
+// threaded per part); the fifth argument picks backward's plan (0 = the one choosePlan() takes by
+// shape, 1 = each GEMM split, 2 = the two GEMMs side by side, 3 = no team: OpenBLAS' own threads,
+// the old way), and the label states the plan that ran and the one Auto chooses.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
+#include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -37,10 +42,31 @@ struct DenseFixture {
   }
 };
 
-void threads(benchmark::State& s) { openblas_set_num_threads(static_cast<int>(s.range(3))); }
+// The threads of the run: a team of range(3) with single-threaded BLAS, or (mode 3) OpenBLAS' pool.
+struct Threads {
+  std::unique_ptr<ml::ThreadTeam> team;
+  std::unique_ptr<ml::ThreadTeam::Scope> scope;
+  Threads(benchmark::State& s, bool backward) {
+    const int t = static_cast<int>(s.range(3));
+    const int64_t mode = s.range(4);
+    const bool pool = mode == 3 || t == 1;
+    openblas_set_num_threads(pool ? t : 1);
+    if (!pool) {
+      team = std::make_unique<ml::ThreadTeam>(t);
+      scope = std::make_unique<ml::ThreadTeam::Scope>(team.get());
+    }
+    using P = ml::Dense::BackwardPlan;
+    ml::Dense::forcePlan(mode == 1 ? P::Split : mode == 2 ? P::SideBySide : P::Auto);
+    const P chosen = ml::Dense::choosePlan(s.range(0), s.range(1), s.range(2), t);
+    const char* names[] = {"auto", "split", "side-by-side", "openblas-threads"};
+    const bool choice = backward && t > 1 && mode != 3;
+    s.SetLabel(std::string(names[mode]) + (choice ? std::string("; auto chooses ") + (chosen == P::SideBySide ? "side-by-side" : "split") : ""));
+  }
+  ~Threads() { ml::Dense::forcePlan(ml::Dense::BackwardPlan::Auto); }
+};
 
 void BM_DenseForward(benchmark::State& s) {
-  threads(s);
+  Threads th(s, false);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
   for (auto _ : s) f.d.forward(f.x.data(), f.y.data(), s.range(2), ctx);
@@ -49,7 +75,7 @@ void BM_DenseForward(benchmark::State& s) {
 }
 
 void BM_DenseBackward(benchmark::State& s) {
-  threads(s);
+  Threads th(s, true);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
   f.d.forward(f.x.data(), f.y.data(), s.range(2), ctx);
@@ -99,14 +125,17 @@ void BM_OptimizerStep(benchmark::State& s, const char* name) {
 
 }  // namespace
 
-// {in, out, batch, BLAS threads}: the default MLP (784-128, 128-10 at 128) and 784-512-512-10 at 256.
+// {in, out, batch, threads, mode}: the default MLP (784-128, 128-10 at 128) and 784-512-512-10 at 256;
+// on 2 threads every plan, so the choice is read off the same run.
 #define DENSE_SHAPES(B)                                                                                                     \
-  B->Args({784, 128, 128, 1})->Args({784, 128, 128, 2})->Args({128, 10, 128, 1})->Args({784, 512, 256, 1})               \
-      ->Args({784, 512, 256, 2})->Args({512, 512, 256, 1})->Args({512, 512, 256, 2})->Args({512, 10, 256, 1})             \
-      ->Args({784, 512, 128, 1})->Args({512, 512, 128, 1})
-DENSE_SHAPES(BENCHMARK(BM_DenseForward));
-DENSE_SHAPES(BENCHMARK(BM_DenseBackward));
-BENCHMARK(BM_Sgemm)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond);
+  B->Args({784, 128, 128, 1, 0})->Args({128, 10, 128, 1, 0})->Args({784, 512, 256, 1, 0})->Args({512, 512, 256, 1, 0})   \
+      ->Args({512, 10, 256, 1, 0})->Args({784, 512, 128, 1, 0})->Args({512, 512, 128, 1, 0})                             \
+      ->ArgsProduct({{784}, {128}, {128}, {2}, {0, 1, 2, 3}})->ArgsProduct({{784, 512}, {512}, {256}, {2}, {0, 1, 2, 3}}) \
+      ->ArgsProduct({{512}, {10}, {256}, {2}, {0, 1, 2, 3}})->ArgsProduct({{2048}, {2048}, {512}, {2}, {0, 1, 2, 3}})
+// Wall time: on several threads the caller's CPU time alone would flatter every figure.
+DENSE_SHAPES(BENCHMARK(BM_DenseForward)->UseRealTime());
+DENSE_SHAPES(BENCHMARK(BM_DenseBackward)->UseRealTime());
+BENCHMARK(BM_Sgemm)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SoftmaxCrossEntropy)->Arg(128)->Arg(256);
 BENCHMARK_CAPTURE(BM_OptimizerStep, adam, "adam")->Arg(101770)->Arg(669706);
 BENCHMARK_CAPTURE(BM_OptimizerStep, sgd_momentum, "sgd")->Arg(101770)->Arg(669706);

@@ -99,6 +99,17 @@ class Backend {
   virtual void update(int r, int64_t offset, int64_t count, int from, float gradScale) = 0;
   // After the update: the step's sums (waits for the device).
   virtual ReplicaSums finishStep(int r, int micro) = 0;
+
+  // ---- the sharded optimizer update (ZeRO stage 1) ----
+  // Before the first step: replica r keeps optimizer state only for owned[r] (disjoint ranges of
+  // the flat buffer; update() is then called on exactly those, with from == r). Returns "" when
+  // the backend can, else why not, in words for the user.
+  virtual std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& /*owned*/) {
+    return "distribute.shard_optimizer: the sharded optimizer update runs on CPU devices only; turn it off (no "
+           "--shard-optimizer) to train on " + name() + " devices";
+  }
+  // The all-gather: copies replica `from`'s parameters [offset, offset + count) into replica r's.
+  virtual void gatherParameters(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) {}
   virtual ReplicaTimes times(int r, int micro) = 0;
 
   // ---- evaluation: forward of the staged rows, loss and metric sums; outputs (rows, k) to the host

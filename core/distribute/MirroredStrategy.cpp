@@ -51,7 +51,8 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     hosts.push_back(rep->model.get());
     replicas_.push_back(std::move(rep));
   }
-  makeBuckets();
+  const int64_t params = replicas_[0]->model->paramCount();
+  buckets_ = gradientBuckets(replicas_[0]->model->paramRanges(), options_.bucketBytes);
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -59,8 +60,17 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
   spins_ = spinBudget(n);
   collective_ = makeCollective();
-  if (n > 1 && buckets_.size() > 1) units_ = buckets_;
-  else units_ = {{0, replicas_[0]->model->paramCount(), 0}};
+  units_ = updateUnits(buckets_, params, n);
+  if (options_.shardOptimizer && n > 1) {
+    std::vector<std::vector<GradBucket>> owned;
+    for (auto& rep : replicas_) {
+      rep->owned = ownedRanges(units_, rep->rank, n);
+      owned.push_back(rep->owned);
+    }
+    if (std::string why = backend_->shardOptimizer(owned); !why.empty()) throw UserError(why);
+    sharded_ = true;
+    updated_ = std::make_unique<SpinBarrier>(n);
+  }
   // One compute thread per replica but the first, which runs on the caller's thread.
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
@@ -68,11 +78,9 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   }
 }
 
-// Buckets in backward order: from the last layer's parameters towards the first, cut at
-// bucketBytes; a bucket is complete when the lowest layer it touches has finished backward.
-void MirroredStrategy::makeBuckets() {
-  const auto& ranges = replicas_[0]->model->paramRanges();
-  const int64_t cap = std::max<int64_t>(1, options_.bucketBytes / static_cast<int64_t>(sizeof(float)));
+std::vector<GradBucket> gradientBuckets(const std::vector<Sequential::ParamRange>& ranges, int64_t bucketBytes) {
+  std::vector<GradBucket> buckets;
+  const int64_t cap = std::max<int64_t>(1, bucketBytes / static_cast<int64_t>(sizeof(float)));
   int64_t curEnd = -1, curStart = -1;
   size_t curLayer = 0;
   for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
@@ -85,12 +93,41 @@ void MirroredStrategy::makeBuckets() {
       curLayer = it->layer;
       hi = lo;
       if (curEnd - curStart >= cap) {
-        buckets_.push_back({curStart, curEnd - curStart, curLayer});
+        buckets.push_back({curStart, curEnd - curStart, curLayer});
         curEnd = -1;
       }
     }
   }
-  if (curEnd >= 0) buckets_.push_back({curStart, curEnd - curStart, curLayer});
+  if (curEnd >= 0) buckets.push_back({curStart, curEnd - curStart, curLayer});
+  return buckets;
+}
+
+std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int64_t paramCount, int replicas) {
+  if (replicas > 1 && buckets.size() > 1) return buckets;
+  return {{0, paramCount, 0}};
+}
+
+std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int n) {
+  std::vector<GradBucket> out;
+  for (const GradBucket& u : units) {
+    const size_t len = static_cast<size_t>(u.count);
+    for (int c = 0; c < n; ++c) {
+      const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
+      if (a != b && AllReduce::chunkOwner(c, n) == replica)
+        out.push_back({u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), u.readyAfterLayer});
+    }
+  }
+  return out;
+}
+
+int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, int replica) {
+  const int n = options.devices.size();
+  const int64_t p = model.paramCount();
+  if (!options.shardOptimizer || n == 1) return p;
+  const auto units = updateUnits(gradientBuckets(model.paramRanges(), options.bucketBytes), p, n);
+  int64_t total = 0;
+  for (const GradBucket& b : ownedRanges(units, replica, n)) total += b.count;
+  return total;
 }
 
 // One replica: nothing to reduce. A backend with its own device collective (NCCL, the logical-GPU
@@ -270,6 +307,14 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   }
   enter(r, StepPhase::Optimizer);
   guarded(r, [&] { applyUpdate(r, job); });
+  r.gather = 0;
+  if (sharded_) {
+    // Every replica passes the barrier, even one whose update failed, so nobody waits forever.
+    const double t = now();
+    updated_->arriveAndWait();
+    if (!failure_.failed()) guarded(r, [&] { gatherParameters(r); });
+    r.gather = now() - t;
+  }
   guarded(r, [&] { collectStep(r, job); });
   r.stepsDone.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
   enter(r, StepPhase::Idle);
@@ -316,12 +361,16 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
 
 // Every replica applies the whole update. After a scattering collective it reads each chunk's
 // summed gradient from its owner (the same bits for everyone); the owners' buffers stay untouched
-// until the next step starts, which waits for every replica to finish this one.
+// until the next step starts, which waits for every replica to finish this one. Sharded, each
+// replica updates only the chunks it owns (their sums are in its own buffer after the ring's
+// reduce-scatter, and the same bits in everyone's after reduce-to-one).
 void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
   const int n = replicas();
   backend_->mark(r.rank, Mark::CommEnd);
   backend_->beginUpdate(r.rank, job.lr);
-  if (collective_->scatters()) {
+  if (sharded_) {
+    for (const GradBucket& u : r.owned) backend_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
+  } else if (collective_->scatters()) {
     for (const GradBucket& u : units_) {
       const size_t len = static_cast<size_t>(u.count);
       for (int c = 0; c < n; ++c) {
@@ -335,6 +384,21 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
     backend_->update(r.rank, 0, replicas_[0]->model->paramCount(), r.rank, job.gradScale);
   }
   backend_->mark(r.rank, Mark::UpdateEnd);
+}
+
+// The all-gather: every chunk this replica does not own is copied from its owner, who has updated
+// it (the barrier before this call); nobody writes parameters again before the next step's update.
+void MirroredStrategy::gatherParameters(Replica& r) {
+  const int n = replicas();
+  for (const GradBucket& u : units_) {
+    const size_t len = static_cast<size_t>(u.count);
+    for (int c = 0; c < n; ++c) {
+      const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
+      const int owner = AllReduce::chunkOwner(c, n);
+      if (a == b || owner == r.rank) continue;
+      backend_->gatherParameters(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), owner);
+    }
+  }
 }
 
 // The step's sums and times. Checked on the local (pre-reduce) values, so the replica where a
@@ -355,6 +419,7 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   const ReplicaTimes t = backend_->times(r.rank, job.accumulate);
   r.inlineComm = collective_->inlineSeconds(r.rank);
   r.phases = t.phases;
+  r.phases.allgather = r.gather;
   r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
   r.backwardEnd = r.start + t.backwardEnd;
   r.commEnd = replicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates

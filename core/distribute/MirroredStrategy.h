@@ -38,6 +38,9 @@ struct StrategyOptions {
   int64_t bucketBytes = 1 << 20;
   BucketComm bucketComm = BucketComm::Auto;
   int threadsPerDevice = 0;  // BLAS threads of a single simulated device; 0 = every core (several: 1 each)
+  // ZeRO stage 1: each replica updates only the chunks of the summed gradient it owns and keeps
+  // optimizer state for those alone; the updated parameters are then all-gathered.
+  bool shardOptimizer = false;
 };
 
 // Where a replica is in its step, published by the replica's own thread (relaxed atomics: one
@@ -75,6 +78,18 @@ struct Shard {
 };
 Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replicas);
 
+// The gradient buckets of a model: from the last layer's parameters towards the first, cut at
+// bucketBytes; a bucket is complete once the lowest layer it touches has finished backward.
+std::vector<GradBucket> gradientBuckets(const std::vector<Sequential::ParamRange>& ranges, int64_t bucketBytes);
+// What one collective call covers for n replicas: each bucket when there are several, else the whole buffer.
+std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int64_t paramCount, int replicas);
+// Replica r's share under the sharded update: chunk c of every unit whose owner (the replica the
+// ring's reduce-scatter leaves its sum with) is r.
+std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int replicas);
+// Parameters whose optimizer state replica r keeps with these options: all of them, or its share
+// when the update is sharded. The figure the model summary shows, computed as the strategy allocates.
+int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, int replica);
+
 class MirroredStrategy {
  public:
   MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
@@ -99,6 +114,7 @@ class MirroredStrategy {
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
+  bool shardedOptimizer() const { return sharded_; }
   bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
   bool bucketsInline() const { return collective_->inlineBuckets(); }
 
@@ -140,12 +156,13 @@ class MirroredStrategy {
     bool finite = true;
     std::string badWhat;
     PhaseTimes phases;
-    double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0;
     double lastBackward = 0;  // seconds of the last backward, without injected delays
     // progress, for the watchdog
     std::atomic<int64_t> stepsDone{0}, step{0};
     std::atomic<int> phase{0}, bucketsHanded{0};
     std::atomic<int64_t> phaseSinceNs{0};
+    double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0;
+    std::vector<GradBucket> owned;  // sharded: the ranges this replica updates
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -159,7 +176,6 @@ class MirroredStrategy {
     float* outputs = nullptr;
   };
 
-  void makeBuckets();
   std::unique_ptr<Collective> makeCollective();
   void computeLoop(Replica& r);
   void runJob(const Job& job);
@@ -169,6 +185,7 @@ class MirroredStrategy {
   void trainReplica(Replica& r, const Job& job);
   void computeGradients(Replica& r, const Job& job);
   void applyUpdate(Replica& r, const Job& job);
+  void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
@@ -188,6 +205,8 @@ class MirroredStrategy {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
+  bool sharded_ = false;
+  std::unique_ptr<SpinBarrier> updated_;  // sharded: every owner has updated its chunks
 
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};

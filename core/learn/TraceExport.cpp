@@ -35,11 +35,13 @@ json chromeTrace(const std::vector<StepEvent>& steps, const TraceOptions& option
   }
   for (const auto& s : steps) {
     for (const auto& r : s.replicas) {
-      const double durations[5] = {r.phases.forward, r.phases.backward, r.phases.wait, r.phases.allreduce, r.phases.optimizer};
-      const char* cats[5] = {"compute", "compute", "sync", "sync", "compute"};
+      const double durations[6] = {r.phases.forward,   r.phases.backward,  r.phases.wait,
+                                   r.phases.allreduce, r.phases.optimizer, r.phases.allgather};
+      const char* cats[6] = {"compute", "compute", "sync", "sync", "compute", "sync"};
       double ts = (r.start - t0) * 1e6;
-      for (int k = 0; k < 5; ++k) {
+      for (int k = 0; k < 6; ++k) {
         const double dur = durations[k] * 1e6;
+        if (k == 5 && dur <= 0) continue;  // only a sharded optimizer update all-gathers
         events.push_back({{"name", kTracePhases[k]},
                           {"cat", cats[k]},
                           {"ph", "X"},

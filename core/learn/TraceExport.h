@@ -18,7 +18,7 @@ struct TraceOptions {
 
 // The span names, in the order a replica lives through them within one step: backward ends,
 // then the replica waits for the slowest one, then its exposed all-reduce, then the update.
-inline constexpr const char* kTracePhases[5] = {"forward", "backward", "wait", "all-reduce", "optimizer"};
+inline constexpr const char* kTracePhases[6] = {"forward", "backward", "wait", "all-reduce", "optimizer", "all-gather"};
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}. ts and dur are microseconds; ts counts from
 // the earliest replica start among the steps. Each span carries args {step, epoch, replica,

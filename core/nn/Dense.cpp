@@ -3,9 +3,12 @@
 
 #include <cblas.h>
 
+#include <atomic>
+
 #include "Error.h"
 #include "Limits.h"
 #include "nn/Initializers.h"
+#include "nn/ThreadTeam.h"
 #include "tensor/Finite.h"
 
 namespace ml {
@@ -40,37 +43,105 @@ void Dense::initialize(uint64_t seed) {
   if (useBias_) ml::initialize(biasInit_, b_, units_, inFeatures(), units_, seed ^ 0xB1A5ull);
 }
 
-// x (n, in) -> y (n, out)
+namespace {
+std::atomic<Dense::BackwardPlan> gForced{Dense::BackwardPlan::Auto};
+// Below this many columns per thread a split costs more than it saves.
+constexpr int64_t kMinColumnsPerThread = 8;
+// A team splits GEMMs by columns of the result only: OpenBLAS blocks the inner dimension according
+// to the number of rows, so a split by rows changes the sums' order (measured: not the serial
+// bits), while every column block is computed exactly as in the whole product.
+bool useTeam(const ThreadTeam* team, int64_t columns) {
+  return team && team->size() > 1 && columns >= kMinColumnsPerThread * team->size();
+}
+}  // namespace
+
+void Dense::forcePlan(BackwardPlan plan) { gForced.store(plan, std::memory_order_relaxed); }
+
+// Measured with bench_kernels (BM_DenseBackwardPlan) on the 2-core machines of BUILDING.md: side
+// by side wins while each GEMM is small enough that halving it leaves too little work per thread
+// for the kernel's blocking (the packing of x^T and the edges dominate); split wins for big ones.
+Dense::BackwardPlan Dense::choosePlan(int64_t in, int64_t out, int64_t n, int threads) {
+  if (const BackwardPlan f = gForced.load(std::memory_order_relaxed); f != BackwardPlan::Auto) return f;
+  if (threads < 2) return BackwardPlan::Split;
+  const double flopsPerGemm = 2.0 * static_cast<double>(in) * static_cast<double>(out) * static_cast<double>(n);
+  return threads == 2 && flopsPerGemm <= 4.2e8 ? BackwardPlan::SideBySide : BackwardPlan::Split;
+}
+
+// x (n, in) -> y (n, out). On a team each thread computes a block of output columns (bias, then
+// GEMM), then the activation by rows (softmax needs whole rows).
 void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
   if (n == 0) return;
   const int64_t in = inFeatures(), out = units_;
-  if (useBias_) {
-    for (int64_t r = 0; r < n; ++r) std::copy(b_, b_ + out, y + r * out);
+  auto columns = [&](int64_t lo, int64_t hi) {
+    if (useBias_) {
+      for (int64_t r = 0; r < n; ++r) std::copy(b_ + lo, b_ + hi, y + r * out + lo);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(hi - lo),
+                static_cast<int>(in), 1.0f, x, static_cast<int>(in), w_ + lo, static_cast<int>(out),
+                useBias_ ? 1.0f : 0.0f, y + lo, static_cast<int>(out));
+  };
+  ThreadTeam* team = ThreadTeam::current();
+  if (!useTeam(team, out)) {
+    columns(0, out);
+    activationForward(act_, y, n, out);
+    return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(out),
-              static_cast<int>(in), 1.0f, x, static_cast<int>(in), w_, static_cast<int>(out), useBias_ ? 1.0f : 0.0f, y,
+  team->split(out, columns);
+  team->split(n, [&](int64_t lo, int64_t hi) { activationForward(act_, y + lo * out, hi - lo, out); });
+}
+
+// Columns [lo, hi) of dW += x^T dz and db += column sums of dz: the same kernel and the same order
+// per element as the whole matrix, so any split gives the serial bits.
+void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi) {
+  const int64_t in = inFeatures(), out = units_;
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(hi - lo),
+              static_cast<int>(n), 1.0f, x, static_cast<int>(in), dz + lo, static_cast<int>(out), 1.0f, dw_ + lo,
               static_cast<int>(out));
-  activationForward(act_, y, n, out);
+  if (useBias_) {
+    for (int64_t r = 0; r < n; ++r) {
+      const float* row = dz + r * out;
+      for (int64_t j = lo; j < hi; ++j) db_[j] += row[j];
+    }
+  }
+}
+
+// Columns [lo, hi) of dx = dz W^T (rows lo..hi of W).
+void Dense::inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi) {
+  const int64_t in = inFeatures(), out = units_;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(hi - lo),
+              static_cast<int>(out), 1.0f, dz, static_cast<int>(out), w_ + lo * out, static_cast<int>(out), 0.0f,
+              dx + lo, static_cast<int>(in));
 }
 
 // dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
 void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (n == 0) return;
-  const int64_t in = inFeatures(), out = units_;
+  const int64_t out = units_;
+  if (ThreadTeam* team = ThreadTeam::current(); team && team->size() > 1 && n >= 2 * team->size())
+    return backwardOnTeam(y, x, dy, dx, n);
   if (!(fusedSoftmax_ && act_ == Act::Softmax)) activationBackward(act_, y, dy, dy, n, out);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(out),
-              static_cast<int>(n), 1.0f, x, static_cast<int>(in), dy, static_cast<int>(out), 1.0f, dw_,
-              static_cast<int>(out));
-  if (useBias_) {
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = dy + r * out;
-      for (int64_t j = 0; j < out; ++j) db_[j] += row[j];
-    }
+  weightGrad(x, dy, n, 0, out);
+  if (dx) inputGrad(dy, dx, n, 0, inFeatures());
+}
+
+// The activation's gradient by rows; then either both GEMMs at once, one per thread (the bias
+// gradient with the weight gradient), or each GEMM split by columns: dW (with db), then dx.
+void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n) {
+  ThreadTeam& team = *ThreadTeam::current();
+  const int64_t in = inFeatures(), out = units_;
+  if (!(fusedSoftmax_ && act_ == Act::Softmax))
+    team.split(n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
+  if (dx && choosePlan(in, out, n, team.size()) == BackwardPlan::SideBySide) {
+    team.run(2, [&](int t) {
+      if (t == 0) weightGrad(x, dz, n, 0, out);
+      else inputGrad(dz, dx, n, 0, in);
+    });
+    return;
   }
-  if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(in),
-                static_cast<int>(out), 1.0f, dy, static_cast<int>(out), w_, static_cast<int>(out), 0.0f, dx,
-                static_cast<int>(in));
+  if (useTeam(&team, out)) team.split(out, [&](int64_t lo, int64_t hi) { weightGrad(x, dz, n, lo, hi); });
+  else weightGrad(x, dz, n, 0, out);
+  if (dx && useTeam(&team, in)) team.split(in, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, n, lo, hi); });
+  else if (dx) inputGrad(dz, dx, n, 0, in);
 }
 
 bool Dense::gradientsFinite() const {

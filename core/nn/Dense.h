@@ -24,6 +24,14 @@ class Dense : public Layer {
   // backward then receives dL/d(pre-activation) directly.
   void setFusedSoftmax(bool on) { fusedSoftmax_ = on; }
   const float* kernel() const { return w_; }
+
+  // How backward uses a team of threads (nn/ThreadTeam.h): split each GEMM across the team, or
+  // run the input-gradient and weight-gradient GEMMs side by side, one thread each.
+  enum class BackwardPlan { Auto, Split, SideBySide };
+  // The plan Auto picks for this shape on `threads` threads (measured: see bench_kernels).
+  static BackwardPlan choosePlan(int64_t in, int64_t out, int64_t n, int threads);
+  // Forces a plan for every Dense (benchmarks and tests); Auto restores the choice by shape.
+  static void forcePlan(BackwardPlan plan);
   const float* bias() const { return b_; }
 
  private:
@@ -36,6 +44,10 @@ class Dense : public Layer {
   float* b_ = nullptr;
   float* dw_ = nullptr;
   float* db_ = nullptr;
+
+  void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
+  void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db
+  void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);       // columns [lo, hi) of dx
 };
 
 }  // namespace ml

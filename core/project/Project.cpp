@@ -154,6 +154,7 @@ json Project::toJson() const {
   if (distribute.hangSeconds != 60) out["distribute"]["hang_seconds"] = distribute.hangSeconds;
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
   if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
+  if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
   return out;
 }
 
@@ -265,7 +266,8 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("distribute")) {
     const json& d = j.at("distribute");
-    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults"});
+    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
+                                   "shard_optimizer"});
     r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
     r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
     if (d.contains("faults")) {
@@ -280,6 +282,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(d, "distribute", "allreduce", p.distribute.allreduce, "ring or reduce-to-one");
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
+    r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
   }
   validate(p, source);
   return p;

@@ -45,6 +45,7 @@ struct DistributeSpec {
   double hangSeconds = 60;
   double stragglerFactor = 1.0;
   std::vector<std::string> faults;    // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
+  bool shardOptimizer = false;        // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
 };
 
 struct Project {

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -147,6 +147,10 @@ CREATE TABLE sweep_points(
   message TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(sweep_id, point)
 ) WITHOUT ROWID;
+)sql",
+    // v5: the all-gather of the sharded optimizer update (ZeRO stage 1), its own phase.
+    R"sql(
+ALTER TABLE replica_steps ADD COLUMN allgather_us INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 

@@ -31,7 +31,8 @@ struct PhaseTimes {
   double allreduce = 0;  // exposed all-reduce time: after backward, waiting for our buckets to finish
   double wait = 0;       // waiting for the slowest replica to finish its backward
   double optimizer = 0;  // the optimizer update
-  double total() const { return forward + backward + allreduce + wait + optimizer; }
+  double allgather = 0;  // sharded optimizer: waiting for the owners' updates, copying their parameters
+  double total() const { return forward + backward + allreduce + wait + optimizer + allgather; }
   double compute() const { return forward + backward + optimizer; }
 };
 

@@ -158,6 +158,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.allreduce = project_.distribute.allreduce;
   so.bucketBytes = project_.distribute.bucketBytes;
   so.threadsPerDevice = project_.distribute.threadsPerDevice;
+  so.shardOptimizer = project_.distribute.shardOptimizer;
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = project_.training.metrics.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError)
@@ -335,6 +336,7 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"allreduce", s.replicas() > 1 ? s.allReduceName() : "none"},
           {"bucket_bytes", project_.distribute.bucketBytes},
           {"buckets", s.bucketCount()},
+          {"shard_optimizer", s.shardedOptimizer()},
           {"seed", t.seed},
           {"epochs", t.epochs},
           {"max_steps", options_.maxSteps},
@@ -366,6 +368,10 @@ std::vector<std::string> Trainer::startLines() const {
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
                   s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
     lines.push_back("all-reduce: " + s.allReducePath() + b);
+    if (s.shardedOptimizer())
+      lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
+                      " of the parameters with 1/" + std::to_string(s.replicas()) +
+                      " of the optimizer state, then the updated parameters are all-gathered");
   } else {
     lines.push_back("all-reduce: none (one replica)");
   }
@@ -509,7 +515,8 @@ RunFinished Trainer::run() {
         ev.wallTime = t2;
         for (auto& rs : r.replicas) {
           rs.start -= static_cast<double>(pausedNs_) * 1e-9;  // the strategy's clock runs on through pauses
-          arTime += rs.phases.allreduce;
+          // The sharded update's all-gather is the all-reduce's second half, moved after the update.
+          arTime += rs.phases.allreduce + rs.phases.allgather;
           waitTime += rs.phases.wait;
           allTime += rs.phases.total();
           utilCompute[static_cast<size_t>(rs.replica)] += rs.phases.compute();

@@ -44,6 +44,13 @@ out=$("$CLI" train "$T/sp.json" --epochs 1 --per-device-batch 16 --lr-scaling li
 expect_contains lr-scaling "$out" "learning rate 0.03 (0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03)"
 expect_contains train "$out" "recorded as run 2"
 
+# The sharded optimizer update (ZeRO stage 1): said at start, replicas still in sync, stored in the config.
+out=$("$CLI" train "$T/sp.json" --epochs 1 --shard-optimizer 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || bad "train --shard-optimizer exit $rc: $out"
+expect_contains shard "$out" "optimizer sharded (ZeRO stage 1): each replica updates 1/3 of the parameters with 1/3 of the optimizer state"
+expect_contains shard "$out" "replicas in sync (equal weight checksums)"
+expect_contains shard "$("$CLI" runs show 3 2>&1)" "shard_optimizer"
+
 out=$("$CLI" runs list --json)
 expect_contains "runs list" "$out" '"status": "finished"'
 out=$("$CLI" evaluate "$T/sp.json" --weights "$T/w.mlw" --devices cpu:2)

@@ -3,6 +3,7 @@
 // scale, the sync panel keeps modelled and measured apart, the code panel copies runnable code,
 // and a run's timeline exports as a trace. Set MIRRORLAB_SHOTS=DIR to keep pictures of the panels.
 #include "data/Dataset.h"
+#include "distribute/MirroredStrategy.h"
 #include "learn/Lesson.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
@@ -181,6 +182,48 @@ class LearnTest : public QObject {
       QCOMPARE(store.loadRun(*row.runId).summary.status, std::string("finished"));
     }
     shot(&panel, "learn-scaling");
+  }
+
+  // A real step of 3 replicas with the sharded optimizer update: the replay draws the all-gather
+  // as its own span after the update, to its measured time, and at the end says that each replica
+  // keeps 1/3 of Adam's state.
+  void replayShowsTheShardedUpdatesAllGather() {
+    ml::ModelSpec m;
+    m.inputShape = {6};
+    m.layers.push_back({"Dense", "", {{"units", 32}, {"activation", "relu"}}});
+    m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices("cpu:3");
+    so.shardOptimizer = true;
+    ml::OptimizerSpec adam;
+    adam.name = "adam";
+    ml::MirroredStrategy s(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy, adam, so);
+    s.initialize(1);
+    ml::Dataset data;
+    data.sampleShape = {6};
+    data.size = 60;
+    data.numClasses = 4;
+    for (int i = 0; i < 60 * 6; ++i) data.x.push_back(static_cast<float>((i * 7) % 11) / 11.0f);
+    for (int i = 0; i < 60; ++i) data.y.push_back(static_cast<float>(i % 4));
+    std::vector<int64_t> idx(60);
+    for (int i = 0; i < 60; ++i) idx[static_cast<size_t>(i)] = i;
+    const auto r = s.trainStep(data, idx, 1, 0.01f, 1);
+    ml::StepEvent ev;
+    ev.step = 1;
+    ev.replicas = r.replicas;
+    mlui::StepDiagram d;
+    d.resize(1200, 500);
+    d.setStep(ev, mlui::sceneInfoFromConfig(R"({"allreduce": "ring", "buckets": 1, "shard_optimizer": true})"));
+    QVERIFY(d.info().shardedOptimizer);
+    const double pps = d.pixelsPerSecond();
+    for (int k = 0; k < 3; ++k) {
+      const double gather = r.replicas[static_cast<size_t>(k)].phases.allgather;
+      QVERIFY(gather > 0);
+      QVERIFY(std::abs(d.segmentRect(k, mlui::Phase::AllGather).width() - gather * pps) < 0.01);
+      QVERIFY(d.segmentRect(k, mlui::Phase::AllGather).left() >= d.segmentRect(k, mlui::Phase::Optimizer).right() - 1e-6);
+    }
+    d.setProgress(d.duration());
+    QVERIFY2(d.currentActivity().contains(QStringLiteral("each replica keeps 1/3 of Adam's state")), qPrintable(d.currentActivity()));
   }
 
   // The replay draws a stored run's steps with widths proportional to the stored phase times, and

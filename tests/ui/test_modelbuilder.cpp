@@ -1,5 +1,6 @@
 // The model builder: adding through the palette, undo/redo, editing arguments, reordering,
 // a layer that does not fit, and the mirrored copies per device.
+#include <QCheckBox>
 #include <QLabel>
 #include <QListWidget>
 #include <QSpinBox>
@@ -11,6 +12,8 @@
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "UiTestUtil.h"
+#include "distribute/MirroredStrategy.h"
+#include "nn/Summary.h"
 
 class ModelBuilderTest : public QObject {
   Q_OBJECT
@@ -118,6 +121,43 @@ class ModelBuilderTest : public QObject {
     QCOMPARE(copies->tileCount(), 8);
     QCOMPARE(w.modelBuilder()->analysis().replicas, 4);
     QCOMPARE(w.modelBuilder()->analysis().perReplicaBatch, int64_t(32));  // 128 global / 4
+  }
+
+  // Ticking "Shard the optimizer update" on the Devices screen divides the optimizer state in the
+  // live summary by the replicas: the figure is the largest share a real strategy allocates.
+  void shardedOptimizerStateIsOneReplicasShare() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    ml::Project p = w.document()->project();
+    p.distribute.devices = "cpu:3";
+    p.training.optimizer.name = "adam";
+    w.document()->edit(QStringLiteral("devices"), p);
+    auto* memory = w.findChild<QLabel*>(QStringLiteral("MemoryPerReplica"));
+    const double full = static_cast<double>(w.modelBuilder()->analysis().totalParams) * 4 * 2;
+    QVERIFY2(memory->text().contains(QString::fromStdString(ml::formatBytes(full))), qPrintable(memory->text()));
+    auto* shard = w.findChild<QCheckBox*>(QStringLiteral("shardOptimizer"));
+    QVERIFY(shard && shard->isEnabled() && !shard->isChecked());
+    shard->click();
+    QVERIFY(w.document()->project().distribute.shardOptimizer);
+    // The real allocation: a strategy with the project's options, each replica's Adam slots.
+    const auto& d = w.document()->project().distribute;
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices(d.devices);
+    so.bucketBytes = d.bucketBytes;
+    so.shardOptimizer = true;
+    ml::MirroredStrategy s(w.document()->project().model, ml::Loss::make("sparse_categorical_crossentropy", false),
+                           ml::MetricKind::Accuracy, w.document()->project().training.optimizer, so);
+    int64_t most = 0;
+    for (int r = 0; r < 3; ++r) most = std::max(most, static_cast<int64_t>(s.optimizerSlots(r)[0].size()));
+    const double bytes = static_cast<double>(most) * 4 * 2;
+    QVERIFY(bytes < full / 2.9 && bytes > full / 3.1);
+    QCOMPARE(w.modelBuilder()->analysis().optimizerBytes, bytes);
+    QVERIFY2(memory->text().contains(QString::fromStdString(ml::formatBytes(bytes))), qPrintable(memory->text()));
+    QVERIFY(memory->text().contains(QStringLiteral("sharded: 1/3 per replica")));
+    w.document()->undoStack()->undo();
+    QVERIFY(!shard->isChecked());
+    QCOMPARE(w.modelBuilder()->analysis().optimizerBytes, full);
   }
 };
 

@@ -47,13 +47,14 @@ void TimelineChart::updateBars() {
   for (const auto& s : recent_)
     for (const auto& r : s.replicas) {
       // The order within a step: compute, then wait for the slowest replica, then the exposed
-      // all-reduce, then the optimizer.
+      // all-reduce, then the optimizer, then (sharded) the all-gather of the updated parameters.
       double t = r.start;
       const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},
                                                  {Phase::Backward, r.phases.backward},
                                                  {Phase::Wait, r.phases.wait},
                                                  {Phase::AllReduce, r.phases.allreduce},
-                                                 {Phase::Optimizer, r.phases.optimizer}};
+                                                 {Phase::Optimizer, r.phases.optimizer},
+                                                 {Phase::AllGather, r.phases.allgather}};
       t0_ = std::min(t0_, t);
       for (const auto& [phase, d] : phases) {
         if (d <= 0) continue;

@@ -17,7 +17,7 @@ constexpr double kMargin = 16, kLabelW = 150, kBatchTop = 44, kBatchH = 24, kLan
 constexpr double kCommW = 270;
 
 int orderIndex(Phase p) {
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < StepDiagram::kPhases; ++i)
     if (StepDiagram::kOrder[i] == p) return i;
   return 0;
 }
@@ -29,6 +29,7 @@ double seconds(const ml::PhaseTimes& t, Phase p) {
     case Phase::AllReduce: return t.allreduce;
     case Phase::Wait: return t.wait;
     case Phase::Optimizer: return t.optimizer;
+    case Phase::AllGather: return t.allgather;
   }
   return 0;
 }
@@ -45,6 +46,7 @@ QString doing(Phase p) {
     case Phase::Wait: return QObject::tr("waiting for the slowest replica");
     case Phase::AllReduce: return QObject::tr("all-reduce, summing the gradients");
     case Phase::Optimizer: return QObject::tr("applying the same update");
+    case Phase::AllGather: return QObject::tr("all-gather, copying the parameters the other replicas updated");
   }
   return {};
 }
@@ -62,6 +64,7 @@ StepSceneInfo sceneInfoFromConfig(const std::string& configJson) {
   if (auto it = j.find("device_names"); it != j.end() && it->is_array())
     for (const auto& d : *it)
       if (d.is_string()) info.deviceNames << QString::fromStdString(d.get<std::string>());
+  if (auto it = j.find("shard_optimizer"); it != j.end() && it->is_boolean()) info.shardedOptimizer = it->get<bool>();
   return info;
 }
 
@@ -92,7 +95,7 @@ void StepDiagram::setStep(const ml::StepEvent& step, const StepSceneInfo& info) 
     Lane lane;
     lane.offset = r.start - t0;
     double at = lane.offset;
-    for (int i = 0; i < 5; ++i) {
+    for (int i = 0; i < StepDiagram::kPhases; ++i) {
       lane.begin[i] = at;
       at += std::max(0.0, seconds(r.phases, kOrder[i]));
       lane.end[i] = at;
@@ -163,7 +166,7 @@ QRectF StepDiagram::shardRect(int replica) const {
 
 Phase StepDiagram::phaseAt(int replica, double s) const {
   const auto& lane = lanes_[static_cast<size_t>(replica)];
-  for (int i = 0; i < 5; ++i)
+  for (int i = 0; i < StepDiagram::kPhases; ++i)
     if (s < lane.end[i]) return kOrder[i];
   return Phase::Optimizer;
 }
@@ -182,16 +185,23 @@ QString StepDiagram::currentActivity() const {
   if (!hasStep()) return tr("No step with per-replica timings to show.");
   QStringList parts;
   // Group replicas by what they do at the playhead.
-  for (int pi = 0; pi < 5; ++pi) {
+  for (int pi = 0; pi < kPhases; ++pi) {
     QStringList who;
     for (int r = 0; r < replicaCount(); ++r) {
       const auto& lane = lanes_[static_cast<size_t>(r)];
-      const bool before = t_ < lane.offset, after = t_ >= lane.end[4];
+      const bool before = t_ < lane.offset, after = t_ >= lane.end[kPhases - 1];
       if (!before && !after && phaseAt(r, t_) == kOrder[pi]) who << QString::number(r);
     }
+    const bool ownShare = info_.shardedOptimizer && kOrder[pi] == Phase::Optimizer;
     if (!who.isEmpty())
-      parts << (who.size() == 1 ? tr("replica %1: %2") : tr("replicas %1: %2")).arg(who.join(QStringLiteral(", ")), doing(kOrder[pi]));
+      parts << (who.size() == 1 ? tr("replica %1: %2") : tr("replicas %1: %2"))
+                   .arg(who.join(QStringLiteral(", ")),
+                        ownShare ? tr("updating only its 1/%1 of the parameters").arg(replicaCount()) : doing(kOrder[pi]));
   }
+  if (parts.isEmpty() && t_ > 0 && info_.shardedOptimizer)
+    return tr("Step done: each replica updated only the 1/%1 of the parameters whose summed gradient it owns, so each "
+              "replica keeps 1/%1 of Adam's state (its moments m and v); the all-gather then copied the rest, so the "
+              "copies are identical again.").arg(replicaCount());
   if (parts.isEmpty()) return t_ <= 0 ? tr("The global batch is about to be split into %1 shards.").arg(replicaCount())
                                       : tr("Step done: every replica applied the same averaged gradient, so the copies are identical again.");
   QString s = parts.join(QStringLiteral("; ")) + QLatin1Char('.');

@@ -20,6 +20,7 @@ struct StepSceneInfo {
   int buckets = 1;
   int64_t gradientBytes = 0;
   QStringList deviceNames;                 // "cpu:0", ... (optional)
+  bool shardedOptimizer = false;           // ZeRO stage 1: update 1/N, then all-gather
 };
 
 // From a run's effective configuration (RunStarted::configJson): algorithm, buckets, gradient
@@ -29,7 +30,9 @@ StepSceneInfo sceneInfoFromConfig(const std::string& configJson);
 class StepDiagram : public QWidget {
   Q_OBJECT
  public:
-  static constexpr Phase kOrder[5] = {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer};
+  static constexpr int kPhases = 6;
+  static constexpr Phase kOrder[kPhases] = {Phase::Forward,   Phase::Backward,  Phase::Wait,
+                                            Phase::AllReduce, Phase::Optimizer, Phase::AllGather};
 
   explicit StepDiagram(QWidget* parent = nullptr);
 
@@ -69,7 +72,7 @@ class StepDiagram : public QWidget {
  private:
   struct Lane {
     double offset = 0;            // start relative to the earliest replica
-    double begin[5] = {}, end[5] = {};  // per kOrder, relative to the step start
+    double begin[kPhases] = {}, end[kPhases] = {};  // per kOrder, relative to the step start
   };
   QRectF lanesArea() const;
   double laneHeight() const;

@@ -2,7 +2,10 @@
 #include "backend/cpu/CpuBackend.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
+
+#include "Error.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -16,8 +19,11 @@ double seconds() {
 
 CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
                        const OptimizerSpec& optimizer, int blasThreads)
-    : loss_(loss), metric_(metric), blasThreads_(blasThreads) {
-  openblas_set_num_threads(blasThreads_);
+    : loss_(loss), metric_(metric), optimizer_(optimizer), blasThreads_(blasThreads) {
+  // One replica with several threads splits its own work across a team, each part a single-threaded
+  // BLAS call: OpenBLAS' own pool would spin beside the team on the same cores.
+  if (hosts.size() == 1 && blasThreads_ > 1) team_ = std::make_unique<ThreadTeam>(blasThreads_);
+  openblas_set_num_threads(team_ ? 1 : blasThreads_);
   for (Sequential* m : hosts) {
     auto r = std::make_unique<Replica>();
     r->model = m;
@@ -32,7 +38,11 @@ std::string CpuBackend::supports(const BackendOp&) const { return {}; }
 
 std::string CpuBackend::threadPolicy() const {
   const int n = replicas();
-  if (n == 1) return "1 replica using " + std::to_string(blasThreads_) + " BLAS thread" + (blasThreads_ == 1 ? "" : "s");
+  if (n == 1 && team_)
+    return "1 replica using " + std::to_string(blasThreads_) +
+           " threads: each layer splits its work across them (Dense backward runs its two GEMMs side by side "
+           "where that is faster), BLAS single-threaded in each";
+  if (n == 1) return "1 replica using 1 BLAS thread";
   return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
 }
 
@@ -76,6 +86,7 @@ void CpuBackend::forwardLoss(int r, int, int64_t rows, const StepContext& ctx) {
   StepContext c = ctx;
   c.sampleIds = p.ids.data();
   const int64_t k = p.model->outFeatures();
+  ThreadTeam::Scope team(team_.get());
   const float* out = p.model->forward(p.x.data(), rows, c);
   float* dout = p.model->outputGrad(rows);
   p.sums.lossSum += loss_.compute(out, p.y.data(), rows, k, dout);
@@ -86,6 +97,7 @@ void CpuBackend::backward(int r, int64_t rows, const StepContext& ctx, const std
   Replica& p = rep(r);
   StepContext c = ctx;
   c.sampleIds = p.ids.data();
+  ThreadTeam::Scope team(team_.get());
   if (!onLayerDone) return p.model->backward(p.x.data(), rows, c);
   // Checked on this thread before the bucket is released: after that the collective owns it.
   p.model->backward(p.x.data(), rows, c, [&](size_t layer) {
@@ -100,9 +112,46 @@ void CpuBackend::checkGradients(int r) {
 
 void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gradScale) {
   Replica& p = rep(r);
-  const size_t at = static_cast<size_t>(offset), len = static_cast<size_t>(count);
+  const size_t at = static_cast<size_t>(offset);
   const float* g = rep(from).model->grads().data() + at;
-  p.opt->update(at, p.model->params().subspan(at, len), std::span<const float>(g, len), gradScale);
+  size_t state = at;
+  if (!p.stateAt.empty()) {  // sharded: where this owned range's state starts in the compact slots
+    auto it = std::upper_bound(p.stateAt.begin(), p.stateAt.end(), std::pair{offset, INT64_MAX});
+    if (it == p.stateAt.begin()) throw UserError("internal: update of a range this replica does not own");
+    --it;
+    state = static_cast<size_t>(it->second + (offset - it->first));
+  }
+  // Element-wise: any split across the team gives the same bits.
+  auto part = [&](int64_t lo, int64_t hi) {
+    const size_t a = static_cast<size_t>(lo), m = static_cast<size_t>(hi - lo);
+    p.opt->update(state + a, p.model->params().subspan(at + a, m), std::span<const float>(g + a, m), gradScale);
+  };
+  if (team_ && count >= 4096) team_->split(count, part);
+  else part(0, count);
+}
+
+// Each replica's optimizer is remade over its owned ranges alone, laid end to end: 1/N of the
+// state (Adam's m and v) per replica. Done before the first step, so no state is lost.
+std::string CpuBackend::shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) {
+  for (size_t r = 0; r < reps_.size(); ++r) {
+    Replica& p = *reps_[r];
+    std::vector<GradBucket> ranges = owned[r];
+    std::sort(ranges.begin(), ranges.end(), [](const GradBucket& a, const GradBucket& b) { return a.offset < b.offset; });
+    p.stateAt.clear();
+    int64_t total = 0;
+    for (const GradBucket& b : ranges) {
+      p.stateAt.emplace_back(b.offset, total);
+      total += b.count;
+    }
+    p.opt = Optimizer::make(optimizer_, total);
+    if (p.stateAt.empty()) p.stateAt.emplace_back(INT64_MAX, 0);  // owns nothing: still sharded
+  }
+  return {};
+}
+
+void CpuBackend::gatherParameters(int r, int64_t offset, int64_t count, int from) {
+  const float* src = rep(from).model->params().data() + offset;
+  std::copy(src, src + count, rep(r).model->params().data() + offset);
 }
 
 ReplicaSums CpuBackend::finishStep(int r, int) { return rep(r).sums; }
@@ -126,6 +175,7 @@ void CpuBackend::evaluate(int r, int64_t rows, const StepContext& ctx, float* ou
   StepContext c = ctx;
   c.sampleIds = p.ids.data();
   const int64_t k = p.model->outFeatures();
+  ThreadTeam::Scope team(team_.get());
   const float* out = p.model->forward(p.x.data(), rows, c);
   lossSum += loss_.compute(out, p.y.data(), rows, k, nullptr);
   metricSum += ml::metricSum(metric_, out, p.y.data(), rows, k, p.targetDim);

@@ -9,6 +9,7 @@
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
+#include "nn/ThreadTeam.h"
 
 namespace ml {
 
@@ -43,6 +44,8 @@ class CpuBackend : public Backend {
   void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
   ReplicaSums finishStep(int r, int micro) override;
+  std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) override;
+  void gatherParameters(int r, int64_t offset, int64_t count, int from) override;
   ReplicaTimes times(int r, int micro) override;
   void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
@@ -50,6 +53,8 @@ class CpuBackend : public Backend {
   struct Replica {
     Sequential* model = nullptr;
     std::unique_ptr<Optimizer> opt;
+    // Sharded: (start in the flat buffer, start in the optimizer's state) of each owned range, by start.
+    std::vector<std::pair<int64_t, int64_t>> stateAt;
     std::vector<float> x, y;       // staged inputs and targets
     std::vector<int64_t> ids;      // global sample ids of the staged rows
     int64_t targetDim = 1;
@@ -63,7 +68,10 @@ class CpuBackend : public Backend {
   std::vector<std::unique_ptr<Replica>> reps_;
   Loss loss_;
   MetricKind metric_;
+  OptimizerSpec optimizer_;
   int blasThreads_ = 1;
+  // One replica on several cores: its team (BLAS then runs single-threaded inside each task).
+  std::unique_ptr<ThreadTeam> team_;
 };
 
 }  // namespace ml

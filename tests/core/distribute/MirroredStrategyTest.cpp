@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <numeric>
 
 #include "TestData.h"
@@ -20,13 +21,15 @@ ml::OptimizerSpec optimizer(const std::string& name) {
   ml::OptimizerSpec o;
   o.name = name;
   o.learningRate = 0.01;  // the rate itself is passed to each step
-  o.momentum = name == "sgd" ? 0.9 : 0.0;
+  o.momentum = name == "sgd" ? 0.9 : name == "rmsprop" ? 0.5 : 0.0;
   return o;
 }
 
 std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, const std::string& opt, bool dropout, const std::string& algo = "ring",
-                                                   int64_t bucketBytes = 1 << 20, ml::BucketComm comm = ml::BucketComm::Auto) {
+                                                   int64_t bucketBytes = 1 << 20, ml::BucketComm comm = ml::BucketComm::Auto,
+                                                   bool shard = false) {
   ml::StrategyOptions so;
+  so.shardOptimizer = shard;
   so.bucketComm = comm;
   so.devices = ml::parseDevices("cpu:" + std::to_string(n));
   so.allreduce = algo;
@@ -225,3 +228,101 @@ TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
 }
 
 }  // namespace
+
+// ZeRO stage 1: each replica updates only the chunks it owns and keeps optimizer state for those
+// alone, then the parameters are all-gathered. The invariant still holds (N sharded replicas = one
+// replica), with every optimizer, uneven chunks (380 parameters over 3 replicas, buckets of 100
+// floats cutting layers), both algorithms and both ways of reducing buckets; replicas stay
+// bit-identical after every step (train() checks it).
+TEST(ShardedOptimizer, NShardedReplicasGiveTheWeightsOfOneReplica) {
+  for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
+    for (int64_t B : {64, 13}) {
+      auto one = makeStrategy(1, opt, true);
+      const auto want = train(*one, data(), B, 4);
+      for (int n : {2, 3}) {
+        for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+          for (const std::string algo : {"ring", "reduce-to-one"}) {
+            for (auto comm : {ml::BucketComm::Threads, ml::BucketComm::Inline}) {
+              if (bytes == (int64_t{1} << 20) && comm == ml::BucketComm::Inline) continue;  // one bucket: no difference
+              auto s = makeStrategy(n, opt, true, algo, bytes, comm, true);
+              ASSERT_TRUE(s->shardedOptimizer());
+              EXPECT_LT(relDiff(train(*s, data(), B, 4), want), 1e-5)
+                  << opt << ", batch " << B << ", " << n << " replicas, " << algo << ", bucket " << bytes;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Each replica holds 1/N of the optimizer state: its slots are exactly its share, the shares
+// cover every parameter once, and optimizerShare() (what the model summary shows) is that size.
+TEST(ShardedOptimizer, EachReplicaKeepsItsShareOfTheOptimizerState) {
+  for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+    auto s = makeStrategy(3, "adam", false, "ring", bytes, ml::BucketComm::Auto, true);
+    const int64_t P = s->model(0).paramCount();
+    ml::StrategyOptions so = s->options();
+    int64_t covered = 0;
+    for (int r = 0; r < 3; ++r) {
+      const auto slots = s->optimizerSlots(r);
+      ASSERT_EQ(slots.size(), 2u);  // Adam: m and v
+      const int64_t share = ml::optimizerShare(s->model(0), so, r);
+      EXPECT_EQ(static_cast<int64_t>(slots[0].size()), share) << "replica " << r;
+      EXPECT_EQ(static_cast<int64_t>(slots[1].size()), share);
+      EXPECT_LE(share, P / 3 + s->bucketCount()) << "about a third of " << P;
+      EXPECT_GE(share, P / 3 - s->bucketCount());
+      covered += share;
+    }
+    EXPECT_EQ(covered, P);
+    so.shardOptimizer = false;
+    EXPECT_EQ(ml::optimizerShare(s->model(0), so, 1), P);
+    auto full = makeStrategy(3, "adam", false, "ring", bytes);
+    EXPECT_EQ(static_cast<int64_t>(full->optimizerSlots(1)[0].size()), P);
+  }
+}
+
+// The all-gather is its own phase: timed when sharded, zero otherwise, and inside the step's wall time.
+TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
+  std::vector<int64_t> idx(101);
+  std::iota(idx.begin(), idx.end(), 0);
+  for (bool shard : {false, true}) {
+    auto s = makeStrategy(2, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, shard);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = s->trainStep(data(), idx, 1, 0.01f, 1);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& rs : r.replicas) {
+      if (shard) EXPECT_GT(rs.phases.allgather, 0);
+      else EXPECT_EQ(rs.phases.allgather, 0);
+      EXPECT_GT(rs.phases.optimizer, 0);
+      EXPECT_LE(rs.phases.total(), wall);
+    }
+  }
+  auto one = makeStrategy(1, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, true);
+  EXPECT_FALSE(one->shardedOptimizer());  // one replica owns everything: nothing to gather
+}
+
+// One replica on two or three threads (its own team: layers split their work, Dense backward's
+// GEMMs side by side or split, the optimizer by ranges) gives the weights of one thread to float
+// rounding (a GEMM split across threads sums in another order), the same bits on every run.
+TEST(OneReplicaOnATeam, GivesTheWeightsOfOneThread) {
+  auto run = [](const std::string& opt, int threads) {
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices("cpu:1");
+    so.threadsPerDevice = threads;
+    ml::MirroredStrategy s(makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false),
+                           ml::MetricKind::Accuracy, optimizer(opt), so);
+    s.initialize(11);
+    EXPECT_EQ(s.threadPolicy().find("splits its work") != std::string::npos, threads > 1) << s.threadPolicy();
+    return train(s, data(), 100, 3);
+  };
+  for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
+    const auto want = run(opt, 1);
+    for (int threads : {2, 3}) {
+      const auto w = run(opt, threads);
+      EXPECT_LT(relDiff(w, want), 1e-5) << opt << ", " << threads << " threads";
+      const auto again = run(opt, threads);
+      EXPECT_EQ(std::memcmp(w.data(), again.data(), w.size() * sizeof(float)), 0) << opt << ", " << threads << " threads, twice";
+    }
+  }
+}

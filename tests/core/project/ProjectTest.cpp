@@ -126,7 +126,8 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       j["training"]["warmup_epochs"] = 1.5;
       j["training"]["accumulate"] = 3;
       j["training"]["metrics"] = json::array({"accuracy", "mae"});
-      j["distribute"] = {{"devices", "gpu:0,1"}, {"allreduce", "nccl"}, {"bucket_bytes", 4096}, {"threads_per_device", 2}};
+      j["distribute"] = {{"devices", "gpu:0,1"}, {"allreduce", "nccl"}, {"bucket_bytes", 4096}, {"threads_per_device", 2},
+                         {"shard_optimizer", true}};
       j["model"]["layers"][1]["name"] = "hidden";
       j["model"]["layers"][1]["kernel_initializer"] = "he_normal";
       SCOPED_TRACE(d.dump() + " " + o.dump());

@@ -159,6 +159,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
       EXPECT_NEAR(y.phases.allreduce, x.phases.allreduce, kMicro);
       EXPECT_NEAR(y.phases.wait, x.phases.wait, kMicro);
       EXPECT_NEAR(y.phases.optimizer, x.phases.optimizer, kMicro);
+      EXPECT_NEAR(y.phases.allgather, x.phases.allgather, kMicro);
     }
   }
   EXPECT_EQ(store.loadCurves(*id).size(), steps.size());
@@ -173,6 +174,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
       sum.forward += s.replicas[r].phases.forward;
       sum.wait += s.replicas[r].phases.wait;
       sum.allreduce += s.replicas[r].phases.allreduce;
+      sum.allgather += s.replicas[r].phases.allgather;
       samplesSum += s.replicas[r].samples;
     }
     EXPECT_EQ(d.replicas[r].replica, r);
@@ -181,6 +183,8 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
     EXPECT_NEAR(d.replicas[r].total.forward, sum.forward, 30 * kMicro);
     EXPECT_NEAR(d.replicas[r].total.wait, sum.wait, 30 * kMicro);
     EXPECT_NEAR(d.replicas[r].total.allreduce, sum.allreduce, 30 * kMicro);
+    EXPECT_GT(sum.allgather, 0);
+    EXPECT_NEAR(d.replicas[r].total.allgather, sum.allgather, 30 * kMicro);
   }
   EXPECT_EQ(d.replicas[0].waitShare(), 0.0);
   EXPECT_GT(d.replicas[2].waitShare(), 0.05);
@@ -322,7 +326,7 @@ TEST(StoreExport, CsvFilesWithHeadersAndEveryRow) {
   EXPECT_EQ(std::stod(steps[1].substr(steps[1].find(',', 2) + 1)), first.loss);
   auto reps = lines(out + "/replica_steps.csv");
   ASSERT_EQ(reps.size(), 51u);
-  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer");
+  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather");
   auto ep = lines(out + "/epochs.csv");
   ASSERT_EQ(ep.size(), 3u);
   EXPECT_EQ(ep[0].substr(0, 17), "epoch,train_loss,");

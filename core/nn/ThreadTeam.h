@@ -1,0 +1,56 @@
+// ThreadTeam: the threads of ONE replica that uses several cores. BLAS stays single-threaded and
+// the layers split their own work across the team (rows of a GEMM, columns of a gradient, the two
+// GEMMs of Dense backward side by side), so that no second thread pool spins beside this one
+// (OpenBLAS' pool and a team on the same cores oversubscribe) and each part is computed by the
+// same single-threaded kernel as the serial path: the same bits.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace ml {
+
+class ThreadTeam {
+ public:
+  // threads: the caller plus threads - 1 workers.
+  explicit ThreadTeam(int threads);
+  ~ThreadTeam();
+  ThreadTeam(const ThreadTeam&) = delete;
+  ThreadTeam& operator=(const ThreadTeam&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+  // Calls task(0) .. task(tasks - 1), tasks <= size(): task 0 on the caller, the others on the
+  // workers; returns when all are done. Not reentrant (a task must not call run()).
+  void run(int tasks, const std::function<void(int)>& task);
+  // Splits [0, count) into size() parts of sizes differing by at most one and calls part(lo, hi)
+  // for each non-empty one in parallel.
+  void split(int64_t count, const std::function<void(int64_t, int64_t)>& part);
+
+  // The team of the replica running on this thread (nullptr: serial). Set by Scope.
+  static ThreadTeam* current();
+  struct Scope {
+    explicit Scope(ThreadTeam* team);
+    ~Scope();
+    ThreadTeam* previous;
+  };
+
+ private:
+  void work(int index);
+
+  std::vector<std::thread> workers_;
+  const std::function<void(int)>* task_ = nullptr;
+  int tasks_ = 0;
+  std::atomic<uint32_t> gen_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> quit_{false};
+};
+
+// Runs f over [0, count) on the current team, or serially when there is none.
+inline void parallelSplit(int64_t count, const std::function<void(int64_t, int64_t)>& f) {
+  if (ThreadTeam* t = ThreadTeam::current(); t && t->size() > 1 && count > 1) t->split(count, f);
+  else f(0, count);
+}
+
+}  // namespace ml
