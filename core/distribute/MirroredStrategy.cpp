@@ -28,6 +28,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
                                    const OptimizerSpec& optimizer, StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
+  replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
   if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
   std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
@@ -215,9 +216,14 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     collective_->bucketsReady(r.rank, completeBuckets(layer));
   };
-  const StepContext ctx{true, seed_, job.step, nullptr};
+  StepContext ctx{true, seed_, job.step, nullptr};
+  ctx.replicaSum = n > 1 ? replicaSum_.get() : nullptr;
+  ctx.replica = r.rank;
   for (int m = 0; m < K; ++m) {
     const Shard s = shardOf(B, m, K, r.rank, n);
+    ctx.micro = m;
+    ctx.peers = 0;  // the replicas with rows in this micro-batch join its cross-replica sums
+    for (int q = 0; q < n; ++q) ctx.peers += shardOf(B, m, K, q, n).rows() > 0 ? 1 : 0;
     const bool last = m == K - 1;
     backend_->mark(r.rank, Mark::MicroStart, m);
     if (s.rows() > 0) {
@@ -290,6 +296,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.lr = lr;
   job.gradScale = 1.0f / static_cast<float>(indices.size());
   job.step = step;
+  replicaSum_->newStep();
   runJob(job);
 
   StepResult res;

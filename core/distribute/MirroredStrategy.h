@@ -17,6 +17,7 @@
 #include "backend/DeviceList.h"
 #include "backend/SpinBarrier.h"
 #include "data/Dataset.h"
+#include "distribute/HostReplicaSum.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
@@ -155,6 +156,7 @@ class MirroredStrategy {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
+  std::unique_ptr<HostReplicaSum> replicaSum_;  // synchronized BatchNormalization's sums
 
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};

@@ -57,7 +57,7 @@ void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
 void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (n == 0) return;
   const int64_t in = inFeatures(), out = units_;
-  if (!(fusedSoftmax_ && act_ == Act::Softmax)) activationBackward(act_, y, dy, dy, n, out);
+  if (!fusedSoftmax_) activationBackward(act_, y, dy, dy, n, out);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(out),
               static_cast<int>(n), 1.0f, x, static_cast<int>(in), dy, static_cast<int>(out), 1.0f, dw_,
               static_cast<int>(out));

@@ -24,9 +24,19 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
+// Keras' to_snake_case: "MaxPooling2D" -> "max_pooling2d", "BatchNormalization" -> "batch_normalization",
+// "Conv2D" -> "conv2d": an underscore before each capital that starts a lowercase word or follows a
+// lowercase letter.
 static std::string snake(const std::string& type) {
   std::string s;
-  for (char c : type) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  auto lower = [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0; };
+  auto upper = [](char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < type.size(); ++i) {
+    const char c = type[i];
+    const bool word = i > 0 && upper(c) && i + 1 < type.size() && lower(type[i + 1]);
+    if (i > 0 && upper(c) && (word || lower(type[i - 1])) && s.back() != '_') s += '_';
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
   return s;
 }
 
@@ -97,18 +107,26 @@ void Sequential::initialize(uint64_t seed) {
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(hashKeys(seed, 0x1417ull, i));
 }
 
+int64_t Sequential::nonTrainableCount() const {
+  int64_t n = 0;
+  for (const auto& l : layers_) n += l->nonTrainableCount();
+  return n;
+}
+
 void Sequential::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void Sequential::configureLoss(Loss& loss) {
   const bool wants = loss.isClassification() && !loss.fromLogits();
+  // Softmax with a categorical cross-entropy, sigmoid with the binary one: dL/dlogits = p - t.
+  const Act fusable = loss.kind() == LossKind::BinaryCrossentropy ? Act::Sigmoid : Act::Softmax;
   bool fuse = false;
   Layer& last = *layers_.back();
   // Set (or clear) the flag every time: a model reconfigured with another loss must unfuse.
   if (auto* d = dynamic_cast<Dense*>(&last)) {
-    fuse = wants && d->activation() == Act::Softmax;
+    fuse = wants && d->activation() == fusable;
     d->setFusedSoftmax(fuse);
   } else if (auto* a = dynamic_cast<ActivationLayer*>(&last)) {
-    fuse = wants && a->activation() == Act::Softmax;
+    fuse = wants && a->activation() == fusable;
     a->setFusedSoftmax(fuse);
   }
   loss.setFusedSoftmax(fuse);

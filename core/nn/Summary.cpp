@@ -49,8 +49,9 @@ std::string formatSummary(const Sequential& model, const std::string& name, int6
   const int64_t p = model.paramCount();
   o << dline << "\n";
   o << "Total params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
-  o << "Trainable params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
-  o << "Non-trainable params: 0 (0 B)\n" << line << "\n";
+  const int64_t frozen = model.nonTrainableCount();
+  o << "Trainable params: " << withThousands(p - frozen) << " (" << formatBytes(static_cast<double>(p - frozen) * 4) << ")\n";
+  o << "Non-trainable params: " << withThousands(frozen) << " (" << formatBytes(static_cast<double>(frozen) * 4) << ")\n" << line << "\n";
   const double params = static_cast<double>(p) * 4;
   o << "Memory per replica at batch " << batch << ": " << formatBytes(params) << " weights + " << formatBytes(params)
     << " gradients + " << formatBytes(params * slots) << " optimizer state + "
