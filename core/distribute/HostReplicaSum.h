@@ -1,7 +1,7 @@
 // The cross-replica sum that synchronized BatchNormalization asks for (ReplicaSum in nn/Layer.h),
 // over host memory: each call is a round keyed by (step generation, micro-batch, the replica's call
-// number in it), joined by the replicas that have rows in that micro-batch. Rounds are independent,
-// so a replica with no rows in one micro-batch can go ahead to the next without mixing them up.
+// number in it), joined by ctx.peers replicas (all of them: the strategy runs empty shards too when
+// a layer needs these sums). Keyed rounds keep a replica that runs ahead from mixing two of them.
 #pragma once
 #include <condition_variable>
 #include <cstdint>

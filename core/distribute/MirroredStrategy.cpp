@@ -40,6 +40,8 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     replicas_.push_back(std::move(rep));
   }
   makeBuckets();
+  for (size_t i = 0; i < replicas_[0]->model->layerCount(); ++i)
+    crossReplica_ = crossReplica_ || replicas_[0]->model->layer(i).needsReplicaSum();
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -216,24 +218,27 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     collective_->bucketsReady(r.rank, completeBuckets(layer));
   };
+  // A model whose layers sum across replicas (BatchNormalization) runs every micro-batch on every
+  // replica, empty shards too, so that all of them join each sum and keep the same moving statistics.
+  const bool joinAll = crossReplica_ && n > 1;
   StepContext ctx{true, seed_, job.step, nullptr};
-  ctx.replicaSum = n > 1 ? replicaSum_.get() : nullptr;
+  ctx.replicaSum = joinAll ? replicaSum_.get() : nullptr;
   ctx.replica = r.rank;
+  ctx.peers = n;
   for (int m = 0; m < K; ++m) {
     const Shard s = shardOf(B, m, K, r.rank, n);
     ctx.micro = m;
-    ctx.peers = 0;  // the replicas with rows in this micro-batch join its cross-replica sums
-    for (int q = 0; q < n; ++q) ctx.peers += shardOf(B, m, K, q, n).rows() > 0 ? 1 : 0;
-    const bool last = m == K - 1;
+    const bool last = m == K - 1, run = s.rows() > 0 || joinAll;
     backend_->mark(r.rank, Mark::MicroStart, m);
-    if (s.rows() > 0) {
-      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
+    if (run) {
+      if (s.rows() > 0)
+        backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
       backend_->forwardLoss(r.rank, m, s.rows(), ctx);
       r.samples += s.rows();
     }
     backend_->mark(r.rank, Mark::ForwardEnd, m);
-    if (s.rows() > 0) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
-    if (last && s.rows() == 0) backend_->checkGradients(r.rank);  // no layer was checked in this pass
+    if (run) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
+    if (last && !run) backend_->checkGradients(r.rank);  // no layer was checked in this pass
     backend_->mark(r.rank, Mark::BackwardEnd, m);
   }
 }

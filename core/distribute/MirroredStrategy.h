@@ -156,7 +156,8 @@ class MirroredStrategy {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
-  std::unique_ptr<HostReplicaSum> replicaSum_;  // synchronized BatchNormalization's sums
+  std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
+  bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};

@@ -29,6 +29,25 @@ std::string kerasLayer(const LayerPlan& l, size_t index) {
     return "tf.keras.layers.Dense(" + pyInt(l.units) + ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
            ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
   if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + nameArg(l.name) + ")";
+  const auto pair = [&](const char* key) { return pyShape(Shape{l.args[key][0].get<int64_t>(), l.args[key][1].get<int64_t>()}); };
+  if (l.type == "Conv2D")
+    return "tf.keras.layers.Conv2D(" + pyInt(l.args["filters"].get<int64_t>()) + ", " + pair("kernel_size") + ", strides=" + pair("strides") +
+           ", padding=" + pyStr(l.args["padding"].get<std::string>()) + ", activation=" + pyStr(l.activation) + ", use_bias=" +
+           pyBool(l.useBias) + ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
+  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
+    return "tf.keras.layers." + l.type + "(" + pair("pool_size") + ", strides=" + pair("strides") + ", padding=" +
+           pyStr(l.args["padding"].get<std::string>()) + nameArg(l.name) + ")";
+  if (l.type == "GlobalAveragePooling2D")
+    return "tf.keras.layers.GlobalAveragePooling2D(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
+  if (l.type == "BatchNormalization")  // synchronized: Keras 3's argument (TF 2.12+: SyncBatchNormalization underneath)
+    return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(l.args["momentum"].get<double>()) + ", epsilon=" +
+           pyNum(l.args["epsilon"].get<double>()) + ", center=" + pyBool(l.args.value("center", true)) + ", scale=" +
+           pyBool(l.args.value("scale", true)) + ", synchronized=" + pyBool(l.args.value("synchronized", false)) + nameArg(l.name) + ")";
+  if (l.type == "Reshape") {
+    Shape t;
+    for (const auto& d : l.args["target_shape"]) t.push_back(d.get<int64_t>());
+    return "tf.keras.layers.Reshape(" + pyShape(t) + nameArg(l.name) + ")";
+  }
   if (l.type == "Dropout")  // its own seed per layer: two layers with one seed would drop the same units
     return "tf.keras.layers.Dropout(" + pyNum(l.rate) + ", seed=SEED + " + std::to_string(index) + nameArg(l.name) + ")";
   return "tf.keras.layers.Flatten(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
@@ -214,6 +233,7 @@ def main():
           f"learning rate {BASE_LEARNING_RATE} x {lr_factor:g} = {learning_rate:g} ({LR_SCALING} scaling)")
 
     x_train, y_train, x_val, y_val, num_classes = load_data(args.data)
+    x_train, x_val = as_input(x_train), as_input(x_val)
 )PY";
   if (t.loss == "categorical_crossentropy")
     out += "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"

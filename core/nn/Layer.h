@@ -35,7 +35,7 @@ struct StepContext {
   ReplicaSum* replicaSum = nullptr;
   int replica = 0;  // this replica's rank
   int micro = 0;    // the micro-batch (gradient accumulation)
-  int peers = 1;    // replicas with rows in this micro-batch (the ones that call replicaSum)
+  int peers = 1;    // replicas that call replicaSum in this micro-batch
   // Sums v across the replicas of the step (in place); a no-op with one replica.
   void sumAcrossReplicas(std::span<double> v) const {
     if (replicaSum && peers > 1) replicaSum->sum(*this, v);
@@ -61,6 +61,9 @@ class Layer {
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
   virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n,
                         const StepContext& ctx) = 0;
+  // True when training calls ctx.sumAcrossReplicas (BatchNormalization): every replica then runs
+  // each micro-batch, an empty shard included, so that all of them join every sum.
+  virtual bool needsReplicaSum() const { return false; }
   // False when this pass left a non-finite parameter gradient.
   virtual bool gradientsFinite() const { return true; }
   // A layer whose output is its input (Flatten): the model skips the copy.
