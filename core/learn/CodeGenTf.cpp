@@ -128,14 +128,13 @@ def make_strategy():
 
 def load_weights(model, path):
     """Weights saved by Mirrorlab (mirrorlab-cli train --save-initial-weights / --save-weights FILE.npz)."""
-    dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
     with np.load(path) as z:
-        for layer, name in zip(dense, DENSE_NAMES):
-            keys = [name + "/kernel"] + ([name + "/bias"] if layer.use_bias else [])
+        for name, keys in WEIGHT_ARRAYS.items():
+            layer = model.get_layer(name)
             missing = [k for k in keys if k not in z.files]
             if missing:
                 sys.exit(f"{path}: no array {missing[0]!r} (it holds {', '.join(z.files)}): save it from this project")
-            layer.set_weights([z[k] for k in keys])  # Keras' kernel is (in, out), as Mirrorlab stores it
+            layer.set_weights([z[k] for k in keys])  # Keras' layouts ((in, out), (kh, kw, in, filters)), as Mirrorlab stores them
 )PY";
 
 // The lines that name what this program does not do exactly as Mirrorlab (none when it does).
@@ -196,10 +195,24 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
-  std::string denseNames;
-  for (const auto& l : model.layers)
-    if (l.type == "Dense") denseNames += (denseNames.empty() ? "" : ", ") + pyStr(l.name);
-  out += "DENSE_NAMES = [" + denseNames + "]  # their arrays in a weights .npz: NAME/kernel, NAME/bias\n";
+  // Each layer with weights and its arrays in a weights .npz, in Keras' get_weights() order.
+  std::string arrays;
+  for (const auto& l : model.layers) {
+    std::vector<std::string> keys;
+    if (l.type == "Dense" || l.type == "Conv2D") {
+      keys.push_back("kernel");
+      if (l.useBias) keys.push_back("bias");
+    } else if (l.type == "BatchNormalization") {
+      if (l.args.value("scale", true)) keys.push_back("gamma");
+      if (l.args.value("center", true)) keys.push_back("beta");
+      keys.insert(keys.end(), {"moving_mean", "moving_variance"});
+    }
+    if (keys.empty()) continue;
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + pyStr(l.name + "/" + k);
+    arrays += (arrays.empty() ? "" : ", ") + pyStr(l.name) + ": [" + list + "]";
+  }
+  out += "WEIGHT_ARRAYS = {" + arrays + "}  # each layer's arrays in a weights .npz, in Keras' order\n";
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----\n";
   out += "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";

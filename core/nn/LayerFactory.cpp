@@ -1,5 +1,6 @@
 #include "nn/LayerFactory.h"
 
+#include <cctype>
 #include <cmath>
 
 #include "Error.h"
@@ -36,6 +37,20 @@ const std::vector<LayerKind>& layerKinds() {
       {"Reshape", {{"target_shape", {28, 28, 1}}}, "Gives each sample another shape with the same number of values"},
   };
   return kinds;
+}
+
+std::string kerasLayerName(const std::string& type) {
+  std::string s;
+  auto lower = [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0; };
+  auto upper = [](char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; };
+  for (size_t i = 0; i < type.size(); ++i) {
+    const char c = type[i];
+    // An underscore before a capital that starts a lowercase word or follows a lowercase letter.
+    const bool word = i > 0 && upper(c) && i + 1 < type.size() && lower(type[i + 1]);
+    if (i > 0 && upper(c) && (word || lower(type[i - 1])) && s.back() != '_') s += '_';
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return s;
 }
 
 static void checkArgs(const LayerSpec& s, const std::string& where, const nlohmann::json& allowed) {

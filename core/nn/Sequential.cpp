@@ -24,21 +24,6 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
-// Keras' to_snake_case: "MaxPooling2D" -> "max_pooling2d", "BatchNormalization" -> "batch_normalization",
-// "Conv2D" -> "conv2d": an underscore before each capital that starts a lowercase word or follows a
-// lowercase letter.
-static std::string snake(const std::string& type) {
-  std::string s;
-  auto lower = [](char c) { return std::islower(static_cast<unsigned char>(c)) != 0; };
-  auto upper = [](char c) { return std::isupper(static_cast<unsigned char>(c)) != 0; };
-  for (size_t i = 0; i < type.size(); ++i) {
-    const char c = type[i];
-    const bool word = i > 0 && upper(c) && i + 1 < type.size() && lower(type[i + 1]);
-    if (i > 0 && upper(c) && (word || lower(type[i - 1])) && s.back() != '_') s += '_';
-    s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return s;
-}
 
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
@@ -61,7 +46,7 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
     if (!l.name.empty()) used.insert(l.name);
   for (auto& l : spec_.layers) {
     if (!l.name.empty()) continue;
-    std::string base = snake(l.type), name;
+    std::string base = kerasLayerName(l.type), name;
     do {
       int& c = counts[base];
       name = c == 0 ? base : base + "_" + std::to_string(c);

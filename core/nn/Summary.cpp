@@ -1,5 +1,6 @@
 #include "nn/Summary.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -37,13 +38,17 @@ static std::string pad(std::string s, size_t w) {
 
 std::string formatSummary(const Sequential& model, const std::string& name, int64_t batch, int slots) {
   std::ostringstream o;
-  const std::string line(65, '_'), dline(65, '=');
-  o << "Model: \"" << name << "\"\n" << line << "\n";
-  o << pad(" Layer (type)", 29) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
   const auto rows = model.summary();
+  // Keras' 29-character first column, widened when a name and type need more
+  // ("batch_normalization_1 (BatchNormalization)").
+  size_t first = 29;
+  for (const auto& r : rows) first = std::max(first, r.name.size() + r.type.size() + 5);
+  const std::string line(first + 36, '_'), dline(first + 36, '=');
+  o << "Model: \"" << name << "\"\n" << line << "\n";
+  o << pad(" Layer (type)", first) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    o << pad(" " + r.name + " (" + r.type + ")", 29) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
+    o << pad(" " + r.name + " (" + r.type + ")", first) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
     if (i + 1 < rows.size()) o << "\n";
   }
   const int64_t p = model.paramCount();
