@@ -22,12 +22,12 @@ void HostReplicaSum::sum(const StepContext& ctx, std::span<double> values) {
   if (pos.generation != generation_ || pos.micro != ctx.micro) pos = {generation_, ctx.micro, 0};
   const Key key{generation_, ctx.micro, pos.call++};
   Round& round = rounds_[key];
-  if (round.slots.empty()) round.slots.resize(positions_.size());
-  round.slots[static_cast<size_t>(ctx.replica)].assign(values.begin(), values.end());
+  if (round.given.empty()) round.given.resize(positions_.size());
+  round.given[static_cast<size_t>(ctx.replica)].assign(values.begin(), values.end());
   if (++round.arrived == ctx.peers) {
     round.result.assign(values.size(), 0.0);
-    for (const auto& slot : round.slots)
-      for (size_t i = 0; i < slot.size() && i < values.size(); ++i) round.result[i] += slot[i];
+    for (const auto& part : round.given)
+      for (size_t i = 0; i < part.size() && i < values.size(); ++i) round.result[i] += part[i];
     round.done = true;
     cv_.notify_all();
   } else {

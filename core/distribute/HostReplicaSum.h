@@ -27,7 +27,7 @@ class HostReplicaSum : public ReplicaSum {
  private:
   using Key = std::tuple<uint64_t, int, int>;
   struct Round {
-    std::vector<std::vector<double>> slots;  // per replica; empty = not arrived
+    std::vector<std::vector<double>> given;  // per replica (a Qt-free name: "slots" is a Qt keyword); empty = not arrived
     int arrived = 0, readers = 0;
     bool done = false;
     std::vector<double> result;

@@ -11,6 +11,7 @@
 
 #include "Error.h"
 #include "distribute/HostCollective.h"
+#include "distribute/HostReplicaSum.h"
 
 namespace ml {
 

@@ -17,13 +17,14 @@
 #include "backend/DeviceList.h"
 #include "backend/SpinBarrier.h"
 #include "data/Dataset.h"
-#include "distribute/HostReplicaSum.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
 #include "telemetry/Events.h"
 
 namespace ml {
+
+class HostReplicaSum;  // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
 
 // Who reduces the gradient buckets of host-memory collectives as backward completes them.
 enum class BucketComm {
