@@ -144,7 +144,7 @@ class ModelBuilderTest : public QObject {
     w.modelBuilder()->selectLayer(1);
     auto* hint = w.modelBuilder()->findChild<QLabel*>(QStringLiteral("BatchNormStatisticsHint"));
     QVERIFY(hint);
-    QVERIFY(hint->isVisible());
+    QTRY_VERIFY(hint->isVisible());  // a widget added to a shown layout appears on the next event loop pass
     QVERIFY(hint->text().contains(QStringLiteral("its own share of the batch")));
     QVERIFY(hint->text().contains(QStringLiteral("N devices train exactly like one")));
   }
