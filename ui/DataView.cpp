@@ -37,7 +37,9 @@ void ImageGridWidget::setData(std::shared_ptr<const ml::DataSplit> data) {
   images_.clear();
   labels_.clear();
   const auto& d = data->train;
-  if (d.sampleShape.size() != 2 || d.size == 0) {
+  // Grey images: (h, w) or channels-last (h, w, 1).
+  const bool grey = d.sampleShape.size() == 2 || (d.sampleShape.size() == 3 && d.sampleShape[2] == 1);
+  if (!grey || d.size == 0) {
     update();
     return;
   }
@@ -377,7 +379,7 @@ void DataView::show(std::shared_ptr<const ml::DataSplit> data) {
                      .arg(q(t.name).toHtmlEscaped(), q(ml::withThousands(t.size)),
                           q(ml::withThousands(data->validation ? data->validation->size : 0)),
                           q(ml::shapeToString(t.sampleShape, false)), q(ml::withThousands(t.featureCount())), classes));
-  if (t.sampleShape.size() == 2) {
+  if (t.sampleShape.size() == 2 || (t.sampleShape.size() == 3 && t.sampleShape[2] == 1)) {
     grid_->setData(data);
     preview_->setCurrentWidget(grid_);
     return;

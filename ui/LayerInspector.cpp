@@ -39,7 +39,8 @@ nlohmann::json initialArgs(const std::string& type) {
   nlohmann::json args = nlohmann::json::object();
   if (const auto* k = kindOf(type))
     for (auto it = k->defaults.begin(); it != k->defaults.end(); ++it)
-      if (it.key().find("initializer") == std::string::npos && it.key() != "use_bias") args[it.key()] = it.value();
+      if (it.key().find("initializer") == std::string::npos && it.key() != "use_bias" && !it.value().is_null())
+        args[it.key()] = it.value();
   return args;
 }
 
@@ -90,6 +91,8 @@ void LayerInspector::setLayer(int index, const ml::LayerSpec& layer, const QStri
     else if (auto* d = qobject_cast<QDoubleSpinBox*>(it.value()); d && v.is_number()) d->setValue(v.get<double>());
     else if (auto* c = qobject_cast<QCheckBox*>(it.value()); c && v.is_boolean()) c->setChecked(v.get<bool>());
     else if (auto* cb = qobject_cast<QComboBox*>(it.value()); cb && v.is_string()) cb->setCurrentText(QString::fromStdString(v.get<std::string>()));
+    else if (auto* e = qobject_cast<QLineEdit*>(it.value()); e && !e->hasFocus() && (v.is_array() || v.is_number()))
+      e->setText(v.is_number() ? QString::number(v.get<int64_t>()) : QString::fromStdString(v.dump()).remove(QLatin1Char('[')).remove(QLatin1Char(']')).replace(QLatin1Char(','), QStringLiteral(", ")));
   }
   if (name_ && !name_->hasFocus()) {
     QSignalBlocker block(name_);
@@ -137,8 +140,8 @@ void LayerInspector::rebuild() {
   form_->addRow(tr("Name"), name_);
 
   // The arguments people change most come first; the JSON object itself is sorted by name.
-  static const std::vector<std::string> order = {"units", "activation", "rate", "use_bias", "kernel_initializer",
-                                                 "bias_initializer"};
+  static const std::vector<std::string> order = {"units", "filters", "kernel_size", "pool_size", "strides", "padding", "activation",
+                                                 "rate", "synchronized", "use_bias", "kernel_initializer", "bias_initializer"};
   std::vector<nlohmann::json::const_iterator> args;
   for (auto it = kind->defaults.begin(); it != kind->defaults.end(); ++it) args.push_back(it);
   std::stable_sort(args.begin(), args.end(), [](const auto& a, const auto& b) {
@@ -152,9 +155,15 @@ void LayerInspector::rebuild() {
     label.replace(QLatin1Char('_'), QLatin1Char(' '));
     label[0] = label[0].toUpper();
     QWidget* editor = nullptr;
-    if (key == QLatin1String("activation") || key.endsWith(QLatin1String("initializer"))) {
+    const bool window = key == QLatin1String("kernel_size") || key == QLatin1String("pool_size") || key == QLatin1String("strides") ||
+                        key == QLatin1String("target_shape");
+    if (window) {
+      editor = windowEditor(key, v);
+    } else if (key == QLatin1String("activation") || key == QLatin1String("padding") || key.endsWith(QLatin1String("initializer"))) {
       auto* c = new QComboBox(formHost_);
-      c->addItems(key == QLatin1String("activation") ? activationNames() : initializerNames());
+      c->addItems(key == QLatin1String("activation") ? activationNames()
+                  : key == QLatin1String("padding")  ? QStringList{QStringLiteral("valid"), QStringLiteral("same")}
+                                                     : initializerNames());
       c->setCurrentText(QString::fromStdString(v.is_string() ? v.get<std::string>() : std::string()));
       connect(c, &QComboBox::currentTextChanged, this, [this, key](const QString& t) { setArg(key, t.toStdString()); });
       editor = c;
@@ -172,8 +181,8 @@ void LayerInspector::rebuild() {
       editor = s;
     } else if (it.value().is_number()) {
       auto* d = new QDoubleSpinBox(formHost_);
-      d->setDecimals(3);
-      d->setSingleStep(0.05);
+      d->setDecimals(key == QLatin1String("epsilon") ? 5 : 3);
+      d->setSingleStep(key == QLatin1String("epsilon") ? 0.0001 : 0.01);
       d->setRange(0.0, key == QLatin1String("rate") ? 0.999 : 1e6);
       d->setValue(v.is_number() ? v.get<double>() : 0.0);
       connect(d, &QDoubleSpinBox::valueChanged, this, [this, key](double x) { setArg(key, x); });
@@ -186,7 +195,43 @@ void LayerInspector::rebuild() {
     editor->setObjectName(QStringLiteral("arg_") + key);
     editors_.insert(key, editor);
     form_->addRow(label, editor);
+    if (key == QLatin1String("synchronized")) {
+      auto* hint = pageHint(tr("Off (TensorFlow's default): each device normalises with the mean and variance of its own share of "
+                               "the batch, so results change with the number of devices; on: the statistics are summed across "
+                               "devices every step, so N devices train exactly like one."),
+                            formHost_);
+      hint->setObjectName(QStringLiteral("BatchNormStatisticsHint"));
+      hint->setWordWrap(true);
+      form_->addRow(QString(), hint);
+    }
   }
+}
+
+// kernel_size, pool_size, strides: "3" or "2, 3" (Keras' int or pair); target_shape: "28, 28, 1".
+// Empty strides of a pooling layer: the pool size (Keras' None).
+QWidget* LayerInspector::windowEditor(const QString& key, const nlohmann::json& v) {
+  QString text;
+  if (v.is_array())
+    for (const auto& d : v) text += (text.isEmpty() ? QString() : QStringLiteral(", ")) + QString::number(d.get<int64_t>());
+  else if (v.is_number())
+    text = QString::number(v.get<int64_t>());
+  auto* e = new QLineEdit(text, formHost_);
+  e->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9 ,\\-]*")), e));
+  if (key == QLatin1String("strides") && layer_.type != "Conv2D") e->setPlaceholderText(tr("= pool size"));
+  connect(e, &QLineEdit::editingFinished, this, [this, key, e] {
+    nlohmann::json value = nlohmann::json::array();
+    for (const QString& part : e->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) value.push_back(part.trimmed().toLongLong());
+    if (value.empty()) {
+      if (!layer_.args.contains(key.toStdString())) return;
+      layer_.args.erase(key.toStdString());
+      Q_EMIT layerEdited(index_, layer_, QStringLiteral("layer%1.%2").arg(index_).arg(key));
+      return;
+    }
+    if (value.size() == 1 && key != QLatin1String("target_shape")) value = value[0];
+    if (layer_.args.contains(key.toStdString()) && layer_.args.at(key.toStdString()) == value) return;
+    setArg(key, value);
+  });
+  return e;
 }
 
 }  // namespace mlui

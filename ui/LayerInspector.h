@@ -31,6 +31,7 @@ class LayerInspector : public QWidget {
   void rebuild();
   void setArg(const QString& key, const nlohmann::json& value);
   nlohmann::json valueOf(const std::string& key) const;
+  QWidget* windowEditor(const QString& key, const nlohmann::json& value);
 
   int index_ = -1;
   ml::LayerSpec layer_;

@@ -9,20 +9,12 @@
 #include "Error.h"
 #include "backend/DeviceList.h"
 #include "distribute/MirroredStrategy.h"
+#include "nn/LayerFactory.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 
 namespace mlui {
 
-static std::string snake(const std::string& type) {
-  std::string out;
-  for (size_t i = 0; i < type.size(); ++i) {
-    const char c = type[i];
-    if (std::isupper(static_cast<unsigned char>(c)) && i) out += '_';
-    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
-  return out;
-}
 
 std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
   std::map<std::string, int> counts;
@@ -32,7 +24,7 @@ std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
   std::vector<std::string> names;
   for (const auto& l : spec.layers) {
     if (!l.name.empty()) { names.push_back(l.name); continue; }
-    const std::string base = snake(l.type);
+    const std::string base = ml::kerasLayerName(l.type);
     std::string name;
     do {
       int& c = counts[base];
@@ -59,6 +51,22 @@ std::string describeLayer(const ml::LayerSpec& l) {
   }
   if (l.type == "Activation") return str("activation");
   if (l.type == "Dropout") return str("rate").empty() ? "0.5" : str("rate");
+  // "3x3" for a window given as 3 or [3, 3].
+  auto window = [&](const char* k, const char* dflt) {
+    if (!l.args.contains(k)) return std::string(dflt);
+    const auto& v = l.args.at(k);
+    if (v.is_array() && v.size() == 2) return v[0].dump() + "x" + v[1].dump();
+    return v.dump() + "x" + v.dump();
+  };
+  const std::string same = str("padding") == "same" ? ", same" : "";
+  if (l.type == "Conv2D") {
+    std::string s = str("filters") + ", " + window("kernel_size", "?");
+    const std::string act = str("activation");
+    return s + same + (!act.empty() && act != "linear" ? ", " + act : "");
+  }
+  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D") return window("pool_size", "2x2") + same;
+  if (l.type == "BatchNormalization") return l.args.value("synchronized", false) ? "synchronized" : "per-replica";
+  if (l.type == "Reshape") return str("target_shape");
   return {};
 }
 

@@ -44,8 +44,7 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
   so.bucketBytes = p.distribute.bucketBytes;
   so.shardOptimizer = p.distribute.shardOptimizer;
   const auto loss = ml::Loss::make(p.training.loss, p.training.fromLogits);
-  const auto metric = p.training.metrics.empty() ? (loss.isClassification() ? ml::MetricKind::Accuracy : ml::MetricKind::MeanAbsoluteError)
-                                                 : ml::parseMetric(p.training.metrics.front());
+  const auto metric = ml::metricFor(p.training.metrics.empty() ? "" : p.training.metrics.front(), loss);
   return std::make_unique<ml::MirroredStrategy>(p.model, loss, metric, p.training.optimizer, so);
 }
 

@@ -120,7 +120,9 @@ Dataset readIdxPair(const std::string& imagesPath, const std::string& labelsPath
   Dataset ds;
   ds.name = name;
   ds.size = imgDims[0];
-  ds.sampleShape = {imgDims[1], imgDims[2]};
+  // Channels-last like Keras' image layers expect: 28x28 grey images are (28, 28, 1), so a Conv2D
+  // takes them as they are; Dense models put a Flatten first as before (the value count is the same).
+  ds.sampleShape = {imgDims[1], imgDims[2], 1};
   ds.targetDim = 1;
 
   // A lookup table keeps the conversion one load per pixel; the loop vectorises.

@@ -13,6 +13,7 @@
 
 #include "Error.h"
 #include "distribute/HostCollective.h"
+#include "distribute/HostReplicaSum.h"
 
 namespace ml {
 
@@ -41,6 +42,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
                                    const OptimizerSpec& optimizer, StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
+  replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
   if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
   std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
@@ -53,6 +55,8 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   }
   const int64_t params = replicas_[0]->model->paramCount();
   buckets_ = gradientBuckets(replicas_[0]->model->paramRanges(), options_.bucketBytes);
+  for (size_t i = 0; i < replicas_[0]->model->layerCount(); ++i)
+    crossReplica_ = crossReplica_ || replicas_[0]->model->layer(i).needsReplicaSum();
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -337,14 +341,22 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   };
   const int64_t computeStart = steadyNs();
   const bool faulty = !faults_.empty();
-  const StepContext ctx{true, seed_, job.step, nullptr};
+  // A model whose layers sum across replicas (BatchNormalization) runs every micro-batch on every
+  // replica, empty shards too, so that all of them join each sum and keep the same moving statistics.
+  const bool joinAll = crossReplica_ && n > 1;
+  StepContext ctx{true, seed_, job.step, nullptr};
+  ctx.replicaSum = joinAll ? replicaSum_.get() : nullptr;
+  ctx.replica = r.rank;
+  ctx.peers = n;
   for (int m = 0; m < K; ++m) {
     const Shard s = shardOf(B, m, K, r.rank, n);
-    const bool last = m == K - 1;
+    ctx.micro = m;
+    const bool last = m == K - 1, run = s.rows() > 0 || joinAll;
     backend_->mark(r.rank, Mark::MicroStart, m);
     enter(r, StepPhase::Forward);
-    if (s.rows() > 0) {
-      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
+    if (run) {
+      if (s.rows() > 0)
+        backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
       backend_->forwardLoss(r.rank, m, s.rows(), ctx);
       r.samples += s.rows();
     }
@@ -352,8 +364,8 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
     enter(r, StepPhase::Backward);
     if (faulty && last) playFaults(r, job, computeStart);
     const int64_t backwardFrom = steadyNs();
-    if (s.rows() > 0) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
-    if (last && s.rows() == 0) backend_->checkGradients(r.rank);  // no layer was checked in this pass
+    if (run) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
+    if (last && !run) backend_->checkGradients(r.rank);  // no layer was checked in this pass
     backend_->mark(r.rank, Mark::BackwardEnd, m);
     if (last) r.lastBackward = static_cast<double>(steadyNs() - backwardFrom) * 1e-9;
   }
@@ -437,6 +449,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.lr = lr;
   job.gradScale = 1.0f / static_cast<float>(indices.size());
   job.step = step;
+  replicaSum_->newStep();
   runJob(job);
 
   StepResult res;

@@ -25,6 +25,8 @@
 
 namespace ml {
 
+class HostReplicaSum;  // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
+
 // Who reduces the gradient buckets of host-memory collectives as backward completes them.
 enum class BucketComm {
   Auto,     // threads when every replica can have a spare core for one, else inline
@@ -207,6 +209,8 @@ class MirroredStrategy {
   FailureLatch failure_;
   bool sharded_ = false;
   std::unique_ptr<SpinBarrier> updated_;  // sharded: every owner has updated its chunks
+  std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
+  bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 
   Job job_;                          // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};

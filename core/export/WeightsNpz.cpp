@@ -24,6 +24,22 @@ std::vector<Slot> slots(const Sequential& model) {
       const int64_t in = l.inFeatures(), units = l.outFeatures();
       out.push_back({l.name + "/kernel", {in, units}, r.offset});
       if (r.count > in * units) out.push_back({l.name + "/bias", {units}, r.offset + in * units});
+    } else if (l.type() == "Conv2D") {
+      // Keras' layout (kh, kw, in_channels, filters), as Mirrorlab stores it.
+      const auto a = l.args();
+      const int64_t kh = a["kernel_size"][0].get<int64_t>(), kw = a["kernel_size"][1].get<int64_t>();
+      const int64_t c = l.inputShape.back(), f = a["filters"].get<int64_t>(), k = kh * kw * c * f;
+      out.push_back({l.name + "/kernel", {kh, kw, c, f}, r.offset});
+      if (r.count > k) out.push_back({l.name + "/bias", {f}, r.offset + k});
+    } else if (l.type() == "BatchNormalization") {
+      const auto a = l.args();
+      const int64_t c = l.inputShape.back();
+      int64_t at = r.offset;
+      for (const char* w : {"gamma", "beta", "moving_mean", "moving_variance"}) {
+        if ((std::string(w) == "gamma" && !a.value("scale", true)) || (std::string(w) == "beta" && !a.value("center", true))) continue;
+        out.push_back({l.name + "/" + w, {c}, at});
+        at += c;
+      }
     } else {
       out.push_back({l.name + "/params", {r.count}, r.offset});
     }

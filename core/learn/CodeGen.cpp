@@ -116,6 +116,15 @@ ModelPlan planModel(const Project& p) {
     } else if (s.type == "Dropout") {
       l.rate = a.value("rate", 0.5);
     }
+    l.args = model.layer(i).args();
+    l.inputShape = model.layer(i).inputShape;
+    l.outputShape = model.layer(i).outputShape;
+    if (s.type == "Conv2D") {
+      l.activation = l.args.value("activation", std::string("linear"));
+      l.useBias = l.args.value("use_bias", true);
+      l.kernelInit = l.args.value("kernel_initializer", std::string("glorot_uniform"));
+      l.biasInit = l.args.value("bias_initializer", std::string("zeros"));
+    }
     if (l.activation == "none" || l.activation.empty()) l.activation = "linear";
     in = numel(model.layer(i).outputShape);
     plan.layers.push_back(l);

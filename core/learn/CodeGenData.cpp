@@ -226,6 +226,8 @@ def load_data(data_dir=None):
 std::string dataLoaderPython(const Project& p) {
   const DataSpec& d = p.data;
   std::string out = "\n# ---- data: " + d.kind + " ----\n";
+  out += "INPUT_SHAPE = " + pyShape(p.model.inputShape) + "  # one sample as the model takes it (images: channels-last)\n\n\n"
+         "def as_input(x):\n    return None if x is None else x.reshape((-1,) + INPUT_SHAPE)\n\n\n";
   if (d.kind == "fashion-mnist") {
     out += "DATA_DIR = " + pyStr(d.path.empty() ? "/usr/share/datasets/fashion-mnist" : d.path) + "\n";
   } else if (d.kind == "idx") {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "project/Project.h"
 
 namespace ml::codegen {
@@ -19,7 +21,7 @@ std::string pyShape(const Shape& s);      // "(28, 28)", "(2,)"
 std::string pyDocText(const std::string& s);
 
 struct LayerPlan {
-  std::string type;            // Dense | Activation | Flatten | Dropout
+  std::string type;            // Dense | Activation | Flatten | Dropout | Conv2D | MaxPooling2D | ...
   std::string name;            // as the model names it (generated names filled in)
   int64_t inFeatures = 0;      // numel of the layer's input
   int64_t units = 0;           // Dense
@@ -27,6 +29,8 @@ struct LayerPlan {
   bool useBias = true;
   std::string kernelInit = "glorot_uniform", biasInit = "zeros";
   double rate = 0;             // Dropout
+  nlohmann::json args;         // the layer's resolved Keras arguments (Layer::args): Conv2D, pooling, BatchNormalization, Reshape
+  Shape inputShape, outputShape;
 };
 
 struct ModelPlan {

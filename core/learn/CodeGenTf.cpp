@@ -29,6 +29,25 @@ std::string kerasLayer(const LayerPlan& l, size_t index) {
     return "tf.keras.layers.Dense(" + pyInt(l.units) + ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
            ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
   if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + nameArg(l.name) + ")";
+  const auto pair = [&](const char* key) { return pyShape(Shape{l.args[key][0].get<int64_t>(), l.args[key][1].get<int64_t>()}); };
+  if (l.type == "Conv2D")
+    return "tf.keras.layers.Conv2D(" + pyInt(l.args["filters"].get<int64_t>()) + ", " + pair("kernel_size") + ", strides=" + pair("strides") +
+           ", padding=" + pyStr(l.args["padding"].get<std::string>()) + ", activation=" + pyStr(l.activation) + ", use_bias=" +
+           pyBool(l.useBias) + ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
+  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
+    return "tf.keras.layers." + l.type + "(" + pair("pool_size") + ", strides=" + pair("strides") + ", padding=" +
+           pyStr(l.args["padding"].get<std::string>()) + nameArg(l.name) + ")";
+  if (l.type == "GlobalAveragePooling2D")
+    return "tf.keras.layers.GlobalAveragePooling2D(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
+  if (l.type == "BatchNormalization")  // synchronized: Keras 3's argument (TF 2.12+: SyncBatchNormalization underneath)
+    return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(l.args["momentum"].get<double>()) + ", epsilon=" +
+           pyNum(l.args["epsilon"].get<double>()) + ", center=" + pyBool(l.args.value("center", true)) + ", scale=" +
+           pyBool(l.args.value("scale", true)) + ", synchronized=" + pyBool(l.args.value("synchronized", false)) + nameArg(l.name) + ")";
+  if (l.type == "Reshape") {
+    Shape t;
+    for (const auto& d : l.args["target_shape"]) t.push_back(d.get<int64_t>());
+    return "tf.keras.layers.Reshape(" + pyShape(t) + nameArg(l.name) + ")";
+  }
   if (l.type == "Dropout")  // its own seed per layer: two layers with one seed would drop the same units
     return "tf.keras.layers.Dropout(" + pyNum(l.rate) + ", seed=SEED + " + std::to_string(index) + nameArg(l.name) + ")";
   return "tf.keras.layers.Flatten(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
@@ -109,14 +128,13 @@ def make_strategy():
 
 def load_weights(model, path):
     """Weights saved by Mirrorlab (mirrorlab-cli train --save-initial-weights / --save-weights FILE.npz)."""
-    dense = [layer for layer in model.layers if isinstance(layer, tf.keras.layers.Dense)]
     with np.load(path) as z:
-        for layer, name in zip(dense, DENSE_NAMES):
-            keys = [name + "/kernel"] + ([name + "/bias"] if layer.use_bias else [])
+        for name, keys in WEIGHT_ARRAYS.items():
+            layer = model.get_layer(name)
             missing = [k for k in keys if k not in z.files]
             if missing:
                 sys.exit(f"{path}: no array {missing[0]!r} (it holds {', '.join(z.files)}): save it from this project")
-            layer.set_weights([z[k] for k in keys])  # Keras' kernel is (in, out), as Mirrorlab stores it
+            layer.set_weights([z[k] for k in keys])  # Keras' layouts ((in, out), (kh, kw, in, filters)), as Mirrorlab stores them
 )PY";
 
 // The lines that name what this program does not do exactly as Mirrorlab (none when it does).
@@ -177,10 +195,24 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
-  std::string denseNames;
-  for (const auto& l : model.layers)
-    if (l.type == "Dense") denseNames += (denseNames.empty() ? "" : ", ") + pyStr(l.name);
-  out += "DENSE_NAMES = [" + denseNames + "]  # their arrays in a weights .npz: NAME/kernel, NAME/bias\n";
+  // Each layer with weights and its arrays in a weights .npz, in Keras' get_weights() order.
+  std::string arrays;
+  for (const auto& l : model.layers) {
+    std::vector<std::string> keys;
+    if (l.type == "Dense" || l.type == "Conv2D") {
+      keys.push_back("kernel");
+      if (l.useBias) keys.push_back("bias");
+    } else if (l.type == "BatchNormalization") {
+      if (l.args.value("scale", true)) keys.push_back("gamma");
+      if (l.args.value("center", true)) keys.push_back("beta");
+      keys.insert(keys.end(), {"moving_mean", "moving_variance"});
+    }
+    if (keys.empty()) continue;
+    std::string list;
+    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + pyStr(l.name + "/" + k);
+    arrays += (arrays.empty() ? "" : ", ") + pyStr(l.name) + ": [" + list + "]";
+  }
+  out += "WEIGHT_ARRAYS = {" + arrays + "}  # each layer's arrays in a weights .npz, in Keras' order\n";
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----\n";
   out += "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
@@ -214,6 +246,7 @@ def main():
           f"learning rate {BASE_LEARNING_RATE} x {lr_factor:g} = {learning_rate:g} ({LR_SCALING} scaling)")
 
     x_train, y_train, x_val, y_val, num_classes = load_data(args.data)
+    x_train, x_val = as_input(x_train), as_input(x_val)
 )PY";
   if (t.loss == "categorical_crossentropy")
     out += "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"

@@ -14,6 +14,8 @@ using namespace codegen;
 
 namespace {
 
+std::string torchSpatialLayer(const LayerPlan& l);
+
 std::string torchActivation(const std::string& a) {
   if (a == "relu") return "nn.ReLU()";
   if (a == "sigmoid") return "nn.Sigmoid()";
@@ -31,7 +33,11 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
     const bool last = i + 1 == m.layers.size();
     const std::string tag = "  # " + l.name + "\n";
     if (l.type == "Flatten") {
-      out += "        nn.Flatten()," + tag;
+      out += "        nn.Flatten()," + tag;  // on channels-last tensors: Keras' order
+    } else if (const std::string spatial = torchSpatialLayer(l); !spatial.empty()) {
+      out += "        " + spatial + "," + tag;
+      if (l.type == "Conv2D" && !(last && foldSoftmax && l.activation == "softmax"))
+        if (const std::string a = torchActivation(l.activation); !a.empty()) out += "        " + a + ",\n";
     } else if (l.type == "Dropout") {
       out += "        nn.Dropout(p=" + pyNum(l.rate) + ")," + tag;
     } else {
@@ -46,6 +52,131 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
   }
   return out;
 }
+
+std::string pair(const nlohmann::json& v) { return "(" + pyInt(v[0].get<int64_t>()) + ", " + pyInt(v[1].get<int64_t>()) + ")"; }
+
+// Conv2D, pooling, BatchNormalization, Reshape: PyTorch's channels-first layers wrapped to take and
+// give Keras' channels-last tensors (ChannelsLast permutes), with TensorFlow's "same" padding.
+std::string torchSpatialLayer(const LayerPlan& l) {
+  const auto& a = l.args;
+  if (l.type == "Conv2D")
+    return "conv2d(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(a["filters"].get<int64_t>()) + ", " + pair(a["kernel_size"]) +
+           ", " + pair(a["strides"]) + ", " + pyBool(a["padding"] == "same") + ", " + pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " +
+           pyBool(l.useBias) + ")";
+  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
+    return "pool2d(" + pyBool(l.type == "MaxPooling2D") + ", " + pair(a["pool_size"]) + ", " + pair(a["strides"]) + ", " +
+           pyBool(a["padding"] == "same") + ")";
+  if (l.type == "GlobalAveragePooling2D") return "GlobalAveragePooling2D()";
+  if (l.type == "Reshape") {
+    Shape t;
+    for (const auto& d : a["target_shape"]) t.push_back(d.get<int64_t>());
+    return "Reshape(" + pyShape(t) + ")";
+  }
+  if (l.type == "BatchNormalization")
+    return "batch_norm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(static_cast<int64_t>(l.inputShape.size())) + ", " +
+           pyNum(a["momentum"].get<double>()) + ", " + pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " +
+           pyBool(a.value("scale", true)) + ", " + pyBool(a.value("synchronized", false)) + ")";
+  return "";
+}
+
+bool hasSpatial(const ModelPlan& m) {
+  for (const auto& l : m.layers)
+    if (!torchSpatialLayer(l).empty()) return true;
+  return false;
+}
+
+bool hasBatchNorm(const ModelPlan& m) {
+  for (const auto& l : m.layers)
+    if (l.type == "BatchNormalization") return true;
+  return false;
+}
+
+const char* kSpatialPython = R"PY(
+
+
+class ChannelsLast(nn.Module):
+    """A channels-first PyTorch layer on Keras' channels-last tensors (N, H, W, C), with TensorFlow's
+    "same" padding (out = ceil(in / stride), the odd row/column at the bottom/right) when pad is given."""
+
+    def __init__(self, layer, pad=None, pad_value=0.0):
+        super().__init__()
+        self.layer, self.pad, self.pad_value = layer, pad, pad_value
+
+    def forward(self, x):
+        x = x.permute(0, 3, 1, 2)
+        if self.pad is not None:
+            x = F.pad(x, tf_same_padding(x.shape[2], x.shape[3], *self.pad), value=self.pad_value)
+        return self.layer(x).permute(0, 2, 3, 1)
+
+
+def tf_same_padding(h, w, kh, kw, sh, sw):
+    ph = max((-(-h // sh) - 1) * sh + kh - h, 0)
+    pw = max((-(-w // sw) - 1) * sw + kw - w, 0)
+    return (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2)
+
+
+def conv2d(name, in_channels, filters, kernel, strides, same, kernel_init, bias_init, use_bias):
+    layer = nn.Conv2d(in_channels, filters, kernel, stride=strides, bias=use_bias)
+    layer.keras_name = name  # NAME/kernel (kh, kw, in, filters) in a weights file; PyTorch's weight is (filters, in, kh, kw)
+    field = kernel[0] * kernel[1]
+    init_weights(layer.weight, kernel_init, field * in_channels, field * filters)
+    if use_bias:
+        init_weights(layer.bias, bias_init, filters, filters)
+    return ChannelsLast(layer, (kernel[0], kernel[1], strides[0], strides[1]) if same else None)
+
+
+class AvgPoolSame(nn.Module):
+    """Average pooling with TensorFlow's "same" padding: each window averages the positions inside the image."""
+
+    def __init__(self, kernel, strides):
+        super().__init__()
+        self.kernel, self.strides = kernel, strides
+
+    def forward(self, x):
+        pad = tf_same_padding(x.shape[2], x.shape[3], self.kernel[0], self.kernel[1], self.strides[0], self.strides[1])
+        total = F.avg_pool2d(F.pad(x, pad), self.kernel, self.strides)
+        inside = F.avg_pool2d(F.pad(torch.ones_like(x[:, :1]), pad), self.kernel, self.strides)
+        return total / inside
+
+
+def pool2d(is_max, kernel, strides, same):
+    if is_max:
+        return ChannelsLast(nn.MaxPool2d(kernel, strides), (kernel[0], kernel[1], strides[0], strides[1]) if same else None, -math.inf)
+    return ChannelsLast(AvgPoolSame(kernel, strides) if same else nn.AvgPool2d(kernel, strides))
+
+
+class GlobalAveragePooling2D(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=(1, 2))
+
+
+class Reshape(nn.Module):
+    def __init__(self, shape):
+        super().__init__()
+        self.shape = shape
+
+    def forward(self, x):
+        return x.reshape((x.shape[0],) + self.shape)
+
+
+def batch_norm(name, channels, rank, momentum, epsilon, center, scale, synchronized):
+    """Keras' BatchNormalization over the last axis. PyTorch's momentum is Keras' 1 - momentum; its
+    running variance is unbiased where Keras' moving variance is biased (the normalisation itself
+    is the same). synchronized: SyncBatchNorm, which PyTorch runs on GPUs only: on the CPU (gloo)
+    each replica normalises with its own shard's statistics."""
+    sync = synchronized and torch.cuda.is_available() and dist.is_available() and dist.is_initialized()
+    if sync:
+        layer = nn.SyncBatchNorm(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
+    elif rank == 3:
+        layer = nn.BatchNorm2d(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
+    else:
+        layer = nn.BatchNorm1d(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
+    layer.keras_name = name  # NAME/gamma, NAME/beta, NAME/moving_mean, NAME/moving_variance in a weights file
+    if layer.affine:
+        layer.weight.requires_grad_(scale)
+        layer.bias.requires_grad_(center)
+    return ChannelsLast(layer) if rank == 3 else layer
+)PY";
 
 bool hasDropout(const ModelPlan& m) {
   for (const auto& l : m.layers)
@@ -74,6 +205,10 @@ std::string generatePyTorchProgram(const Project& p) {
       "world_size / B (B: samples in the global batch); during backward DDP all-reduces the gradients and",
       "divides by world_size, so every replica holds the gradient of the mean loss over the global batch and",
       "applies the same update. Micro-batches before the last run under ddp.no_sync() and all-reduce once."};
+  if (hasBatchNorm(model)) {
+    mapping.push_back("BatchNormalization: Keras' channels-last layer as PyTorch's BatchNorm (SyncBatchNorm when synchronized, on");
+    mapping.push_back("GPUs; PyTorch has no CPU SyncBatchNorm, so over gloo each replica uses its own shard's statistics).");
+  }
   if (hasDropout(model)) {
     mapping.push_back("Differs from Mirrorlab: dropout masks are PyTorch's draws (a generator seeded per rank), not");
     mapping.push_back("Mirrorlab's masks keyed by step and sample, so with dropout the runs agree in distribution only.");
@@ -106,6 +241,7 @@ std::string generatePyTorchProgram(const Project& p) {
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();
+  if (hasSpatial(model)) out += kSpatialPython;
   out += "\n\ndef build_model():\n    return nn.Sequential(\n" + torchLayers(model, foldSoftmax) + "    )\n";
   out += torchOptimizerPython(t.optimizer);
   out += "\n\ndef loss_sum(out, y):\n    \"\"\"The loss summed over the samples (the caller divides by the global batch).\"\"\"\n";

@@ -44,17 +44,26 @@ def dense(name, in_features, units, kernel_init, bias_init, use_bias):
 def load_weights(model, path):
     """Weights saved by Mirrorlab (mirrorlab-cli train --save-initial-weights / --save-weights FILE.npz)."""
     with np.load(path) as z:
-        for layer in model:
-            if not isinstance(layer, nn.Linear):
+        for layer in model.modules():
+            name = getattr(layer, "keras_name", None)
+            if name is None:
                 continue
-            arrays = [(layer.weight, layer.keras_name + "/kernel", True)]
-            if layer.bias is not None:
-                arrays.append((layer.bias, layer.keras_name + "/bias", False))
-            for param, key, transpose in arrays:
+            # (param, key, layout): Keras' Dense kernel is (in, out), nn.Linear's weight (out, in); a Conv2D
+            # kernel (kh, kw, in, filters), nn.Conv2d's (filters, in, kh, kw).
+            if isinstance(layer, (nn.Linear, nn.Conv2d)):
+                arrays = [(layer.weight, name + "/kernel", "T" if isinstance(layer, nn.Linear) else "HWIO")]
+                if layer.bias is not None:
+                    arrays.append((layer.bias, name + "/bias", None))
+            else:  # BatchNorm: gamma, beta, moving statistics
+                arrays = [(layer.running_mean, name + "/moving_mean", None), (layer.running_var, name + "/moving_variance", None)]
+                if layer.affine:
+                    arrays += [(layer.weight, name + "/gamma", None), (layer.bias, name + "/beta", None)]
+                    arrays = [a for a in arrays if a[1] in z.files or not a[1].endswith(("/gamma", "/beta"))]
+            for param, key, layout in arrays:
                 if key not in z.files:
                     sys.exit(f"{path}: no array {key!r} (it holds {', '.join(z.files)}): save it from this project")
                 value = torch.from_numpy(np.ascontiguousarray(z[key], dtype=np.float32))
-                value = value.T if transpose else value  # Keras' kernel is (in, out), nn.Linear's weight (out, in)
+                value = value.T if layout == "T" else value.permute(3, 2, 0, 1) if layout == "HWIO" else value
                 if tuple(value.shape) != tuple(param.shape):
                     sys.exit(f"{path}: array {key!r} has shape {tuple(z[key].shape)}, this model needs another: save it from this project")
                 with torch.no_grad():
@@ -184,6 +193,7 @@ def evaluate(model, x, y, device, batch):
 def predict_only(args):
     """--predict-only: the loss and metric of the (loaded) weights over the training and validation data."""
     x_train, y_train, x_val, y_val, num_classes = load_data(args.data)
+    x_train, x_val = as_input(x_train), as_input(x_val)
     torch.manual_seed(SEED)
     model = build_model()
     if args.weights:
@@ -228,6 +238,7 @@ def train(rank, world_size, local_rank, args):
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // world_size))
 
     x_train, y_train, x_val, y_val, num_classes = load_data(args.data)
+    x_train, x_val = as_input(x_train), as_input(x_val)
     n = len(x_train)
 )PY";
 

@@ -119,7 +119,7 @@ void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64
   const int64_t out = units_;
   if (ThreadTeam* team = ThreadTeam::current(); team && team->size() > 1 && n >= 2 * team->size())
     return backwardOnTeam(y, x, dy, dx, n);
-  if (!(fusedSoftmax_ && act_ == Act::Softmax)) activationBackward(act_, y, dy, dy, n, out);
+  if (!fusedSoftmax_) activationBackward(act_, y, dy, dy, n, out);
   weightGrad(x, dy, n, 0, out);
   if (dx) inputGrad(dy, dx, n, 0, inFeatures());
 }
@@ -129,7 +129,7 @@ void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64
 void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n) {
   ThreadTeam& team = *ThreadTeam::current();
   const int64_t in = inFeatures(), out = units_;
-  if (!(fusedSoftmax_ && act_ == Act::Softmax))
+  if (!fusedSoftmax_)
     team.split(n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
   if (dx && choosePlan(in, out, n, team.size()) == BackwardPlan::SideBySide) {
     team.run(2, [&](int t) {

@@ -4,6 +4,7 @@
 // Parameters live in the model's one flat buffer; a layer only holds views into it (bind).
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -12,11 +13,33 @@
 
 namespace ml {
 
+struct StepContext;
+
+// Sums a few numbers across the replicas of one mirrored step (synchronized BatchNormalization
+// statistics). Every replica that has rows in the micro-batch calls it the same number of times
+// with vectors of the same length; each call returns the sum (added in replica order, so every
+// replica gets the same bits). The strategy provides it; the layers know nothing of threads.
+class ReplicaSum {
+ public:
+  virtual ~ReplicaSum() = default;
+  virtual void sum(const StepContext& ctx, std::span<double> values) = 0;
+};
+
 struct StepContext {
   bool training = false;
   uint64_t seed = 0;
   uint64_t step = 0;                   // optimizer step (randomness key)
   const int64_t* sampleIds = nullptr;  // global sample index of each row (randomness key)
+  // Cross-replica sums for the layers that need them; null outside a mirrored step of 2+ replicas
+  // (the layer's own rows are then the whole batch).
+  ReplicaSum* replicaSum = nullptr;
+  int replica = 0;  // this replica's rank
+  int micro = 0;    // the micro-batch (gradient accumulation)
+  int peers = 1;    // replicas that call replicaSum in this micro-batch
+  // Sums v across the replicas of the step (in place); a no-op with one replica.
+  void sumAcrossReplicas(std::span<double> v) const {
+    if (replicaSum && peers > 1) replicaSum->sum(*this, v);
+  }
 };
 
 class Layer {
@@ -26,6 +49,9 @@ class Layer {
   // Sets input/output shapes; throws UserError naming the layer when the input does not fit.
   virtual Shape build(const Shape& input) = 0;
   virtual int64_t paramCount() const { return 0; }
+  // Of paramCount(), the values no optimizer changes (BatchNormalization's moving statistics, the
+  // last ones of its slice): their gradient stays zero, so every optimizer leaves them as they are.
+  virtual int64_t nonTrainableCount() const { return 0; }
   // Points the layer at its slice of the flat parameter and gradient buffers.
   virtual void bind(float* /*params*/, float* /*grads*/) {}
   virtual void initialize(uint64_t /*seed*/) {}
@@ -35,6 +61,9 @@ class Layer {
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
   virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n,
                         const StepContext& ctx) = 0;
+  // True when training calls ctx.sumAcrossReplicas (BatchNormalization): every replica then runs
+  // each micro-batch, an empty shard included, so that all of them join every sum.
+  virtual bool needsReplicaSum() const { return false; }
   // False when this pass left a non-finite parameter gradient.
   virtual bool gradientsFinite() const { return true; }
   // A layer whose output is its input (Flatten): the model skips the copy.

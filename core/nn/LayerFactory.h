@@ -17,5 +17,8 @@ struct LayerKind {
   std::string help;
 };
 const std::vector<LayerKind>& layerKinds();
+// Keras' generated layer name for a type (to_snake_case): "MaxPooling2D" -> "max_pooling2d",
+// "BatchNormalization" -> "batch_normalization", "Conv2D" -> "conv2d".
+std::string kerasLayerName(const std::string& type);
 
 }  // namespace ml

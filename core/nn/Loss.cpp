@@ -15,9 +15,10 @@ Loss Loss::make(const std::string& name, bool fromLogits) {
   if (name == "sparse_categorical_crossentropy") l.kind_ = LossKind::SparseCategoricalCrossentropy;
   else if (name == "categorical_crossentropy") l.kind_ = LossKind::CategoricalCrossentropy;
   else if (name == "mean_squared_error" || name == "mse") l.kind_ = LossKind::MeanSquaredError;
+  else if (name == "binary_crossentropy") l.kind_ = LossKind::BinaryCrossentropy;
   else
     throw UserError("training.loss: unknown loss '" + name +
-                    "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, mean_squared_error)");
+                    "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
   return l;
 }
 
@@ -26,6 +27,7 @@ std::string Loss::name() const {
     case LossKind::SparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
     case LossKind::CategoricalCrossentropy: return "categorical_crossentropy";
     case LossKind::MeanSquaredError: return "mean_squared_error";
+    case LossKind::BinaryCrossentropy: return "binary_crossentropy";
   }
   return "";
 }
@@ -36,7 +38,33 @@ static inline float targetAt(LossKind kind, const float* targets, int64_t r, int
   return targets[r * k + j];
 }
 
+// Binary cross-entropy, the mean over the k outputs of a sample. On logits z: max(z, 0) - z t +
+// log(1 + e^-|z|), gradient sigmoid(z) - t; fused (p is a sigmoid output): gradient p - t with
+// respect to the sigmoid's input; on probabilities: clipped like Keras, gradient -t/p + (1-t)/(1-p).
+static double binaryCrossentropy(const float* pred, const float* targets, int64_t n, int64_t k, float* grad, bool logits, bool fused) {
+  double total = 0;
+  const float invK = 1.0f / static_cast<float>(k);
+  for (int64_t i = 0; i < n * k; ++i) {
+    const float p = pred[i], t = targets[i];
+    double l;
+    float g;
+    if (logits) {
+      l = std::max(p, 0.0f) - static_cast<double>(p) * t + std::log1p(std::exp(-std::fabs(static_cast<double>(p))));
+      g = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(p)))) - t;
+    } else {
+      const float q = std::clamp(p, kEps, 1.0f - kEps);
+      l = -(t * std::log(static_cast<double>(q)) + (1.0 - t) * std::log(1.0 - static_cast<double>(q)));
+      const bool clipped = p < kEps || p > 1.0f - kEps;
+      g = fused ? p - t : (clipped ? 0.0f : -t / p + (1.0f - t) / (1.0f - p));
+    }
+    total += l / static_cast<double>(k);
+    if (grad) grad[i] = g * invK;
+  }
+  return total;
+}
+
 double Loss::compute(const float* pred, const float* targets, int64_t n, int64_t k, float* grad) const {
+  if (kind_ == LossKind::BinaryCrossentropy) return binaryCrossentropy(pred, targets, n, k, grad, fromLogits_, fused_);
   double total = 0;
   if (kind_ == LossKind::MeanSquaredError) {
     for (int64_t r = 0; r < n; ++r) {
@@ -94,7 +122,16 @@ double Loss::compute(const float* pred, const float* targets, int64_t n, int64_t
 MetricKind parseMetric(const std::string& name) {
   if (name == "accuracy" || name == "acc") return MetricKind::Accuracy;
   if (name == "mae" || name == "mean_absolute_error") return MetricKind::MeanAbsoluteError;
-  throw UserError("training.metrics: unknown metric '" + name + "' (allowed: accuracy, mae)");
+  if (name == "binary_accuracy") return MetricKind::BinaryAccuracy;
+  throw UserError("training.metrics: unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
+}
+
+MetricKind metricFor(const std::string& name, const Loss& loss) {
+  const bool binary = loss.kind() == LossKind::BinaryCrossentropy;
+  MetricKind m = name.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError) : parseMetric(name);
+  if (m == MetricKind::Accuracy && binary) m = MetricKind::BinaryAccuracy;
+  if (m == MetricKind::BinaryAccuracy && binary && loss.fromLogits()) m = MetricKind::BinaryAccuracyLogits;
+  return m;
 }
 
 const char* toString(MetricKind m) {
@@ -102,6 +139,8 @@ const char* toString(MetricKind m) {
     case MetricKind::Accuracy: return "accuracy";
     case MetricKind::MeanAbsoluteError: return "mae";
     case MetricKind::None: return "none";
+    case MetricKind::BinaryAccuracy:
+    case MetricKind::BinaryAccuracyLogits: return "binary_accuracy";
   }
   return "none";
 }
@@ -110,7 +149,13 @@ double metricSum(MetricKind m, const float* pred, const float* targets, int64_t 
   double s = 0;
   for (int64_t r = 0; r < n; ++r) {
     const float* p = pred + r * k;
-    if (m == MetricKind::Accuracy) {
+    if (m == MetricKind::BinaryAccuracy || m == MetricKind::BinaryAccuracyLogits) {
+      // The share of a sample's outputs on the right side of the threshold (Keras: mean over outputs).
+      const float threshold = m == MetricKind::BinaryAccuracy ? 0.5f : 0.0f;
+      int64_t right = 0;
+      for (int64_t j = 0; j < k; ++j) right += (p[j] > threshold) == (targets[r * targetDim + j] > 0.5f) ? 1 : 0;
+      s += static_cast<double>(right) / static_cast<double>(k);
+    } else if (m == MetricKind::Accuracy) {
       const int64_t guess = std::max_element(p, p + k) - p;
       int64_t truth;
       if (targetDim == 1) truth = static_cast<int64_t>(targets[r]);

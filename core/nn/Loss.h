@@ -7,11 +7,13 @@
 
 namespace ml {
 
-enum class LossKind { SparseCategoricalCrossentropy, CategoricalCrossentropy, MeanSquaredError };
+// The values are the CUDA plugin's ABI: append only.
+enum class LossKind { SparseCategoricalCrossentropy, CategoricalCrossentropy, MeanSquaredError, BinaryCrossentropy };
 
 class Loss {
  public:
-  // name: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error (mse).
+  // name: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error (mse) |
+  // binary_crossentropy (targets 0/1 per output; mean over the outputs of a sample, as Keras).
   static Loss make(const std::string& name, bool fromLogits);
 
   LossKind kind() const { return kind_; }
@@ -21,8 +23,9 @@ class Loss {
   // Targets per sample the loss expects: 1 (class index) for sparse CE, k for the others.
   int64_t targetDim(int64_t outputs) const { return kind_ == LossKind::SparseCategoricalCrossentropy ? 1 : outputs; }
 
-  // Set when the model's output is a softmax and this is a cross-entropy on probabilities: the
-  // gradient is then taken with respect to the softmax's input (p - y), which is exact and stable.
+  // Set when the model's output is a softmax (sigmoid for binary_crossentropy) and the loss takes
+  // probabilities: the gradient is then taken with respect to the activation's input (p - y),
+  // which is exact and stable.
   void setFusedSoftmax(bool on) { fused_ = on; }
   bool fusedSoftmax() const { return fused_; }
 
@@ -36,10 +39,15 @@ class Loss {
   bool fused_ = false;
 };
 
-enum class MetricKind { Accuracy, MeanAbsoluteError, None };
+// BinaryAccuracy thresholds probabilities at 0.5; BinaryAccuracyLogits (binary_accuracy with a
+// from_logits loss) thresholds logits at 0, the same decision.
+enum class MetricKind { Accuracy, MeanAbsoluteError, None, BinaryAccuracy, BinaryAccuracyLogits };
 
 // The main metric of a project: accuracy for classification, mae for regression.
 MetricKind parseMetric(const std::string& name);
+// The metric a project's name means with its loss, as Keras picks it: "accuracy" is
+// binary_accuracy with binary_crossentropy; "" is the loss's default metric.
+MetricKind metricFor(const std::string& name, const Loss& loss);
 const char* toString(MetricKind m);
 // Sum over rows: correct predictions (accuracy) or absolute errors averaged over outputs (mae).
 double metricSum(MetricKind m, const float* pred, const float* targets, int64_t n, int64_t k, int64_t targetDim);

@@ -24,11 +24,6 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
-static std::string snake(const std::string& type) {
-  std::string s;
-  for (char c : type) s += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
@@ -51,7 +46,7 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
     if (!l.name.empty()) used.insert(l.name);
   for (auto& l : spec_.layers) {
     if (!l.name.empty()) continue;
-    std::string base = snake(l.type), name;
+    std::string base = kerasLayerName(l.type), name;
     do {
       int& c = counts[base];
       name = c == 0 ? base : base + "_" + std::to_string(c);
@@ -97,18 +92,26 @@ void Sequential::initialize(uint64_t seed) {
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->initialize(hashKeys(seed, 0x1417ull, i));
 }
 
+int64_t Sequential::nonTrainableCount() const {
+  int64_t n = 0;
+  for (const auto& l : layers_) n += l->nonTrainableCount();
+  return n;
+}
+
 void Sequential::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void Sequential::configureLoss(Loss& loss) {
   const bool wants = loss.isClassification() && !loss.fromLogits();
+  // Softmax with a categorical cross-entropy, sigmoid with the binary one: dL/dlogits = p - t.
+  const Act fusable = loss.kind() == LossKind::BinaryCrossentropy ? Act::Sigmoid : Act::Softmax;
   bool fuse = false;
   Layer& last = *layers_.back();
   // Set (or clear) the flag every time: a model reconfigured with another loss must unfuse.
   if (auto* d = dynamic_cast<Dense*>(&last)) {
-    fuse = wants && d->activation() == Act::Softmax;
+    fuse = wants && d->activation() == fusable;
     d->setFusedSoftmax(fuse);
   } else if (auto* a = dynamic_cast<ActivationLayer*>(&last)) {
-    fuse = wants && a->activation() == Act::Softmax;
+    fuse = wants && a->activation() == fusable;
     a->setFusedSoftmax(fuse);
   }
   loss.setFusedSoftmax(fuse);

@@ -37,6 +37,8 @@ class Sequential {
   int64_t outFeatures() const { return numel(outputShape_); }
 
   int64_t paramCount() const { return static_cast<int64_t>(params_.size()); }
+  // Of paramCount(), the values no optimizer changes (BatchNormalization's moving statistics).
+  int64_t nonTrainableCount() const;
   std::span<float> params() { return params_; }
   std::span<const float> params() const { return params_; }
   std::span<float> grads() { return grads_; }

@@ -20,7 +20,7 @@ void ActivationLayer::forward(const float* x, float* y, int64_t n, const StepCon
 
 void ActivationLayer::backward(const float*, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (!dx) return;
-  if (fusedSoftmax_ && act_ == Act::Softmax) {
+  if (fusedSoftmax_) {  // set only for softmax+CE or sigmoid+BCE (configureLoss)
     std::copy(dy, dy + n * outFeatures(), dx);
     return;
   }
@@ -38,6 +38,41 @@ void Flatten::forward(const float* x, float* y, int64_t n, const StepContext&) {
 }
 
 void Flatten::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext&) {
+  if (dx && dx != dy) std::copy(dy, dy + n * inFeatures(), dx);
+}
+
+Shape Reshape::build(const Shape& input) {
+  const std::string who = "layer '" + name + "' (Reshape)";
+  int64_t known = 1, unknown = -1;
+  for (size_t i = 0; i < target_.size(); ++i) {
+    if (target_[i] == -1 && unknown < 0) unknown = static_cast<int64_t>(i);
+    else if (target_[i] <= 0)
+      throw UserError(who + ": target_shape " + shapeToString(target_, false) + " must hold positive sizes (and at most one -1)");
+    else known *= target_[i];
+  }
+  const int64_t total = numel(input);
+  Shape out = target_;
+  if (unknown >= 0) {
+    if (total % known != 0)
+      throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) + " values, which do not divide into " +
+                      shapeToString(target_, false) + ": choose a target_shape whose sizes multiply to " + std::to_string(total));
+    out[static_cast<size_t>(unknown)] = total / known;
+  } else if (known != total) {
+    throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) + " values but target_shape " +
+                    shapeToString(target_, false) + " holds " + std::to_string(known) + ": choose sizes that multiply to " +
+                    std::to_string(total) + " (or use -1 for one of them)");
+  }
+  if (target_.empty()) throw UserError(who + ": target_shape is empty: give the shape of one sample, e.g. [28, 28, 1]");
+  inputShape = input;
+  outputShape = out;
+  return outputShape;
+}
+
+void Reshape::forward(const float* x, float* y, int64_t n, const StepContext&) {
+  if (x != y) std::copy(x, x + n * inFeatures(), y);
+}
+
+void Reshape::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext&) {
   if (dx && dx != dy) std::copy(dy, dy + n * inFeatures(), dx);
 }
 

@@ -1,4 +1,4 @@
-// The parameter-free layers: Activation, Flatten, Dropout.
+// The parameter-free layers: Activation, Flatten, Reshape, Dropout.
 #pragma once
 #include <vector>
 
@@ -30,6 +30,22 @@ class Flatten : public Layer {
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   bool isReshape() const override { return true; }
+};
+
+// Keras' Reshape(target_shape): the same values seen with another per-sample shape; one entry
+// may be -1 (inferred). Like Flatten, the model skips the copy.
+class Reshape : public Layer {
+ public:
+  explicit Reshape(Shape target) : target_(std::move(target)) {}
+  std::string type() const override { return "Reshape"; }
+  Shape build(const Shape& input) override;
+  void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
+  void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
+  bool isReshape() const override { return true; }
+  nlohmann::json args() const override { return {{"target_shape", target_}}; }
+
+ private:
+  Shape target_;
 };
 
 // Inverted dropout: kept units are scaled by 1/(1-rate) in training, identity in inference.

@@ -1,5 +1,6 @@
 #include "nn/Summary.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -37,20 +38,25 @@ static std::string pad(std::string s, size_t w) {
 
 std::string formatSummary(const Sequential& model, const std::string& name, int64_t batch, int slots) {
   std::ostringstream o;
-  const std::string line(65, '_'), dline(65, '=');
-  o << "Model: \"" << name << "\"\n" << line << "\n";
-  o << pad(" Layer (type)", 29) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
   const auto rows = model.summary();
+  // Keras' 29-character first column, widened when a name and type need more
+  // ("batch_normalization_1 (BatchNormalization)").
+  size_t first = 29;
+  for (const auto& r : rows) first = std::max(first, r.name.size() + r.type.size() + 5);
+  const std::string line(first + 36, '_'), dline(first + 36, '=');
+  o << "Model: \"" << name << "\"\n" << line << "\n";
+  o << pad(" Layer (type)", first) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    o << pad(" " + r.name + " (" + r.type + ")", 29) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
+    o << pad(" " + r.name + " (" + r.type + ")", first) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
     if (i + 1 < rows.size()) o << "\n";
   }
   const int64_t p = model.paramCount();
   o << dline << "\n";
   o << "Total params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
-  o << "Trainable params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
-  o << "Non-trainable params: 0 (0 B)\n" << line << "\n";
+  const int64_t frozen = model.nonTrainableCount();
+  o << "Trainable params: " << withThousands(p - frozen) << " (" << formatBytes(static_cast<double>(p - frozen) * 4) << ")\n";
+  o << "Non-trainable params: " << withThousands(frozen) << " (" << formatBytes(static_cast<double>(frozen) * 4) << ")\n" << line << "\n";
   const double params = static_cast<double>(p) * 4;
   o << "Memory per replica at batch " << batch << ": " << formatBytes(params) << " weights + " << formatBytes(params)
     << " gradients + " << formatBytes(params * slots) << " optimizer state + "

@@ -9,12 +9,19 @@
 #include <sstream>
 
 #include "Error.h"
+#include "nn/LayerFactory.h"
 #include "AtomicFile.h"
 #include "JsonFile.h"
 #include "Limits.h"
 #include "project/FieldNames.h"
 
 namespace ml {
+
+static std::string layerTypeNames() {
+  std::string names;
+  for (const auto& k : layerKinds()) names += (names.empty() ? "" : ", ") + k.type;
+  return names;
+}
 
 using nlohmann::json;
 
@@ -183,7 +190,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
   for (const auto& l : m.at("layers")) {
     const std::string path = "model.layers[" + std::to_string(idx++) + "]";
     if (!l.is_object() || !l.contains("type") || !l.at("type").is_string())
-      r.fail(path, "must be an object with a \"type\" (Dense, Activation, Flatten, Dropout), got " + shortDump(l));
+      r.fail(path, "must be an object with a \"type\" (" + layerTypeNames() + "), got " + shortDump(l));
     LayerSpec s;
     s.type = l.at("type").get<std::string>();
     r.get(l, path, "name", s.name, "a string");

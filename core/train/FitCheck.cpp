@@ -70,6 +70,17 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
     fc.problems.push_back({FitProblem::Where::Loss, last,
                            "Model screen: the project's loss (" + p.training.loss + ") needs class labels, but " + data.name +
                                " has numeric targets. Click Fit to data to use mean squared error."});
+  } else if (loss.kind() == LossKind::BinaryCrossentropy) {
+    const int64_t want = data.targetDim == 1 && data.numClasses == 2 ? 1 : data.targetDim;
+    if (m->outFeatures() != want)
+      fc.problems.push_back({FitProblem::Where::Output, last,
+                             "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
+                                 " outputs but binary_crossentropy needs one per 0/1 target (" + std::to_string(want) + "). Set its Units to " +
+                                 std::to_string(want) + "."});
+    else if (!p.training.fromLogits && lastActivation(p.model) != "sigmoid")
+      fc.problems.push_back({FitProblem::Where::Output, last,
+                             "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
+                                 " but binary_crossentropy expects probabilities. Set its Activation to sigmoid."});
   } else if (loss.isClassification()) {
     if (m->outFeatures() != data.numClasses)
       fc.problems.push_back({FitProblem::Where::Output, last,

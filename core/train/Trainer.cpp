@@ -135,6 +135,17 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
         throw UserError("training.loss categorical_crossentropy expects " + std::to_string(k) + " one-hot values per sample (one per output of " +
                         last + ") but '" + data.name + "' has " + std::to_string(data.targetDim) + " target values per sample");
       break;
+    case LossKind::BinaryCrossentropy:
+      if (data.targetDim != k)
+        throw UserError("training.loss binary_crossentropy compares each of the " + std::to_string(k) + " outputs of " + last +
+                        " with a 0/1 target, but '" + data.name + "' has " + std::to_string(data.targetDim) + " target value(s) per sample" +
+                        (classLabels && data.numClasses > 2 ? " (" + std::to_string(data.numClasses) + " classes): use sparse_categorical_crossentropy with " +
+                                                                  std::to_string(data.numClasses) + " softmax units"
+                                                            : ": give it " + std::to_string(data.targetDim) + " unit(s) with a sigmoid"));
+      if (classLabels && data.numClasses > 2)
+        throw UserError("training.loss binary_crossentropy needs labels 0 and 1, but '" + data.name + "' has " + std::to_string(data.numClasses) +
+                        " classes: use sparse_categorical_crossentropy with " + std::to_string(data.numClasses) + " softmax units");
+      break;
     case LossKind::MeanSquaredError:
       if (data.targetDim != k)
         throw UserError(last + " has " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
@@ -161,8 +172,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.shardOptimizer = project_.distribute.shardOptimizer;
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
-  MetricKind metric = project_.training.metrics.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError)
-                                                        : parseMetric(project_.training.metrics.front());
+  MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
   plan_ = planRun(project_, so.devices.size(), train.size);
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
   // Check that the model fits the data before any time is spent. A loss or metric of the wrong

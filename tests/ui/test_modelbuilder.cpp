@@ -2,6 +2,7 @@
 // a layer that does not fit, and the mirrored copies per device.
 #include <QCheckBox>
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
 #include <QSpinBox>
 #include <QTableWidget>
@@ -14,6 +15,7 @@
 #include "UiTestUtil.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/Summary.h"
+#include "nn/Sequential.h"
 
 class ModelBuilderTest : public QObject {
   Q_OBJECT
@@ -96,6 +98,58 @@ class ModelBuilderTest : public QObject {
     QVERIFY(w.modelBuilder()->analysis().ok);
     QCOMPARE(total(w), int64_t(101770));
     QVERIFY(!error->isVisible());
+  }
+
+  // A CNN in the builder: a Conv2D on (28, 28) is red with the fix; with (28, 28, 1) it has Keras'
+  // shape and count; a kernel larger than its input is red with the reason; BatchNormalization's
+  // inspector explains the statistics choice in one sentence.
+  void convolutionalLayersShowShapesReasonsAndTheStatisticsChoice() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.showPage(mlui::MainWindow::ModelPage);
+    w.show();
+    w.modelBuilder()->addLayer(QStringLiteral("Conv2D"), 0);
+    auto a = w.modelBuilder()->analysis();
+    QVERIFY(!a.ok);
+    QCOMPARE(a.errorLayer, 0);
+    QVERIFY2(QString::fromStdString(a.rows[0].error).contains(QStringLiteral("[28, 28, 1]")), a.rows[0].error.c_str());
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(0, 0)->background().color(), QColor(0xfd, 0xec, 0xea));
+    auto* shape = w.modelBuilder()->inputShapeEdit();
+    shape->setText(QStringLiteral("28, 28, 1"));
+    Q_EMIT shape->editingFinished();
+    a = w.modelBuilder()->analysis();
+    QVERIFY2(a.ok, a.error.c_str());
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(0, 1)->text(), QStringLiteral("(None, 26, 26, 32)"));
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(0, 2)->text(), QStringLiteral("320"));
+    QCOMPARE(a.rows[0].name, std::string("conv2d"));
+    // Conv 320 + Flatten + Dense(26*26*32 -> 128) + Dense(10).
+    QCOMPARE(total(w), int64_t(320 + 21632 * 128 + 128 + 1290));
+    // Activations dominate the memory per replica: the analysis is the model's own count.
+    ml::Sequential m(w.document()->project().model);
+    QCOMPARE(a.activationBytes, static_cast<double>(m.activationBytes(a.perReplicaBatch)));
+    QVERIFY(a.activationBytes > a.paramBytes);
+
+    w.modelBuilder()->selectLayer(0);
+    auto* kernel = w.modelBuilder()->findChild<QLineEdit*>(QStringLiteral("arg_kernel_size"));
+    QVERIFY(kernel);
+    QCOMPARE(kernel->text(), QStringLiteral("3"));
+    kernel->setText(QStringLiteral("30"));
+    Q_EMIT kernel->editingFinished();
+    a = w.modelBuilder()->analysis();
+    QVERIFY(!a.ok);
+    QCOMPARE(a.errorLayer, 0);
+    QVERIFY2(QString::fromStdString(a.rows[0].error).contains(QStringLiteral("larger than its input (None, 28, 28, 1)")), a.rows[0].error.c_str());
+    w.document()->undoStack()->undo();
+    QVERIFY(w.modelBuilder()->analysis().ok);
+
+    w.modelBuilder()->addLayer(QStringLiteral("BatchNormalization"), 1);
+    QCOMPARE(w.modelBuilder()->summaryTable()->item(1, 2)->text(), QStringLiteral("128"));
+    w.modelBuilder()->selectLayer(1);
+    auto* hint = w.modelBuilder()->findChild<QLabel*>(QStringLiteral("BatchNormStatisticsHint"));
+    QVERIFY(hint);
+    QTRY_VERIFY(hint->isVisible());  // a widget added to a shown layout appears on the next event loop pass
+    QVERIFY(hint->text().contains(QStringLiteral("its own share of the batch")));
+    QVERIFY(hint->text().contains(QStringLiteral("N devices train exactly like one")));
   }
 
   void reordersLayers() {

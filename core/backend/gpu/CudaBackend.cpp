@@ -86,8 +86,9 @@ std::string CudaBackend::supports(const BackendOp& op) const {
     case K::Collective:
       return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
     case K::Loss:
+      return op.name == "binary_crossentropy" ? "has no GPU kernel yet: train this model on CPU devices (--devices cpu:N)" : "";
     case K::Metric:
-      return {};  // every loss and metric of core/nn has a kernel (LossKernels.cu)
+      return op.name == "binary_accuracy" ? "has no GPU kernel yet: train this model on CPU devices (--devices cpu:N)" : "";
   }
   return {};
 }

@@ -29,7 +29,7 @@ TEST_P(IdxRoundTrip, ReadsPixelsAndLabels) {
   const ml::Dataset d = ml::readIdxPair(img, lbl, "tiny");
   EXPECT_EQ(d.name, "tiny");
   EXPECT_EQ(d.size, 5);
-  EXPECT_EQ(d.sampleShape, (ml::Shape{3, 4}));
+  EXPECT_EQ(d.sampleShape, (ml::Shape{3, 4, 1}));
   EXPECT_EQ(d.targetDim, 1);
   EXPECT_EQ(d.numClasses, 4);
   EXPECT_TRUE(d.classNames.empty());
@@ -191,8 +191,8 @@ TEST(Idx, RealFashionMnist) {
   EXPECT_EQ(s.train.size, 60000);
   ASSERT_TRUE(s.validation.has_value());
   EXPECT_EQ(s.validation->size, 10000);
-  EXPECT_EQ(s.train.sampleShape, (ml::Shape{28, 28}));
-  EXPECT_EQ(s.validation->sampleShape, (ml::Shape{28, 28}));
+  EXPECT_EQ(s.train.sampleShape, (ml::Shape{28, 28, 1}));
+  EXPECT_EQ(s.validation->sampleShape, (ml::Shape{28, 28, 1}));
   EXPECT_EQ(s.train.numClasses, 10);
   EXPECT_EQ(s.train.classNames.size(), 10u);
   const auto [lo, hi] = std::minmax_element(s.train.x.begin(), s.train.x.end());

@@ -19,7 +19,7 @@ using namespace mltest;
 
 namespace {
 
-const char* kProjects[] = {"fashion-mlp.json", "fashion-wide-mlp.json", "spirals.json"};
+const char* kProjects[] = {"fashion-mlp.json", "fashion-wide-mlp.json", "spirals.json", "fashion-cnn.json", "fashion-cnn-bn.json"};
 
 bool debianTorch(std::string* why) {
   const CommandResult r = runCommand(std::string(kPython) + " -c \"import torch, numpy\"");
@@ -150,6 +150,38 @@ TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
   EXPECT_GT(loss, 0.5);
   EXPECT_LT(loss, 2.0);
   EXPECT_NE(r.output.find("done: 5 steps on 2 replica(s)"), std::string::npos) << r.output;
+}
+
+// The CNN's programs: Keras' layers with their arguments; PyTorch's channels-first layers behind
+// permutes, SyncBatchNorm where synchronized; the PyTorch program trains a few steps.
+TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
+  const Project bn = Project::load(projectPath("fashion-cnn-bn.json"));
+  const std::string tf = generateProgram(bn, Framework::TensorFlow);
+  EXPECT_NE(tf.find("tf.keras.layers.Conv2D(32, (3, 3), strides=(1, 1), padding=\"valid\", activation=\"linear\", use_bias=False"),
+            std::string::npos);
+  EXPECT_NE(tf.find("tf.keras.layers.BatchNormalization(momentum=0.99, epsilon=0.001, center=True, scale=True, synchronized=True"),
+            std::string::npos);
+  EXPECT_NE(tf.find("tf.keras.layers.MaxPooling2D((2, 2), strides=(2, 2), padding=\"valid\""), std::string::npos);
+  EXPECT_NE(tf.find("INPUT_SHAPE = (28, 28, 1)"), std::string::npos);
+  const std::string torch = generatePyTorchProgram(bn);
+  EXPECT_NE(torch.find("conv2d(\"conv2d\", 1, 32, (3, 3), (1, 1), False, \"glorot_uniform\", \"zeros\", False)"), std::string::npos);
+  EXPECT_NE(torch.find("batch_norm(\"batch_normalization\", 32, 3, 0.99, 0.001, True, True, True)"), std::string::npos);
+  EXPECT_NE(torch.find("nn.SyncBatchNorm("), std::string::npos);
+  EXPECT_NE(torch.find("x.permute(0, 3, 1, 2)"), std::string::npos);
+  EXPECT_NE(torch.find("pool2d(True, (2, 2), (2, 2), False)"), std::string::npos);
+}
+
+TEST(CodeGen, PyTorchCnnProgramTrainsAFewStepsOnTheCpu) {
+  std::string why;
+  if (!debianTorch(&why)) GTEST_SKIP() << why;
+  TempDir dir("codegen-cnn");
+  const Project p = Project::load(projectPath("fashion-cnn.json"));
+  const fs::path file = dir.path() / suggestedFileName(p, Framework::PyTorch);
+  writeFile(file, generatePyTorchProgram(p));
+  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() +
+                                     " --steps 3 --cpu");
+  ASSERT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("done: 3 steps on 2 replica(s)"), std::string::npos) << r.output;
 }
 
 TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {

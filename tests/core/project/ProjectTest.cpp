@@ -378,9 +378,10 @@ std::string modelError(const json& layers, const json& inputShape = json::array(
 }
 
 TEST(ProjectModelErrors, UnknownLayerType) {
-  const std::string msg = modelError(json::parse(R"([{"type": "Flatten"}, {"type": "Conv2D", "filters": 8}])"));
+  const std::string msg = modelError(json::parse(R"([{"type": "Flatten"}, {"type": "Conv3D", "filters": 8}])"));
   EXPECT_NE(msg.find("layer 2"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("unknown layer type 'Conv2D'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("unknown layer type 'Conv3D'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Conv2D"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Dense"), std::string::npos) << msg;  // lists what is allowed
 }
 

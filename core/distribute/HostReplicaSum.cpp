@@ -1,0 +1,45 @@
+// Rounds of small cross-replica sums under one mutex: a few per BatchNormalization layer per step,
+// a few hundred bytes each, so a lock and a condition variable cost less than the layer itself.
+#include "distribute/HostReplicaSum.h"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace ml {
+
+HostReplicaSum::HostReplicaSum(int replicas, FailureLatch& failure)
+    : positions_(static_cast<size_t>(replicas)), failure_(failure) {}
+
+void HostReplicaSum::newStep() {
+  std::lock_guard lock(mu_);
+  rounds_.clear();  // rounds left over by a failed step
+  ++generation_;
+}
+
+void HostReplicaSum::sum(const StepContext& ctx, std::span<double> values) {
+  std::unique_lock lock(mu_);
+  Position& pos = positions_[static_cast<size_t>(ctx.replica)];
+  if (pos.generation != generation_ || pos.micro != ctx.micro) pos = {generation_, ctx.micro, 0};
+  const Key key{generation_, ctx.micro, pos.call++};
+  Round& round = rounds_[key];
+  if (round.given.empty()) round.given.resize(positions_.size());
+  round.given[static_cast<size_t>(ctx.replica)].assign(values.begin(), values.end());
+  if (++round.arrived == ctx.peers) {
+    round.result.assign(values.size(), 0.0);
+    for (const auto& part : round.given)
+      for (size_t i = 0; i < part.size() && i < values.size(); ++i) round.result[i] += part[i];
+    round.done = true;
+    cv_.notify_all();
+  } else {
+    // Wakes on the round's completion; polls the failure latch, since a replica that failed before
+    // reaching this round never arrives.
+    while (!round.done) {
+      cv_.wait_for(lock, std::chrono::milliseconds(20));
+      if (!round.done && failure_.failed()) throw std::runtime_error("a cross-replica BatchNormalization sum was abandoned: another replica failed");
+    }
+  }
+  std::copy(round.result.begin(), round.result.end(), values.begin());
+  if (++round.readers == ctx.peers) rounds_.erase(key);
+}
+
+}  // namespace ml

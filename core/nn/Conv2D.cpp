@@ -1,0 +1,160 @@
+// Conv2D forward/backward: im2col (each output position's window as one row, in the kernel's
+// (kh, kw, c) order) and OpenBLAS sgemm against the kernel viewed as a (kh*kw*c, filters) matrix.
+// Samples are processed in chunks so the column buffer stays a few MiB whatever the batch.
+#include "nn/Conv2D.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cstring>
+
+#include "Error.h"
+#include "Limits.h"
+#include "nn/Initializers.h"
+#include "tensor/Finite.h"
+
+namespace ml {
+
+void im2col(const float* x, int64_t n, const Geometry& g, const Window& win, float* cols) {
+  const int64_t patch = win.kh * win.kw * g.c;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* img = x + i * g.h * g.w * g.c;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        float* row = cols + ((i * g.oh + oy) * g.ow + ox) * patch;
+        for (int64_t ky = 0; ky < win.kh; ++ky) {
+          const int64_t iy = oy * win.sh - g.padTop + ky;
+          float* dst = row + ky * win.kw * g.c;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(dst, dst + win.kw * g.c, 0.0f);
+            continue;
+          }
+          for (int64_t kx = 0; kx < win.kw; ++kx) {
+            const int64_t ix = ox * win.sw - g.padLeft + kx;
+            if (ix < 0 || ix >= g.w) std::fill(dst + kx * g.c, dst + (kx + 1) * g.c, 0.0f);
+            else std::memcpy(dst + kx * g.c, img + (iy * g.w + ix) * g.c, static_cast<size_t>(g.c) * sizeof(float));
+          }
+        }
+      }
+  }
+}
+
+void col2imAdd(const float* dcols, int64_t n, const Geometry& g, const Window& win, float* dx) {
+  const int64_t patch = win.kh * win.kw * g.c;
+  for (int64_t i = 0; i < n; ++i) {
+    float* img = dx + i * g.h * g.w * g.c;
+    for (int64_t oy = 0; oy < g.oh; ++oy)
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const float* row = dcols + ((i * g.oh + oy) * g.ow + ox) * patch;
+        for (int64_t ky = 0; ky < win.kh; ++ky) {
+          const int64_t iy = oy * win.sh - g.padTop + ky;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t kx = 0; kx < win.kw; ++kx) {
+            const int64_t ix = ox * win.sw - g.padLeft + kx;
+            if (ix < 0 || ix >= g.w) continue;
+            const float* src = row + (ky * win.kw + kx) * g.c;
+            float* dst = img + (iy * g.w + ix) * g.c;
+            for (int64_t ch = 0; ch < g.c; ++ch) dst[ch] += src[ch];
+          }
+        }
+      }
+  }
+}
+
+Conv2D::Conv2D(int64_t filters, Window win, Act act, bool useBias, std::string kernelInit, std::string biasInit)
+    : filters_(filters), win_(win), act_(act), useBias_(useBias), kernelInit_(std::move(kernelInit)), biasInit_(std::move(biasInit)) {}
+
+Shape Conv2D::build(const Shape& input) {
+  if (act_ == Act::Softmax)
+    throw UserError("layer '" + name + "' (Conv2D): activation softmax is not offered on a convolution: use relu (or linear) "
+                    "and put the softmax on the last Dense layer");
+  g_ = spatialGeometry(name, type(), input, win_, "kernel");
+  const auto k = mulChecked(patch(), filters_);
+  if (!k || *k > kMaxFeatures)
+    throw UserError("layer '" + name + "' (Conv2D): " + std::to_string(filters_) + " filters of " + std::to_string(patch()) +
+                    " weights each is more than any machine holds: use fewer filters or a smaller kernel");
+  const auto out = mulChecked(g_.oh * g_.ow, filters_);
+  if (!out || *out > kMaxFeatures)
+    throw UserError("layer '" + name + "' (Conv2D): its output " + std::to_string(g_.oh) + "x" + std::to_string(g_.ow) + "x" +
+                    std::to_string(filters_) + " is too large: use strides, pooling or fewer filters");
+  inputShape = input;
+  outputShape = {g_.oh, g_.ow, filters_};
+  return outputShape;
+}
+
+void Conv2D::bind(float* params, float* grads) {
+  w_ = params;
+  dw_ = grads;
+  b_ = useBias_ ? params + kernelSize() : nullptr;
+  db_ = useBias_ ? grads + kernelSize() : nullptr;
+}
+
+void Conv2D::initialize(uint64_t seed) {
+  // Keras' fans for a convolution kernel: receptive field x input / output channels.
+  const int64_t field = win_.kh * win_.kw;
+  ml::initialize(kernelInit_, w_, kernelSize(), field * g_.c, field * filters_, seed);
+  if (useBias_) ml::initialize(biasInit_, b_, filters_, field * g_.c, field * filters_, seed ^ 0xB1A5ull);
+}
+
+int64_t Conv2D::chunkRows(int64_t n) const {
+  const int64_t perSample = std::max<int64_t>(1, g_.oh * g_.ow * patch());
+  return std::clamp<int64_t>((int64_t{1} << 21) / perSample, 1, std::max<int64_t>(n, 1));
+}
+
+// x (n, h, w, c) -> y (n, oh, ow, filters)
+void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
+  const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
+  cols_.resize(static_cast<size_t>(chunk * pos * P));
+  for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+    const int64_t m = std::min(chunk, n - i0), rows = m * pos;
+    im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    float* out = y + i0 * pos * F;
+    if (useBias_)
+      for (int64_t r = 0; r < rows; ++r) std::copy(b_, b_ + F, out + r * F);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P),
+                1.0f, cols_.data(), static_cast<int>(P), w_, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
+  }
+  activationForward(act_, y, n * pos, F);
+}
+
+// dy (n, oh, ow, filters) -> dz (in place); dW += cols^T dz, db += sum dz, dx = col2im(dz W^T)
+void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
+  const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
+  activationBackward(act_, y, dy, dy, n * pos, F);
+  cols_.resize(static_cast<size_t>(chunk * pos * P));
+  if (dx) dcols_.resize(static_cast<size_t>(chunk * pos * P));
+  for (int64_t i0 = 0; i0 < n; i0 += chunk) {
+    const int64_t m = std::min(chunk, n - i0), rows = m * pos;
+    const float* dz = dy + i0 * pos * F;
+    im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(P), static_cast<int>(F), static_cast<int>(rows), 1.0f,
+                cols_.data(), static_cast<int>(P), dz, static_cast<int>(F), 1.0f, dw_, static_cast<int>(F));
+    if (useBias_)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t f = 0; f < F; ++f) db_[f] += dz[r * F + f];
+    if (dx) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(P), static_cast<int>(F), 1.0f,
+                  dz, static_cast<int>(F), w_, static_cast<int>(F), 0.0f, dcols_.data(), static_cast<int>(P));
+      float* dxi = dx + i0 * inFeatures();
+      std::fill(dxi, dxi + m * inFeatures(), 0.0f);
+      col2imAdd(dcols_.data(), m, g_, win_, dxi);
+    }
+  }
+}
+
+bool Conv2D::gradientsFinite() const {
+  return allFinite(dw_, static_cast<size_t>(kernelSize())) && (!useBias_ || allFinite(db_, static_cast<size_t>(filters_)));
+}
+
+nlohmann::json Conv2D::args() const {
+  nlohmann::json j{{"filters", filters_},
+                   {"kernel_size", {win_.kh, win_.kw}},
+                   {"strides", {win_.sh, win_.sw}},
+                   {"padding", win_.same ? "same" : "valid"},
+                   {"activation", toString(act_)}};
+  if (!useBias_) j["use_bias"] = false;
+  if (kernelInit_ != "glorot_uniform") j["kernel_initializer"] = kernelInit_;
+  if (biasInit_ != "zeros") j["bias_initializer"] = biasInit_;
+  return j;
+}
+
+}  // namespace ml

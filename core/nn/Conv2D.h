@@ -1,0 +1,56 @@
+// Conv2D as Keras defines it: channels-last input (h, w, c), kernel (kh, kw, c, filters) (Keras'
+// layout, so weights files and exports need no transposition), bias (filters), "valid" or "same"
+// padding, strides, a fused activation. CPU kernel: im2col then one OpenBLAS sgemm per chunk of
+// samples (see the README for why not oneDNN).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "nn/Activations.h"
+#include "nn/Layer.h"
+#include "nn/Spatial.h"
+
+namespace ml {
+
+class Conv2D : public Layer {
+ public:
+  Conv2D(int64_t filters, Window win, Act act, bool useBias, std::string kernelInit, std::string biasInit);
+  std::string type() const override { return "Conv2D"; }
+  Shape build(const Shape& input) override;
+  int64_t paramCount() const override { return kernelSize() + (useBias_ ? filters_ : 0); }
+  void bind(float* params, float* grads) override;
+  void initialize(uint64_t seed) override;
+  void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
+  void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
+  bool gradientsFinite() const override;
+  nlohmann::json args() const override;
+
+  int64_t filters() const { return filters_; }
+  const Window& window() const { return win_; }
+  Act activation() const { return act_; }
+  bool useBias() const { return useBias_; }
+  const Geometry& geometry() const { return g_; }
+  // Multiply-adds of the forward pass per sample (the benchmarks' FLOP count is twice this).
+  int64_t macsPerSample() const { return g_.oh * g_.ow * patch() * filters_; }
+
+ private:
+  int64_t patch() const { return win_.kh * win_.kw * g_.c; }
+  int64_t kernelSize() const { return patch() * filters_; }
+  int64_t chunkRows(int64_t n) const;
+
+  int64_t filters_;
+  Window win_;
+  Act act_;
+  bool useBias_;
+  std::string kernelInit_, biasInit_;
+  Geometry g_;
+  float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
+  std::vector<float> cols_, dcols_;  // im2col scratch of one chunk of samples
+};
+
+// x (n, h, w, c) -> cols (n * oh * ow, kh * kw * c), zeros where the window leaves the image.
+void im2col(const float* x, int64_t n, const Geometry& g, const Window& win, float* cols);
+// The adjoint: dx (n, h, w, c) += the column gradients at the positions they came from.
+void col2imAdd(const float* dcols, int64_t n, const Geometry& g, const Window& win, float* dx);
+
+}  // namespace ml

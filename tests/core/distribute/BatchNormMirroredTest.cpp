@@ -1,0 +1,99 @@
+// BatchNormalization under mirrored training. Synchronized statistics: N replicas give the weights
+// of one (N in 1..4, uneven shards, empty shards under accumulation). Per-replica statistics: they
+// do not, and the gap shrinks as each replica's shard grows. Moving statistics stay bit-identical
+// across replicas in both modes (the checksums cover them: they sit in the flat parameter buffer).
+// A convolutional model without BatchNorm keeps the plain invariant.
+#include <gtest/gtest.h>
+
+#include "TestData.h"
+#include "distribute/MirroredStrategy.h"
+#include "nn/BatchNorm.h"
+#include "train/Trainer.h"
+
+namespace {
+
+using mltest::relDiff;
+
+// 4x4x3 "images" of the 4-class test problem.
+const ml::Dataset& images() {
+  static const ml::Dataset d = [] {
+    ml::Dataset x = mltest::makeClassification(1200, 48);
+    x.sampleShape = {4, 4, 3};
+    return x;
+  }();
+  return d;
+}
+
+ml::ModelSpec convModel(int bn /* 0 none, 1 per-replica, 2 synchronized */) {
+  ml::ModelSpec m;
+  m.inputShape = {4, 4, 3};
+  m.layers.push_back({"Conv2D", "", {{"filters", 6}, {"kernel_size", 2}, {"activation", bn ? "linear" : "relu"}}});
+  if (bn) m.layers.push_back({"BatchNormalization", "", {{"momentum", 0.8}, {"synchronized", bn == 2}}});
+  if (bn) m.layers.push_back({"Activation", "", {{"activation", "tanh"}}});
+  m.layers.push_back({"MaxPooling2D", "", {{"pool_size", 2}, {"padding", "same"}}});
+  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
+  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  return m;
+}
+
+std::unique_ptr<ml::MirroredStrategy> strategy(int n, int bn) {
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices("cpu:" + std::to_string(n));
+  ml::OptimizerSpec o;
+  o.name = "sgd";
+  o.momentum = 0.9;
+  auto s = std::make_unique<ml::MirroredStrategy>(convModel(bn), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                  ml::MetricKind::Accuracy, o, so);
+  s->initialize(7);
+  return s;
+}
+
+std::vector<float> train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate = 1) {
+  const auto order = ml::epochOrder(images().size, 3, 1);
+  for (int k = 0; k < steps; ++k) {
+    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
+    const auto r = s.trainStep(images(), idx, accumulate, 0.05f, static_cast<uint64_t>(k + 1));
+    EXPECT_TRUE(r.finite);
+    const auto sums = s.checksums();
+    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
+  }
+  auto p = s.model(0).params();
+  return {p.begin(), p.end()};
+}
+
+TEST(BatchNormMirrored, SynchronizedStatisticsGiveTheWeightsOfOneReplica) {
+  const int64_t B = 10;  // shards of 5/5, 4/3/3, 3/2/3/2
+  const auto one = train(*strategy(1, 2), B, 6);
+  for (int n = 2; n <= 4; ++n) {
+    auto s = strategy(n, 2);
+    const auto w = train(*s, B, 6);
+    EXPECT_LT(relDiff(w, one), 2e-5) << n << " replicas";
+    // The moving statistics moved (momentum 0.8, 6 steps) and are the one replica's.
+    const auto& bn = dynamic_cast<const ml::BatchNorm&>(s->model(n - 1).layer(1));
+    EXPECT_GT(std::fabs(bn.movingMean()[0]), 1e-3);
+  }
+}
+
+TEST(BatchNormMirrored, SynchronizedStatisticsHoldWithEmptyShardsUnderAccumulation) {
+  // 5 samples in 2 micro-batches of 2 and 3 on 4 replicas: replicas sit out different micro-batches.
+  const auto one = train(*strategy(1, 2), 5, 4, 2);
+  const auto four = train(*strategy(4, 2), 5, 4, 2);
+  EXPECT_LT(relDiff(four, one), 2e-5);
+}
+
+TEST(BatchNormMirrored, PerReplicaStatisticsDependOnTheShardAndTheGapShrinksWithItsSize) {
+  // The same 2 replicas against 1, with 4 and then 48 samples per replica.
+  const double small = relDiff(train(*strategy(2, 1), 8, 4), train(*strategy(1, 1), 8, 4));
+  const double large = relDiff(train(*strategy(2, 1), 96, 4), train(*strategy(1, 1), 96, 4));
+  EXPECT_GT(small, 1e-3) << "per-replica statistics should differ from the global batch's";
+  EXPECT_LT(large, small) << "the gap should shrink as the per-replica batch grows";
+  // Synchronized statistics close the gap at the small batch.
+  EXPECT_LT(relDiff(train(*strategy(2, 2), 8, 4), train(*strategy(1, 2), 8, 4)), 2e-5);
+}
+
+TEST(BatchNormMirrored, ConvolutionalModelKeepsTheInvariant) {
+  const auto one = train(*strategy(1, 0), 11, 5);
+  for (int n = 2; n <= 4; ++n) EXPECT_LT(relDiff(train(*strategy(n, 0), 11, 5), one), 2e-5) << n << " replicas";
+}
+
+}  // namespace
