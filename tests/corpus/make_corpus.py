@@ -42,11 +42,11 @@ w('project/units-1e300.json', proj(units(1e300)), "argument 'units' is out of ra
 w('project/units-2.7.json', proj(units(2.7)), "argument 'units' must be a whole number")
 w('project/units-2e9.json', proj(units(2000000000)), 'of memory, more than this machine has')
 w('project/input-shape-overflow.json', proj(lambda p: p['model'].__setitem__('input_shape', [65536] * 3)), 'values per sample')
-w('project/beta1-5.json', proj(opt('beta_1', 5)), 'training.optimizer.beta_1 must be in [0, 1)')
-w('project/epsilon-0.json', proj(opt('epsilon', 0)), 'training.optimizer.epsilon must be a positive finite number')
-w('project/epochs-2.5.json', proj(setk('training', 'epochs', 2.5)), 'training.epochs must be a whole number')
+w('project/beta1-5.json', proj(opt('beta_1', 5)), 'β₁ (beta_1 in the file's training › optimizer section) must be in [0, 1)')
+w('project/epsilon-0.json', proj(opt('epsilon', 0)), 'ε (epsilon in the file's training › optimizer section) must be a positive finite number')
+w('project/epochs-2.5.json', proj(setk('training', 'epochs', 2.5)), 'Epochs (epochs in the file's training section) must be a whole number')
 w('project/long-optimizer-name.json', proj(opt('name', 'x' * 100000)), 'characters)')
-w('project/threads-negative.json', proj(setk('distribute', 'threads_per_device', -5)), 'distribute.threads_per_device must be at least 0 and at most 1024')
+w('project/threads-negative.json', proj(setk('distribute', 'threads_per_device', -5)), 'Threads per device (threads_per_device in the file's distribute section) must be at least 0 and at most 1024')
 
 # Weights files of the 2-4-3 model the weights target loads into (27 parameters).
 def mlw(arch, count=27, params=None):
