@@ -37,7 +37,7 @@ std::optional<int64_t> Recorder::runId() const {
 
 std::optional<int64_t> Recorder::waitForRunId(std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return runId_.has_value(); });
+  cv_.wait_for(lock, timeout, [&] { return runId_.has_value() || !error_.empty(); });
   return runId_;
 }
 

@@ -48,6 +48,7 @@ class Recorder {
 
   // The stored id of the current run, once its RunStarted is committed.
   std::optional<int64_t> runId() const;
+  // Waits until the run is committed; nullopt after the timeout or as soon as a write failed.
   std::optional<int64_t> waitForRunId(std::chrono::milliseconds timeout) const;
   // The first write error (disk full, ...), or "" when every batch was written. After it the
   // recorder writes nothing more but the run's status: failed, with what the store holds.

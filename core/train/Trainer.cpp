@@ -427,6 +427,10 @@ RunFinished Trainer::run() {
     started.resumeWall = from.wall;
   }
   hub_.publish(started);
+  // The run is in the store before its first step: a process killed at any step later leaves a
+  // run that the next opening marks interrupted, never no run at all (the recorder commits on its
+  // own thread, which a loaded machine may not schedule before a small model's first steps).
+  if (!runId_ && options_.runId) runId_ = options_.runId();
 
   const double warmupSteps = plan_.warmupEpochs * static_cast<double>(spe);
   const int64_t memBytes = s.model(0).paramCount() * 4 * 2 + s.model(0).activationBytes(plan_.perReplicaBatch);

@@ -92,6 +92,32 @@ TEST(Trainer, FirstTenLossesOfAFixedSeedRunArePinned) {
   }
 }
 
+TEST(Trainer, TheRunIsInTheStoreBeforeItsFirstStep) {
+  // A process killed at step 1 must leave a stored run (marked interrupted later), so the trainer
+  // waits for the recorder's run id before it steps; here the id arrives 50 ms late, as on a
+  // loaded machine, and no step may have been published by then.
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  o.maxSteps = 5;
+  int calls = 0;
+  int64_t stepsSeenAtCall = -1;
+  o.runId = [&]() -> std::optional<int64_t> {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    stepsSeenAtCall = 0;
+    for (const auto& e : drainAll(*ch)) stepsSeenAtCall += std::holds_alternative<ml::StepEvent>(e);
+    return 7;
+  };
+  ml::Trainer t(makeProject("cpu:2", 32), makeData(), hub, o);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(stepsSeenAtCall, 0);
+  int steps = 0;
+  for (const auto& e : drainAll(*ch)) steps += std::holds_alternative<ml::StepEvent>(e);
+  EXPECT_EQ(steps, 5);
+}
+
 TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
   auto p = makeProject("cpu:2", 60);
   p.training.lrScaling = "linear";
