@@ -85,19 +85,26 @@ inline nlohmann::json readJsonFile(const std::string& path, const std::string& w
 }
 
 // The field checks every reader of a user JSON file shares: errors read
-// "<source>: <field> <what is wrong>", and unknown fields are named with the allowed ones.
+// "<source>: <field> <what is wrong>" (the field in the screens' words when fieldWords is set),
+// and an unknown key is named with where it sits and the keys allowed there.
 struct JsonFieldReader {
   std::string source;
+  std::string (*fieldWords)(const std::string& path) = nullptr;  // "training.batch_size" -> words
 
-  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { throw UserError(source + ": " + field + " " + msg); }
+  [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
+    throw UserError(source + ": " + (fieldWords ? fieldWords(field) : field) + " " + msg);
+  }
   void onlyKeys(const nlohmann::json& obj, const std::string& path, const std::set<std::string>& allowed) const {
     if (!obj.is_object()) fail(path, "must be a JSON object, got " + shortDump(obj));
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       if (allowed.count(it.key())) continue;
       std::string names;
       for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
-      const std::string key = clipText(it.key(), 40);
-      fail(path.empty() ? key : path + "." + key, "is not a known field (allowed here: " + names + ")");
+      std::string where = path;
+      for (size_t at = 0; (at = where.find('.', at)) != std::string::npos;) where.replace(at, 1, " › ");
+      throw UserError(source + ": '" + clipText(it.key(), 40) + "' " +
+                      (path.empty() ? std::string("at the top of the file") : "in the file's " + where + " section") +
+                      " is not a known field (allowed there: " + names + ")");
     }
   }
 };

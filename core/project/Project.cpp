@@ -28,21 +28,7 @@ using nlohmann::json;
 namespace {
 
 struct Reader : JsonFieldReader {
-  // Fields named as the screens name them, the key in parentheses (FieldNames.h).
-  [[noreturn]] void fail(const std::string& field, const std::string& msg) const { JsonFieldReader::fail(fieldInWords(field), msg); }
-  void onlyKeys(const json& obj, const std::string& path, const std::set<std::string>& allowed) const {
-    if (!obj.is_object()) fail(path, "must be a JSON object, got " + shortDump(obj));
-    for (auto it = obj.begin(); it != obj.end(); ++it) {
-      if (allowed.count(it.key())) continue;
-      std::string names;
-      for (const auto& a : allowed) names += (names.empty() ? "" : ", ") + a;
-      const std::string key = clipText(it.key(), 40);
-      std::string where = path;
-      for (size_t at = 0; (at = where.find('.', at)) != std::string::npos;) where.replace(at, 1, " › ");
-      throw UserError(source + ": '" + key + "' " + (path.empty() ? std::string("at the top of the file") : "in the file's " + where + " section") +
-                      " is not a known field (allowed there: " + names + ")");
-    }
-  }
+  // Fields are named as the screens name them, the key in parentheses (FieldNames.h).
   template <typename T>
   void get(const json& obj, const std::string& path, const char* key, T& out, const char* what) const {
     if (!obj.contains(key)) return;
@@ -166,7 +152,7 @@ json Project::toJson() const {
 }
 
 Project Project::fromJson(const json& j, const std::string& source) {
-  Reader r{{source}};
+  Reader r{{source, fieldInWords}};
   Project p;
   r.onlyKeys(j, "", {"schema_version", "name", "description", "model", "data", "training", "distribute"});
   r.get(j, "", "schema_version", p.schemaVersion, "an integer");

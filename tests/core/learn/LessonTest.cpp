@@ -113,7 +113,7 @@ TEST(Lessons, BadFilesNameTheFileAndTheField) {
 
   j = validLesson();
   j["expriments"] = j["experiments"];
-  EXPECT_NE(loadError(j).find("expriments is not a known field"), std::string::npos);
+  EXPECT_NE(loadError(j).find("'expriments' at the top of the file is not a known field"), std::string::npos);
 
   j = validLesson();
   j["project"] = "no-such-project.json";
