@@ -30,7 +30,8 @@ std::string reasonFor(int err) {
 std::string temporaryName(const fs::path& target) {
   static std::atomic<unsigned> counter{0};
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  return (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++))).string();
+  return (dir / ("." + target.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
+      .string();
 }
 
 }  // namespace

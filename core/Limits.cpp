@@ -35,9 +35,12 @@ std::string humanBytes(double bytes) {
     ++u;
   }
   char buf[64];
-  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
-  else if (bytes >= 1e6) std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
-  else std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
+  if (u == 0)
+    std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  else if (bytes >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.3g %s", bytes, units[u]);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f %s", bytes, units[u]);
   return buf;
 }
 
@@ -80,7 +83,8 @@ void requireRegularFile(const std::string& path, const std::string& what, const 
 std::string readRegularFile(const std::string& path, const std::string& what, const std::string& missingHint, uint64_t maxBytes) {
   requireRegularFile(path, what, missingHint);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw UserError("cannot open " + what + " '" + clipText(path, 200) + "' (" + std::strerror(errno) + "): " + missingHint);
+  if (!in)
+    throw UserError("cannot open " + what + " '" + clipText(path, 200) + "' (" + std::strerror(errno) + "): " + missingHint);
   const std::streamoff size = in.tellg();
   const uint64_t limit = maxBytes ? maxBytes : memoryLimitBytes();
   if (size < 0) throw UserError("cannot read " + what + " '" + clipText(path, 200) + "': " + missingHint);

@@ -96,7 +96,8 @@ ml::Sequential& weightsModel() {
   static ml::Sequential model([] {
     ml::ModelSpec spec;
     spec.inputShape = {2};
-    spec.layers = {{"Dense", "", {{"units", 4}, {"activation", "relu"}}}, {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+    spec.layers = {{"Dense", "", {{"units", 4}, {"activation", "relu"}}},
+                   {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
     return spec;
   }());
   return model;
@@ -144,8 +145,8 @@ std::string store(const uint8_t* data, size_t size) {
 }  // namespace
 
 const std::vector<NamedTarget>& targets() {
-  static const std::vector<NamedTarget> all = {
-      {"project", project}, {"idx", idx}, {"csv", csv}, {"weights", weights}, {"lesson", lesson}, {"store", store}};
+  static const std::vector<NamedTarget> all = {{"project", project}, {"idx", idx},       {"csv", csv},
+                                               {"weights", weights}, {"lesson", lesson}, {"store", store}};
   return all;
 }
 
@@ -235,7 +236,8 @@ void writeSeeds(const std::string& dirName) {
   const fs::path dir(dirName);
   writeBytes(dir / "project" / "minimal.json",
              R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]}})");
-  const std::string images = be32(0x803) + be32(3) + be32(2) + be32(2) + std::string("\x00\x40\x80\xff\x01\x02\x03\x04\x10\x20\x30\x40", 12);
+  const std::string images =
+      be32(0x803) + be32(3) + be32(2) + be32(2) + std::string("\x00\x40\x80\xff\x01\x02\x03\x04\x10\x20\x30\x40", 12);
   const std::string labels = be32(0x801) + be32(3) + std::string("\x00\x01\x02", 3);
   writeBytes(dir / "idx" / "raw.bin", idxInput(images, labels));
   writeBytes(dir / "idx" / "gzip.bin", idxInput(gzipped(images), gzipped(labels)));

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     if (fs::is_directory(dir)) {
       std::set<fs::path> inputs;
       for (const auto& e : fs::directory_iterator(dir))
-        if (e.is_regular_file() && e.path().extension() != ".expect" && e.path().filename() != "README.md") inputs.insert(e.path());
+        if (e.is_regular_file() && e.path().extension() != ".expect" && e.path().filename() != "README.md")
+          inputs.insert(e.path());
       for (const auto& p : inputs) {
         const std::string data = readAll(p);
         const std::string msg = t.run(reinterpret_cast<const uint8_t*>(data.data()), data.size());
@@ -62,7 +63,8 @@ int main(int argc, char** argv) {
                        msg.empty() ? "(accepted)" : msg.substr(0, 300).c_str());
           ++failures;
         } else if (msg.size() > 2000) {
-          std::fprintf(stderr, "FAIL %s: the message is %zu characters long (values must be cut)\n", p.string().c_str(), msg.size());
+          std::fprintf(stderr, "FAIL %s: the message is %zu characters long (values must be cut)\n", p.string().c_str(),
+                       msg.size());
           ++failures;
         }
       }

@@ -4,8 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests also run generated PyTorch programs (Debian's CPU build) and check exported models
-# with the ONNX checker and h5py.
+# with the ONNX checker and h5py. The layout check comes first: it takes seconds.
 scripts/deps.sh python3-torch python3-numpy python3-onnx python3-h5py
+echo "== The sources follow .clang-format"
+scripts/format-check.sh
 scripts/build.sh
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 echo "== Installed into a temporary prefix, used from outside the source tree, packaged as .deb"

@@ -35,8 +35,7 @@ static QString duration(double s) {
   return QStringLiteral("%1 h %2 min").arg(m / 60).arg(m % 60);
 }
 
-DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath,
-                             QWidget* parent)
+DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath, QWidget* parent)
     : QWidget(parent), doc_(doc), session_(session), storePath_(std::move(storePath)) {
   auto* root = new QVBoxLayout(this);
   root->setContentsMargins(0, 0, 0, 0);
@@ -102,11 +101,20 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   cards->setSpacing(8);
   cards->addWidget(statCard(tr("Step"), &stepValue_, tr("Optimizer updates done / planned: one update per global batch")), 0);
   cards->addWidget(statCard(tr("Epoch"), &epochValue_, tr("Passes over the training set done / planned")), 0);
-  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_, tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")), 0);
-  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")), 0);
-  cards->addWidget(statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")), 0);
-  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_, tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting for the slowest replica")), 0);
-  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_, tr("Training time so far (paused time excluded) and the estimate for the remaining steps")), 0);
+  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_,
+                            tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")),
+                   0);
+  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")),
+                   0);
+  cards->addWidget(
+      statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")), 0);
+  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_,
+                            tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting "
+                               "for the slowest replica")),
+                   0);
+  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_,
+                            tr("Training time so far (paused time excluded) and the estimate for the remaining steps")),
+                   0);
   v->addWidget(cards);
   progress_ = new QProgressBar(body);
   progress_->setTextVisible(false);
@@ -116,7 +124,8 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   v->addWidget(progress_);
 
   sync_ = new QLabel(tr("Replica sync check: appears after the first epoch — equal weight checksums on every "
-                        "replica prove the copies are identical."), body);
+                        "replica prove the copies are identical."),
+                     body);
   sync_->setObjectName(QStringLiteral("SyncCheck"));
   sync_->setWordWrap(true);
   sync_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -208,9 +217,7 @@ QWidget* DashboardView::statCard(const QString& caption, QLabel** value, const Q
   return card;
 }
 
-std::vector<LiveChart*> DashboardView::charts() const {
-  return {loss_, accuracy_, util_, breakdown_, throughput_, timeline_};
-}
+std::vector<LiveChart*> DashboardView::charts() const { return {loss_, accuracy_, util_, breakdown_, throughput_, timeline_}; }
 
 void DashboardView::setMaxSteps(int steps) { maxSteps_->setValue(steps); }
 
@@ -225,9 +232,12 @@ void DashboardView::setBlockedReason(const QString& reason) {
 }
 
 void DashboardView::updateTrainTip() {
-  if (externalBusy_) train_->setToolTip(tr("A lesson or scaling experiment is running on the Learn screen: wait for it to end"));
-  else if (!blocked_.isEmpty()) train_->setToolTip(tr("Train is off until the model fits the data:\n%1").arg(blocked_));
-  else train_->setToolTip(tr("Start training the project (Ctrl+R)"));
+  if (externalBusy_)
+    train_->setToolTip(tr("A lesson or scaling experiment is running on the Learn screen: wait for it to end"));
+  else if (!blocked_.isEmpty())
+    train_->setToolTip(tr("Train is off until the model fits the data:\n%1").arg(blocked_));
+  else
+    train_->setToolTip(tr("Start training the project (Ctrl+R)"));
 }
 
 void DashboardView::startTraining() {
@@ -250,19 +260,28 @@ void DashboardView::onStateChanged(TrainingSession::State s) {
 
 void DashboardView::onEvents(const std::vector<ml::Event>& events) {
   for (const auto& e : events) {
-    if (const auto* s = std::get_if<ml::StepEvent>(&e)) onStep(*s);
-    else if (const auto* d = std::get_if<ml::DeviceSample>(&e)) util_->addSample(*d);
-    else if (const auto* pa = std::get_if<ml::RunPaused>(&e)) util_->addPause(*pa);
-    else if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) onEpoch(*ep);
-    else if (const auto* st = std::get_if<ml::RunStarted>(&e)) onRunStarted(*st);
-    else if (const auto* f = std::get_if<ml::RunFinished>(&e)) onFinished(*f);
-    else if (const auto* w = std::get_if<ml::WatchdogWarning>(&e)) onStraggler(*w);
+    if (const auto* s = std::get_if<ml::StepEvent>(&e))
+      onStep(*s);
+    else if (const auto* d = std::get_if<ml::DeviceSample>(&e))
+      util_->addSample(*d);
+    else if (const auto* pa = std::get_if<ml::RunPaused>(&e))
+      util_->addPause(*pa);
+    else if (const auto* ep = std::get_if<ml::EpochEvent>(&e))
+      onEpoch(*ep);
+    else if (const auto* st = std::get_if<ml::RunStarted>(&e))
+      onRunStarted(*st);
+    else if (const auto* f = std::get_if<ml::RunFinished>(&e))
+      onFinished(*f);
+    else if (const auto* w = std::get_if<ml::WatchdogWarning>(&e))
+      onStraggler(*w);
   }
   dirty_ = true;
   if (!isVisible() || window()->isMinimized()) return;  // drawn when the page is shown again
   const qint64 due = budget_.intervalMs();
-  if (!sinceRender_.isValid() || sinceRender_.elapsed() >= due) render();
-  else if (!renderLater_->isActive()) renderLater_->start(static_cast<int>(due - sinceRender_.elapsed()));
+  if (!sinceRender_.isValid() || sinceRender_.elapsed() >= due)
+    render();
+  else if (!renderLater_->isActive())
+    renderLater_->start(static_cast<int>(due - sinceRender_.elapsed()));
 }
 
 void DashboardView::render() {
@@ -369,7 +388,9 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   if (e.inSync && !e.checksums.empty()) {
     setRole(sync_, "syncOk");
     sync_->setText(e.checksums.size() == 1
-                       ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).").arg(e.epoch).arg(hex(e.checksums.front()))
+                       ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).")
+                             .arg(e.epoch)
+                             .arg(hex(e.checksums.front()))
                        : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
                              .arg(e.epoch)
                              .arg(e.checksums.size())
@@ -377,9 +398,11 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   } else {
     QStringList parts;
     for (size_t i = 0; i < e.checksums.size(); ++i)
-      parts << QStringLiteral("%1 %2").arg(i < deviceNames_.size() ? q(deviceNames_[i]) : QString::number(i), hex(e.checksums[i]));
+      parts << QStringLiteral("%1 %2").arg(i < deviceNames_.size() ? q(deviceNames_[i]) : QString::number(i),
+                                           hex(e.checksums[i]));
     setRole(sync_, "syncBad");
-    sync_->setText(tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
+    sync_->setText(
+        tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
   }
 }
 
@@ -402,8 +425,10 @@ void DashboardView::updateNumbers() {
   if (lastValMetric_)
     valValue_->setText(isAccuracy ? QStringLiteral("%1%").arg(*lastValMetric_ * 100, 0, 'f', 1)
                                   : QString::number(*lastValMetric_, 'f', 4));
-  else if (lastValLoss_) valValue_->setText(tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
-  else valValue_->setText(QStringLiteral("—"));
+  else if (lastValLoss_)
+    valValue_->setText(tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
+  else
+    valValue_->setText(QStringLiteral("—"));
   speedValue_->setText(tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
   syncShareValue_->setText(QStringLiteral("%1%").arg(ar + wait, 0, 'f', 1));

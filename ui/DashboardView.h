@@ -32,8 +32,7 @@ class DashboardView : public QWidget {
   Q_OBJECT
  public:
   QLabel* stragglerBanner() const { return straggler_; }
-  DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath,
-                QWidget* parent = nullptr);
+  DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath, QWidget* parent = nullptr);
 
   QAction* trainAction() const { return train_; }
   QAction* pauseAction() const { return pause_; }

@@ -1,6 +1,7 @@
 // The Data screen. Loading runs on a worker thread through the shared DataCache.
 #include "DataView.h"
 
+#include <qcustomplot.h>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -16,7 +17,6 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
-#include <qcustomplot.h>
 
 #include "Async.h"
 #include "DataCache.h"
@@ -61,7 +61,7 @@ void ImageGridWidget::setData(std::shared_ptr<const ml::DataSplit> data) {
     images_.push_back(img);
     const int label = static_cast<int>(*d.target(idx));
     labels_ << (label >= 0 && label < static_cast<int>(d.classNames.size()) ? q(d.classNames[static_cast<size_t>(label)])
-                                                                           : QString::number(label));
+                                                                            : QString::number(label));
   }
   update();
 }
@@ -117,8 +117,9 @@ DataView::DataView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidg
   v->setContentsMargins(16, 12, 16, 12);
   v->setSpacing(10);
   v->addWidget(pageTitle(tr("Data")));
-  v->addWidget(pageHint(tr("Every step the global batch is cut into one shard per device; the data set itself is "
-                           "shared, read-only, by all replicas.")));
+  v->addWidget(
+      pageHint(tr("Every step the global batch is cut into one shard per device; the data set itself is "
+                  "shared, read-only, by all replicas.")));
   auto* top = new QHBoxLayout;
   top->setSpacing(24);
   auto* form = new QFormLayout;
@@ -250,11 +251,14 @@ void DataView::refresh() {
   const auto& d = doc_->project().data;
   const QString kind = q(d.kind);
   kind_->setCurrentIndex(std::max(0, kind_->findData(kind)));
-  forms_->setCurrentIndex(kind == QLatin1String("csv") ? 1 : kind == QLatin1String("idx") ? 2
-                          : (kind == QLatin1String("spirals") || kind == QLatin1String("blobs")) ? 3 : 0);
+  forms_->setCurrentIndex(kind == QLatin1String("csv")                                           ? 1
+                          : kind == QLatin1String("idx")                                         ? 2
+                          : (kind == QLatin1String("spirals") || kind == QLatin1String("blobs")) ? 3
+                                                                                                 : 0);
   // The stack takes the height of the shown form only, not of the tallest one.
   for (int i = 0; i < forms_->count(); ++i)
-    forms_->widget(i)->setSizePolicy(QSizePolicy::Preferred, i == forms_->currentIndex() ? QSizePolicy::Preferred : QSizePolicy::Ignored);
+    forms_->widget(i)->setSizePolicy(QSizePolicy::Preferred,
+                                     i == forms_->currentIndex() ? QSizePolicy::Preferred : QSizePolicy::Ignored);
   forms_->adjustSize();
   // One path field in the project, two on the screen: each shows it only for its own kind, so a
   // switch to CSV never carries the Fashion-MNIST folder into "Training file".
@@ -314,22 +318,25 @@ void DataView::readCsvHeader(const QString& path) {
   if (path == headerOf_ || path.isEmpty()) return;
   headerOf_ = path;
   // The header is read off the UI thread (the file may sit on a slow disk).
-  runAsync<QStringList>(this, [path] {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly)) return QStringList();
-    QStringList cols;
-    for (const QString& c : QString::fromUtf8(f.readLine()).trimmed().split(QLatin1Char(',')))
-      cols << c.trimmed().remove(QLatin1Char('"'));
-    return cols;
-  }, [this](const Outcome<QStringList>& r) {
-    if (!r.value || r.value->isEmpty()) return;
-    const QString current = labelColumn_->currentText();
-    refreshing_ = true;
-    labelColumn_->clear();
-    labelColumn_->addItems(*r.value);
-    labelColumn_->setCurrentText(current);
-    refreshing_ = false;
-  });
+  runAsync<QStringList>(
+      this,
+      [path] {
+        QFile f(path);
+        if (!f.open(QIODevice::ReadOnly)) return QStringList();
+        QStringList cols;
+        for (const QString& c : QString::fromUtf8(f.readLine()).trimmed().split(QLatin1Char(',')))
+          cols << c.trimmed().remove(QLatin1Char('"'));
+        return cols;
+      },
+      [this](const Outcome<QStringList>& r) {
+        if (!r.value || r.value->isEmpty()) return;
+        const QString current = labelColumn_->currentText();
+        refreshing_ = true;
+        labelColumn_->clear();
+        labelColumn_->addItems(*r.value);
+        labelColumn_->setCurrentText(current);
+        refreshing_ = false;
+      });
 }
 
 void DataView::showEvent(QShowEvent* e) {
@@ -372,8 +379,11 @@ void DataView::show(std::shared_ptr<const ml::DataSplit> data) {
   QStringList names;
   for (const auto& n : t.classNames) names << q(n).toHtmlEscaped();
   if (t.numClasses > 0)
-    classes = tr("<b>%1 classes</b>%2").arg(t.numClasses).arg(names.isEmpty() ? QString() : QStringLiteral(": ") + names.join(QStringLiteral(", ")));
-  else classes = tr("regression, %1 target value(s) per sample").arg(t.targetDim);
+    classes = tr("<b>%1 classes</b>%2")
+                  .arg(t.numClasses)
+                  .arg(names.isEmpty() ? QString() : QStringLiteral(": ") + names.join(QStringLiteral(", ")));
+  else
+    classes = tr("regression, %1 target value(s) per sample").arg(t.targetDim);
   info_->setText(tr("<b>%1</b><br><b>%2</b> training samples · <b>%3</b> validation samples<br>input shape "
                     "<b>%4</b> (%5 features)<br>%6")
                      .arg(q(t.name).toHtmlEscaped(), q(ml::withThousands(t.size)),

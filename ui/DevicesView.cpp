@@ -28,8 +28,9 @@ static QFrame* card(QWidget* parent) {
 }
 
 DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent), doc_(doc) {
-  auto* v = scrollingPage(this, tr("Devices"), tr("Each device trains a full copy of the model on its share of every batch; the "
-                           "gradients are all-reduced so the copies stay identical."));
+  auto* v = scrollingPage(this, tr("Devices"),
+                          tr("Each device trains a full copy of the model on its share of every batch; the "
+                             "gradients are all-reduced so the copies stay identical."));
   QWidget* page = v->parentWidget();
   reason_ = new QLabel(tr("Looking for GPUs…"), page);
   reason_->setObjectName(QStringLiteral("GpuReason"));
@@ -77,10 +78,12 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
   auto* av = new QVBoxLayout(ar);
   av->setContentsMargins(14, 10, 14, 10);
   algo_ = new QButtonGroup(this);
-  const struct { const char* name; QString text; } algos[] = {
-      {"ring", tr("Ring — each device sends and receives 2·(N−1)/N of the gradients; scales with N")},
-      {"reduce-to-one", tr("Reduce to one, then broadcast — simple; device 0 does all the summing")},
-      {"nccl", tr("NCCL — GPUs only")}};
+  const struct {
+    const char* name;
+    QString text;
+  } algos[] = {{"ring", tr("Ring — each device sends and receives 2·(N−1)/N of the gradients; scales with N")},
+               {"reduce-to-one", tr("Reduce to one, then broadcast — simple; device 0 does all the summing")},
+               {"nccl", tr("NCCL — GPUs only")}};
   for (const auto& a : algos) {
     auto* b = new QRadioButton(a.text, ar);
     b->setObjectName(QStringLiteral("algo_") + QString::fromLatin1(a.name));
@@ -107,9 +110,10 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
   });
   shard_ = new QCheckBox(tr("Shard the optimizer update (ZeRO stage 1)"), ar);
   shard_->setObjectName(QStringLiteral("shardOptimizer"));
-  shard_->setToolTip(tr("Each replica updates only the 1/N of the parameters whose summed gradient it owns after the "
-                        "reduce-scatter, keeping 1/N of the optimizer state (Adam's m and v); the updated parameters "
-                        "are then all-gathered. CPU devices."));
+  shard_->setToolTip(
+      tr("Each replica updates only the 1/N of the parameters whose summed gradient it owns after the "
+         "reduce-scatter, keeping 1/N of the optimizer state (Adam's m and v); the updated parameters "
+         "are then all-gathered. CPU devices."));
   av->addWidget(shard_);
   connect(shard_, &QCheckBox::toggled, this, [this](bool on) {
     if (refreshing_) return;
@@ -129,12 +133,16 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
   connect(doc_, &ProjectDocument::changed, this, &DevicesView::refresh);
   refresh();
   // Probe off the UI thread (the CUDA plugin may take a moment to load).
-  runAsync<ml::DeviceReport>(this, [] { return ml::probeDevices(); }, [this](const Outcome<ml::DeviceReport>& r) {
-    ml::DeviceReport report;
-    if (r.value) report = *r.value;
-    else report.noGpuReason = r.error.toStdString();
-    onProbed(report);
-  });
+  runAsync<ml::DeviceReport>(
+      this, [] { return ml::probeDevices(); },
+      [this](const Outcome<ml::DeviceReport>& r) {
+        ml::DeviceReport report;
+        if (r.value)
+          report = *r.value;
+        else
+          report.noGpuReason = r.error.toStdString();
+        onProbed(report);
+      });
 }
 
 void DevicesView::onProbed(const ml::DeviceReport& r) {
@@ -225,14 +233,15 @@ void DevicesView::refresh() {
     path_->setText(error);
   } else {
     setRole(path_, "planSentence");
-    QString why = gpu ? tr("on the GPUs ticked above") : report_.gpus.empty() && probed_
-                                                             ? tr("because no GPU is available")
-                                                             : tr("because no GPU is ticked");
+    QString why = gpu                               ? tr("on the GPUs ticked above")
+                  : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
+                                                    : tr("because no GPU is ticked");
     QString plan = tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
     if (d.shardOptimizer && list.size() > 1)
       plan += gpu ? tr(" The sharded optimizer update runs on CPU devices only: untick it to train on GPUs.")
                   : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "
-                       "parameters are all-gathered.").arg(list.size());
+                       "parameters are all-gathered.")
+                        .arg(list.size());
     path_->setText(plan);
   }
   refreshing_ = false;
@@ -243,11 +252,10 @@ void DevicesView::writeDevices() {
   QStringList ids;
   for (QCheckBox* c : gpuChecks_)
     if (c->isChecked()) ids << QString::number(c->property("gpu").toInt());
-  p.distribute.devices = ids.isEmpty() ? "cpu:" + std::to_string(cpuCount_->value())
-                                       : "gpu:" + ids.join(QLatin1Char(',')).toStdString();
+  p.distribute.devices =
+      ids.isEmpty() ? "cpu:" + std::to_string(cpuCount_->value()) : "gpu:" + ids.join(QLatin1Char(',')).toStdString();
   if (ids.isEmpty() && p.distribute.allreduce == "nccl") p.distribute.allreduce = "ring";
-  if (p.distribute.devices != doc_->project().distribute.devices)
-    doc_->edit(tr("Change devices"), p, QStringLiteral("devices"));
+  if (p.distribute.devices != doc_->project().distribute.devices) doc_->edit(tr("Change devices"), p, QStringLiteral("devices"));
 }
 
 void DevicesView::writeAllReduce(const QString& name) {

@@ -42,14 +42,18 @@ QString formatLabel(ml::ExportFormat f) {
 QString formatHint(ml::ExportFormat f) {
   switch (f) {
     case ml::ExportFormat::Onnx:
-      return QObject::tr("The inference graph (opset %1, Dropout left out, any batch size) with the project, run and "
-                         "Mirrorlab version in its metadata: ONNX Runtime, TensorRT, OpenVINO and others run it.").arg(13);
+      return QObject::tr(
+                 "The inference graph (opset %1, Dropout left out, any batch size) with the project, run and "
+                 "Mirrorlab version in its metadata: ONNX Runtime, TensorRT, OpenVINO and others run it.")
+          .arg(13);
     case ml::ExportFormat::Torch:
-      return QObject::tr("The model's state_dict as a NumPy .npz: the generated PyTorch program (Learn › Equivalent code) "
-                         "starts from it with --weights FILE.");
+      return QObject::tr(
+          "The model's state_dict as a NumPy .npz: the generated PyTorch program (Learn › Equivalent code) "
+          "starts from it with --weights FILE.");
     case ml::ExportFormat::Keras:
-      return QObject::tr("Weights in Keras 3's layout for a Sequential model: the generated TensorFlow program loads them "
-                         "with model.load_weights(FILE).");
+      return QObject::tr(
+          "Weights in Keras 3's layout for a Sequential model: the generated TensorFlow program loads them "
+          "with model.load_weights(FILE).");
   }
   return {};
 }
@@ -70,7 +74,8 @@ ExportModelDialog::ExportModelDialog(const QString& storePath, int64_t runId, co
   build(tr("Run #%1 “%2”: the weights it kept at its end, and its own project").arg(runId).arg(runName), false);
 }
 
-ExportModelDialog::ExportModelDialog(const ml::Project& project, const QString& storePath, const QString& weights, QWidget* parent)
+ExportModelDialog::ExportModelDialog(const ml::Project& project, const QString& storePath, const QString& weights,
+                                     QWidget* parent)
     : QDialog(parent), project_(project), storePath_(storePath), baseName_(fileStem(q(project.name))) {
   build(tr("The model of “%1” with trained weights from a file").arg(q(project.name)), true);
   setWeightsPath(weights);
@@ -161,7 +166,8 @@ void ExportModelDialog::browseOutput() {
 }
 
 void ExportModelDialog::browseWeights() {
-  const QString path = QFileDialog::getOpenFileName(this, tr("Trained weights"), weights_->text(), tr("Mirrorlab weights (*.mlw)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Trained weights"), weights_->text(), tr("Mirrorlab weights (*.mlw)"));
   if (!path.isEmpty()) weights_->setText(path);
 }
 
@@ -189,38 +195,42 @@ void ExportModelDialog::startExport() {
   showStatus(tr("Exporting…"), false);
   const std::string store = storePath_.toStdString();
   const std::string weights = weights_ ? weights_->text().trimmed().toStdString() : std::string();
-  runAsync<ml::ExportResult>(this, [store, weights, f, out, project = project_, run = runId_] {
-    ml::ExportRequest r;
-    r.format = f;
-    r.output = out;
-    std::optional<ml::RunStore> s;
-    std::error_code ec;
-    if (!store.empty() && std::filesystem::exists(store, ec)) s.emplace(ml::RunStore::open(store));
-    if (run) {
-      if (!s) throw ml::UserError("the run store '" + store + "' is not there any more");
-      ml::StoredWeights w = ml::storedWeights(*s, *run);
-      r.project = std::move(w.project);
-      r.weights = w.weights;
-      r.runId = run;
-    } else {
-      r.project = *project;
-      r.weights = weights;
-      if (s) r.runId = ml::runOfWeights(*s, weights);
-    }
-    ml::ExportResult res = ml::runExport(r);
-    if (s && r.runId) ml::recordExport(*s, *r.runId, res, f);
-    return res;
-  }, [this](const Outcome<ml::ExportResult>& r) {
-    busy_ = false;
-    exportButton_->setEnabled(true);
-    if (!r.value) {
-      showStatus(r.error, true);
-      Q_EMIT exportFailed(r.error);
-      return;
-    }
-    showStatus(tr("Exported to %1 (%2 bytes): %3.").arg(q(r.value->path)).arg(r.value->bytes).arg(q(r.value->description)), false);
-    Q_EMIT exported(q(r.value->path), q(r.value->description));
-  });
+  runAsync<ml::ExportResult>(
+      this,
+      [store, weights, f, out, project = project_, run = runId_] {
+        ml::ExportRequest r;
+        r.format = f;
+        r.output = out;
+        std::optional<ml::RunStore> s;
+        std::error_code ec;
+        if (!store.empty() && std::filesystem::exists(store, ec)) s.emplace(ml::RunStore::open(store));
+        if (run) {
+          if (!s) throw ml::UserError("the run store '" + store + "' is not there any more");
+          ml::StoredWeights w = ml::storedWeights(*s, *run);
+          r.project = std::move(w.project);
+          r.weights = w.weights;
+          r.runId = run;
+        } else {
+          r.project = *project;
+          r.weights = weights;
+          if (s) r.runId = ml::runOfWeights(*s, weights);
+        }
+        ml::ExportResult res = ml::runExport(r);
+        if (s && r.runId) ml::recordExport(*s, *r.runId, res, f);
+        return res;
+      },
+      [this](const Outcome<ml::ExportResult>& r) {
+        busy_ = false;
+        exportButton_->setEnabled(true);
+        if (!r.value) {
+          showStatus(r.error, true);
+          Q_EMIT exportFailed(r.error);
+          return;
+        }
+        showStatus(tr("Exported to %1 (%2 bytes): %3.").arg(q(r.value->path)).arg(r.value->bytes).arg(q(r.value->description)),
+                   false);
+        Q_EMIT exported(q(r.value->path), q(r.value->description));
+      });
 }
 
 ExportModelDialog* openRunExportDialog(QWidget* parent, const QString& storePath, int64_t runId, const QString& runName) {

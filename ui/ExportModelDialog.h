@@ -48,7 +48,7 @@ class ExportModelDialog : public QDialog {
   void showStatus(const QString& text, bool error);
 
   std::optional<ml::Project> project_;  // project mode
-  std::optional<int64_t> runId_;         // run mode
+  std::optional<int64_t> runId_;        // run mode
   QString storePath_;
   QString baseName_;
   QComboBox* format_ = nullptr;

@@ -22,8 +22,9 @@ FitBanner::FitBanner(ProjectDocument* doc, QWidget* parent) : QFrame(parent), do
   text_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   fit_ = new QPushButton(tr("Fit to data"), this);
   fit_->setObjectName(QStringLiteral("FitToData"));
-  fit_->setToolTip(tr("Set the input shape and the last layer's units (and a matching loss) from the data, as one step "
-                      "you can undo"));
+  fit_->setToolTip(
+      tr("Set the input shape and the last layer's units (and a matching loss) from the data, as one step "
+         "you can undo"));
   h->addWidget(text_, 1);
   h->addWidget(fit_, 0, Qt::AlignTop);
   connect(fit_, &QPushButton::clicked, this, &FitBanner::fitToData);

@@ -43,12 +43,13 @@ void showUserGuide(QWidget* parent) { showText(parent, QObject::tr("Mirrorlab us
 
 static void collect(const QMenu* menu, const QString& path, QStringList& rows) {
   for (QAction* a : menu->actions()) {
-    if (a->menu()) collect(a->menu(), path + QStringLiteral(" › ") + a->menu()->title().remove(QLatin1Char('&')), rows);
+    if (a->menu())
+      collect(a->menu(), path + QStringLiteral(" › ") + a->menu()->title().remove(QLatin1Char('&')), rows);
     else if (!a->shortcut().isEmpty())
       rows << QStringLiteral("| %1 › %2 | %3 |")
                   .arg(path, a->text().remove(QLatin1Char('&')),
-                       a->shortcuts().size() > 1 ? QKeySequence::listToString(a->shortcuts(), QKeySequence::NativeText).replace(
-                                                       QStringLiteral("; "), QStringLiteral(" or "))
+                       a->shortcuts().size() > 1 ? QKeySequence::listToString(a->shortcuts(), QKeySequence::NativeText)
+                                                       .replace(QStringLiteral("; "), QStringLiteral(" or "))
                                                  : a->shortcut().toString(QKeySequence::NativeText));
   }
 }
@@ -61,7 +62,8 @@ QString shortcutsText(const QMenuBar* bar) {
 }
 
 void showShortcuts(QWidget* parent, const QMenuBar* bar) {
-  showText(parent, QObject::tr("Keyboard shortcuts"), QStringLiteral("## Keyboard shortcuts\n\n") + shortcutsText(bar), "Shortcuts");
+  showText(parent, QObject::tr("Keyboard shortcuts"), QStringLiteral("## Keyboard shortcuts\n\n") + shortcutsText(bar),
+           "Shortcuts");
 }
 
 }  // namespace mlui

@@ -26,7 +26,7 @@ QStringList activationNames() {
 
 static QStringList initializerNames() {
   return {QStringLiteral("glorot_uniform"), QStringLiteral("glorot_normal"), QStringLiteral("he_uniform"),
-          QStringLiteral("he_normal"), QStringLiteral("zeros"), QStringLiteral("ones")};
+          QStringLiteral("he_normal"),      QStringLiteral("zeros"),         QStringLiteral("ones")};
 }
 
 static const ml::LayerKind* kindOf(const std::string& type) {
@@ -87,12 +87,20 @@ void LayerInspector::setLayer(int index, const ml::LayerSpec& layer, const QStri
   for (auto it = editors_.begin(); it != editors_.end(); ++it) {
     const auto v = valueOf(it.key().toStdString());
     QSignalBlocker block(it.value());
-    if (auto* s = qobject_cast<QSpinBox*>(it.value()); s && v.is_number()) s->setValue(v.get<int>());
-    else if (auto* d = qobject_cast<QDoubleSpinBox*>(it.value()); d && v.is_number()) d->setValue(v.get<double>());
-    else if (auto* c = qobject_cast<QCheckBox*>(it.value()); c && v.is_boolean()) c->setChecked(v.get<bool>());
-    else if (auto* cb = qobject_cast<QComboBox*>(it.value()); cb && v.is_string()) cb->setCurrentText(QString::fromStdString(v.get<std::string>()));
+    if (auto* s = qobject_cast<QSpinBox*>(it.value()); s && v.is_number())
+      s->setValue(v.get<int>());
+    else if (auto* d = qobject_cast<QDoubleSpinBox*>(it.value()); d && v.is_number())
+      d->setValue(v.get<double>());
+    else if (auto* c = qobject_cast<QCheckBox*>(it.value()); c && v.is_boolean())
+      c->setChecked(v.get<bool>());
+    else if (auto* cb = qobject_cast<QComboBox*>(it.value()); cb && v.is_string())
+      cb->setCurrentText(QString::fromStdString(v.get<std::string>()));
     else if (auto* e = qobject_cast<QLineEdit*>(it.value()); e && !e->hasFocus() && (v.is_array() || v.is_number()))
-      e->setText(v.is_number() ? QString::number(v.get<int64_t>()) : QString::fromStdString(v.dump()).remove(QLatin1Char('[')).remove(QLatin1Char(']')).replace(QLatin1Char(','), QStringLiteral(", ")));
+      e->setText(v.is_number() ? QString::number(v.get<int64_t>())
+                               : QString::fromStdString(v.dump())
+                                     .remove(QLatin1Char('['))
+                                     .remove(QLatin1Char(']'))
+                                     .replace(QLatin1Char(','), QStringLiteral(", ")));
   }
   if (name_ && !name_->hasFocus()) {
     QSignalBlocker block(name_);
@@ -140,8 +148,9 @@ void LayerInspector::rebuild() {
   form_->addRow(tr("Name"), name_);
 
   // The arguments people change most come first; the JSON object itself is sorted by name.
-  static const std::vector<std::string> order = {"units", "filters", "kernel_size", "pool_size", "strides", "padding", "activation",
-                                                 "rate", "synchronized", "use_bias", "kernel_initializer", "bias_initializer"};
+  static const std::vector<std::string> order = {"units",        "filters",  "kernel_size",        "pool_size",
+                                                 "strides",      "padding",  "activation",         "rate",
+                                                 "synchronized", "use_bias", "kernel_initializer", "bias_initializer"};
   std::vector<nlohmann::json::const_iterator> args;
   for (auto it = kind->defaults.begin(); it != kind->defaults.end(); ++it) args.push_back(it);
   std::stable_sort(args.begin(), args.end(), [](const auto& a, const auto& b) {
@@ -155,11 +164,12 @@ void LayerInspector::rebuild() {
     label.replace(QLatin1Char('_'), QLatin1Char(' '));
     label[0] = label[0].toUpper();
     QWidget* editor = nullptr;
-    const bool window = key == QLatin1String("kernel_size") || key == QLatin1String("pool_size") || key == QLatin1String("strides") ||
-                        key == QLatin1String("target_shape");
+    const bool window = key == QLatin1String("kernel_size") || key == QLatin1String("pool_size") ||
+                        key == QLatin1String("strides") || key == QLatin1String("target_shape");
     if (window) {
       editor = windowEditor(key, v);
-    } else if (key == QLatin1String("activation") || key == QLatin1String("padding") || key.endsWith(QLatin1String("initializer"))) {
+    } else if (key == QLatin1String("activation") || key == QLatin1String("padding") ||
+               key.endsWith(QLatin1String("initializer"))) {
       auto* c = new QComboBox(formHost_);
       c->addItems(key == QLatin1String("activation") ? activationNames()
                   : key == QLatin1String("padding")  ? QStringList{QStringLiteral("valid"), QStringLiteral("same")}
@@ -196,10 +206,11 @@ void LayerInspector::rebuild() {
     editors_.insert(key, editor);
     form_->addRow(label, editor);
     if (key == QLatin1String("synchronized")) {
-      auto* hint = pageHint(tr("Off (TensorFlow's default): each device normalises with the mean and variance of its own share of "
-                               "the batch, so results change with the number of devices; on: the statistics are summed across "
-                               "devices every step, so N devices train exactly like one."),
-                            formHost_);
+      auto* hint =
+          pageHint(tr("Off (TensorFlow's default): each device normalises with the mean and variance of its own share of "
+                      "the batch, so results change with the number of devices; on: the statistics are summed across "
+                      "devices every step, so N devices train exactly like one."),
+                   formHost_);
       hint->setObjectName(QStringLiteral("BatchNormStatisticsHint"));
       hint->setWordWrap(true);
       form_->addRow(QString(), hint);
@@ -220,7 +231,8 @@ QWidget* LayerInspector::windowEditor(const QString& key, const nlohmann::json& 
   if (key == QLatin1String("strides") && layer_.type != "Conv2D") e->setPlaceholderText(tr("= pool size"));
   connect(e, &QLineEdit::editingFinished, this, [this, key, e] {
     nlohmann::json value = nlohmann::json::array();
-    for (const QString& part : e->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) value.push_back(part.trimmed().toLongLong());
+    for (const QString& part : e->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
+      value.push_back(part.trimmed().toLongLong());
     if (value.empty()) {
       if (!layer_.args.contains(key.toStdString())) return;
       layer_.args.erase(key.toStdString());

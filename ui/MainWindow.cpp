@@ -17,13 +17,12 @@
 #include <QProgressBar>
 #include <QRegularExpression>
 #include <QSettings>
-#include <QStandardPaths>
 #include <QStackedWidget>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QUndoStack>
 
 #include "DashboardView.h"
-#include "backend/DeviceList.h"
 #include "DataCache.h"
 #include "DataView.h"
 #include "DevicesView.h"
@@ -38,6 +37,7 @@
 #include "Theme.h"
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
+#include "backend/DeviceList.h"
 #include "learn/LearnView.h"
 #include "learn/LessonsPanel.h"
 #include "project/SharedData.h"
@@ -90,11 +90,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   runs_ = new RunsView(&MainWindow::storePath, pages_);
   learn_ = new LearnView(doc_, session_, cache_, &MainWindow::storePath, pages_);
   sweeps_ = new SweepsView(doc_, cache_, &MainWindow::storePath, pages_);
-  const struct { QWidget* page; QString name, icon; } pages[] = {
-      {model_, tr("Model"), QStringLiteral("model")},           {data_, tr("Data"), QStringLiteral("data")},
-      {devices_, tr("Devices"), QStringLiteral("devices")},     {training_, tr("Training"), QStringLiteral("training")},
-      {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")}, {runs_, tr("Runs"), QStringLiteral("runs")},
-      {learn_, tr("Learn"), QStringLiteral("learn")},           {sweeps_, tr("Sweeps"), QStringLiteral("sweeps")}};
+  const struct {
+    QWidget* page;
+    QString name, icon;
+  } pages[] = {{model_, tr("Model"), QStringLiteral("model")},
+               {data_, tr("Data"), QStringLiteral("data")},
+               {devices_, tr("Devices"), QStringLiteral("devices")},
+               {training_, tr("Training"), QStringLiteral("training")},
+               {dashboard_, tr("Dashboard"), QStringLiteral("dashboard")},
+               {runs_, tr("Runs"), QStringLiteral("runs")},
+               {learn_, tr("Learn"), QStringLiteral("learn")},
+               {sweeps_, tr("Sweeps"), QStringLiteral("sweeps")}};
   for (const auto& p : pages) {
     pages_->addWidget(p.page);
     new QListWidgetItem(icon(p.icon), p.name, nav_);
@@ -135,13 +141,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     if (s == TrainingSession::State::Running) statusBar()->clearMessage();
   });
   connect(session_, &TrainingSession::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
-  connect(session_, &TrainingSession::runFailed, this,
-          [this](const QString& m) { showError(tr("Training could not run"), m); });
+  connect(session_, &TrainingSession::runFailed, this, [this](const QString& m) { showError(tr("Training could not run"), m); });
   connect(session_, &TrainingSession::runEnded, this, &MainWindow::onRunEnded);
   connect(session_, &TrainingSession::eventsArrived, this, [this](const std::vector<ml::Event>& events) {
     for (const auto& e : events)
       if (const auto* s = std::get_if<ml::StepEvent>(&e))
-        runState_->setText(tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));
+        runState_->setText(
+            tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));
   });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
   connect(learn_, &LearnView::errorOccurred, this, &MainWindow::showError);
@@ -178,18 +184,20 @@ void MainWindow::buildMenus() {
   a = file->addAction(icon(QStringLiteral("open")), tr("&Open Project…"), this, &MainWindow::open);
   a->setShortcut(QKeySequence::Open);
   recentMenu_ = file->addMenu(tr("Open &Recent"));
-  setUpExamplesMenu(file->addMenu(icon(QStringLiteral("open")), tr("Open E&xample")),
-                    [this](const QString& path) { if (maybeSave()) openProject(path); },
-                    [this](const QString& title, const QString& message) { showError(title, message); });
+  setUpExamplesMenu(
+      file->addMenu(icon(QStringLiteral("open")), tr("Open E&xample")),
+      [this](const QString& path) {
+        if (maybeSave()) openProject(path);
+      },
+      [this](const QString& title, const QString& message) { showError(title, message); });
   file->addSeparator();
   a = file->addAction(icon(QStringLiteral("save")), tr("&Save"), this, &MainWindow::save);
   a->setShortcut(QKeySequence::Save);
   a = file->addAction(tr("Save &As…"), this, &MainWindow::saveAs);
   a->setShortcut(QKeySequence::SaveAs);
   file->addSeparator();
-  file->addAction(icon(QStringLiteral("export")), tr("&Export Model…"), this, [this] {
-    openProjectExportDialog(this, doc_->project(), storePath(), session_->lastRunId());
-  });
+  file->addAction(icon(QStringLiteral("export")), tr("&Export Model…"), this,
+                  [this] { openProjectExportDialog(this, doc_->project(), storePath(), session_->lastRunId()); });
   file->addSeparator();
   a = file->addAction(tr("&Quit"), this, &QWidget::close);
   a->setShortcut(QKeySequence::Quit);
@@ -214,7 +222,8 @@ void MainWindow::buildMenus() {
 
   QMenu* view = menuBar()->addMenu(tr("&View"));
   for (int i = 0; i < nav_->count(); ++i) {
-    QAction* go = view->addAction(nav_->item(i)->icon(), nav_->item(i)->text(), this, [this, i] { showPage(static_cast<Page>(i)); });
+    QAction* go =
+        view->addAction(nav_->item(i)->icon(), nav_->item(i)->text(), this, [this, i] { showPage(static_cast<Page>(i)); });
     go->setShortcut(QKeySequence(Qt::CTRL | static_cast<Qt::Key>(Qt::Key_1 + i)));
   }
   QMenu* help = menuBar()->addMenu(tr("&Help"));
@@ -259,7 +268,8 @@ void MainWindow::showWelcome() {
 
 void MainWindow::importCsv() {
   if (!maybeSave()) return;
-  const QString path = QFileDialog::getOpenFileName(this, tr("Import a CSV file"), QDir::homePath(), tr("CSV files (*.csv);;All files (*)"));
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Import a CSV file"), QDir::homePath(), tr("CSV files (*.csv);;All files (*)"));
   if (path.isEmpty()) return;
   try {
     doc_->reset(csvProject(path));
@@ -295,7 +305,8 @@ void MainWindow::buildFaultMenu(QMenu* menu) {
       ml::Project p = doc_->project();
       p.distribute.faults.push_back(spec(p));
       doc_->edit(tr("Inject a fault: %1").arg(text), p);
-      statusBar()->showMessage(tr("Fault added: %1. The next run is tagged \"fault injected\".").arg(q(p.distribute.faults.back())), 8000);
+      statusBar()->showMessage(
+          tr("Fault added: %1. The next run is tagged \"fault injected\".").arg(q(p.distribute.faults.back())), 8000);
     });
     a->setToolTip(tip);
   };
@@ -401,8 +412,10 @@ void MainWindow::newProject() {
 
 void MainWindow::open() {
   if (!maybeSave()) return;
-  const QString dir = doc_->path().isEmpty() ? QFileInfo(findDefaultProject()).absolutePath() : QFileInfo(doc_->path()).absolutePath();
-  const QString path = QFileDialog::getOpenFileName(this, tr("Open project"), dir, tr("Mirrorlab projects (*.json);;All files (*)"));
+  const QString dir =
+      doc_->path().isEmpty() ? QFileInfo(findDefaultProject()).absolutePath() : QFileInfo(doc_->path()).absolutePath();
+  const QString path =
+      QFileDialog::getOpenFileName(this, tr("Open project"), dir, tr("Mirrorlab projects (*.json);;All files (*)"));
   if (!path.isEmpty()) openProject(path);
 }
 
@@ -433,12 +446,14 @@ bool MainWindow::save() {
 
 bool MainWindow::saveAs() {
   const QString title = isExample(doc_->path()) ? tr("Save a copy of the example project") : tr("Save project as");
-  const QString path = askSavePath ? askSavePath(title, proposedSavePath())
-                                   : QFileDialog::getSaveFileName(this, title, proposedSavePath(), tr("Mirrorlab projects (*.json)"));
+  const QString path = askSavePath
+                           ? askSavePath(title, proposedSavePath())
+                           : QFileDialog::getSaveFileName(this, title, proposedSavePath(), tr("Mirrorlab projects (*.json)"));
   if (path.isEmpty()) return false;
   if (isExample(path)) {
     showError(tr("Cannot save the project"), tr("%1 is one of the bundled examples, which stay as they are: choose a file "
-                                                "outside %2.").arg(path, QFileInfo(path).absolutePath()));
+                                                "outside %2.")
+                                                 .arg(path, QFileInfo(path).absolutePath()));
     return false;
   }
   return saveProject(path);
@@ -468,9 +483,12 @@ void MainWindow::updateRecentMenu() {
   recentMenu_->clear();
   const QStringList recent = QSettings().value(QStringLiteral("recentProjects")).toStringList();
   for (const QString& path : recent)
-    recentMenu_->addAction(QFileInfo(path).fileName(), this, [this, path] {
-      if (maybeSave()) openProject(path);
-    })->setToolTip(path);
+    recentMenu_
+        ->addAction(QFileInfo(path).fileName(), this,
+                    [this, path] {
+                      if (maybeSave()) openProject(path);
+                    })
+        ->setToolTip(path);
   recentMenu_->setEnabled(!recent.isEmpty());
 }
 
@@ -502,11 +520,12 @@ void MainWindow::closeEvent(QCloseEvent* e) {
     return;
   }
   if (session_->isActive() && !closeWhenStopped_) {
-    const bool stop = confirmCloseWhileTraining
-                          ? confirmCloseWhileTraining()
-                          : QMessageBox::question(this, tr("Training is running"),
-                                                  tr("A run is in progress. Stop it (it is kept as cancelled) and close Mirrorlab?"),
-                                                  QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
+    const bool stop =
+        confirmCloseWhileTraining
+            ? confirmCloseWhileTraining()
+            : QMessageBox::question(this, tr("Training is running"),
+                                    tr("A run is in progress. Stop it (it is kept as cancelled) and close Mirrorlab?"),
+                                    QMessageBox::Yes | QMessageBox::No, QMessageBox::No) == QMessageBox::Yes;
     if (!stop) {
       e->ignore();
       return;

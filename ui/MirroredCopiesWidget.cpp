@@ -22,7 +22,9 @@ void paintWeights(QPainter& p, const QRectF& r, uint32_t seed) {
   uint32_t s = seed * 2654435761u + 1;
   for (int y = 0; y < cells; ++y)
     for (int x = 0; x < cells; ++x) {
-      s ^= s << 13; s ^= s >> 17; s ^= s << 5;
+      s ^= s << 13;
+      s ^= s >> 17;
+      s ^= s << 5;
       const double v = (s % 1000) / 1000.0 * 2 - 1;  // -1..1
       const QColor c = v >= 0 ? QColor::fromRgbF(0.93 - 0.55 * v, 0.95 - 0.35 * v, 1.0)
                               : QColor::fromRgbF(1.0, 0.95 + 0.35 * v, 0.93 + 0.55 * v);
@@ -70,7 +72,7 @@ void MirroredCopiesWidget::paintEvent(QPaintEvent*) {
     const QRect hr(kLabelW + d * (kTile + kGap) - 6, 8, kTile + 12, 18);
     p.setPen(deviceColor(d).darker(115));
     const QString label = d < static_cast<int>(a_.deviceLabels.size()) ? QString::fromStdString(a_.deviceLabels[d])
-                                                                        : QStringLiteral("dev %1").arg(d);
+                                                                       : QStringLiteral("dev %1").arg(d);
     p.drawText(hr, Qt::AlignCenter, label);
   }
   if (tiles < n) {

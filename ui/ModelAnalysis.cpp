@@ -15,7 +15,6 @@
 
 namespace mlui {
 
-
 std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
   std::map<std::string, int> counts;
   std::set<std::string> used;
@@ -23,7 +22,10 @@ std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
     if (!l.name.empty()) used.insert(l.name);
   std::vector<std::string> names;
   for (const auto& l : spec.layers) {
-    if (!l.name.empty()) { names.push_back(l.name); continue; }
+    if (!l.name.empty()) {
+      names.push_back(l.name);
+      continue;
+    }
     const std::string base = ml::kerasLayerName(l.type);
     std::string name;
     do {

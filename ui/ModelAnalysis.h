@@ -12,18 +12,18 @@ namespace mlui {
 
 struct LayerRow {
   std::string name, type;
-  std::string describe;   // "128, relu"
-  std::string shape;      // "(None, 128)"; "?" after a layer that does not fit
+  std::string describe;  // "128, relu"
+  std::string shape;     // "(None, 128)"; "?" after a layer that does not fit
   int64_t params = 0;
-  bool known = true;      // shape and params are known (the layers before it fit)
-  std::string error;      // why this layer does not fit; empty when it does
+  bool known = true;  // shape and params are known (the layers before it fit)
+  std::string error;  // why this layer does not fit; empty when it does
 };
 
 struct ModelAnalysis {
   std::vector<LayerRow> rows;
   bool ok = false;
-  int errorLayer = -1;      // index of the layer that does not fit, -1 when none (or model-level)
-  std::string error;        // the ml::UserError message
+  int errorLayer = -1;  // index of the layer that does not fit, -1 when none (or model-level)
+  std::string error;    // the ml::UserError message
   int64_t totalParams = 0;
   std::string inputShape, outputShape;
   int replicas = 1;

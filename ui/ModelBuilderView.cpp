@@ -38,8 +38,10 @@ LayerStackList::LayerStackList(QListWidget* palette, QWidget* parent) : QListWid
 }
 
 void LayerStackList::dragEnterEvent(QDragEnterEvent* e) {
-  if (e->source() == this || e->source() == palette_) e->acceptProposedAction();
-  else e->ignore();
+  if (e->source() == this || e->source() == palette_)
+    e->acceptProposedAction();
+  else
+    e->ignore();
 }
 
 void LayerStackList::dragMoveEvent(QDragMoveEvent* e) {
@@ -77,8 +79,9 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   root->setContentsMargins(16, 12, 16, 12);
   root->setSpacing(8);
   root->addWidget(pageTitle(tr("Model")));
-  root->addWidget(pageHint(tr("Stack layers from the palette. The summary updates as you edit; every device gets a "
-                              "full copy of these weights.")));
+  root->addWidget(
+      pageHint(tr("Stack layers from the palette. The summary updates as you edit; every device gets a "
+                  "full copy of these weights.")));
   root->addWidget(new ProjectHeader(doc_, this));
   fit_ = new FitBanner(doc_, this);
   root->addWidget(fit_);
@@ -285,8 +288,10 @@ void ModelBuilderView::editInputShape() {
   for (const QString& part : inputShape_->text().split(QLatin1Char(','))) {
     bool ok = false;
     const qint64 d = part.trimmed().toLongLong(&ok);
-    if (!ok || d < 1) valid = false;
-    else shape.push_back(d);
+    if (!ok || d < 1)
+      valid = false;
+    else
+      shape.push_back(d);
   }
   inputError_->setVisible(!valid || shape.empty());
   setRole(inputShape_, inputError_->isHidden() ? "" : "invalid");
@@ -408,17 +413,16 @@ void ModelBuilderView::refreshSummary() {
     return;
   }
   const auto& opt = doc_->project().training.optimizer;
-  memory_->setText(
-      tr("<b>Memory per replica</b> at batch %1 (%2): weights %3 + gradients %4 + optimizer state %5 "
-         "(%6, %7 slot%8%11) + activations %9 = <b>%10</b>")
-          .arg(a.perReplicaBatch)
-          .arg(a.replicas == 1 ? tr("1 replica") : tr("%1 replicas").arg(a.replicas))
-          .arg(q(ml::formatBytes(a.paramBytes)), q(ml::formatBytes(a.gradBytes)), q(ml::formatBytes(a.optimizerBytes)),
-               q(opt.name))
-          .arg(a.optimizerSlots)
-          .arg(a.optimizerSlots == 1 ? QString() : QStringLiteral("s"))
-          .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes())),
-               a.shardedOptimizer ? tr(", sharded: 1/%1 per replica").arg(a.replicas) : QString()));
+  memory_->setText(tr("<b>Memory per replica</b> at batch %1 (%2): weights %3 + gradients %4 + optimizer state %5 "
+                      "(%6, %7 slot%8%11) + activations %9 = <b>%10</b>")
+                       .arg(a.perReplicaBatch)
+                       .arg(a.replicas == 1 ? tr("1 replica") : tr("%1 replicas").arg(a.replicas))
+                       .arg(q(ml::formatBytes(a.paramBytes)), q(ml::formatBytes(a.gradBytes)),
+                            q(ml::formatBytes(a.optimizerBytes)), q(opt.name))
+                       .arg(a.optimizerSlots)
+                       .arg(a.optimizerSlots == 1 ? QString() : QStringLiteral("s"))
+                       .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes())),
+                            a.shardedOptimizer ? tr(", sharded: 1/%1 per replica").arg(a.replicas) : QString()));
 }
 
 void ModelBuilderView::updateButtons() {

@@ -34,8 +34,8 @@ class ProjectDocument : public QObject {
   void apply(const ml::Project& p);
 
  Q_SIGNALS:
-  void changed();          // the project value changed (edit, undo, redo, load)
-  void replaced();         // a different project was loaded or created
+  void changed();   // the project value changed (edit, undo, redo, load)
+  void replaced();  // a different project was loaded or created
   void pathChanged(const QString& path);
   void modifiedChanged(bool modified);
 

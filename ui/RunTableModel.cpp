@@ -23,13 +23,21 @@ int RunTableModel::rowOf(int64_t id) const {
 QVariant RunTableModel::headerData(int section, Qt::Orientation o, int role) const {
   if (o != Qt::Horizontal || (role != Qt::DisplayRole && role != Qt::ToolTipRole)) return {};
   // Short headers keep every column in view in a 1024 px window; the tooltip spells them out.
-  static const char* names[] = {"ID", "Name", "Status", "Devices", "Replicas", "Batch", "LR",
-                                "Val. metric", "Val. loss", "s / epoch", "Epochs", "Created", "Tags"};
-  static const char* tips[] = {"Run number in the store", "Run name", "How the run ended", "Devices the run used",
-                               "Mirrored copies of the model (one per device)", "Global batch: samples per optimizer step over all devices",
-                               "Learning rate the optimizer used (after scaling)", "Validation metric after the last epoch",
-                               "Validation loss after the last epoch", "Seconds per epoch, paused time excluded", "Epochs done",
-                               "When the run started", "Tags you gave the run"};
+  static const char* names[] = {"ID",          "Name",      "Status",    "Devices", "Replicas", "Batch", "LR",
+                                "Val. metric", "Val. loss", "s / epoch", "Epochs",  "Created",  "Tags"};
+  static const char* tips[] = {"Run number in the store",
+                               "Run name",
+                               "How the run ended",
+                               "Devices the run used",
+                               "Mirrored copies of the model (one per device)",
+                               "Global batch: samples per optimizer step over all devices",
+                               "Learning rate the optimizer used (after scaling)",
+                               "Validation metric after the last epoch",
+                               "Validation loss after the last epoch",
+                               "Seconds per epoch, paused time excluded",
+                               "Epochs done",
+                               "When the run started",
+                               "Tags you gave the run"};
   return role == Qt::ToolTipRole ? tr(tips[section]) : tr(names[section]);
 }
 
@@ -74,15 +82,18 @@ QVariant RunTableModel::data(const QModelIndex& index, int role) const {
     case Replicas: return r->replicas;
     case Batch: return QVariant::fromValue<qlonglong>(r->globalBatch);
     case Lr: return opt(r->lr, 4);
-    case ValMetric: return r->finalValMetric && *r->finalValMetric <= 1.0 ? opt(r->finalValMetric, 2, true) : opt(r->finalValMetric, 4);
+    case ValMetric:
+      return r->finalValMetric && *r->finalValMetric <= 1.0 ? opt(r->finalValMetric, 2, true) : opt(r->finalValMetric, 4);
     case ValLoss: return opt(r->finalValLoss, 4);
     case SecPerEpoch:  // three significant digits: a 12 ms epoch reads 0.0123, not 0.00
-      return r->secondsPerEpoch ? QString::number(*r->secondsPerEpoch, *r->secondsPerEpoch < 1 ? 'g' : 'f', *r->secondsPerEpoch < 1 ? 3 : 2)
-                                : QStringLiteral("—");
+      return r->secondsPerEpoch
+                 ? QString::number(*r->secondsPerEpoch, *r->secondsPerEpoch < 1 ? 'g' : 'f', *r->secondsPerEpoch < 1 ? 3 : 2)
+                 : QStringLiteral("—");
     case Epochs: return r->epochsDone;
     case Created: {  // this year's runs without the year: the column stays narrow
       const QDateTime t = QDateTime::fromSecsSinceEpoch(static_cast<qint64>(r->created));
-      return t.toString(t.date().year() == QDate::currentDate().year() ? QStringLiteral("MM-dd hh:mm") : QStringLiteral("yyyy-MM-dd hh:mm"));
+      return t.toString(t.date().year() == QDate::currentDate().year() ? QStringLiteral("MM-dd hh:mm")
+                                                                       : QStringLiteral("yyyy-MM-dd hh:mm"));
     }
     case Tags: {
       QStringList t;

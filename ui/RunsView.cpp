@@ -11,8 +11,8 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
-#include <QSortFilterProxyModel>
 #include <QScrollBar>
+#include <QSortFilterProxyModel>
 #include <QSplitter>
 #include <QTabWidget>
 #include <QTableView>
@@ -20,15 +20,15 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
-#include "train/Resume.h"
 #include "Async.h"
 #include "ExportModelDialog.h"
+#include "JsonFile.h"
 #include "RunTableModel.h"
 #include "Theme.h"
 #include "learn/TraceExport.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
-#include "JsonFile.h"
+#include "train/Resume.h"
 
 namespace mlui {
 
@@ -57,8 +57,7 @@ class CompactHeader : public QHeaderView {
 
 }  // namespace
 
-RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
-    : QWidget(parent), storePath_(std::move(storePath)) {
+RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidget(parent), storePath_(std::move(storePath)) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(16, 12, 16, 12);
   v->setSpacing(8);
@@ -77,9 +76,8 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   filter_->setMaximumWidth(420);
   filters->addWidget(filter_, 1);
   statusFilter_ = new QComboBox(this);
-  statusFilter_->addItems({tr("any status"), QStringLiteral("finished"), QStringLiteral("cancelled"),
-                           QStringLiteral("running"), QStringLiteral("failed"), QStringLiteral("diverged"),
-                           QStringLiteral("interrupted")});
+  statusFilter_->addItems({tr("any status"), QStringLiteral("finished"), QStringLiteral("cancelled"), QStringLiteral("running"),
+                           QStringLiteral("failed"), QStringLiteral("diverged"), QStringLiteral("interrupted")});
   statusFilter_->setAccessibleName(tr("Status filter"));
   filters->addWidget(statusFilter_);
   filters->addStretch(1);
@@ -92,14 +90,20 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   bar->addAction(icon(QStringLiteral("tag")), tr("Tag"), this, &RunsView::tagSelected);
   bar->addAction(icon(QStringLiteral("export")), tr("Export CSV"), this, &RunsView::exportSelected);
   bar->addAction(icon(QStringLiteral("export")), tr("Export trace"), this, &RunsView::exportTraceSelected)
-      ->setToolTip(tr("Save the selected run's per-device timeline as a Chrome trace (open it in ui.perfetto.dev or chrome://tracing)"));
-  bar->addAction(icon(QStringLiteral("export")), tr("Export model"), this, [this] {
-    const auto ids = selectedIds();
-    const auto& runs = model_->runs();
-    const auto it = std::find_if(runs.begin(), runs.end(), [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
-    if (it == runs.end()) Q_EMIT errorOccurred(tr("Export model"), tr("Select one finished run: its trained weights are exported."));
-    else openRunExportDialog(this, storePath_(), it->id, q(it->name));
-  })->setToolTip(tr("Export the selected run's trained weights as an ONNX model, PyTorch weights or Keras weights"));
+      ->setToolTip(
+          tr("Save the selected run's per-device timeline as a Chrome trace (open it in ui.perfetto.dev or chrome://tracing)"));
+  bar->addAction(icon(QStringLiteral("export")), tr("Export model"), this,
+                 [this] {
+                   const auto ids = selectedIds();
+                   const auto& runs = model_->runs();
+                   const auto it = std::find_if(runs.begin(), runs.end(),
+                                                [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
+                   if (it == runs.end())
+                     Q_EMIT errorOccurred(tr("Export model"), tr("Select one finished run: its trained weights are exported."));
+                   else
+                     openRunExportDialog(this, storePath_(), it->id, q(it->name));
+                 })
+      ->setToolTip(tr("Export the selected run's trained weights as an ONNX model, PyTorch weights or Keras weights"));
   bar->addAction(icon(QStringLiteral("open")), tr("Open project"), this, &RunsView::openSelected);
   resume_ = bar->addAction(icon(QStringLiteral("play")), tr("Resume"), this, [this] {
     const auto ids = selectedIds();
@@ -107,8 +111,9 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   });
   resume_->setObjectName(QStringLiteral("ResumeRun"));
   resume_->setEnabled(false);
-  resume_->setToolTip(tr("Continue the selected interrupted, failed or cancelled run from its newest checkpoint: the same run, "
-                         "its curves go on, and it ends with the weights an uninterrupted run would have"));
+  resume_->setToolTip(
+      tr("Continue the selected interrupted, failed or cancelled run from its newest checkpoint: the same run, "
+         "its curves go on, and it ends with the weights an uninterrupted run would have"));
   QAction* del = bar->addAction(icon(QStringLiteral("remove")), tr("Delete"), this, &RunsView::deleteSelected);
   del->setShortcut(QKeySequence::Delete);
   del->setShortcutContext(Qt::WidgetWithChildrenShortcut);
@@ -146,8 +151,8 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
   auto* axes = new QHBoxLayout;
   axes->addWidget(new QLabel(tr("Show"), compare));
   series_ = new QComboBox(compare);
-  series_->addItems({tr("training loss"), tr("validation loss"), tr("training accuracy / metric"),
-                     tr("validation accuracy / metric")});
+  series_->addItems(
+      {tr("training loss"), tr("validation loss"), tr("training accuracy / metric"), tr("validation accuracy / metric")});
   axes->addWidget(series_);
   axes->addWidget(new QLabel(tr("against"), compare));
   xAxis_ = new QComboBox(compare);
@@ -210,7 +215,8 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent)
 void RunsView::refresh() {
   const std::string path = storePath_().toStdString();
   storeLabel_->setText(tr("Every run started in the studio or the CLI is stored in %1. Select several runs to "
-                          "compare them.").arg(q(path).toHtmlEscaped()));
+                          "compare them.")
+                           .arg(q(path).toHtmlEscaped()));
   ml::RunFilter filter;
   if (statusFilter_->currentIndex() > 0) filter.status = statusFilter_->currentText().toStdString();
   ++busy_;
@@ -260,7 +266,8 @@ void RunsView::onSelectionChanged() {
   const auto ids = selectedIds();
   {
     const auto& runs = model_->runs();
-    const auto it = std::find_if(runs.begin(), runs.end(), [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
+    const auto it =
+        std::find_if(runs.begin(), runs.end(), [&](const ml::RunSummary& r) { return ids.size() == 1 && r.id == ids[0]; });
     resume_->setEnabled(it != runs.end() && ml::canResume(storePath_().toStdString(), *it));
   }
   const int generation = ++compareGeneration_;
@@ -377,17 +384,20 @@ void RunsView::renameSelected() {
   if (ids.size() != 1) return;
   const auto* r = model_->run(model_->rowOf(ids.front()));
   bool ok = false;
-  const QString name = QInputDialog::getText(this, tr("Rename run"), tr("New name:"), QLineEdit::Normal,
-                                             r ? q(r->name) : QString(), &ok);
+  const QString name =
+      QInputDialog::getText(this, tr("Rename run"), tr("New name:"), QLineEdit::Normal, r ? q(r->name) : QString(), &ok);
   if (!ok || name.trimmed().isEmpty()) return;
   const std::string path = storePath_().toStdString();
-  runAsync<bool>(this, [path, id = ids.front(), n = name.trimmed().toStdString()] {
-    ml::RunStore::open(path).renameRun(id, n);
-    return true;
-  }, [this](const Outcome<bool>& r) {
-    if (!r.value) Q_EMIT errorOccurred(tr("Cannot rename the run"), r.error);
-    refresh();
-  });
+  runAsync<bool>(
+      this,
+      [path, id = ids.front(), n = name.trimmed().toStdString()] {
+        ml::RunStore::open(path).renameRun(id, n);
+        return true;
+      },
+      [this](const Outcome<bool>& r) {
+        if (!r.value) Q_EMIT errorOccurred(tr("Cannot rename the run"), r.error);
+        refresh();
+      });
 }
 
 void RunsView::tagSelected() {
@@ -398,14 +408,17 @@ void RunsView::tagSelected() {
                                             QLineEdit::Normal, QString(), &ok);
   if (!ok || tag.trimmed().isEmpty()) return;
   const std::string path = storePath_().toStdString();
-  runAsync<bool>(this, [path, ids, t = tag.trimmed().toStdString()] {
-    auto store = ml::RunStore::open(path);
-    for (int64_t id : ids) store.tagRun(id, t);
-    return true;
-  }, [this](const Outcome<bool>& r) {
-    if (!r.value) Q_EMIT errorOccurred(tr("Cannot tag the runs"), r.error);
-    refresh();
-  });
+  runAsync<bool>(
+      this,
+      [path, ids, t = tag.trimmed().toStdString()] {
+        auto store = ml::RunStore::open(path);
+        for (int64_t id : ids) store.tagRun(id, t);
+        return true;
+      },
+      [this](const Outcome<bool>& r) {
+        if (!r.value) Q_EMIT errorOccurred(tr("Cannot tag the runs"), r.error);
+        refresh();
+      });
 }
 
 void RunsView::deleteSelected() {
@@ -416,14 +429,17 @@ void RunsView::deleteSelected() {
                                static_cast<int>(ids.size()))) != QMessageBox::Yes)
     return;
   const std::string path = storePath_().toStdString();
-  runAsync<bool>(this, [path, ids] {
-    auto store = ml::RunStore::open(path);
-    for (int64_t id : ids) store.deleteRun(id);
-    return true;
-  }, [this](const Outcome<bool>& r) {
-    if (!r.value) Q_EMIT errorOccurred(tr("Cannot delete the runs"), r.error);
-    refresh();
-  });
+  runAsync<bool>(
+      this,
+      [path, ids] {
+        auto store = ml::RunStore::open(path);
+        for (int64_t id : ids) store.deleteRun(id);
+        return true;
+      },
+      [this](const Outcome<bool>& r) {
+        if (!r.value) Q_EMIT errorOccurred(tr("Cannot delete the runs"), r.error);
+        refresh();
+      });
 }
 
 void RunsView::exportSelected() {
@@ -432,14 +448,19 @@ void RunsView::exportSelected() {
   const QString dir = QFileDialog::getExistingDirectory(this, tr("Export CSV into folder"));
   if (dir.isEmpty()) return;
   const std::string path = storePath_().toStdString();
-  runAsync<bool>(this, [path, ids, d = dir.toStdString()] {
-    auto store = ml::RunStore::open(path);
-    for (int64_t id : ids) store.exportCsv(id, d + "/run-" + std::to_string(id));
-    return true;
-  }, [this, dir](const Outcome<bool>& r) {
-    if (!r.value) Q_EMIT errorOccurred(tr("Cannot export the runs"), r.error);
-    else storeLabel_->setText(tr("Exported to %1 (one folder per run: steps, epochs, replica steps, device samples).").arg(dir));
-  });
+  runAsync<bool>(
+      this,
+      [path, ids, d = dir.toStdString()] {
+        auto store = ml::RunStore::open(path);
+        for (int64_t id : ids) store.exportCsv(id, d + "/run-" + std::to_string(id));
+        return true;
+      },
+      [this, dir](const Outcome<bool>& r) {
+        if (!r.value)
+          Q_EMIT errorOccurred(tr("Cannot export the runs"), r.error);
+        else
+          storeLabel_->setText(tr("Exported to %1 (one folder per run: steps, epochs, replica steps, device samples).").arg(dir));
+      });
 }
 
 void RunsView::exportTraceSelected() {
@@ -448,24 +469,31 @@ void RunsView::exportTraceSelected() {
     Q_EMIT errorOccurred(tr("Export trace"), tr("Select one run: a trace file holds the timeline of one run."));
     return;
   }
-  const QString path = QFileDialog::getSaveFileName(this, tr("Export the run's timeline"), QStringLiteral("run-%1.trace.json").arg(ids.front()),
-                                                    tr("Chrome trace (*.json)"));
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export the run's timeline"), QStringLiteral("run-%1.trace.json").arg(ids.front()), tr("Chrome trace (*.json)"));
   if (!path.isEmpty()) exportTrace(ids.front(), path);
 }
 
 void RunsView::exportTrace(int64_t runId, const QString& path) {
-  runAsync<ml::TraceExportSummary>(this, [p = storePath_().toStdString(), runId, out = path.toStdString()] {
-    auto store = ml::RunStore::open(p);
-    return ml::exportRunTrace(store, runId, out);
-  }, [this, path](const Outcome<ml::TraceExportSummary>& r) {
-    if (!r.value) {
-      Q_EMIT errorOccurred(tr("Cannot export the trace"), r.error);
-      return;
-    }
-    storeLabel_->setText(tr("Trace written to %1: %2 steps, %3 device tracks, %4 spans. Open it in ui.perfetto.dev or chrome://tracing.")
-                             .arg(path).arg(r.value->steps).arg(r.value->tracks).arg(r.value->spans));
-    Q_EMIT traceExported(path);
-  });
+  runAsync<ml::TraceExportSummary>(
+      this,
+      [p = storePath_().toStdString(), runId, out = path.toStdString()] {
+        auto store = ml::RunStore::open(p);
+        return ml::exportRunTrace(store, runId, out);
+      },
+      [this, path](const Outcome<ml::TraceExportSummary>& r) {
+        if (!r.value) {
+          Q_EMIT errorOccurred(tr("Cannot export the trace"), r.error);
+          return;
+        }
+        storeLabel_->setText(
+            tr("Trace written to %1: %2 steps, %3 device tracks, %4 spans. Open it in ui.perfetto.dev or chrome://tracing.")
+                .arg(path)
+                .arg(r.value->steps)
+                .arg(r.value->tracks)
+                .arg(r.value->spans));
+        Q_EMIT traceExported(path);
+      });
 }
 
 void RunsView::openSelected() {
@@ -474,7 +502,9 @@ void RunsView::openSelected() {
   for (const auto& c : compared_)
     if (c.detail.summary.id == ids.front()) {
       try {
-        const auto p = ml::Project::fromJson(ml::parseJsonText(c.detail.projectJson, "run #" + std::to_string(ids.front()), "the stored project is damaged"), "run #" + std::to_string(ids.front()));
+        const auto p = ml::Project::fromJson(
+            ml::parseJsonText(c.detail.projectJson, "run #" + std::to_string(ids.front()), "the stored project is damaged"),
+            "run #" + std::to_string(ids.front()));
         Q_EMIT openProjectRequested(p, q(c.detail.summary.name));
       } catch (const std::exception& e) {
         Q_EMIT errorOccurred(tr("Cannot open the run's project"), q(e.what()));

@@ -28,7 +28,7 @@ class RunsView : public QWidget {
  public:
   RunsView(std::function<QString()> storePath, QWidget* parent = nullptr);
 
-  void refresh();            // reloads the list (async)
+  void refresh();  // reloads the list (async)
   bool isBusy() const { return busy_ > 0; }
   RunTableModel* model() const { return model_; }
   QTableView* table() const { return table_; }

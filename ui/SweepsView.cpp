@@ -3,7 +3,6 @@
 #include "ReflowGrid.h"
 
 #include <QComboBox>
-#include <QResizeEvent>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -12,6 +11,7 @@
 #include <QLineEdit>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QResizeEvent>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -32,7 +32,20 @@ namespace mlui {
 
 namespace {
 
-enum Col { ColPoint, ColDevices, ColScaling, ColBatch, ColLr, ColStatus, ColProgress, ColMetric, ColToTarget, ColSpeed, ColRun, ColCount };
+enum Col {
+  ColPoint,
+  ColDevices,
+  ColScaling,
+  ColBatch,
+  ColLr,
+  ColStatus,
+  ColProgress,
+  ColMetric,
+  ColToTarget,
+  ColSpeed,
+  ColRun,
+  ColCount
+};
 
 QLineEdit* listField(const QString& tip, QWidget* parent) {
   auto* e = new QLineEdit(parent);
@@ -46,16 +59,18 @@ QString opt(const std::optional<double>& v, int decimals) { return v ? QString::
 
 }  // namespace
 
-SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, std::function<QString()> storePath, QWidget* parent)
+SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, std::function<QString()> storePath,
+                       QWidget* parent)
     : QWidget(parent), doc_(doc), cache_(std::move(cache)), storePath_(std::move(storePath)) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(18, 14, 18, 12);
   v->setSpacing(8);
   v->addWidget(pageTitle(tr("Sweeps"), this));
-  v->addWidget(pageHint(tr("Which global batch and learning rate now? Each point of the grid is a real, stored run of the current "
-                           "project. Lists are comma-separated; the heatmaps show the chosen result over batch x learning rate, "
-                           "one per device list."),
-                        this));
+  v->addWidget(
+      pageHint(tr("Which global batch and learning rate now? Each point of the grid is a real, stored run of the current "
+                  "project. Lists are comma-separated; the heatmaps show the chosen result over batch x learning rate, "
+                  "one per device list."),
+               this));
 
   auto* grid = new QHBoxLayout;
   auto* f1 = new QFormLayout;
@@ -179,7 +194,8 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   connect(resume_, &QPushButton::clicked, this, [this] { resume(); });
   connect(fromProject_, &QPushButton::clicked, this, &SweepsView::fillFromProject);
   connect(export_, &QPushButton::clicked, this, [this] {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export sweep"), QStringLiteral("sweep-%1.csv").arg(shown_), tr("CSV (*.csv)"));
+    const QString path =
+        QFileDialog::getSaveFileName(this, tr("Export sweep"), QStringLiteral("sweep-%1.csv").arg(shown_), tr("CSV (*.csv)"));
     if (!path.isEmpty()) exportCsv(path);
   });
   connect(measure_, &QComboBox::currentIndexChanged, this, [this] { showResults(); });
@@ -200,8 +216,9 @@ SweepsView::~SweepsView() {
 
 void SweepsView::fillFromProject() {
   const auto& p = doc_->project();
-  batches_->setText(QString::number(p.training.perDeviceBatch ? p.training.batchSize * std::max(1, ml::parseDevices(p.distribute.devices).size())
-                                                              : p.training.batchSize));
+  batches_->setText(QString::number(p.training.perDeviceBatch
+                                        ? p.training.batchSize * std::max(1, ml::parseDevices(p.distribute.devices).size())
+                                        : p.training.batchSize));
   lrs_->setText(QString::fromStdString(ml::formatNumber("%g", p.training.optimizer.learningRate)));
   devices_->setText(QString::fromStdString(p.distribute.devices));
   scalings_->setText(QString::fromStdString(p.training.lrScaling));
@@ -217,12 +234,15 @@ bool SweepsView::start() {
     o.grid.lrs = ml::parseLrList(lrs_->text().toStdString(), "Learning rates");
     o.grid.devices = ml::parseDeviceSpecList(devices_->text().toStdString(), "Devices");
     o.grid.lrScalings = ml::parseScalingList(scalings_->text().toStdString(), "LR scaling");
-    if (steps_->value() > 0) o.steps = steps_->value();
-    else o.epochs = epochs_->value();
+    if (steps_->value() > 0)
+      o.steps = steps_->value();
+    else
+      o.epochs = epochs_->value();
     if (!target_->text().trimmed().isEmpty()) {
       bool ok = false;
       o.target = target_->text().trimmed().toDouble(&ok);
-      if (!ok) throw ml::UserError("Target: '" + target_->text().toStdString() + "' is not a number; give e.g. 0.85, or leave it empty");
+      if (!ok)
+        throw ml::UserError("Target: '" + target_->text().toStdString() + "' is not a number; give e.g. 0.85, or leave it empty");
     }
     o.stopAfterNoImprovement = earlyStop_->value();
     o.parallel = parallel_->value();
@@ -273,32 +293,42 @@ void SweepsView::launch(std::function<std::unique_ptr<ml::SweepRunner>()> make) 
     try {
       auto runner = make();
       const qint64 id = runner->id();
-      runner->onPointStarted = [this](const ml::SweepPointRow&) { QMetaObject::invokeMethod(this, [this] { loadResults(shown_); }, Qt::QueuedConnection); };
+      runner->onPointStarted = [this](const ml::SweepPointRow&) {
+        QMetaObject::invokeMethod(
+            this, [this] { loadResults(shown_); }, Qt::QueuedConnection);
+      };
       runner->onPointFinished = [this](const ml::SweepPointRow& pt) {
         const int point = pt.point;
-        QMetaObject::invokeMethod(this, [this, point] {
-          loadResults(shown_);
-          Q_EMIT pointFinished(point);
-        }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this,
+            [this, point] {
+              loadResults(shown_);
+              Q_EMIT pointFinished(point);
+            },
+            Qt::QueuedConnection);
       };
       {
         std::lock_guard lock(mu_);
         runner_ = runner.get();
         if (cancelRequested_.load()) runner->requestCancel();
       }
-      QMetaObject::invokeMethod(this, [this, id] {
-        shown_ = id;
-        refresh(id);
-        poll_->start();
-        Q_EMIT sweepStarted(id);
-      }, Qt::QueuedConnection);
+      QMetaObject::invokeMethod(
+          this,
+          [this, id] {
+            shown_ = id;
+            refresh(id);
+            poll_->start();
+            Q_EMIT sweepStarted(id);
+          },
+          Qt::QueuedConnection);
       status = runner->run();
       std::lock_guard lock(mu_);
       runner_ = nullptr;
     } catch (const std::exception& e) {
       error = QString::fromStdString(e.what());
     }
-    QMetaObject::invokeMethod(this, [this, s = QString::fromStdString(status), error] { finishRun(s, error); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, s = QString::fromStdString(status), error] { finishRun(s, error); }, Qt::QueuedConnection);
   });
 }
 
@@ -318,18 +348,21 @@ void SweepsView::finishRun(const QString& status, const QString& error) {
   const int64_t id = shown_;
   const int gen = ++loadGeneration_;
   const std::string path = storePath_().toStdString();
-  runAsync<ml::SweepResults>(this, [path, id] {
-    ml::RunStore store = ml::RunStore::open(path);
-    return ml::loadSweepResults(store, id);
-  }, [this, gen, status](const Outcome<ml::SweepResults>& o) {
-    if (gen == loadGeneration_ && o.value) {
-      results_ = *o.value;
-      showResults();
-      Q_EMIT resultsLoaded();
-    }
-    refresh(shown_);
-    Q_EMIT sweepEnded(status);
-  });
+  runAsync<ml::SweepResults>(
+      this,
+      [path, id] {
+        ml::RunStore store = ml::RunStore::open(path);
+        return ml::loadSweepResults(store, id);
+      },
+      [this, gen, status](const Outcome<ml::SweepResults>& o) {
+        if (gen == loadGeneration_ && o.value) {
+          results_ = *o.value;
+          showResults();
+          Q_EMIT resultsLoaded();
+        }
+        refresh(shown_);
+        Q_EMIT sweepEnded(status);
+      });
 }
 
 void SweepsView::cancel() {
@@ -343,30 +376,36 @@ void SweepsView::cancel() {
 
 void SweepsView::refresh(int64_t sweepId) {
   const std::string path = storePath_().toStdString();
-  runAsync<std::vector<ml::SweepRecord>>(this, [path] {
-    ml::RunStore store = ml::RunStore::open(path);
-    return ml::listSweeps(store);
-  }, [this, sweepId](const Outcome<std::vector<ml::SweepRecord>>& o) {
-    if (!o.value) {
-      status_->setText(o.error);
-      return;
-    }
-    sweepList_->clear();
-    int select = -1;
-    for (const auto& s : *o.value) {
-      sweepList_->addItem(tr("#%1  %2 — %3, %4/%5 points").arg(s.id).arg(QString::fromStdString(s.name), QString::fromStdString(s.status))
-                              .arg(s.finishedPoints()).arg(s.points.size()),
-                          QVariant::fromValue<qlonglong>(s.id));
-      if (s.id == sweepId) select = sweepList_->count() - 1;
-    }
-    if (select < 0 && sweepList_->count() > 0 && sweepId == 0) select = 0;
-    if (select >= 0) {
-      sweepList_->setCurrentIndex(select);
-      const int64_t id = sweepList_->itemData(select).toLongLong();
-      if (id != shown_ || !running_) loadResults(id);
-    }
-    updateButtons();
-  });
+  runAsync<std::vector<ml::SweepRecord>>(
+      this,
+      [path] {
+        ml::RunStore store = ml::RunStore::open(path);
+        return ml::listSweeps(store);
+      },
+      [this, sweepId](const Outcome<std::vector<ml::SweepRecord>>& o) {
+        if (!o.value) {
+          status_->setText(o.error);
+          return;
+        }
+        sweepList_->clear();
+        int select = -1;
+        for (const auto& s : *o.value) {
+          sweepList_->addItem(tr("#%1  %2 — %3, %4/%5 points")
+                                  .arg(s.id)
+                                  .arg(QString::fromStdString(s.name), QString::fromStdString(s.status))
+                                  .arg(s.finishedPoints())
+                                  .arg(s.points.size()),
+                              QVariant::fromValue<qlonglong>(s.id));
+          if (s.id == sweepId) select = sweepList_->count() - 1;
+        }
+        if (select < 0 && sweepList_->count() > 0 && sweepId == 0) select = 0;
+        if (select >= 0) {
+          sweepList_->setCurrentIndex(select);
+          const int64_t id = sweepList_->itemData(select).toLongLong();
+          if (id != shown_ || !running_) loadResults(id);
+        }
+        updateButtons();
+      });
 }
 
 void SweepsView::loadResults(int64_t sweepId) {
@@ -374,20 +413,23 @@ void SweepsView::loadResults(int64_t sweepId) {
   shown_ = sweepId;
   const int gen = ++loadGeneration_;
   const std::string path = storePath_().toStdString();
-  runAsync<ml::SweepResults>(this, [path, sweepId] {
-    ml::RunStore store = ml::RunStore::open(path);
-    return ml::loadSweepResults(store, sweepId);
-  }, [this, gen](const Outcome<ml::SweepResults>& o) {
-    if (gen != loadGeneration_) return;  // a newer load is under way
-    if (!o.value) {
-      Q_EMIT errorOccurred(tr("The sweep cannot be read"), o.error);
-      return;
-    }
-    results_ = *o.value;
-    showResults();
-    updateButtons();
-    Q_EMIT resultsLoaded();
-  });
+  runAsync<ml::SweepResults>(
+      this,
+      [path, sweepId] {
+        ml::RunStore store = ml::RunStore::open(path);
+        return ml::loadSweepResults(store, sweepId);
+      },
+      [this, gen](const Outcome<ml::SweepResults>& o) {
+        if (gen != loadGeneration_) return;  // a newer load is under way
+        if (!o.value) {
+          Q_EMIT errorOccurred(tr("The sweep cannot be read"), o.error);
+          return;
+        }
+        results_ = *o.value;
+        showResults();
+        updateButtons();
+        Q_EMIT resultsLoaded();
+      });
 }
 
 void SweepsView::showResults() {
@@ -398,11 +440,17 @@ void SweepsView::showResults() {
   for (int i = 0; i < static_cast<int>(r.points.size()); ++i) {
     const auto& p = r.points[static_cast<size_t>(i)];
     const bool best = r.best && *r.best == static_cast<size_t>(i);
-    const QStringList cells = {
-        (best ? QStringLiteral("★ ") : QString()) + QString::number(p.point.point + 1), QString::fromStdString(p.point.devices),
-        QString::fromStdString(p.point.lrScaling), QString::number(p.point.batchSize), QString::number(p.point.lr, 'g', 4),
-        QString::fromStdString(p.point.status), QString(), opt(p.finalValMetric, 4), opt(p.secondsToTarget, 2), opt(p.samplesPerSec, 0),
-        p.point.runId ? QString::number(*p.point.runId) : QStringLiteral("–")};
+    const QStringList cells = {(best ? QStringLiteral("★ ") : QString()) + QString::number(p.point.point + 1),
+                               QString::fromStdString(p.point.devices),
+                               QString::fromStdString(p.point.lrScaling),
+                               QString::number(p.point.batchSize),
+                               QString::number(p.point.lr, 'g', 4),
+                               QString::fromStdString(p.point.status),
+                               QString(),
+                               opt(p.finalValMetric, 4),
+                               opt(p.secondsToTarget, 2),
+                               opt(p.samplesPerSec, 0),
+                               p.point.runId ? QString::number(*p.point.runId) : QStringLiteral("–")};
     for (int c = 0; c < ColCount; ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       if (best) {
@@ -432,7 +480,9 @@ void SweepsView::showResults() {
   if (r.best) {
     const auto& b = r.points[*r.best];
     best_->setText(tr("★ Best point #%1: batch %2, learning rate %3 on %4 (%5 scaling) — %6.")
-                       .arg(b.point.point + 1).arg(b.point.batchSize).arg(b.point.lr, 0, 'g', 4)
+                       .arg(b.point.point + 1)
+                       .arg(b.point.batchSize)
+                       .arg(b.point.lr, 0, 'g', 4)
                        .arg(QString::fromStdString(b.point.devices), QString::fromStdString(b.point.lrScaling),
                             QString::fromStdString(r.bestReason)));
     best_->setVisible(true);
@@ -440,8 +490,11 @@ void SweepsView::showResults() {
     best_->setVisible(false);
   }
   if (!running_)
-    status_->setText(tr("Sweep %1: %2, %3 of %4 points finished.").arg(r.sweep.id).arg(QString::fromStdString(r.sweep.status))
-                         .arg(r.sweep.finishedPoints()).arg(r.sweep.points.size()));
+    status_->setText(tr("Sweep %1: %2, %3 of %4 points finished.")
+                         .arg(r.sweep.id)
+                         .arg(QString::fromStdString(r.sweep.status))
+                         .arg(r.sweep.finishedPoints())
+                         .arg(r.sweep.points.size()));
 }
 
 void SweepsView::pollProgress() {

@@ -30,7 +30,7 @@ class QTimer;
 namespace ml {
 class SweepRunner;
 struct Project;
-}
+}  // namespace ml
 
 namespace mlui {
 
@@ -40,7 +40,8 @@ class ProjectDocument;
 class SweepsView : public QWidget {
   Q_OBJECT
  public:
-  SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, std::function<QString()> storePath, QWidget* parent = nullptr);
+  SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, std::function<QString()> storePath,
+             QWidget* parent = nullptr);
   ~SweepsView() override;  // cancels a running sweep and waits for it
 
   // The grid fields, as a person types them.

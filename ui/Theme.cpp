@@ -7,11 +7,11 @@
 
 #include <QScrollArea>
 
+#include <qcustomplot.h>
 #include <QApplication>
 #include <QFile>
 #include <QLabel>
 #include <QStyle>
-#include <qcustomplot.h>
 
 static void initStudioResources() { Q_INIT_RESOURCE(mirrorlab); }
 

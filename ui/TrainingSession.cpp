@@ -15,8 +15,7 @@
 
 namespace mlui {
 
-TrainingSession::TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent)
-    : QObject(parent), cache_(std::move(cache)) {
+TrainingSession::TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent) : QObject(parent), cache_(std::move(cache)) {
   timer_.setInterval(40);  // display rate: 25 frames per second whatever the step rate
   timer_.setTimerType(Qt::CoarseTimer);
   connect(&timer_, &QTimer::timeout, this, &TrainingSession::poll);
@@ -96,7 +95,8 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
       }
       auto data = cache->get(project);
       if (!cancel_.load()) {
-        QMetaObject::invokeMethod(this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
         ml::TelemetryHub hub;
         auto uiChannel = hub.subscribe(1 << 16);
         options.maxSteps = maxSteps;
@@ -104,7 +104,9 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         // Checkpoints beside the store, as on the command line; the run's id is the recorder's.
         ml::Recorder* rec = nullptr;
         options.checkpointStore = store;
-        options.runId = [&rec]() -> std::optional<int64_t> { return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt; };
+        options.runId = [&rec]() -> std::optional<int64_t> {
+          return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
+        };
         options.awaitRecorded = [&rec](int64_t step) {
           const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
           while (rec && rec->committedStep() < step && rec->error().empty() && std::chrono::steady_clock::now() < until)
@@ -113,7 +115,9 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         // An injected kill would take the studio with it: the run stops as failed instead, resumable.
         ml::Trainer* self = nullptr;
         options.onKill = [&self] {
-          if (self) self->abort("an injected kill stopped the run (a command-line process would have died here); resume it from the Runs screen");
+          if (self)
+            self->abort(
+                "an injected kill stopped the run (a command-line process would have died here); resume it from the Runs screen");
         };
         ml::Trainer trainer(project, data, hub, options);
         self = &trainer;
@@ -130,7 +134,12 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         }
         if (paused_.load()) trainer.setPaused(true);
         if (cancel_.load()) trainer.requestCancel();
-        QMetaObject::invokeMethod(this, [this] { if (state_ == State::Preparing) setState(State::Running); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this,
+            [this] {
+              if (state_ == State::Preparing) setState(State::Running);
+            },
+            Qt::QueuedConnection);
         finished = trainer.run();
         {
           std::lock_guard lock(mu_);
@@ -139,8 +148,10 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         hub.closeAll();
         recorder.stop();
         runId = recorder.runId();
-        if (!recorder.error().empty()) error = QString::fromStdString("The run store reported: " + recorder.error());
-        else if (runId) storeUiCost(store, *runId);
+        if (!recorder.error().empty())
+          error = QString::fromStdString("The run store reported: " + recorder.error());
+        else if (runId)
+          storeUiCost(store, *runId);
         // A finished run keeps its weights, so the Runs screen can export the trained model.
         if (runId && finished->status == ml::RunStatus::Finished) {
           try {
@@ -155,8 +166,8 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
       trainer_ = nullptr;
       error = QString::fromStdString(e.what());
     }
-    QMetaObject::invokeMethod(this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); },
-                              Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); }, Qt::QueuedConnection);
   });
   timer_.start();
   return true;

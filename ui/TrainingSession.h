@@ -20,7 +20,7 @@
 namespace ml {
 class Channel;
 class Trainer;
-}
+}  // namespace ml
 
 namespace mlui {
 
@@ -72,7 +72,7 @@ class TrainingSession : public QObject {
   State state_ = State::Idle;
   QTimer timer_;
   std::thread worker_;
-  mutable std::mutex mu_;              // guards channel_ and trainer_ (set by the worker)
+  mutable std::mutex mu_;  // guards channel_ and trainer_ (set by the worker)
   std::shared_ptr<ml::Channel> channel_;
   ml::Trainer* trainer_ = nullptr;
   std::atomic<bool> cancel_{false}, paused_{false};

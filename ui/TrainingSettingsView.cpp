@@ -43,8 +43,9 @@ static QDoubleSpinBox* dspin(double lo, double hi, int decimals, double step, QW
 
 TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidget* parent)
     : QWidget(parent), doc_(doc), cache_(std::move(cache)) {
-  auto* v = scrollingPage(this, tr("Training"), tr("With N devices each step sees N shards of the batch. Scale the learning rate with the "
-                           "global batch, and warm up when the batch is large."));
+  auto* v = scrollingPage(this, tr("Training"),
+                          tr("With N devices each step sees N shards of the batch. Scale the learning rate with the "
+                             "global batch, and warm up when the batch is large."));
   QWidget* page = v->parentWidget();
 
   sentence_ = new QLabel(page);
@@ -149,8 +150,13 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   bindSpin(seed_, tr("seed"));
   bindSpin(refBatch_, tr("reference batch"));
   setToolTips();
-  for (auto [s, w] : {std::pair{lr_, tr("learning rate")}, {warmup_, tr("warm-up")}, {momentum_, tr("momentum")},
-                      {beta1_, tr("beta 1")}, {beta2_, tr("beta 2")}, {rho_, tr("rho")}, {epsilon_, tr("epsilon")}})
+  for (auto [s, w] : {std::pair{lr_, tr("learning rate")},
+                      {warmup_, tr("warm-up")},
+                      {momentum_, tr("momentum")},
+                      {beta1_, tr("beta 1")},
+                      {beta2_, tr("beta 2")},
+                      {rho_, tr("rho")},
+                      {epsilon_, tr("epsilon")}})
     bindD(s, w);
   for (auto [c, w] : {std::pair{batchMode_, tr("batch mode")}, {scaling_, tr("scaling rule")}, {optimizer_, tr("optimizer")}})
     connect(c, &QComboBox::currentIndexChanged, this, [this, w = w] { write(w, QString()); });
@@ -160,15 +166,19 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
 }
 
 void TrainingSettingsView::setToolTips() {
-  accumulate_->setToolTip(tr("Gradient accumulation: run k micro-batches and add their gradients before one all-reduce and one "
-                             "update. The update sees k times the micro-batch, with the memory of one."));
-  warmup_->setToolTip(tr("Ramp the learning rate linearly from the base rate to the scaled rate over these epochs: a large "
-                         "scaled rate from the first step can diverge."));
-  scaling_->setToolTip(tr("How the learning rate follows the global batch. Linear: rate × (global batch ÷ the batch the rate "
-                          "was set for); square root: × its square root; none: the rate as set. With the global batch "
-                          "unchanged every rule keeps the rate."));
-  refBatch_->setToolTip(tr("The global batch the base rate was chosen for. Left at “the batch size above” it is the Batch size "
-                           "field: per device, that is the batch of one device; global, the global batch itself."));
+  accumulate_->setToolTip(
+      tr("Gradient accumulation: run k micro-batches and add their gradients before one all-reduce and one "
+         "update. The update sees k times the micro-batch, with the memory of one."));
+  warmup_->setToolTip(
+      tr("Ramp the learning rate linearly from the base rate to the scaled rate over these epochs: a large "
+         "scaled rate from the first step can diverge."));
+  scaling_->setToolTip(
+      tr("How the learning rate follows the global batch. Linear: rate × (global batch ÷ the batch the rate "
+         "was set for); square root: × its square root; none: the rate as set. With the global batch "
+         "unchanged every rule keeps the rate."));
+  refBatch_->setToolTip(
+      tr("The global batch the base rate was chosen for. Left at “the batch size above” it is the Batch size "
+         "field: per device, that is the batch of one device; global, the global batch itself."));
   beta1_->setToolTip(tr("Adam's decay of the running mean of the gradients (Keras default 0.9)."));
   beta2_->setToolTip(tr("Adam's decay of the running mean of the squared gradients (Keras default 0.999)."));
   rho_->setToolTip(tr("RMSprop's decay of the running mean of the squared gradients (Keras default 0.9)."));

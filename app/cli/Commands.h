@@ -6,7 +6,7 @@ namespace mlcli {
 
 void addTrainCommand(CLI::App& app, int& exitCode);
 void addScaleCommand(CLI::App& app, int& exitCode);
-void addSweepCommand(CLI::App& app, int& exitCode);  // sweep (SweepCommand.cpp)
+void addSweepCommand(CLI::App& app, int& exitCode);   // sweep (SweepCommand.cpp)
 void addModelCommands(CLI::App& app, int& exitCode);  // summary, evaluate, predict, devices
 void addExportCommand(CLI::App& app, int& exitCode);  // export --format onnx|torch|keras
 

@@ -55,13 +55,13 @@ int runExportCommand(const ExportArgs& a) {
   const ml::ExportResult res = ml::runExport(r);
   std::printf("exported %s (project \"%s\") to %s: %s, %s bytes\n",
               r.runId ? ("run " + std::to_string(*r.runId) + "'s weights").c_str() : ("weights " + r.weights).c_str(),
-              r.project.name.c_str(), res.path.c_str(), res.description.c_str(),
-              std::to_string(res.bytes).c_str());
+              r.project.name.c_str(), res.path.c_str(), res.description.c_str(), std::to_string(res.bytes).c_str());
   if (r.runId && store) {
     try {
       ml::recordExport(*store, *r.runId, res, format);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "warning: the export was not recorded with run %lld: %s\n", static_cast<long long>(*r.runId), e.what());
+      std::fprintf(stderr, "warning: the export was not recorded with run %lld: %s\n", static_cast<long long>(*r.runId),
+                   e.what());
     }
   }
   return 0;
@@ -71,7 +71,8 @@ int runExportCommand(const ExportArgs& a) {
 
 void addExportCommand(CLI::App& app, int& exitCode) {
   auto a = std::make_shared<ExportArgs>();
-  auto* c = app.add_subcommand("export", "Export trained weights as an ONNX model, PyTorch weights (.npz) or Keras 3 weights (.weights.h5)");
+  auto* c = app.add_subcommand(
+      "export", "Export trained weights as an ONNX model, PyTorch weights (.npz) or Keras 3 weights (.weights.h5)");
   c->add_option("project", a->project, "Project file (JSON); leave out with --run to use the run's own project");
   c->add_option("--weights", a->weights, "Weights file saved by train --save-weights");
   c->add_option("--format", a->format, "onnx | torch | keras")->required();

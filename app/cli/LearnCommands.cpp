@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "Commands.h"
 #include "AtomicFile.h"
+#include "Commands.h"
 #include "Error.h"
 #include "JsonFile.h"
-#include "data/Dataset.h"
 #include "backend/DeviceList.h"
+#include "data/Dataset.h"
 #include "learn/CodeGen.h"
 #include "learn/CostModel.h"
 #include "learn/Lesson.h"
@@ -35,12 +35,12 @@ namespace {
 namespace fs = std::filesystem;
 
 struct LearnArgs {
-  std::string dir;           // lesson folder
-  std::string lesson;        // id, order number or file
-  std::optional<int> answer; // 1-based, as printed
-  int64_t steps = 0;         // cap per experiment
-  std::string db;            // record the experiments there
-  bool record = false;       // record into the default store
+  std::string dir;            // lesson folder
+  std::string lesson;         // id, order number or file
+  std::optional<int> answer;  // 1-based, as printed
+  int64_t steps = 0;          // cap per experiment
+  std::string db;             // record the experiments there
+  bool record = false;        // record into the default store
   // export-code
   std::string project, framework = "tf", output;
   // trace
@@ -54,7 +54,9 @@ struct LearnArgs {
   int64_t profileSteps = 20;
 };
 
-bool allDigits(const std::string& s) { return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); }); }
+bool allDigits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
 
 // ---- learn list / run ---------------------------------------------------------------------------
 
@@ -71,7 +73,8 @@ ml::Lesson findLesson(const LearnArgs& a) {
     if (lessons[i].id == a.lesson || (allDigits(a.lesson) && std::stoul(a.lesson) == i + 1)) return lessons[i];
     ids += (ids.empty() ? "" : ", ") + lessons[i].id;
   }
-  throw ml::UserError("no lesson '" + a.lesson + "' in " + lessonsDir(a) + " (lessons: " + ids + "; or give its number from `learn list`)");
+  throw ml::UserError("no lesson '" + a.lesson + "' in " + lessonsDir(a) + " (lessons: " + ids +
+                      "; or give its number from `learn list`)");
 }
 
 int learnList(const LearnArgs& a) {
@@ -89,7 +92,8 @@ int askQuestion(const ml::Lesson& l, const std::optional<int>& given) {
   for (size_t i = 0; i < l.question.choices.size(); ++i) std::printf("  %zu) %s\n", i + 1, l.question.choices[i].c_str());
   const int k = static_cast<int>(l.question.choices.size());
   if (given) {
-    if (*given < 1 || *given > k) throw ml::UserError("--answer must be 1.." + std::to_string(k) + ", got " + std::to_string(*given));
+    if (*given < 1 || *given > k)
+      throw ml::UserError("--answer must be 1.." + std::to_string(k) + ", got " + std::to_string(*given));
     std::printf("Your answer: %d\n", *given);
     return *given - 1;
   }
@@ -110,8 +114,10 @@ int learnRun(const LearnArgs& a) {
 
   ml::LessonRunnerOptions opts;
   opts.maxSteps = a.steps;
-  if (!a.db.empty()) opts.storePath = a.db;
-  else if (a.record) opts.storePath = ml::defaultStorePath();
+  if (!a.db.empty())
+    opts.storePath = a.db;
+  else if (a.record)
+    opts.storePath = ml::defaultStorePath();
   ml::LessonRunner runner(lesson, opts);
   runner.onExperimentStarted = [&](size_t i, const ml::ExperimentOutcome& o) {
     std::printf("\n[%zu/%zu] %s: %s\n", i + 1, lesson.experiments.size(), o.experiment.title.c_str(), o.plan.sentence().c_str());
@@ -121,8 +127,10 @@ int learnRun(const LearnArgs& a) {
   for (const auto& e : out.experiments) {
     std::printf("  %-36s %-9s %5lld steps  final accuracy %s  %s samples/s  sync %s  replicas in sync: %s%s\n",
                 e.experiment.title.c_str(), ml::toString(e.finished.status), static_cast<long long>(e.finished.steps),
-                out.figures.at("final_acc_" + e.experiment.label).text.c_str(), out.figures.at("samples_per_sec_" + e.experiment.label).text.c_str(),
-                out.figures.at("sync_share_" + e.experiment.label).text.c_str(), out.figures.at("checksums_equal_" + e.experiment.label).text.c_str(),
+                out.figures.at("final_acc_" + e.experiment.label).text.c_str(),
+                out.figures.at("samples_per_sec_" + e.experiment.label).text.c_str(),
+                out.figures.at("sync_share_" + e.experiment.label).text.c_str(),
+                out.figures.at("checksums_equal_" + e.experiment.label).text.c_str(),
                 e.runId ? (" (run " + std::to_string(*e.runId) + ")").c_str() : "");
   }
   if (!out.completed) std::printf("\nnote: %s; the figures below are from what ran\n", out.message.c_str());
@@ -146,8 +154,8 @@ int exportCode(const LearnArgs& a) {
     return 0;
   }
   ml::writeFileAtomically(a.output, code, "program file");
-  std::fprintf(stderr, "wrote %s (%s program for '%s')\n", a.output.c_str(), f == ml::Framework::TensorFlow ? "TensorFlow/Keras" : "PyTorch DDP",
-               p.name.c_str());
+  std::fprintf(stderr, "wrote %s (%s program for '%s')\n", a.output.c_str(),
+               f == ml::Framework::TensorFlow ? "TensorFlow/Keras" : "PyTorch DDP", p.name.c_str());
   return 0;
 }
 
@@ -156,8 +164,8 @@ int exportCode(const LearnArgs& a) {
 int trace(const LearnArgs& a) {
   ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
   const auto t = ml::exportRunTrace(store, a.runId, a.output, a.fromStep, a.toStep);
-  std::printf("wrote %s: %zu steps, %d device track(s), %zu spans (open it in https://ui.perfetto.dev or chrome://tracing)\n", a.output.c_str(),
-              t.steps, t.tracks, t.spans);
+  std::printf("wrote %s: %zu steps, %d device track(s), %zu spans (open it in https://ui.perfetto.dev or chrome://tracing)\n",
+              a.output.c_str(), t.steps, t.tracks, t.spans);
   return 0;
 }
 
@@ -168,7 +176,8 @@ std::vector<int> parseCounts(const std::string& s) {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
-    if (!allDigits(item) || item.size() > 5 || std::stoi(item) < 1) throw ml::UserError("--devices takes counts such as 1,2,4,8, got '" + s + "'");
+    if (!allDigits(item) || item.size() > 5 || std::stoi(item) < 1)
+      throw ml::UserError("--devices takes counts such as 1,2,4,8, got '" + s + "'");
     out.push_back(std::stoi(item));
   }
   if (out.empty()) throw ml::UserError("--devices takes counts such as 1,2,4,8");
@@ -181,11 +190,13 @@ ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
     const int64_t id = std::stoll(a.source);
     ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
     const ml::RunDetail run = store.loadRun(id);
-    project = ml::Project::fromJson(ml::parseJsonText(run.projectJson, "run " + std::to_string(id), "the stored project is damaged"),
-                                 "run " + std::to_string(id));
+    project =
+        ml::Project::fromJson(ml::parseJsonText(run.projectJson, "run " + std::to_string(id), "the stored project is damaged"),
+                              "run " + std::to_string(id));
     const auto steps = store.loadSteps(id, 1, std::numeric_limits<int64_t>::max());
     const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
-    return ml::profileFromSteps(steps, grad, "run " + std::to_string(id) + " (" + std::to_string(run.summary.replicas) + " replica(s))");
+    return ml::profileFromSteps(steps, grad,
+                                "run " + std::to_string(id) + " (" + std::to_string(run.summary.replicas) + " replica(s))");
   }
   project = ml::Project::load(a.source);
   ml::Project one = project;
@@ -196,9 +207,11 @@ ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
   ml::TrainerOptions to;
   to.maxSteps = std::max<int64_t>(2, a.profileSteps);
   ml::Trainer trainer(one, data, hub, to);
-  std::fprintf(stderr, "measuring compute: %lld steps of '%s' on cpu:1...\n", static_cast<long long>(to.maxSteps), project.name.c_str());
+  std::fprintf(stderr, "measuring compute: %lld steps of '%s' on cpu:1...\n", static_cast<long long>(to.maxSteps),
+               project.name.c_str());
   const ml::RunFinished fin = trainer.run();
-  if (fin.status != ml::RunStatus::Finished) throw ml::UserError("the measuring run ended " + std::string(ml::toString(fin.status)) + ": " + fin.message);
+  if (fin.status != ml::RunStatus::Finished)
+    throw ml::UserError("the measuring run ended " + std::string(ml::toString(fin.status)) + ": " + fin.message);
   std::vector<ml::Event> events;
   ch->drain(events);
   std::vector<ml::StepEvent> steps;
@@ -228,16 +241,18 @@ int whatIf(const LearnArgs& a) {
   }
   const ml::WhatIfResult r = ml::predictScaling(prof, o);
   std::printf("What-if for '%s' (MODELLED, not measured)\n", project.name.c_str());
-  std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of gradients\n", r.link.name.c_str(), r.link.bandwidth / 1e9,
-              r.link.latency * 1e6, ml::toString(r.algo), static_cast<double>(prof.gradientBytes) / 1024.0);
-  std::printf("compute (measured, %s): forward %.3g us + backward %.3g us per sample, optimizer %.3g ms per step\n", prof.source.c_str(),
-              prof.forwardPerSample * 1e6, prof.backwardPerSample * 1e6, prof.optimizerPerStep * 1e3);
-  std::printf("\n%7s %7s %8s %11s %13s %11s %9s %11s %9s %10s %7s  %s\n", "devices", "global", "per-dev", "compute ms", "all-reduce ms", "exposed ms",
-              "step ms", "samples/s", "speed-up", "efficiency", "sync", "");
+  std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of gradients\n", r.link.name.c_str(),
+              r.link.bandwidth / 1e9, r.link.latency * 1e6, ml::toString(r.algo),
+              static_cast<double>(prof.gradientBytes) / 1024.0);
+  std::printf("compute (measured, %s): forward %.3g us + backward %.3g us per sample, optimizer %.3g ms per step\n",
+              prof.source.c_str(), prof.forwardPerSample * 1e6, prof.backwardPerSample * 1e6, prof.optimizerPerStep * 1e3);
+  std::printf("\n%7s %7s %8s %11s %13s %11s %9s %11s %9s %10s %7s  %s\n", "devices", "global", "per-dev", "compute ms",
+              "all-reduce ms", "exposed ms", "step ms", "samples/s", "speed-up", "efficiency", "sync", "");
   for (const auto& row : r.rows)
-    std::printf("%7d %7lld %8lld %11.3f %13.3f %11.3f %9.3f %11.0f %9.2f %9.1f%% %6.1f%%  %s\n", row.devices, static_cast<long long>(row.globalBatch),
-                static_cast<long long>(row.perReplicaBatch), row.computeSeconds * 1e3, row.allreduceSeconds * 1e3, row.exposedSeconds * 1e3,
-                row.stepSeconds * 1e3, row.samplesPerSecond, row.speedup, row.efficiency * 100, row.syncShare * 100, r.label.c_str());
+    std::printf("%7d %7lld %8lld %11.3f %13.3f %11.3f %9.3f %11.0f %9.2f %9.1f%% %6.1f%%  %s\n", row.devices,
+                static_cast<long long>(row.globalBatch), static_cast<long long>(row.perReplicaBatch), row.computeSeconds * 1e3,
+                row.allreduceSeconds * 1e3, row.exposedSeconds * 1e3, row.stepSeconds * 1e3, row.samplesPerSecond, row.speedup,
+                row.efficiency * 100, row.syncShare * 100, r.label.c_str());
   std::printf("\n%s\n", r.assumptions.c_str());
   return 0;
 }
@@ -263,11 +278,13 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
 
   auto* code = app.add_subcommand("export-code", "Write the project as a TensorFlow (MirroredStrategy) or PyTorch (DDP) program");
   code->add_option("project", a->project, "Project file (JSON)")->required();
-  code->add_option("--framework", a->framework, "tf or torch")->check(CLI::IsMember({"tf", "torch", "tensorflow", "pytorch", "keras"}));
+  code->add_option("--framework", a->framework, "tf or torch")
+      ->check(CLI::IsMember({"tf", "torch", "tensorflow", "pytorch", "keras"}));
   code->add_option("--output,-o", a->output, "File to write (default: standard output)");
   code->callback([a, &exitCode] { exitCode = guarded([&] { return exportCode(*a); }); });
 
-  auto* tr = app.add_subcommand("trace", "Export a stored run's per-device timeline as a Chrome trace (Perfetto, chrome://tracing)");
+  auto* tr =
+      app.add_subcommand("trace", "Export a stored run's per-device timeline as a Chrome trace (Perfetto, chrome://tracing)");
   tr->add_option("run", a->runId, "Run id (see `runs list`)")->required();
   tr->add_option("--output,-o", a->output, "Trace file to write (.json)")->required();
   tr->add_option("--db", a->db, "Run store (default: $MIRRORLAB_DB or the user's data folder)");
@@ -281,7 +298,8 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
       ->check(CLI::IsMember({"nvlink", "pcie4", "100gbe", "10gbe", "host"}));
   w->add_option("--devices", a->devices, "Device counts, e.g. 1,2,4,8");
   w->add_option("--algo", a->algo, "ring | reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
-  w->add_option("--overlap", a->overlap, "Share of the all-reduce hidden behind backward, 0..1 (default 0)")->check(CLI::Range(0.0, 1.0));
+  w->add_option("--overlap", a->overlap, "Share of the all-reduce hidden behind backward, 0..1 (default 0)")
+      ->check(CLI::Range(0.0, 1.0));
   w->add_option("--batch", a->batch, "Batch (default: the project's)");
   w->add_flag("--per-device", a->perDevice, "The batch is per device (the global batch grows with N)");
   w->add_option("--steps", a->profileSteps, "Steps of the measuring run for a project (default 20)");

@@ -3,11 +3,11 @@
 #include <fstream>
 #include <optional>
 
-#include "Commands.h"
-#include "Overrides.h"
 #include "AtomicFile.h"
+#include "Commands.h"
 #include "Error.h"
 #include "Limits.h"
+#include "Overrides.h"
 #include "backend/DeviceProbe.h"
 #include "data/Dataset.h"
 #include "data/Features.h"
@@ -55,15 +55,18 @@ int summary(ModelArgs& a) {
     throw ml::UserError("--batch must be from 1 to " + std::to_string(ml::kMaxBatch) + ", got " + std::to_string(a.batch));
   auto model = naming(a.project, [&] { return ml::Sequential(p.model); });
   const int64_t n = ml::parseDevices(p.distribute.devices).size();
-  const int64_t batch = a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);
+  const int64_t batch =
+      a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);
   std::printf("%s", ml::formatSummary(model, p.name, batch, ml::optimizerSlotCount(p.training.optimizer)).c_str());
   return 0;
 }
 
 void loadInto(ml::MirroredStrategy& s, const std::string& weights) {
   // FILE.npz: NumPy arrays named per layer (from --save-weights FILE.npz or another program); else .mlw.
-  if (weights.size() > 4 && weights.compare(weights.size() - 4, 4, ".npz") == 0) ml::loadWeightsNpz(s.model(0), weights);
-  else ml::loadWeights(s.model(0), weights);
+  if (weights.size() > 4 && weights.compare(weights.size() - 4, 4, ".npz") == 0)
+    ml::loadWeightsNpz(s.model(0), weights);
+  else
+    ml::loadWeights(s.model(0), weights);
   s.broadcastParameters();
 }
 
@@ -107,10 +110,13 @@ int predict(ModelArgs& a) {
     for (int64_t j = 0; j < k; ++j) std::fprintf(f, "%s%.6g", j ? "," : "", out[static_cast<size_t>(i * k + j)]);
     std::fprintf(f, "\n");
   }
-  if (file) file->commit();
-  else if (std::fflush(stdout) != 0 || std::ferror(stdout)) throw ml::UserError("writing the predictions to standard output failed");
-  std::fprintf(stderr, "predicted (%lld, %lld) probabilities on %s%s%s\n", static_cast<long long>(in.size), static_cast<long long>(k),
-               s->options().devices.describe().c_str(), a.output.empty() ? "" : " into ", a.output.c_str());
+  if (file)
+    file->commit();
+  else if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw ml::UserError("writing the predictions to standard output failed");
+  std::fprintf(stderr, "predicted (%lld, %lld) probabilities on %s%s%s\n", static_cast<long long>(in.size),
+               static_cast<long long>(k), s->options().devices.describe().c_str(), a.output.empty() ? "" : " into ",
+               a.output.c_str());
   return 0;
 }
 
@@ -118,15 +124,18 @@ int devices() {
   const auto r = ml::probeDevices();
   std::printf("CPU: %s, %d cores\n", r.cpuModel.c_str(), r.cpuCores);
   std::printf("  simulated devices: cpu:1..cpu:%d (--devices cpu:N); more than %d share cores\n", ml::kMaxReplicas, r.cpuCores);
-  std::printf("  thread policy: one replica uses all %d cores for its math (BLAS); with N replicas each replica is one\n"
-              "  worker thread running BLAS single-threaded, so N <= %d replicas get a core each\n", r.cpuCores, r.cpuCores);
+  std::printf(
+      "  thread policy: one replica uses all %d cores for its math (BLAS); with N replicas each replica is one\n"
+      "  worker thread running BLAS single-threaded, so N <= %d replicas get a core each\n",
+      r.cpuCores, r.cpuCores);
   if (!r.gpuBackend.empty()) std::printf("CUDA plugin: %s\n", r.gpuBackend.c_str());
   if (r.gpus.empty()) {
     std::printf("GPUs: none. %s\n", r.noGpuReason.c_str());
   } else {
     for (const auto& g : r.gpus)
       std::printf("gpu:%d %s, %.1f GiB, compute capability %d.%d, driver %s, runtime %s\n", g.index, g.name.c_str(),
-                  static_cast<double>(g.memoryBytes) / (1 << 30), g.ccMajor, g.ccMinor, g.driverVersion.c_str(), g.runtimeVersion.c_str());
+                  static_cast<double>(g.memoryBytes) / (1 << 30), g.ccMajor, g.ccMinor, g.driverVersion.c_str(),
+                  g.runtimeVersion.c_str());
   }
   return 0;
 }
@@ -143,13 +152,15 @@ void addModelCommands(CLI::App& app, int& exitCode) {
 
   auto* e = app.add_subcommand("evaluate", "Loss and metrics of saved weights on the test (or validation) set");
   e->add_option("project", a->project, "Project file (JSON)")->required();
-  e->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")->required();
+  e->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")
+      ->required();
   a->o.addTo(e, false);
   e->callback([a, &exitCode] { exitCode = guarded([&] { return evaluate(*a); }); });
 
   auto* p = app.add_subcommand("predict", "Class probabilities (samples, classes) for an IDX images file or a CSV of features");
   p->add_option("project", a->project, "Project file (JSON)")->required();
-  p->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")->required();
+  p->add_option("--weights", a->weights, "Weights saved by train --save-weights (.mlw, or .npz arrays named like dense_1/kernel)")
+      ->required();
   p->add_option("--input", a->input, "IDX images file (.gz or raw) or CSV of numeric features")->required();
   p->add_option("--output", a->output, "CSV file to write (default: standard output)");
   a->o.addTo(p, false);

@@ -43,20 +43,28 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--checkpoint-every", checkpointEvery,
                 "Write a checkpoint every N steps or epochs, e.g. 500steps or 1epoch (default: the project's, else every epoch); "
                 "checkpoints live beside the run store and make `train --resume RUN_ID` exact");
-  c->add_option("--checkpoint-keep", checkpointKeep, "How many of the newest checkpoints to keep (default 3)")->check(positiveWhole());
+  c->add_option("--checkpoint-keep", checkpointKeep, "How many of the newest checkpoints to keep (default 3)")
+      ->check(positiveWhole());
   c->add_option("--hang-seconds", hangSeconds,
-                "Watchdog: stop the run with a diagnosis when no replica makes progress for this long (default 60; the first step gets 10x)")
+                "Watchdog: stop the run with a diagnosis when no replica makes progress for this long (default 60; the first "
+                "step gets 10x)")
       ->check(positiveFinite());
   c->add_option("--straggler-factor", stragglerFactor,
-                "Watchdog: warn when a replica reaches the all-reduce later than this many times a replica's typical compute time (default 1)")
+                "Watchdog: warn when a replica reaches the all-reduce later than this many times a replica's typical compute "
+                "time (default 1)")
       ->check(positiveFinite());
-  c->add_option("--inject", inject,
-                "Inject a fault (repeatable): slow:cpu:1=3x, hang:cpu:2@step=50, nan:cpu:1@step=20, kill@step=30; the run is tagged "
-                "'fault injected'");
+  c->add_option(
+      "--inject", inject,
+      "Inject a fault (repeatable): slow:cpu:1=3x, hang:cpu:2@step=50, nan:cpu:1@step=20, kill@step=30; the run is tagged "
+      "'fault injected'");
   c->add_option("--epochs", epochs, "Number of epochs")->check(positiveWhole());
-  c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")->check(positiveWhole());
-  c->add_option("--per-device-batch", perDeviceBatch, "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")->check(positiveWhole());
-  c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")->check(positiveFinite());
+  c->add_option("--batch-size", batchSize, "Global batch per optimizer update, split across the replicas")
+      ->check(positiveWhole());
+  c->add_option("--per-device-batch", perDeviceBatch,
+                "Batch per replica and micro-batch instead (global = this x replicas x accumulate)")
+      ->check(positiveWhole());
+  c->add_option("--lr", lr, "Base learning rate, set for the reference batch (see --lr-reference-batch)")
+      ->check(positiveFinite());
   c->add_option("--optimizer", optimizer, "Optimizer: sgd, adam or rmsprop (Keras defaults for its other arguments)")
       ->check(CLI::IsMember({"sgd", "adam", "rmsprop"}));
   c->add_option("--seed", seed, "Seed for initial weights, shuffling and dropout");
@@ -64,7 +72,8 @@ void Overrides::addTo(CLI::App* c, bool training) {
       ->check(CLI::IsMember({"none", "linear", "sqrt"}));
   c->add_option("--warmup-epochs", warmupEpochs, "Ramp the learning rate from the base rate to the scaled one over E epochs");
   c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(positiveWhole());
-  c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
+  c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")
+      ->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
   c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(positiveWhole());
   c->add_flag("--shard-optimizer", shardOptimizer,
               "Sharded optimizer update (ZeRO stage 1): each replica updates 1/N of the parameters and keeps 1/N of the "
@@ -96,7 +105,8 @@ void Overrides::apply(ml::Project& p) const {
   if (accumulate) p.training.accumulate = *accumulate;
   if (allreduce) p.distribute.allreduce = *allreduce;
   if (bucketKb) {
-    if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22)) throw ml::UserError("--bucket-kb must be from 1 to 4194304 (4 GiB), got " + std::to_string(*bucketKb));
+    if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22))
+      throw ml::UserError("--bucket-kb must be from 1 to 4194304 (4 GiB), got " + std::to_string(*bucketKb));
     p.distribute.bucketBytes = *bucketKb * 1024;
   }
   if (threadsPerDevice) p.distribute.threadsPerDevice = *threadsPerDevice;

@@ -9,9 +9,12 @@ namespace mlcli {
 
 static std::string dur(double s) {
   char b[32];
-  if (s < 60) std::snprintf(b, sizeof b, "%.1fs", s);
-  else if (s < 3600) std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  else std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) / 60) % 60);
+  if (s < 60)
+    std::snprintf(b, sizeof b, "%.1fs", s);
+  else if (s < 3600)
+    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else
+    std::snprintf(b, sizeof b, "%dh%02dm", static_cast<int>(s) / 3600, (static_cast<int>(s) / 60) % 60);
   return b;
 }
 
@@ -27,9 +30,11 @@ void Progress::drawBar(const ml::StepEvent& s, bool final) {
   bar.resize(width, '.');
   const double perStep = elapsed / static_cast<double>(std::max<int64_t>(1, s.stepInEpoch));
   char timing[64];
-  if (final) std::snprintf(timing, sizeof timing, "%s %.1fms/step", dur(elapsed).c_str(), perStep * 1e3);
-  else std::snprintf(timing, sizeof timing, "%s ETA: %s", dur(elapsed).c_str(),
-                     dur(perStep * static_cast<double>(s.stepsPerEpoch - s.stepInEpoch)).c_str());
+  if (final)
+    std::snprintf(timing, sizeof timing, "%s %.1fms/step", dur(elapsed).c_str(), perStep * 1e3);
+  else
+    std::snprintf(timing, sizeof timing, "%s ETA: %s", dur(elapsed).c_str(),
+                  dur(perStep * static_cast<double>(s.stepsPerEpoch - s.stepInEpoch)).c_str());
   const double n = static_cast<double>(std::max<int64_t>(1, samples_));
   std::fprintf(out_, "%s%ld/%ld [%s] - %s - loss: %.4f - %s: %.4f - %.0f samples/s", tty_ ? "\r\033[K" : "",
                static_cast<long>(s.stepInEpoch), static_cast<long>(s.stepsPerEpoch), bar.c_str(), timing, lossSum_ / n,
@@ -70,9 +75,12 @@ void Progress::onEvent(const ml::Event& e) {
     std::fprintf(out_, "\n");
     barOpen_ = false;
     if (replicas_ > 1) {
-      std::fprintf(out_, "  epoch %d: %.2fs, %.0f samples/s, sync overhead %.1f%% (all-reduce %.1f%%, waiting for the slowest replica %.1f%%), replicas %s\n",
+      std::fprintf(out_,
+                   "  epoch %d: %.2fs, %.0f samples/s, sync overhead %.1f%% (all-reduce %.1f%%, waiting for the slowest replica "
+                   "%.1f%%), replicas %s\n",
                    ep->epoch, ep->seconds, ep->samplesPerSec, 100 * (ep->allreduceShare + ep->waitShare),
-                   100 * ep->allreduceShare, 100 * ep->waitShare, ep->inSync ? "in sync (equal weight checksums)" : "OUT OF SYNC");
+                   100 * ep->allreduceShare, 100 * ep->waitShare,
+                   ep->inSync ? "in sync (equal weight checksums)" : "OUT OF SYNC");
     }
   } else if (const auto* w = std::get_if<ml::WatchdogWarning>(&e)) {
     if (barOpen_) std::fprintf(out_, "\n");

@@ -10,7 +10,8 @@
 namespace mlcli {
 
 void RecordingArgs::addTo(CLI::App* cmd) {
-  cmd->add_option("--db", db, "Run store (SQLite) to record into (default: $MIRRORLAB_DB, else ~/.local/share/mirrorlab/runs.sqlite)");
+  cmd->add_option("--db", db,
+                  "Run store (SQLite) to record into (default: $MIRRORLAB_DB, else ~/.local/share/mirrorlab/runs.sqlite)");
   cmd->add_flag("--no-record", noRecord, "Do not record this run");
 }
 
@@ -22,7 +23,7 @@ struct RunRecording::Impl {
 std::string RecordingArgs::storePath() const { return noRecord ? std::string() : db.empty() ? ml::defaultStorePath() : db; }
 
 std::unique_ptr<RunRecording> RunRecording::open(const RecordingArgs& args, ml::TelemetryHub& hub,
-                                                  std::function<void(const std::string&)> onFailure) {
+                                                 std::function<void(const std::string&)> onFailure) {
   if (args.noRecord) return nullptr;
   std::unique_ptr<RunRecording> r(new RunRecording());
   r->path_ = args.db.empty() ? ml::defaultStorePath() : args.db;
@@ -74,7 +75,8 @@ void RunRecording::addArtifact(const std::string& path, const std::string& kind,
   const auto abs = std::filesystem::absolute(path, ec);
   const auto size = std::filesystem::file_size(path, ec);
   auto store = ml::RunStore::open(path_);
-  store.addArtifact(*impl_->id, ec ? path : abs.string(), kind, hex, ec ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(size)));
+  store.addArtifact(*impl_->id, ec ? path : abs.string(), kind, hex,
+                    ec ? std::nullopt : std::optional<int64_t>(static_cast<int64_t>(size)));
 }
 
 std::optional<int64_t> RunRecording::runId() const { return impl_->id; }

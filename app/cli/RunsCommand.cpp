@@ -1,7 +1,7 @@
 // `runs list|show|compare|export|rename|tag|note|delete`: the run store from a terminal.
 // Tables are aligned for a terminal; `list --json` is for scripts.
-#include "Format.h"
 #include "RunsCommand.h"
+#include "Format.h"
 
 #include "Commands.h"
 
@@ -18,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "Error.h"
+#include "JsonFile.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
-#include "JsonFile.h"
 
 namespace mlcli {
 namespace {
@@ -36,9 +36,7 @@ struct RunsArgs {
   bool remove = false;
 };
 
-ml::RunStore openStore(const RunsArgs& a) {
-  return ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
-}
+ml::RunStore openStore(const RunsArgs& a) { return ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db); }
 
 // ---- formatting -------------------------------------------------------------------------------
 
@@ -113,8 +111,7 @@ class Table {
   static bool looksNumeric(const std::string& s) {
     if (s == "-") return true;
     size_t i = (s.size() > 1 && s[0] == '-') ? 1 : 0;
-    return i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.') &&
-           s.find(' ') == std::string::npos;
+    return i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.') && s.find(' ') == std::string::npos;
   }
   std::vector<std::vector<std::string>> rows_;
 };
@@ -153,12 +150,10 @@ int list(const RunsArgs& a) {
                 a.status.empty() && a.tag.empty() && a.name.empty() ? "" : " match the filters");
     return 0;
   }
-  Table t({"ID", "NAME", "CREATED", "DEVICES", "BATCH", "LR", "VAL ACC", "S/EPOCH", "STATUS",
-           "TAGS"});
+  Table t({"ID", "NAME", "CREATED", "DEVICES", "BATCH", "LR", "VAL ACC", "S/EPOCH", "STATUS", "TAGS"});
   for (const auto& s : runs)
-    t.add({std::to_string(s.id), s.name, date(s.created), s.devices,
-           std::to_string(s.globalBatch), fmt("%.4g", s.lr), fmt("%.4f", s.finalValMetric),
-           fmt("%.2f", s.secondsPerEpoch), s.status, join(s.tags, ",")});
+    t.add({std::to_string(s.id), s.name, date(s.created), s.devices, std::to_string(s.globalBatch), fmt("%.4g", s.lr),
+           fmt("%.4f", s.finalValMetric), fmt("%.2f", s.secondsPerEpoch), s.status, join(s.tags, ",")});
   t.print();
   return 0;
 }
@@ -168,30 +163,25 @@ int list(const RunsArgs& a) {
 void printKeyValues(const std::map<std::string, std::string>& kv) {
   size_t keyWidth = 0;
   for (const auto& [k, v] : kv) keyWidth = std::max(keyWidth, width(k));
-  for (const auto& [k, v] : kv)
-    std::printf("  %s%s  %s\n", k.c_str(), std::string(keyWidth - width(k), ' ').c_str(),
-                v.c_str());
+  for (const auto& [k, v] : kv) std::printf("  %s%s  %s\n", k.c_str(), std::string(keyWidth - width(k), ' ').c_str(), v.c_str());
 }
 
 void printEpochs(const std::vector<ml::EpochEvent>& epochs) {
-  Table t({"EPOCH", "TRAIN LOSS", "TRAIN ACC", "VAL LOSS", "VAL ACC", "SECONDS", "SAMPLES/S",
-           "ALLREDUCE", "WAIT", "IN SYNC"});
+  Table t({"EPOCH", "TRAIN LOSS", "TRAIN ACC", "VAL LOSS", "VAL ACC", "SECONDS", "SAMPLES/S", "ALLREDUCE", "WAIT", "IN SYNC"});
   for (const auto& e : epochs)
-    t.add({std::to_string(e.epoch), fmt("%.4f", e.trainLoss), fmt("%.4f", e.trainMetric),
-           fmt("%.4f", e.valLoss), fmt("%.4f", e.valMetric), fmt("%.2f", e.seconds),
-           fmt("%.0f", e.samplesPerSec), pct(e.allreduceShare), pct(e.waitShare),
-           e.inSync ? "yes" : "NO"});
+    t.add({std::to_string(e.epoch), fmt("%.4f", e.trainLoss), fmt("%.4f", e.trainMetric), fmt("%.4f", e.valLoss),
+           fmt("%.4f", e.valMetric), fmt("%.2f", e.seconds), fmt("%.0f", e.samplesPerSec), pct(e.allreduceShare),
+           pct(e.waitShare), e.inSync ? "yes" : "NO"});
   t.print("  ");
 }
 
 void printReplicas(const ml::RunDetail& d) {
-  Table t({"REPLICA", "DEVICE", "STEPS", "SAMPLES", "COMPUTE", "ALLREDUCE", "WAIT", "COMPUTE %",
-           "ALLREDUCE %", "WAIT %"});
+  Table t({"REPLICA", "DEVICE", "STEPS", "SAMPLES", "COMPUTE", "ALLREDUCE", "WAIT", "COMPUTE %", "ALLREDUCE %", "WAIT %"});
   for (const auto& r : d.replicas) {
     std::string device = r.replica < int(d.deviceNames.size()) ? d.deviceNames[r.replica] : "";
-    t.add({std::to_string(r.replica), device, std::to_string(r.steps), std::to_string(r.samples),
-           duration(r.total.compute()), duration(r.total.allreduce), duration(r.total.wait),
-           pct(r.computeShare()), pct(r.allreduceShare()), pct(r.waitShare())});
+    t.add({std::to_string(r.replica), device, std::to_string(r.steps), std::to_string(r.samples), duration(r.total.compute()),
+           duration(r.total.allreduce), duration(r.total.wait), pct(r.computeShare()), pct(r.allreduceShare()),
+           pct(r.waitShare())});
   }
   t.print("  ");
 }
@@ -200,13 +190,10 @@ int show(const RunsArgs& a) {
   ml::RunStore store = openStore(a);
   ml::RunDetail d = store.loadRun(a.id);
   const ml::RunSummary& s = d.summary;
-  std::printf("Run %lld \"%s\" — %s\n", static_cast<long long>(s.id), s.name.c_str(),
-              s.status.c_str());
+  std::printf("Run %lld \"%s\" — %s\n", static_cast<long long>(s.id), s.name.c_str(), s.status.c_str());
   std::printf("  created   %s", date(s.created).c_str());
-  if (s.finished) std::printf(", ended %s (%s)", date(*s.finished).c_str(),
-                              duration(*s.finished - s.created).c_str());
-  std::printf("\n  host      %s (pid %lld)\n", d.host.c_str(),
-              static_cast<long long>(d.pid.value_or(0)));
+  if (s.finished) std::printf(", ended %s (%s)", date(*s.finished).c_str(), duration(*s.finished - s.created).c_str());
+  std::printf("\n  host      %s (pid %lld)\n", d.host.c_str(), static_cast<long long>(d.pid.value_or(0)));
   std::printf("  devices   %s\n", join(d.deviceNames, ", ").c_str());
   if (!d.description.empty()) std::printf("  plan      %s\n", d.description.c_str());
   if (!d.error.empty()) std::printf("  message   %s\n", d.error.c_str());
@@ -224,16 +211,19 @@ int show(const RunsArgs& a) {
   printKeyValues(ml::flattenJson(host.is_discarded() ? nlohmann::json::object() : host));
 
   std::printf("\nEpochs\n");
-  if (d.epochs.empty()) std::printf("  (none recorded)\n");
-  else printEpochs(d.epochs);
+  if (d.epochs.empty())
+    std::printf("  (none recorded)\n");
+  else
+    printEpochs(d.epochs);
   std::printf("\nSync share per device\n");
-  if (d.replicas.empty()) std::printf("  (no steps recorded)\n");
-  else printReplicas(d);
+  if (d.replicas.empty())
+    std::printf("  (no steps recorded)\n");
+  else
+    printReplicas(d);
   if (!d.artifacts.empty()) {
     std::printf("\nArtifacts\n");
     Table t({"KIND", "PATH", "CHECKSUM", "BYTES"});
-    for (const auto& x : d.artifacts)
-      t.add({x.kind, x.path, x.checksum, x.bytes ? std::to_string(*x.bytes) : "-"});
+    for (const auto& x : d.artifacts) t.add({x.kind, x.path, x.checksum, x.bytes ? std::to_string(*x.bytes) : "-"});
     t.print("  ");
   }
   return 0;
@@ -269,8 +259,7 @@ int compare(const RunsArgs& a) {
     t.print("  ");
   }
 
-  std::printf("\nResults (speed-up and efficiency relative to run %lld)\n",
-              static_cast<long long>(runs[0].summary.id));
+  std::printf("\nResults (speed-up and efficiency relative to run %lld)\n", static_cast<long long>(runs[0].summary.id));
   std::vector<std::string> h = header;
   h[0] = "";
   Table t(h);
@@ -294,25 +283,17 @@ int compare(const RunsArgs& a) {
   row("epochs", [&](size_t k) { return std::to_string(sum(k).epochsDone); });
   row("final val loss", [&](size_t k) { return fmt("%.4f", sum(k).finalValLoss); });
   row("final val acc", [&](size_t k) { return fmt("%.4f", sum(k).finalValMetric); });
-  row("seconds / epoch", [&](size_t k) {
-    return tp[k].secondsPerEpoch > 0 ? fmt("%.2f", tp[k].secondsPerEpoch) : "-";
-  });
-  row("samples / s", [&](size_t k) {
-    return tp[k].samplesPerSec > 0 ? fmt("%.0f", tp[k].samplesPerSec) : "-";
-  });
+  row("seconds / epoch", [&](size_t k) { return tp[k].secondsPerEpoch > 0 ? fmt("%.2f", tp[k].secondsPerEpoch) : "-"; });
+  row("samples / s", [&](size_t k) { return tp[k].samplesPerSec > 0 ? fmt("%.0f", tp[k].samplesPerSec) : "-"; });
   const std::string target = fmt("%g", a.target);
   row("time to " + target, [&](size_t k) {
     const auto& x = reached[k];
-    return x ? duration(x->seconds) + " (epoch " + std::to_string(x->epoch) + ")"
-             : std::string("not reached");
+    return x ? duration(x->seconds) + " (epoch " + std::to_string(x->epoch) + ")" : std::string("not reached");
   });
-  row("samples to " + target, [&](size_t k) {
-    return reached[k] ? std::to_string(reached[k]->samples) : "-";
-  });
+  row("samples to " + target, [&](size_t k) { return reached[k] ? std::to_string(reached[k]->samples) : "-"; });
   auto ratio = [](double v) { return v > 0 ? fmt("%.2fx", v) : std::string("-"); };
   row("speed-up (samples/s)", [&](size_t k) { return ratio(ml::scalingVs(tp[0], tp[k]).speedup); });
-  row("speed-up (epoch time)",
-      [&](size_t k) { return ratio(ml::scalingVs(tp[0], tp[k]).epochTimeRatio); });
+  row("speed-up (epoch time)", [&](size_t k) { return ratio(ml::scalingVs(tp[0], tp[k]).epochTimeRatio); });
   row("scaling efficiency", [&](size_t k) {
     double e = ml::scalingVs(tp[0], tp[k]).efficiency;
     return e > 0 ? pct(e) : "-";
@@ -326,8 +307,7 @@ int compare(const RunsArgs& a) {
 int exportCsv(const RunsArgs& a) {
   ml::RunStore store = openStore(a);
   store.exportCsv(a.id, a.csvDir);
-  std::printf("wrote steps.csv, epochs.csv, replica_steps.csv, device_samples.csv to %s\n",
-              a.csvDir.c_str());
+  std::printf("wrote steps.csv, epochs.csv, replica_steps.csv, device_samples.csv to %s\n", a.csvDir.c_str());
   return 0;
 }
 
@@ -339,13 +319,14 @@ int rename(const RunsArgs& a) {
 
 int tag(const RunsArgs& a) {
   ml::RunStore store = openStore(a);
-  if (a.remove) store.untagRun(a.id, a.text);
-  else store.tagRun(a.id, a.text);
+  if (a.remove)
+    store.untagRun(a.id, a.text);
+  else
+    store.tagRun(a.id, a.text);
   auto runs = store.listRuns();
   for (const auto& s : runs)
     if (s.id == a.id)
-      std::printf("run %lld tags: %s\n", static_cast<long long>(a.id),
-                  s.tags.empty() ? "(none)" : join(s.tags, ", ").c_str());
+      std::printf("run %lld tags: %s\n", static_cast<long long>(a.id), s.tags.empty() ? "(none)" : join(s.tags, ", ").c_str());
   return 0;
 }
 
@@ -369,15 +350,15 @@ void addRunsCommand(CLI::App& app, int& exitCode) {
   runs->require_subcommand(1);
   auto sub = [&](const char* name, const char* help, int (*fn)(const RunsArgs&)) {
     CLI::App* c = runs->add_subcommand(name, help);
-    c->add_option("--db", a->db,
-                  "Run store (default: $MIRRORLAB_DB, else $XDG_DATA_HOME/mirrorlab/runs.sqlite)");
+    c->add_option("--db", a->db, "Run store (default: $MIRRORLAB_DB, else $XDG_DATA_HOME/mirrorlab/runs.sqlite)");
     c->callback([a, fn, &exitCode] { exitCode = guarded([&] { return fn(*a); }); });
     return c;
   };
   auto idArg = [&](CLI::App* c) { c->add_option("id", a->id, "Run id (see `runs list`)")->required(); };
 
   CLI::App* l = sub("list", "Table of runs (id, name, date, devices, batch, lr, val acc, s/epoch, status)", list);
-  l->add_option("--status", a->status, "Only runs with this status (running, finished, cancelled, diverged, failed, interrupted)");
+  l->add_option("--status", a->status,
+                "Only runs with this status (running, finished, cancelled, diverged, failed, interrupted)");
   l->add_option("--tag", a->tag, "Only runs with this tag");
   l->add_option("--name", a->name, "Only runs whose name contains this (case-insensitive)");
   l->add_flag("--json", a->json, "Print JSON for scripts");

@@ -35,8 +35,8 @@ struct SweepArgs {
 };
 
 std::string pointLabel(const ml::SweepPointRow& p) {
-  return "#" + std::to_string(p.point + 1) + " batch " + std::to_string(p.batchSize) + ", lr " + ml::formatNumber("%g", p.lr) + ", " +
-         p.devices + ", " + p.lrScaling + " scaling";
+  return "#" + std::to_string(p.point + 1) + " batch " + std::to_string(p.batchSize) + ", lr " + ml::formatNumber("%g", p.lr) +
+         ", " + p.devices + ", " + p.lrScaling + " scaling";
 }
 
 int listSweeps(const std::string& db) {
@@ -130,7 +130,9 @@ int sweep(SweepArgs& a) {
     ml::Project p = ml::Project::fromJson(nlohmann::json::parse(rec.projectJson), "sweep " + std::to_string(rec.id));
     runner = std::make_unique<ml::SweepRunner>(rec.id, load(p), db);
   } else {
-    if (a.project.empty()) throw ml::UserError("give a project file, e.g. mirrorlab-cli sweep projects/spirals.json --batch-size 32,64 --lr 1e-3,1e-2");
+    if (a.project.empty())
+      throw ml::UserError(
+          "give a project file, e.g. mirrorlab-cli sweep projects/spirals.json --batch-size 32,64 --lr 1e-3,1e-2");
     ml::Project p = ml::Project::load(a.project);
     ml::SweepOptions o = optionsFrom(a, p);
     // The grid is checked before the data set is loaded: bad lists fail at once.
@@ -138,8 +140,8 @@ int sweep(SweepArgs& a) {
     runner = std::make_unique<ml::SweepRunner>(p, load(p), o, db);
   }
   const auto todo = runner->pending();
-  std::printf("sweep %lld: %zu of %zu points to run, %d at a time; recorded in %s\n", static_cast<long long>(runner->id()), todo.size(),
-              runner->points().size(), runner->options().parallel, db.c_str());
+  std::printf("sweep %lld: %zu of %zu points to run, %d at a time; recorded in %s\n", static_cast<long long>(runner->id()),
+              todo.size(), runner->points().size(), runner->options().parallel, db.c_str());
   std::atomic<int> ended{0};
   const int total = static_cast<int>(todo.size());
   runner->onPointStarted = [](const ml::SweepPointRow& p) {
@@ -149,7 +151,8 @@ int sweep(SweepArgs& a) {
   runner->onPointFinished = [&](const ml::SweepPointRow& p) {
     const int n = ++ended;
     std::printf("  [%d/%d] %-9s %s%s%s\n", n, total, p.status.c_str(), pointLabel(p).c_str(),
-                p.runId ? (" (run " + std::to_string(*p.runId) + ")").c_str() : "", p.message.empty() ? "" : (": " + p.message).c_str());
+                p.runId ? (" (run " + std::to_string(*p.runId) + ")").c_str() : "",
+                p.message.empty() ? "" : (": " + p.message).c_str());
     std::fflush(stdout);
   };
   const std::string status = runWithSigint(*runner);
@@ -177,7 +180,8 @@ void addSweepCommand(CLI::App& app, int& exitCode) {
   c->add_option("--target", a->target, "Validation metric to reach: time and samples to it per point, e.g. 0.85");
   c->add_option("--parallel", a->parallel, "Points trained at once (each with its own devices)")->capture_default_str();
   c->add_option("--max-points", a->maxPoints, "Refuse grids with more points than this")->capture_default_str();
-  c->add_option("--stop-after-no-improvement", a->stopAfter, "Stop a point after N epochs without a lower validation loss (0: off)");
+  c->add_option("--stop-after-no-improvement", a->stopAfter,
+                "Stop a point after N epochs without a lower validation loss (0: off)");
   c->add_option("--resume", a->resume, "Run the unfinished points of stored sweep ID");
   c->add_option("--show", a->show, "Print the results table of stored sweep ID");
   c->add_flag("--list", a->list, "List the stored sweeps");

@@ -2,21 +2,21 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
+#include "AtomicFile.h"
 #include "Commands.h"
+#include "Error.h"
 #include "Overrides.h"
 #include "Progress.h"
 #include "RunRecording.h"
-#include "AtomicFile.h"
-#include "Error.h"
 #include "data/Dataset.h"
 #include "export/WeightsNpz.h"
-#include "nn/WeightsFile.h"
 #include "learn/ScalingExperiment.h"
+#include "nn/WeightsFile.h"
 #include "store/RunStore.h"
 #include "train/Resume.h"
 #include "train/Trainer.h"
@@ -41,12 +41,22 @@ struct TrainArgs {
 // --resume continues the stored run as it was: only where it runs (devices, data path), the
 // checkpoints, the watchdog and injected faults may change.
 void refuseTrainingOverrides(const Overrides& o) {
-  const char* changed = o.epochs ? "--epochs" : o.batchSize ? "--batch-size" : o.perDeviceBatch ? "--per-device-batch"
-                        : o.lr ? "--lr" : o.optimizer ? "--optimizer" : o.seed ? "--seed" : o.lrScaling ? "--lr-scaling"
-                        : o.warmupEpochs ? "--warmup-epochs" : o.accumulate ? "--accumulate" : o.allreduce ? "--allreduce"
-                        : o.bucketKb ? "--bucket-kb" : o.lrReferenceBatch ? "--lr-reference-batch" : nullptr;
+  const char* changed = o.epochs             ? "--epochs"
+                        : o.batchSize        ? "--batch-size"
+                        : o.perDeviceBatch   ? "--per-device-batch"
+                        : o.lr               ? "--lr"
+                        : o.optimizer        ? "--optimizer"
+                        : o.seed             ? "--seed"
+                        : o.lrScaling        ? "--lr-scaling"
+                        : o.warmupEpochs     ? "--warmup-epochs"
+                        : o.accumulate       ? "--accumulate"
+                        : o.allreduce        ? "--allreduce"
+                        : o.bucketKb         ? "--bucket-kb"
+                        : o.lrReferenceBatch ? "--lr-reference-batch"
+                                             : nullptr;
   if (changed)
-    throw ml::UserError(std::string(changed) + " cannot change a resumed run: --resume goes on with the run's own settings "
+    throw ml::UserError(std::string(changed) +
+                        " cannot change a resumed run: --resume goes on with the run's own settings "
                         "(start a new run to change them)");
 }
 
@@ -70,7 +80,10 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
   gInterrupted.store(false);
   auto old = std::signal(SIGINT, onSigint);
   ml::RunFinished fin;
-  std::thread worker([&] { fin = trainer.run(); hub.closeAll(); });
+  std::thread worker([&] {
+    fin = trainer.run();
+    hub.closeAll();
+  });
   std::vector<ml::Event> batch;
   bool cancelSent = false, abandoned = false;
   while (true) {
@@ -136,7 +149,8 @@ int train(TrainArgs& a) {
     opts.resume = std::move(src.checkpoint);
     if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
   } else {
-    if (a.project.empty()) throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
+    if (a.project.empty())
+      throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
     p = ml::Project::load(a.project);
   }
   a.o.apply(p);
@@ -168,7 +182,9 @@ int train(TrainArgs& a) {
   recordingPtr = recording.get();
   if (!a.saveInitialWeights.empty()) {
     const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
-    if (!a.quiet) std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(), static_cast<unsigned long long>(sum));
+    if (!a.quiet)
+      std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(),
+                  static_cast<unsigned long long>(sum));
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
@@ -176,18 +192,23 @@ int train(TrainArgs& a) {
   const bool recorded = !recording || recording->report();
   if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
     const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveWeights);
-    if (!a.quiet) std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
+    if (!a.quiet)
+      std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
     if (recording && recorded) recording->addArtifact(a.saveWeights, "weights", sum);
   }
   if (recording && recorded && !a.quiet && recording->runId())
     std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
   if (!a.report.empty()) {
-    nlohmann::json r{{"status", ml::toString(fin.status)}, {"seconds", fin.seconds}, {"steps", fin.steps},
-                     {"config", trainer->effectiveConfig()}, {"epochs", nlohmann::json::array()}};
+    nlohmann::json r{{"status", ml::toString(fin.status)},
+                     {"seconds", fin.seconds},
+                     {"steps", fin.steps},
+                     {"config", trainer->effectiveConfig()},
+                     {"epochs", nlohmann::json::array()}};
     if (!recorded) r["recording_error"] = recording->error();
     for (const auto& e : epochs) {
-      nlohmann::json je{{"epoch", e.epoch}, {"seconds", e.seconds}, {"samples_per_sec", e.samplesPerSec}, {"loss", e.trainLoss},
-                        {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare}, {"wait_share", e.waitShare}};
+      nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
+                        {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},
+                        {"wait_share", e.waitShare}};
       if (e.valLoss) je["val_loss"] = *e.valLoss;
       if (e.valMetric) je["val_metric"] = *e.valMetric;
       r["epochs"].push_back(je);
@@ -258,9 +279,9 @@ int scale(ScaleArgs& a) {
     std::printf("\n%-10s %8s %10s %10s %12s %9s %11s %10s\n", "devices", "global", "per-rep.", "step ms", "samples/s", "speed-up",
                 "efficiency", "sync share");
     for (const auto& r : rows)
-      std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(), static_cast<long long>(r.globalBatch),
-                  static_cast<long long>(r.perReplicaBatch), r.stepSeconds * 1e3, r.samplesPerSecond, r.speedup, r.efficiency * 100,
-                  r.syncShare * 100);
+      std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(),
+                  static_cast<long long>(r.globalBatch), static_cast<long long>(r.perReplicaBatch), r.stepSeconds * 1e3,
+                  r.samplesPerSecond, r.speedup, r.efficiency * 100, r.syncShare * 100);
     std::printf("(step time: median over %lld steps after warm-up; samples/s = global batch / step time)\n%s\n",
                 static_cast<long long>(a.steps), result.explanation.c_str());
   }
@@ -302,7 +323,8 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   c->add_option("--save-initial-weights", a->saveInitialWeights,
                 "Write the weights before the first step to PATH (.npz or .mlw, as --save-weights): start a generated "
                 "program from them with --weights PATH.npz");
-  c->add_option("--report", a->report, "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
+  c->add_option("--report", a->report,
+                "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
   c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
   a->rec.addTo(c);
   c->callback([a, &exitCode] { exitCode = guarded([&] { return train(*a); }); });
@@ -315,7 +337,8 @@ void addScaleCommand(CLI::App& app, int& exitCode) {
   c->add_option("--devices", a->devices, "Device counts to compare, e.g. cpu:1,2,4")->capture_default_str();
   c->add_option("--steps", a->steps, "Optimizer steps per device count")->capture_default_str()->check(positiveWhole());
   c->add_option("--keep", a->keep, "Batch policy: keep the global batch or the per-device batch")
-      ->check(CLI::IsMember({"global", "per-device"}))->capture_default_str();
+      ->check(CLI::IsMember({"global", "per-device"}))
+      ->capture_default_str();
   Overrides& o = a->o;
   c->add_option("--batch-size", o.batchSize, "Global batch of the first row")->check(positiveWhole());
   c->add_option("--lr", o.lr, "Base learning rate")->check(positiveFinite());

@@ -8,8 +8,8 @@
 
 #include "DashboardView.h"
 #include "MainWindow.h"
-#include "learn/LearnView.h"
 #include "Theme.h"
+#include "learn/LearnView.h"
 
 int main(int argc, char** argv) {
   QApplication app(argc, argv);
@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
   cli.addHelpOption();
   cli.addVersionOption();
   cli.addPositionalArgument(QStringLiteral("project"), QStringLiteral("A project file (.json) to open"));
-  QCommandLineOption page(QStringLiteral("page"), QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs, learn, sweeps"),
+  QCommandLineOption page(QStringLiteral("page"),
+                          QStringLiteral("Screen to show first: model, data, devices, training, dashboard, runs, learn, sweeps"),
                           QStringLiteral("name"));
   QCommandLineOption train(QStringLiteral("train"), QStringLiteral("Start training right away"));
   QCommandLineOption steps(QStringLiteral("max-steps"), QStringLiteral("Stop training after N steps"), QStringLiteral("N"));
@@ -39,9 +40,9 @@ int main(int argc, char** argv) {
   } else {
     window.openInitialProject();
   }
-  const QStringList pages = {QStringLiteral("model"), QStringLiteral("data"), QStringLiteral("devices"),
+  const QStringList pages = {QStringLiteral("model"),    QStringLiteral("data"),      QStringLiteral("devices"),
                              QStringLiteral("training"), QStringLiteral("dashboard"), QStringLiteral("runs"),
-                             QStringLiteral("learn"), QStringLiteral("sweeps")};
+                             QStringLiteral("learn"),    QStringLiteral("sweeps")};
   if (cli.isSet(page) && pages.contains(cli.value(page)))
     window.showPage(static_cast<mlui::MainWindow::Page>(pages.indexOf(cli.value(page))));
   const QStringList tabs = {QStringLiteral("lessons"), QStringLiteral("step"), QStringLiteral("scaling"), QStringLiteral("sync"),

@@ -60,7 +60,8 @@ struct Threads {
     const P chosen = ml::Dense::choosePlan(s.range(0), s.range(1), s.range(2), t);
     const char* names[] = {"auto", "split", "side-by-side", "openblas-threads"};
     const bool choice = backward && t > 1 && mode != 3;
-    s.SetLabel(std::string(names[mode]) + (choice ? std::string("; auto chooses ") + (chosen == P::SideBySide ? "side-by-side" : "split") : ""));
+    s.SetLabel(std::string(names[mode]) +
+               (choice ? std::string("; auto chooses ") + (chosen == P::SideBySide ? "side-by-side" : "split") : ""));
   }
   ~Threads() { ml::Dense::forcePlan(ml::Dense::BackwardPlan::Auto); }
 };
@@ -70,8 +71,9 @@ void BM_DenseForward(benchmark::State& s) {
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
   for (auto _ : s) f.d.forward(f.x.data(), f.y.data(), s.range(2), ctx);
-  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
-                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
 void BM_DenseBackward(benchmark::State& s) {
@@ -84,8 +86,9 @@ void BM_DenseBackward(benchmark::State& s) {
     std::copy(f.dy.begin(), f.dy.end(), dy.begin());
     f.d.backward(f.x.data(), f.y.data(), dy.data(), f.dx.data(), s.range(2), ctx);
   }
-  s.counters["GFLOP/s"] = benchmark::Counter(4.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
-                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * static_cast<double>(s.range(0) * s.range(1) * s.range(2)) * static_cast<double>(s.iterations()),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
 void BM_Sgemm(benchmark::State& s) {
@@ -127,11 +130,18 @@ void BM_OptimizerStep(benchmark::State& s, const char* name) {
 
 // {in, out, batch, threads, mode}: the default MLP (784-128, 128-10 at 128) and 784-512-512-10 at 256;
 // on 2 threads every plan, so the choice is read off the same run.
-#define DENSE_SHAPES(B)                                                                                                     \
-  B->Args({784, 128, 128, 1, 0})->Args({128, 10, 128, 1, 0})->Args({784, 512, 256, 1, 0})->Args({512, 512, 256, 1, 0})   \
-      ->Args({512, 10, 256, 1, 0})->Args({784, 512, 128, 1, 0})->Args({512, 512, 128, 1, 0})                             \
-      ->ArgsProduct({{784}, {128}, {128}, {2}, {0, 1, 2, 3}})->ArgsProduct({{784, 512}, {512}, {256}, {2}, {0, 1, 2, 3}}) \
-      ->ArgsProduct({{512}, {10}, {256}, {2}, {0, 1, 2, 3}})->ArgsProduct({{2048}, {2048}, {512}, {2}, {0, 1, 2, 3}})
+#define DENSE_SHAPES(B)                                            \
+  B->Args({784, 128, 128, 1, 0})                                   \
+      ->Args({128, 10, 128, 1, 0})                                 \
+      ->Args({784, 512, 256, 1, 0})                                \
+      ->Args({512, 512, 256, 1, 0})                                \
+      ->Args({512, 10, 256, 1, 0})                                 \
+      ->Args({784, 512, 128, 1, 0})                                \
+      ->Args({512, 512, 128, 1, 0})                                \
+      ->ArgsProduct({{784}, {128}, {128}, {2}, {0, 1, 2, 3}})      \
+      ->ArgsProduct({{784, 512}, {512}, {256}, {2}, {0, 1, 2, 3}}) \
+      ->ArgsProduct({{512}, {10}, {256}, {2}, {0, 1, 2, 3}})       \
+      ->ArgsProduct({{2048}, {2048}, {512}, {2}, {0, 1, 2, 3}})
 // Wall time: on several threads the caller's CPU time alone would flatter every figure.
 DENSE_SHAPES(BENCHMARK(BM_DenseForward)->UseRealTime());
 DENSE_SHAPES(BENCHMARK(BM_DenseBackward)->UseRealTime());

@@ -9,8 +9,8 @@
 
 #include <numeric>
 
-#include "distribute/MirroredStrategy.h"
 #include "BenchData.h"
+#include "distribute/MirroredStrategy.h"
 
 namespace {
 
@@ -85,9 +85,18 @@ void BM_Sgemm(benchmark::State& s) {
 
 BENCHMARK(BM_MirroredStep)
     ->ArgNames({"devices", "threads", "batch", "wide", "bucket_kib", "comm", "shard"})
-    ->Args({1, 1, 256, 1, 0, 0, 0})->Args({2, 1, 256, 1, 0, 1, 0})->Args({2, 1, 256, 1, 0, 2, 0})->Args({1, 2, 256, 1, 0, 0, 0})
-    ->Args({2, 1, 256, 1, 0, 0, 1})->Args({2, 1, 256, 1, 256, 1, 0})->Args({2, 1, 256, 1, 256, 2, 0})
-    ->Args({2, 1, 256, 1, 65536, 0, 0})->Args({1, 1, 128, 0, 0, 0, 0})->Args({2, 1, 128, 0, 0, 0, 0})
-    ->Args({1, 2, 128, 0, 0, 0, 0})->UseRealTime()->MinTime(1.0);
+    ->Args({1, 1, 256, 1, 0, 0, 0})
+    ->Args({2, 1, 256, 1, 0, 1, 0})
+    ->Args({2, 1, 256, 1, 0, 2, 0})
+    ->Args({1, 2, 256, 1, 0, 0, 0})
+    ->Args({2, 1, 256, 1, 0, 0, 1})
+    ->Args({2, 1, 256, 1, 256, 1, 0})
+    ->Args({2, 1, 256, 1, 256, 2, 0})
+    ->Args({2, 1, 256, 1, 65536, 0, 0})
+    ->Args({1, 1, 128, 0, 0, 0, 0})
+    ->Args({2, 1, 128, 0, 0, 0, 0})
+    ->Args({1, 2, 128, 0, 0, 0, 0})
+    ->UseRealTime()
+    ->MinTime(1.0);
 BENCHMARK(BM_Sgemm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

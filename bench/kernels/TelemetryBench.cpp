@@ -72,7 +72,17 @@ void BM_TrainerSteps(benchmark::State& s) {
 
 }  // namespace
 
-BENCHMARK(BM_TrainerSteps)->ArgNames({"devices", "telemetry", "watchdog"})->Args({2, 0, 0})->Args({2, 1, 0})->Args({2, 1, 1})
-    ->Args({1, 0, 0})->Args({1, 1, 0})->Args({1, 1, 1})
-    ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3)->Repetitions(3)->ReportAggregatesOnly(true);
+BENCHMARK(BM_TrainerSteps)
+    ->ArgNames({"devices", "telemetry", "watchdog"})
+    ->Args({2, 0, 0})
+    ->Args({2, 1, 0})
+    ->Args({2, 1, 1})
+    ->Args({1, 0, 0})
+    ->Args({1, 1, 0})
+    ->Args({1, 1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3)
+    ->Repetitions(3)
+    ->ReportAggregatesOnly(true);
 BENCHMARK_MAIN();

@@ -12,9 +12,9 @@
 #include <benchmark/benchmark.h>
 
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -50,8 +50,7 @@ ml::RunStarted started(const std::string& name, int64_t steps) {
   ml::RunStarted s;
   s.runName = name;
   s.projectJson = std::string(R"({"name":"bench","model":{"layers":[)") +
-                  R"({"type":"Flatten"},{"type":"Dense","units":128,"activation":"relu"},)" +
-                  R"({"type":"Dense","units":10}]}})";
+                  R"({"type":"Flatten"},{"type":"Dense","units":128,"activation":"relu"},)" + R"({"type":"Dense","units":10}]}})";
   s.configJson = R"({"devices":"cpu:4","replicas":4,"global_batch":256,"lr":0.004,)"
                  R"("optimizer":{"name":"adam"},"loss":"sparse_categorical_crossentropy"})";
   for (int r = 0; r < kReplicas; ++r) s.devices.push_back("cpu:" + std::to_string(r));
@@ -77,16 +76,14 @@ ml::StepEvent step(int64_t i, int64_t stepsPerEpoch) {
   e.wallTime = 0.0101 * static_cast<double>(i);
   for (int r = 0; r < kReplicas; ++r) {
     double j = 1e-5 * static_cast<double>((i * 7 + r * 13) % 31);
-    e.replicas.push_back({r, 64, {0.003 + j, 0.005 + j, 0.0012, 0.0004 * r + j, 0.0003},
-                          e.wallTime - e.stepTime});
+    e.replicas.push_back({r, 64, {0.003 + j, 0.005 + j, 0.0012, 0.0004 * r + j, 0.0003}, e.wallTime - e.stepTime});
   }
   return e;
 }
 
 std::string tempStore(const char* tag) {
   fs::path dir = std::getenv("MIRRORLAB_BENCH_DIR") ? std::getenv("MIRRORLAB_BENCH_DIR") : "/tmp";
-  fs::path p = dir / ("mirrorlab-bench-" + std::string(tag) + "-" + std::to_string(getpid()) +
-                      ".sqlite");
+  fs::path p = dir / ("mirrorlab-bench-" + std::string(tag) + "-" + std::to_string(getpid()) + ".sqlite");
   for (const char* ext : {"", "-wal", "-shm"}) fs::remove(p.string() + ext);
   return p.string();
 }
@@ -116,16 +113,20 @@ void BM_RecordSteps(benchmark::State& state) {
     auto ch = std::make_shared<ml::Channel>(static_cast<size_t>(n + 16));
     std::unique_ptr<ml::Recorder> rec;
     std::unique_ptr<NoOpConsumer> noop;
-    if (record) rec = std::make_unique<ml::Recorder>(path, ch, ml::RecorderOptions{.host = {{"bench", true}}});
-    else noop = std::make_unique<NoOpConsumer>(ch);
+    if (record)
+      rec = std::make_unique<ml::Recorder>(path, ch, ml::RecorderOptions{.host = {{"bench", true}}});
+    else
+      noop = std::make_unique<NoOpConsumer>(ch);
     auto t0 = Clock::now();
     double c0 = consumerCpuSeconds();
     ch->tryPush(started("bench record", n));
     for (const auto& s : steps) ch->tryPush(s);
     ch->tryPush(ml::RunFinished{});
     ch->close();
-    if (rec) rec->stop();
-    else noop->stop();
+    if (rec)
+      rec->stop();
+    else
+      noop->stop();
     double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     state.SetIterationTime(secs);
     if (ch->dropped() != 0) state.SkipWithError("events were dropped");
@@ -143,8 +144,8 @@ void BM_RecordSteps(benchmark::State& state) {
     for (const char* ext : {"", "-wal", "-shm"}) fs::remove(path + ext);
   }
   state.counters["steps/s"] = benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["rows/s"] = benchmark::Counter(static_cast<double>(n * (1 + kReplicas)),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["rows/s"] =
+      benchmark::Counter(static_cast<double>(n * (1 + kReplicas)), benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_RecordSteps)->Arg(0)->Arg(1)->ArgName("recorder")->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
@@ -159,8 +160,10 @@ void BM_TrainingLoop(benchmark::State& state) {
     auto ch = std::make_shared<ml::Channel>();
     std::unique_ptr<ml::Recorder> rec;
     std::unique_ptr<NoOpConsumer> noop;
-    if (record) rec = std::make_unique<ml::Recorder>(path, ch, ml::RecorderOptions{.host = {{"bench", true}}});
-    else noop = std::make_unique<NoOpConsumer>(ch);
+    if (record)
+      rec = std::make_unique<ml::Recorder>(path, ch, ml::RecorderOptions{.host = {{"bench", true}}});
+    else
+      noop = std::make_unique<NoOpConsumer>(ch);
     auto t0 = Clock::now();
     double c0 = consumerCpuSeconds();
     ch->tryPush(started("bench train", n));
@@ -173,8 +176,10 @@ void BM_TrainingLoop(benchmark::State& state) {
     ch->tryPush(ml::RunFinished{});
     double trainSecs = std::chrono::duration<double>(Clock::now() - t0).count();
     ch->close();
-    if (rec) rec->stop();
-    else noop->stop();
+    if (rec)
+      rec->stop();
+    else
+      noop->stop();
     state.SetIterationTime(trainSecs);  // training time: what the user waits for
     gResults[record ? "train_on_s" : "train_off_s"] = trainSecs;
     gResults[record ? "train_on_cpu" : "train_off_cpu"] = consumerCpuSeconds() - c0;
@@ -199,15 +204,16 @@ BigStore bigStore() {
   const int64_t rows = envInt("MIRRORLAB_BENCH_STEP_ROWS", 10000000);
   const int64_t curveSteps = envInt("MIRRORLAB_BENCH_STEPS", 100000);
   fs::path dir = std::getenv("MIRRORLAB_BENCH_DIR") ? std::getenv("MIRRORLAB_BENCH_DIR") : "/tmp";
-  big.path = (dir / ("mirrorlab-bench-big-" + std::to_string(runs) + "-" + std::to_string(rows) +
-                     "-" + std::to_string(curveSteps) + ".sqlite")).string();
+  big.path = (dir / ("mirrorlab-bench-big-" + std::to_string(runs) + "-" + std::to_string(rows) + "-" +
+                     std::to_string(curveSteps) + ".sqlite"))
+                 .string();
   ml::RunStore store = ml::RunStore::open(big.path);
   if (store.db().queryInt("SELECT count(*) FROM runs") == runs + 1) {
     big.curvesRun = store.db().queryInt("SELECT max(id) FROM runs");
     return big;
   }
-  std::fprintf(stderr, "generating %s: %lld runs, %lld step rows (once)...\n", big.path.c_str(),
-               static_cast<long long>(runs), static_cast<long long>(rows));
+  std::fprintf(stderr, "generating %s: %lld runs, %lld step rows (once)...\n", big.path.c_str(), static_cast<long long>(runs),
+               static_cast<long long>(rows));
   auto t0 = Clock::now();
   store.db().exec("PRAGMA synchronous=OFF");
   auto ins = store.db().prepare(
@@ -225,8 +231,7 @@ BigStore bigStore() {
     }
     std::vector<ml::EpochEvent> epochs;
     for (int ep = 1; ep <= 10; ++ep)
-      epochs.push_back({ep, 1.0 / ep, 0.8, 1.1 / ep, 0.7 + 0.02 * ep, 12.5, 2048, 0.1, 0.02,
-                        {1, 1, 1, 1}, true, 13.0 * ep});
+      epochs.push_back({ep, 1.0 / ep, 0.8, 1.1 / ep, 0.7 + 0.02 * ep, 12.5, 2048, 0.1, 0.02, {1, 1, 1, 1}, true, 13.0 * ep});
     store.appendEpochs(id, epochs);
     if (r % 10 == 0) store.tagRun(id, "sweep");
     store.finishRun(id, ml::RunFinished{});
@@ -243,8 +248,7 @@ BigStore bigStore() {
     big.curvesRun = id;
   }
   store.db().exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  std::fprintf(stderr, "generated in %.0f s, %.0f MB\n",
-               std::chrono::duration<double>(Clock::now() - t0).count(),
+  std::fprintf(stderr, "generated in %.0f s, %.0f MB\n", std::chrono::duration<double>(Clock::now() - t0).count(),
                static_cast<double>(fs::file_size(big.path)) / 1e6);
   return big;
 }
@@ -290,8 +294,7 @@ class Collector : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const auto& r : runs)
-      if (r.run_type == Run::RT_Iteration && !r.error_occurred)
-        gResults[r.benchmark_name()] = r.GetAdjustedRealTime();
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred) gResults[r.benchmark_name()] = r.GetAdjustedRealTime();
     ConsoleReporter::ReportRuns(runs);
   }
 };
@@ -306,34 +309,35 @@ int main(int argc, char** argv) {
   std::printf("\nSummary (goal in brackets)\n");
   if (has("record_s") && has("noop_s")) {
     double steps = static_cast<double>(envInt("MIRRORLAB_BENCH_STEPS", 100000));
-    std::printf("  recording %d replicas x %.0f steps: %.2f s (%.0f steps/s, %.0f rows/s); "
-                "no-op consumer %.3f s; ratio %.1fx\n",
-                kReplicas, steps, gResults["record_s"], steps / gResults["record_s"],
-                steps * (1 + kReplicas) / gResults["record_s"], gResults["noop_s"],
-                gResults["record_s"] / gResults["noop_s"]);
+    std::printf(
+        "  recording %d replicas x %.0f steps: %.2f s (%.0f steps/s, %.0f rows/s); "
+        "no-op consumer %.3f s; ratio %.1fx\n",
+        kReplicas, steps, gResults["record_s"], steps / gResults["record_s"], steps * (1 + kReplicas) / gResults["record_s"],
+        gResults["noop_s"], gResults["record_s"] / gResults["noop_s"]);
     double cpuPerStep = gResults["record_cpu"] / steps;
-    std::printf("  recorder thread CPU per step (1 step row + %d replica rows): %.1f us; no-op "
-                "consumer %.2f us\n", kReplicas, 1e6 * cpuPerStep,
-                1e6 * gResults["noop_cpu"] / steps);
+    std::printf(
+        "  recorder thread CPU per step (1 step row + %d replica rows): %.1f us; no-op "
+        "consumer %.2f us\n",
+        kReplicas, 1e6 * cpuPerStep, 1e6 * gResults["noop_cpu"] / steps);
   }
   if (has("train_on_s") && has("train_off_s")) {
     double n = static_cast<double>(envInt("MIRRORLAB_BENCH_TRAIN_STEPS", 20000));
     double stepUs = static_cast<double>(envInt("MIRRORLAB_BENCH_STEP_US", 500));
     double recCpu = gResults["train_on_cpu"] / n;
-    std::printf("  training loop (%.0f us compute per step), recorder on vs off: %.3f s vs %.3f s: "
-                "wall overhead %+.2f%% [< 1%%]\n",
-                stepUs, gResults["train_on_s"], gResults["train_off_s"],
-                100 * (gResults["train_on_s"] / gResults["train_off_s"] - 1));
-    std::printf("    recorder CPU %.1f us per step = %.2f%% of the step (on its own thread: the "
-                "wall overhead depends on a free core)\n",
-                1e6 * recCpu, 100 * recCpu / (stepUs * 1e-6));
+    std::printf(
+        "  training loop (%.0f us compute per step), recorder on vs off: %.3f s vs %.3f s: "
+        "wall overhead %+.2f%% [< 1%%]\n",
+        stepUs, gResults["train_on_s"], gResults["train_off_s"], 100 * (gResults["train_on_s"] / gResults["train_off_s"] - 1));
+    std::printf(
+        "    recorder CPU %.1f us per step = %.2f%% of the step (on its own thread: the "
+        "wall overhead depends on a free core)\n",
+        1e6 * recCpu, 100 * recCpu / (stepUs * 1e-6));
   }
   if (has("BM_ListRuns"))
-    std::printf("  runs list: %.1f ms, with open %.1f ms [< 200 ms]\n", gResults["BM_ListRuns"],
-                gResults["BM_OpenAndListRuns"]);
+    std::printf("  runs list: %.1f ms, with open %.1f ms [< 200 ms]\n", gResults["BM_ListRuns"], gResults["BM_OpenAndListRuns"]);
   if (has("BM_LoadCurves"))
-    std::printf("  load 100k-step curves: %.1f ms [< 100 ms]; run detail %.1f ms\n",
-                gResults["BM_LoadCurves"], gResults["BM_LoadRunDetail"]);
+    std::printf("  load 100k-step curves: %.1f ms [< 100 ms]; run detail %.1f ms\n", gResults["BM_LoadCurves"],
+                gResults["BM_LoadRunDetail"]);
   if (has("bytes_per_step_replica"))
     std::printf("  bytes per step per replica: %.1f [< 100]\n", gResults["bytes_per_step_replica"]);
   benchmark::Shutdown();

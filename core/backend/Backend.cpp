@@ -8,15 +8,15 @@
 
 namespace ml {
 
-std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, MetricKind metric,
-                                   const OptimizerSpec& optimizer) {
+std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer) {
   std::vector<BackendOp> ops;
   for (size_t i = 0; i < model.layerCount(); ++i) {
     const Layer& l = model.layer(i);
     ops.push_back({BackendOp::Kind::Layer, l.type(), "layer '" + l.name + "' (" + l.type() + ")"});
   }
   ops.push_back({BackendOp::Kind::Loss, loss.name(), "loss '" + loss.name() + "'"});
-  if (metric != MetricKind::None) ops.push_back({BackendOp::Kind::Metric, toString(metric), std::string("metric '") + toString(metric) + "'"});
+  if (metric != MetricKind::None)
+    ops.push_back({BackendOp::Kind::Metric, toString(metric), std::string("metric '") + toString(metric) + "'"});
   ops.push_back({BackendOp::Kind::Optimizer, optimizer.name, "optimizer '" + optimizer.name + "'"});
   return ops;
 }
@@ -27,8 +27,8 @@ void Backend::require(const std::vector<BackendOp>& ops) const {
 }
 
 std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
-                                     MetricKind metric, const OptimizerSpec& optimizer,
-                                     const std::vector<GradBucket>& buckets, int blasThreads) {
+                                     MetricKind metric, const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets,
+                                     int blasThreads) {
   switch (devices.kind) {
     case DeviceKind::Cpu: return std::make_unique<CpuBackend>(std::move(hosts), loss, metric, optimizer, blasThreads);
     case DeviceKind::Gpu: return std::make_unique<CudaBackend>(devices, std::move(hosts), loss, metric, optimizer, buckets);

@@ -106,15 +106,15 @@ class Backend {
   // the backend can, else why not, in words for the user.
   virtual std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& /*owned*/) {
     return "distribute.shard_optimizer: the sharded optimizer update runs on CPU devices only; turn it off (no "
-           "--shard-optimizer) to train on " + name() + " devices";
+           "--shard-optimizer) to train on " +
+           name() + " devices";
   }
   // The all-gather: copies replica `from`'s parameters [offset, offset + count) into replica r's.
   virtual void gatherParameters(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) {}
   virtual ReplicaTimes times(int r, int micro) = 0;
 
   // ---- evaluation: forward of the staged rows, loss and metric sums; outputs (rows, k) to the host
-  virtual void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum,
-                        double& metricSum) = 0;
+  virtual void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) = 0;
 
   // ---- collectives the backend implements over its own device memory ----
   // Its collective for this device list ("" = none: host collectives over hostGradients()).
@@ -128,7 +128,7 @@ class Backend {
 // throws a UserError when the GPUs or the plugin are not there, or lack an operation the model
 // needs). hosts: each replica's model (configureLoss done); blasThreads: a CPU replica's BLAS threads.
 std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
-                                     MetricKind metric, const OptimizerSpec& optimizer,
-                                     const std::vector<GradBucket>& buckets, int blasThreads);
+                                     MetricKind metric, const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets,
+                                     int blasThreads);
 
 }  // namespace ml

@@ -54,8 +54,7 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
     if (!field) missing += std::string(missing.empty() ? "" : ", ") + symbol;
   };
   resolve(p->apiVersion, "mlcuda_api_version");
-  if (!p->apiVersion)
-    return failWith("the CUDA plugin " + path + " is not a Mirrorlab CUDA plugin (no mlcuda_api_version)");
+  if (!p->apiVersion) return failWith("the CUDA plugin " + path + " is not a Mirrorlab CUDA plugin (no mlcuda_api_version)");
   const int version = p->apiVersion();
   if (version != MLCUDA_API_VERSION)
     return failWith("the CUDA plugin " + path + " speaks API version " + std::to_string(version) +
@@ -147,8 +146,6 @@ void throwIfFailed(const mlcuda_status& status) {
   if (status.code != MLCUDA_OK) throw UserError(status.message);
 }
 
-std::string cudaVersionText(int version) {
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-}
+std::string cudaVersionText(int version) { return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10); }
 
 }  // namespace ml

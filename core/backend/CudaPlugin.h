@@ -52,7 +52,8 @@ struct CudaPlugin {
 };
 
 // Where the plugin is looked for, in order: $MIRRORLAB_CUDA_PLUGIN when set (then only there), the
-// executable's folder (the build tree), its ../lib/mirrorlab (an installed prefix), ../lib, and last the plain file name (LD_LIBRARY_PATH, RUNPATH, ld.so.cache).
+// executable's folder (the build tree), its ../lib/mirrorlab (an installed prefix), ../lib, and last the plain file name
+// (LD_LIBRARY_PATH, RUNPATH, ld.so.cache).
 std::vector<std::string> cudaPluginCandidates();
 
 // Loads the plugin from one file (or a plain name) and checks that it speaks this API version.

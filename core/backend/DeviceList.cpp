@@ -7,7 +7,8 @@
 
 namespace ml {
 
-static const char* kSyntax = "use cpu:N (N simulated CPU devices, 1..64), gpu:0,1 (those GPUs) or gpu:0x4 (4 logical GPUs on GPU 0)";
+static const char* kSyntax =
+    "use cpu:N (N simulated CPU devices, 1..64), gpu:0,1 (those GPUs) or gpu:0x4 (4 logical GPUs on GPU 0)";
 
 std::string Device::label() const {
   if (kind == DeviceKind::Cpu) return "cpu:" + std::to_string(index);
@@ -32,7 +33,8 @@ DeviceList parseDevices(const std::string& spec) {
   if (kind == "cpu") {
     const int n = parseInt(rest, spec);
     if (n < 1 || n > kMaxReplicas)
-      throw UserError("device list '" + spec + "': the number of CPU devices must be 1.." + std::to_string(kMaxReplicas) + "; " + kSyntax);
+      throw UserError("device list '" + spec + "': the number of CPU devices must be 1.." + std::to_string(kMaxReplicas) + "; " +
+                      kSyntax);
     for (int i = 0; i < n; ++i) list.devices.push_back({DeviceKind::Cpu, i, i});
     return list;
   }

@@ -10,9 +10,9 @@ enum class DeviceKind { Cpu, Gpu };
 
 struct Device {
   DeviceKind kind = DeviceKind::Cpu;
-  int index = 0;      // replica-visible index (cpu:0.., gpu:0..)
-  int physical = 0;   // the physical GPU a logical GPU lives on; for CPU devices = index
-  bool logical = false;  // one of several replicas sharing the physical GPU
+  int index = 0;              // replica-visible index (cpu:0.., gpu:0..)
+  int physical = 0;           // the physical GPU a logical GPU lives on; for CPU devices = index
+  bool logical = false;       // one of several replicas sharing the physical GPU
   std::string label() const;  // "cpu:0", "gpu:1", "gpu:0/2" (logical 2 on GPU 0)
 };
 

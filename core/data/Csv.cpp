@@ -132,8 +132,8 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
       if (it == header.end()) {
         std::string cols;
         for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
-        throw UserError("CSV file '" + path + "' has no label column '" + clipText(labelColumn, 40) + "'; its columns are: " + clipText(cols, 200) +
-                        ". Choose one of them as the Label column on the Data screen");
+        throw UserError("CSV file '" + path + "' has no label column '" + clipText(labelColumn, 40) + "'; its columns are: " +
+                        clipText(cols, 200) + ". Choose one of them as the Label column on the Data screen");
       }
       labelIndex = static_cast<size_t>(it - header.begin());
       if (header.size() < 2)

@@ -7,18 +7,18 @@
 namespace ml {
 
 struct DataSpec {
-  std::string kind = "fashion-mnist";  // fashion-mnist | idx | csv | spirals | blobs
-  std::string path;                    // fashion-mnist: folder; csv: file
+  std::string kind = "fashion-mnist";                            // fashion-mnist | idx | csv | spirals | blobs
+  std::string path;                                              // fashion-mnist: folder; csv: file
   std::string trainImages, trainLabels, testImages, testLabels;  // idx
-  std::string labelColumn = "label";   // csv
-  bool standardize = false;            // csv
-  std::string testPath;                // csv: optional separate test file
-  int64_t samples = 1000;              // spirals, blobs
-  int classes = 3;                     // spirals, blobs
-  int features = 2;                    // blobs
-  double noise = 0.2;                  // spirals: angle noise; blobs: cluster std
-  double validationSplit = 0.0;        // when there is no test set: hold out this share
-  uint64_t seed = 1;                   // generators
+  std::string labelColumn = "label";                             // csv
+  bool standardize = false;                                      // csv
+  std::string testPath;                                          // csv: optional separate test file
+  int64_t samples = 1000;                                        // spirals, blobs
+  int classes = 3;                                               // spirals, blobs
+  int features = 2;                                              // blobs
+  double noise = 0.2;                                            // spirals: angle noise; blobs: cluster std
+  double validationSplit = 0.0;                                  // when there is no test set: hold out this share
+  uint64_t seed = 1;                                             // generators
 };
 
 }  // namespace ml

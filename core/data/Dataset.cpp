@@ -96,7 +96,8 @@ DataSplit loadIdx(const DataSpec& spec) {
 // Reads both CSV files raw, then decides classification on all labels together and standardises
 // with the statistics of the training part only (after any hold-out split).
 DataSplit loadCsv(const DataSpec& spec) {
-  if (spec.path.empty()) throw UserError("no CSV file chosen: set the Training file on the Data screen to the CSV file to train on");
+  if (spec.path.empty())
+    throw UserError("no CSV file chosen: set the Training file on the Data screen to the CSV file to train on");
   for (const std::string* f : {&spec.path, &spec.testPath})
     if (!f->empty() && std::filesystem::is_directory(*f))
       throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as the " +

@@ -13,13 +13,13 @@
 namespace ml {
 
 struct Dataset {
-  std::string name;                 // for messages and the UI ("Fashion-MNIST train")
-  Shape sampleShape;                // e.g. {28, 28}, {2}, {features}
-  int64_t size = 0;                 // number of samples
-  std::vector<float> x;             // size * numel(sampleShape)
+  std::string name;      // for messages and the UI ("Fashion-MNIST train")
+  Shape sampleShape;     // e.g. {28, 28}, {2}, {features}
+  int64_t size = 0;      // number of samples
+  std::vector<float> x;  // size * numel(sampleShape)
   int64_t targetDim = 1;
-  std::vector<float> y;             // size * targetDim
-  int numClasses = 0;               // 0 for regression
+  std::vector<float> y;                 // size * targetDim
+  int numClasses = 0;                   // 0 for regression
   std::vector<std::string> classNames;  // optional, numClasses entries
 
   int64_t featureCount() const { return numel(sampleShape); }

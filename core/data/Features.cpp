@@ -90,7 +90,8 @@ Dataset readFeatures(const std::string& path) {
     ds.x.insert(ds.x.end(), vals.begin(), vals.end());
     ++ds.size;
   }
-  if (ds.size == 0) throw UserError("input file '" + path + "' holds no samples (expected an IDX images file or a CSV of numbers)");
+  if (ds.size == 0)
+    throw UserError("input file '" + path + "' holds no samples (expected an IDX images file or a CSV of numbers)");
   ds.sampleShape = {width};
   return ds;
 }

@@ -74,8 +74,8 @@ size_t checkHeader(const std::string& d, const std::string& path, uint32_t magic
   const size_t header = 4 + 4 * ndims;
   if (d.size() < 4 || be32(d, 0) != magic) {
     const std::string got = d.size() < 4 ? "a file of " + std::to_string(d.size()) + " bytes" : "magic " + hex32(be32(d, 0));
-    throw UserError(std::string(what) + " file '" + path + "' is not an IDX " + what + " file: expected magic " +
-                    hex32(magic) + ", found " + got + ". Check that the images and labels paths are not swapped");
+    throw UserError(std::string(what) + " file '" + path + "' is not an IDX " + what + " file: expected magic " + hex32(magic) +
+                    ", found " + got + ". Check that the images and labels paths are not swapped");
   }
   if (d.size() < header)
     throw UserError(std::string(what) + " file '" + path + "' is truncated inside its header: download it again");
@@ -87,12 +87,12 @@ size_t checkHeader(const std::string& d, const std::string& path, uint32_t magic
       throw UserError(std::string(what) + " file '" + path + "' declares dimension " + std::to_string(i) +
                       " of size 0: the file is empty or damaged");
     if (__builtin_mul_overflow(count, uint64_t{dims.back()}, &count))
-      throw UserError(std::string(what) + " file '" + path + "' declares dimensions whose product overflows: it is damaged or not an IDX file");
+      throw UserError(std::string(what) + " file '" + path +
+                      "' declares dimensions whose product overflows: it is damaged or not an IDX file");
   }
   if (d.size() - header < count)
-    throw UserError(std::string(what) + " file '" + path + "' is truncated: the header promises " +
-                    std::to_string(count) + " bytes of data but only " + std::to_string(d.size() - header) +
-                    " are there. Download it again");
+    throw UserError(std::string(what) + " file '" + path + "' is truncated: the header promises " + std::to_string(count) +
+                    " bytes of data but only " + std::to_string(d.size() - header) + " are there. Download it again");
   if (d.size() - header > count)
     throw UserError(std::string(what) + " file '" + path + "' has " + std::to_string(d.size() - header - count) +
                     " bytes after the data its header declares: it is damaged or not an IDX file");

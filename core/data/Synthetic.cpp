@@ -50,8 +50,8 @@ Dataset makeSpirals(int64_t samples, int classes, double noise, uint64_t seed) {
   Rng rng(hashKeys(seed, 0x5B1A15ULL));
   for (int64_t i = 0; i < samples; ++i) {
     const int c = classOf(i, classes);
-    const int64_t k = i / classes;                                   // position along the arm
-    const int64_t n = samples / classes + (c < samples % classes);   // points on this arm
+    const int64_t k = i / classes;                                  // position along the arm
+    const int64_t n = samples / classes + (c < samples % classes);  // points on this arm
     const double r = n > 1 ? static_cast<double>(k) / static_cast<double>(n - 1) : 0.0;
     // Arms start evenly spaced around the circle; noise perturbs the angle, so the radius stays r.
     const double t = kTwoPi * c / classes + kArmSweep * r + noise * rng.normal();

@@ -28,8 +28,7 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
     if (name == a.name) return a.make(n);
     names += (names.empty() ? "" : ", ") + std::string(a.name);
   }
-  if (name == "nccl")
-    throw UserError("all-reduce 'nccl' needs GPU devices and the CUDA plugin; on CPU devices use " + names);
+  if (name == "nccl") throw UserError("all-reduce 'nccl' needs GPU devices and the CUDA plugin; on CPU devices use " + names);
   throw UserError("unknown all-reduce '" + name + "' (allowed: " + names + ")");
 }
 

@@ -44,7 +44,8 @@ Parsed parseOne(const std::string& spec) {
     if (!f.empty() && (f.back() == 'x' || f.back() == 'X')) f.pop_back();
     char* end = nullptr;
     p.factor = std::strtod(f.c_str(), &end);
-    if (f.empty() || *end != '\0' || !(p.factor >= 1.0) || p.factor > 1000) bad(spec, "the slow-down factor must be a number from 1 to 1000, such as 3x");
+    if (f.empty() || *end != '\0' || !(p.factor >= 1.0) || p.factor > 1000)
+      bad(spec, "the slow-down factor must be a number from 1 to 1000, such as 3x");
     rest = rest.substr(0, eq);
   }
   const auto colon = rest.find(':');

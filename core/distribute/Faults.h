@@ -15,9 +15,9 @@ struct FaultPlan {
   std::vector<double> slow;  // per replica: compute takes this many times longer (1: normal)
   int hangReplica = -1;      // this replica stops in backward of hangStep until released
   int64_t hangStep = 0;
-  int nanReplica = -1;       // this replica's gradient becomes NaN at nanStep
+  int nanReplica = -1;  // this replica's gradient becomes NaN at nanStep
   int64_t nanStep = 0;
-  int64_t killStep = 0;      // the process dies (SIGKILL) after this step; 0: never
+  int64_t killStep = 0;            // the process dies (SIGKILL) after this step; 0: never
   std::vector<std::string> specs;  // as given, for the store's label
   bool empty() const { return specs.empty(); }
   double slowFactor(int replica) const {

@@ -10,9 +10,7 @@
 namespace ml {
 
 namespace {
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
 HostCollective::HostCollective(std::unique_ptr<AllReduce> algorithm, std::function<std::span<float>(int)> grads,
@@ -42,8 +40,10 @@ std::string HostCollective::threadNote() const {
 
 void HostCollective::reduce(int rank, const GradBucket& b) {
   auto span = grads_(rank).subspan(static_cast<size_t>(b.offset), static_cast<size_t>(b.count));
-  if (algo_->scatters()) algo_->reduceScatter(rank, span);
-  else algo_->allReduce(rank, span);
+  if (algo_->scatters())
+    algo_->reduceScatter(rank, span);
+  else
+    algo_->allReduce(rank, span);
 }
 
 // Every complete bucket, in the fixed bucket order every replica follows, so the collectives match up.

@@ -35,7 +35,8 @@ void HostReplicaSum::sum(const StepContext& ctx, std::span<double> values) {
     // reaching this round never arrives.
     while (!round.done) {
       cv_.wait_for(lock, std::chrono::milliseconds(20));
-      if (!round.done && failure_.failed()) throw std::runtime_error("a cross-replica BatchNormalization sum was abandoned: another replica failed");
+      if (!round.done && failure_.failed())
+        throw std::runtime_error("a cross-replica BatchNormalization sum was abandoned: another replica failed");
     }
   }
   std::copy(round.result.begin(), round.result.end(), values.begin());

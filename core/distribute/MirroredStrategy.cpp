@@ -38,8 +38,8 @@ Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replic
   return {mlo + lo, mlo + hi};
 }
 
-MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric,
-                                   const OptimizerSpec& optimizer, StrategyOptions options)
+MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
+                                   StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
   replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
@@ -150,8 +150,8 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
                ? HostCollective::Mode::Threads
                : HostCollective::Mode::Inline;
   Backend* b = backend_.get();
-  return std::make_unique<HostCollective>(std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_,
-                                          mode, spins_);
+  return std::make_unique<HostCollective>(
+      std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
 }
 
 MirroredStrategy::~MirroredStrategy() {
@@ -186,7 +186,8 @@ ReplicaProgress MirroredStrategy::progress(int rank) const {
 
 void MirroredStrategy::setFaults(FaultPlan plan) {
   if (plan.nanReplica >= 0 && backend_->hostGradients(plan.nanReplica).empty())
-    throw UserError("a nan fault needs a replica whose gradients live in host memory: inject it on a simulated CPU device (cpu:N)");
+    throw UserError(
+        "a nan fault needs a replica whose gradients live in host memory: inject it on a simulated CPU device (cpu:N)");
   faults_ = std::move(plan);
   faultsReleased_.store(false);
 }
@@ -259,8 +260,10 @@ void MirroredStrategy::runJob(const Job& job) {
 }
 
 void MirroredStrategy::runOne(Replica& r, const Job& job) {
-  if (job.kind == JobKind::Train) trainReplica(r, job);
-  else if (job.kind == JobKind::Eval) evalReplica(r, job);
+  if (job.kind == JobKind::Train)
+    trainReplica(r, job);
+  else if (job.kind == JobKind::Eval)
+    evalReplica(r, job);
 }
 
 void MirroredStrategy::computeLoop(Replica& r) {
@@ -291,8 +294,10 @@ void MirroredStrategy::guarded(Replica& r, F&& work) {
 int MirroredStrategy::completeBuckets(size_t layerDone) const {
   int count = 0;
   for (const auto& b : buckets_) {
-    if (b.readyAfterLayer >= layerDone) ++count;
-    else break;
+    if (b.readyAfterLayer >= layerDone)
+      ++count;
+    else
+      break;
   }
   return count;
 }
@@ -388,8 +393,8 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
       for (int c = 0; c < n; ++c) {
         const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
         if (a == b) continue;
-        backend_->update(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a),
-                         AllReduce::chunkOwner(c, n), job.gradScale);
+        backend_->update(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), AllReduce::chunkOwner(c, n),
+                         job.gradScale);
       }
     }
   } else {

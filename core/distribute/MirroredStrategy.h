@@ -51,11 +51,11 @@ enum class StepPhase : int { Idle, Forward, Backward, AllReduce, Optimizer };
 const char* toString(StepPhase p);  // "forward", "backward", "the all-reduce", ...
 
 struct ReplicaProgress {
-  int64_t stepsDone = 0;     // optimizer steps this replica has completed
-  int64_t step = 0;          // the step it is working on (stepsDone + 1 while busy)
+  int64_t stepsDone = 0;  // optimizer steps this replica has completed
+  int64_t step = 0;       // the step it is working on (stepsDone + 1 while busy)
   StepPhase phase = StepPhase::Idle;
-  int bucketsHanded = 0;     // gradient buckets of this step handed to the all-reduce
-  double phaseSince = 0;     // strategy clock (seconds) when it entered the phase
+  int bucketsHanded = 0;  // gradient buckets of this step handed to the all-reduce
+  double phaseSince = 0;  // strategy clock (seconds) when it entered the phase
 };
 
 struct StepResult {
@@ -63,8 +63,8 @@ struct StepResult {
   int64_t samples = 0;
   std::vector<ReplicaStep> replicas;
   bool finite = true;
-  int badReplica = -1;        // first replica with a non-finite loss or gradient
-  std::string badWhat;        // "loss" or "gradient"
+  int badReplica = -1;  // first replica with a non-finite loss or gradient
+  std::string badWhat;  // "loss" or "gradient"
 };
 
 struct EvalResult {
@@ -103,8 +103,14 @@ class MirroredStrategy {
   int replicas() const { return static_cast<int>(replicas_.size()); }
   // A device may hold the parameters: model(r) brings them to the host first. After changing a
   // model's parameters, call broadcastParameters() (it also sends them to the devices).
-  Sequential& model(int r = 0) { backend_->pullParameters(); return *replicas_[static_cast<size_t>(r)]->model; }
-  const Sequential& model(int r = 0) const { backend_->pullParameters(); return *replicas_[static_cast<size_t>(r)]->model; }
+  Sequential& model(int r = 0) {
+    backend_->pullParameters();
+    return *replicas_[static_cast<size_t>(r)]->model;
+  }
+  const Sequential& model(int r = 0) const {
+    backend_->pullParameters();
+    return *replicas_[static_cast<size_t>(r)]->model;
+  }
   const Loss& loss() const { return loss_; }
   MetricKind metric() const { return metric_; }
   const StrategyOptions& options() const { return options_; }
@@ -208,13 +214,13 @@ class MirroredStrategy {
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
   bool sharded_ = false;
-  std::unique_ptr<SpinBarrier> updated_;  // sharded: every owner has updated its chunks
+  std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
   bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 
-  Job job_;                          // written by the caller before jobGen_ is bumped
+  Job job_;  // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};
-  std::atomic<int> pending_{0};      // replicas other than 0 still working on the job
+  std::atomic<int> pending_{0};  // replicas other than 0 still working on the job
   FaultPlan faults_;
   std::atomic<bool> faultsReleased_{false};
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
@@ -222,9 +228,6 @@ class MirroredStrategy {
 };
 
 // Part r of n of a range of size `size`: [lo, hi), sizes differ by at most one.
-inline std::pair<int64_t, int64_t> shardRange(int64_t size, int r, int n) {
-  return {size * r / n, size * (r + 1) / n};
-}
-
+inline std::pair<int64_t, int64_t> shardRange(int64_t size, int r, int n) { return {size * r / n, size * (r + 1) / n}; }
 
 }  // namespace ml

@@ -45,7 +45,8 @@ StoredWeights storedWeights(RunStore& store, int64_t run) {
   for (const auto& a : d.artifacts)
     if (a.kind == "weights" && (!newest || a.id > newest->id)) newest = &a;
   if (!newest)
-    throw UserError("run " + std::to_string(run) + " kept no weights: train with --save-weights FILE (the studio keeps "
+    throw UserError("run " + std::to_string(run) +
+                    " kept no weights: train with --save-weights FILE (the studio keeps "
                     "every finished run's weights), then export that run");
   std::error_code ec;
   if (!fs::is_regular_file(newest->path, ec))

@@ -67,7 +67,8 @@ void dataset(hid_t vars, const char* name, const std::vector<hsize_t>& dims, con
   Handle set(H5Dcreate2(vars, name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
              std::string("create the dataset '") + name + "'", file);
   if (H5Dwrite(set.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0)
-    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to write '" + name + "' (is the disk full?)");
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to write '" + name +
+                    "' (is the disk full?)");
 }
 
 // HDF5 prints its error stack to stderr by default; the message we throw says it once instead.
@@ -122,8 +123,9 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
 #else
 
 std::string kerasWeightsBytes(const std::vector<ExportLayer>&, const std::string&) {
-  throw UserError("this Mirrorlab was built without HDF5: install libhdf5-dev (scripts/deps.sh does) and rebuild to "
-                  "export Keras weights");
+  throw UserError(
+      "this Mirrorlab was built without HDF5: install libhdf5-dev (scripts/deps.sh does) and rebuild to "
+      "export Keras weights");
 }
 
 #endif

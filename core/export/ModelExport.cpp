@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "Error.h"
 #include "AtomicFile.h"
+#include "Error.h"
 #include "export/ExportWriters.h"
 #include "nn/Dense.h"
 #include "nn/SimpleLayers.h"
@@ -80,7 +80,8 @@ ExportLayer describe(const Layer& layer, ExportFormat f) {
   } else {
     const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";
     throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
-                    toString(f) + "): that export knows Dense, Activation, Flatten and Dropout; remove the layer or keep "
+                    toString(f) +
+                    "): that export knows Dense, Activation, Flatten and Dropout; remove the layer or keep "
                     "the model in Mirrorlab's .mlw weights");
   }
   return e;
@@ -105,9 +106,12 @@ void checkExportPath(ExportFormat f, const std::string& path) {
   checkCanWrite(path, formatTitle(f));
   // Keras 3's load_weights refuses any other ending.
   const std::string suffix = ".weights.h5";
-  if (f == ExportFormat::Keras && (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0))
-    throw UserError("Keras weights must be saved as a file ending in '.weights.h5' (Keras 3's model.load_weights refuses "
-                    "other names): got '" + path + "'");
+  if (f == ExportFormat::Keras &&
+      (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0))
+    throw UserError(
+        "Keras weights must be saved as a file ending in '.weights.h5' (Keras 3's model.load_weights refuses "
+        "other names): got '" +
+        path + "'");
 }
 
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
@@ -119,7 +123,8 @@ ExportResult exportModel(const Sequential& model, ExportFormat f, const std::str
   switch (f) {
     case ExportFormat::Onnx:
       bytes = onnxModelBytes(layers, model.inputShape(), model.outputShape(), info);
-      r.description = "ONNX model, opset " + std::to_string(kOnnxOpset) + ", input 'input' and output 'output' with a dynamic batch";
+      r.description =
+          "ONNX model, opset " + std::to_string(kOnnxOpset) + ", input 'input' and output 'output' with a dynamic batch";
       break;
     case ExportFormat::Keras:
       bytes = kerasWeightsBytes(layers, path);
@@ -127,7 +132,9 @@ ExportResult exportModel(const Sequential& model, ExportFormat f, const std::str
       break;
     case ExportFormat::Torch:
       bytes = torchWeightsBytes(model);
-      r.description = "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with --weights";
+      r.description =
+          "PyTorch weights as .npz (<layer>/kernel (in, out), <layer>/bias): the generated PyTorch program loads them with "
+          "--weights";
       break;
   }
   AtomicFile file(path, formatTitle(f));

@@ -18,9 +18,9 @@ enum class ExportFormat { Onnx, Torch, Keras };
 
 // Throws UserError listing the formats.
 ExportFormat parseExportFormat(const std::string& name);
-const char* toString(ExportFormat f);      // onnx | torch | keras
-const char* formatTitle(ExportFormat f);   // "ONNX model", ...
-const char* defaultSuffix(ExportFormat f); // .onnx | .npz | .weights.h5
+const char* toString(ExportFormat f);       // onnx | torch | keras
+const char* formatTitle(ExportFormat f);    // "ONNX model", ...
+const char* defaultSuffix(ExportFormat f);  // .onnx | .npz | .weights.h5
 // False when the library the format needs was not found at build time (then exporting says so).
 bool formatBuilt(ExportFormat f);
 
@@ -37,12 +37,12 @@ struct ExportInfo {
 struct ExportLayer {
   enum class Kind { Dense, Activation, Flatten, Dropout };
   Kind kind = Kind::Dense;
-  std::string name, type;          // Mirrorlab's layer name and type
-  Act activation = Act::Linear;    // Dense and Activation
-  Shape inputShape, outputShape;   // per sample
-  int64_t in = 0, out = 0;         // Dense: features in and units
-  const float* kernel = nullptr;   // Dense: (in, out) row-major, as Keras stores it
-  const float* bias = nullptr;     // Dense: (out), null without a bias
+  std::string name, type;         // Mirrorlab's layer name and type
+  Act activation = Act::Linear;   // Dense and Activation
+  Shape inputShape, outputShape;  // per sample
+  int64_t in = 0, out = 0;        // Dense: features in and units
+  const float* kernel = nullptr;  // Dense: (in, out) row-major, as Keras stores it
+  const float* bias = nullptr;    // Dense: (out), null without a bias
 };
 
 // The layers in order; throws UserError naming the layer, its type and the format when a layer

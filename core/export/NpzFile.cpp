@@ -66,12 +66,14 @@ std::string inflateRaw(const std::string& in, uint64_t size, const std::string& 
 
 std::string shapeText(const std::vector<int64_t>& shape) {
   std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
   return s + ")";
 }
 
 // The header dict of a .npy file -> (descr, fortran_order, shape); a small parser for numpy's own format.
-void parseNpyHeader(const std::string& h, std::string& descr, bool& fortran, std::vector<int64_t>& shape, const std::string& what) {
+void parseNpyHeader(const std::string& h, std::string& descr, bool& fortran, std::vector<int64_t>& shape,
+                    const std::string& what) {
   auto valueAfter = [&](const std::string& key) {
     const size_t k = h.find("'" + key + "'");
     if (k == std::string::npos) throw UserError(what + ": the .npy header has no '" + key + "'");
@@ -87,7 +89,8 @@ void parseNpyHeader(const std::string& h, std::string& descr, bool& fortran, std
   shape.clear();
   std::string num;
   for (size_t i = s + 1; i <= sEnd; ++i) {
-    if (h[i] >= '0' && h[i] <= '9') num += h[i];
+    if (h[i] >= '0' && h[i] <= '9')
+      num += h[i];
     else if (!num.empty()) {
       shape.push_back(std::stoll(num));
       num.clear();
@@ -112,12 +115,13 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, const std::
   for (int64_t d : a.shape) n *= d;
   const size_t width = descr == "<f4" ? 4 : 8;
   if (bytes.size() - hstart - hlen != static_cast<size_t>(n) * width)
-    throw UserError(what + " holds " + std::to_string(bytes.size() - hstart - hlen) + " data bytes, but its shape " + shapeText(a.shape) +
-                    " needs " + std::to_string(static_cast<size_t>(n) * width));
+    throw UserError(what + " holds " + std::to_string(bytes.size() - hstart - hlen) + " data bytes, but its shape " +
+                    shapeText(a.shape) + " needs " + std::to_string(static_cast<size_t>(n) * width));
   a.data.resize(static_cast<size_t>(n));
   const char* p = bytes.data() + hstart + hlen;
   for (int64_t i = 0; i < n; ++i) {
-    if (width == 4) std::memcpy(&a.data[static_cast<size_t>(i)], p + 4 * i, 4);
+    if (width == 4)
+      std::memcpy(&a.data[static_cast<size_t>(i)], p + 4 * i, 4);
     else {
       double v;
       std::memcpy(&v, p + 8 * i, 8);
@@ -180,33 +184,34 @@ void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays, NpzC
     const std::string raw = npyBytes(a.shape, a.data), file = a.name + ".npy";
     const bool deflated = compression == NpzCompression::Deflated;
     const std::string body = deflated ? deflateRaw(raw) : raw;
-    const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(raw.data()), static_cast<uInt>(raw.size())));
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(raw.data()), static_cast<uInt>(raw.size())));
     if (zip.size() + body.size() + raw.size() > std::numeric_limits<uint32_t>::max() - (1u << 20))
       throw UserError("npz file '" + path + "' would exceed 4 GiB, which this writer does not support (no zip64)");
     const uint32_t offset = static_cast<uint32_t>(zip.size());
     auto common = [&](std::string& s) {
-      put16(s, 20);                          // version needed: 2.0 (deflate)
-      put16(s, 0);                           // flags
-      put16(s, deflated ? 8 : 0);            // method
-      put16(s, 0);                           // time
-      put16(s, kDosDate1980);                // date
+      put16(s, 20);                // version needed: 2.0 (deflate)
+      put16(s, 0);                 // flags
+      put16(s, deflated ? 8 : 0);  // method
+      put16(s, 0);                 // time
+      put16(s, kDosDate1980);      // date
       put32(s, crc);
       put32(s, static_cast<uint32_t>(body.size()));
       put32(s, static_cast<uint32_t>(raw.size()));
       put16(s, static_cast<uint16_t>(file.size()));
-      put16(s, 0);                           // extra length
+      put16(s, 0);  // extra length
     };
     put32(zip, kLocalSig);
     common(zip);
     zip += file;
     zip += body;
     put32(central, kCentralSig);
-    put16(central, 20);                      // made by: 2.0, MS-DOS attributes
+    put16(central, 20);  // made by: 2.0, MS-DOS attributes
     common(central);
-    put16(central, 0);                       // comment length
-    put16(central, 0);                       // disk
-    put16(central, 0);                       // internal attributes
-    put32(central, 0);                       // external attributes
+    put16(central, 0);  // comment length
+    put16(central, 0);  // disk
+    put16(central, 0);  // internal attributes
+    put32(central, 0);  // external attributes
     put32(central, offset);
     central += file;
   }
@@ -242,8 +247,10 @@ std::vector<NpyArray> readNpz(const std::string& path) {
   size_t at = get32(z, end + 16);
   std::vector<NpyArray> arrays;
   for (uint16_t e = 0; e < count; ++e) {
-    if (at + 46 > z.size() || get32(z, at) != kCentralSig) throw UserError("npz file '" + path + "' is damaged (central directory)");
-    const uint16_t method = get16(z, at + 10), nameLen = get16(z, at + 28), extraLen = get16(z, at + 30), commentLen = get16(z, at + 32);
+    if (at + 46 > z.size() || get32(z, at) != kCentralSig)
+      throw UserError("npz file '" + path + "' is damaged (central directory)");
+    const uint16_t method = get16(z, at + 10), nameLen = get16(z, at + 28), extraLen = get16(z, at + 30),
+                   commentLen = get16(z, at + 32);
     const uint32_t wantCrc = get32(z, at + 16);
     uint64_t csize = get32(z, at + 20), usize = get32(z, at + 24), offset = get32(z, at + 42);
     const std::string file = z.substr(at + 46, nameLen);
@@ -264,12 +271,17 @@ std::vector<NpyArray> readNpz(const std::string& path) {
     const size_t data = offset + 30 + get16(z, offset + 26) + get16(z, offset + 28);
     if (data + csize > z.size()) throw UserError(what + " is truncated");
     std::string bytes;
-    if (method == 0) bytes = z.substr(data, csize);
-    else if (method == 8) bytes = inflateRaw(z.substr(data, csize), usize, what);
-    else throw UserError(what + " uses zip method " + std::to_string(method) + "; only stored and deflated are read");
-    const uint32_t crc = static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
+    if (method == 0)
+      bytes = z.substr(data, csize);
+    else if (method == 8)
+      bytes = inflateRaw(z.substr(data, csize), usize, what);
+    else
+      throw UserError(what + " uses zip method " + std::to_string(method) + "; only stored and deflated are read");
+    const uint32_t crc =
+        static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
     if (crc != wantCrc) throw UserError(what + " is damaged (CRC-32 mismatch)");
-    const std::string key = file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0 ? file.substr(0, file.size() - 4) : file;
+    const std::string key =
+        file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0 ? file.substr(0, file.size() - 4) : file;
     arrays.push_back(parseNpy(bytes, key, what));
   }
   return arrays;

@@ -22,7 +22,8 @@ std::string npyBytes(const std::vector<int64_t>& shape, std::span<const float> d
 
 // Writes the archive (to PATH.tmp, then renamed, so a failed write leaves no half file).
 // Throws UserError for an unwritable path, duplicate or empty names, or a shape/data mismatch.
-void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays, NpzCompression compression = NpzCompression::Deflated);
+void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays,
+              NpzCompression compression = NpzCompression::Deflated);
 
 // Reads an archive written by writeNpz or by numpy (np.savez / np.savez_compressed) holding
 // little-endian float32 arrays in C order. Throws UserError naming the file and what is wrong.

@@ -116,14 +116,10 @@ void buildGraph(onnx::GraphProto* g, const std::vector<ExportLayer>& layers) {
   GraphBuilder b(g);
   for (const auto& l : layers) {
     switch (l.kind) {
-      case ExportLayer::Kind::Flatten:
-        setIntAttr(b.add("Flatten", l.name + "/Flatten"), "axis", 1);
-        break;
+      case ExportLayer::Kind::Flatten: setIntAttr(b.add("Flatten", l.name + "/Flatten"), "axis", 1); break;
       case ExportLayer::Kind::Dropout:  // the identity at inference: nothing to run
         break;
-      case ExportLayer::Kind::Activation:
-        addActivation(b, g, l.activation, l.name, l.outputShape);
-        break;
+      case ExportLayer::Kind::Activation: addActivation(b, g, l.activation, l.name, l.outputShape); break;
       case ExportLayer::Kind::Dense:
         addFloats(g, l.name + "/kernel", {l.in, l.out}, l.kernel);
         if (l.bias) {
@@ -185,8 +181,9 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
 #else
 
 std::string onnxModelBytes(const std::vector<ExportLayer>&, const Shape&, const Shape&, const ExportInfo&) {
-  throw UserError("this Mirrorlab was built without the ONNX library: install libonnx-dev and libprotobuf-dev "
-                  "(scripts/deps.sh does) and rebuild to export ONNX models");
+  throw UserError(
+      "this Mirrorlab was built without the ONNX library: install libonnx-dev and libprotobuf-dev "
+      "(scripts/deps.sh does) and rebuild to export ONNX models");
 }
 
 #endif

@@ -36,7 +36,8 @@ std::vector<Slot> slots(const Sequential& model) {
       const int64_t c = l.inputShape.back();
       int64_t at = r.offset;
       for (const char* w : {"gamma", "beta", "moving_mean", "moving_variance"}) {
-        if ((std::string(w) == "gamma" && !a.value("scale", true)) || (std::string(w) == "beta" && !a.value("center", true))) continue;
+        if ((std::string(w) == "gamma" && !a.value("scale", true)) || (std::string(w) == "beta" && !a.value("center", true)))
+          continue;
         out.push_back({l.name + "/" + w, {c}, at});
         at += c;
       }
@@ -74,19 +75,22 @@ void loadWeightsNpz(Sequential& model, const std::string& path) {
   for (const auto& s : want) {
     const auto it = byName.find(s.name);
     if (it == byName.end())
-      throw UserError("npz file '" + path + "' has no array '" + s.name + "': save it from this model (train --save-weights FILE.npz)");
+      throw UserError("npz file '" + path + "' has no array '" + s.name +
+                      "': save it from this model (train --save-weights FILE.npz)");
     if (it->second.shape != s.shape) {
       std::string got, need;
       for (int64_t d : it->second.shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
       for (int64_t d : s.shape) need += (need.empty() ? "" : ", ") + std::to_string(d);
-      throw UserError("array '" + s.name + "' in npz file '" + path + "' has shape (" + got + ") but the model needs (" + need + ")");
+      throw UserError("array '" + s.name + "' in npz file '" + path + "' has shape (" + got + ") but the model needs (" + need +
+                      ")");
     }
   }
   if (byName.size() != want.size()) {
     for (const auto& entry : byName) {
       const std::string& name = entry.first;  // not a structured binding: clang 14 cannot capture one
       if (std::none_of(want.begin(), want.end(), [&](const Slot& s) { return s.name == name; }))
-        throw UserError("npz file '" + path + "' holds array '" + name + "', which this model does not have: it belongs to another model");
+        throw UserError("npz file '" + path + "' holds array '" + name +
+                        "', which this model does not have: it belongs to another model");
     }
   }
   auto p = model.params();

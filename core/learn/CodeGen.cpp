@@ -30,8 +30,10 @@ std::string generateProgram(const Project& project, Framework framework) {
 std::string suggestedFileName(const Project& project, Framework framework) {
   std::string stem;
   for (unsigned char c : project.name) {
-    if (std::isalnum(c)) stem += static_cast<char>(std::tolower(c));
-    else if (!stem.empty() && stem.back() != '_') stem += '_';
+    if (std::isalnum(c))
+      stem += static_cast<char>(std::tolower(c));
+    else if (!stem.empty() && stem.back() != '_')
+      stem += '_';
   }
   while (!stem.empty() && stem.back() == '_') stem.pop_back();
   if (stem.empty() || std::isdigit(static_cast<unsigned char>(stem.front()))) stem = "project_" + stem;
@@ -73,10 +75,14 @@ std::string pyNum(double v) {
 std::string pyDocText(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\n' || c == '\r' || c == '\t') out += ' ';
-    else if (c == '\\') out += '/';
-    else if (c == '"' && out.size() >= 2 && out.compare(out.size() - 2, 2, "\"\"") == 0) out += '\'';
-    else out += c;
+    if (c == '\n' || c == '\r' || c == '\t')
+      out += ' ';
+    else if (c == '\\')
+      out += '/';
+    else if (c == '"' && out.size() >= 2 && out.compare(out.size() - 2, 2, "\"\"") == 0)
+      out += '\'';
+    else
+      out += c;
   }
   return out;
 }

@@ -226,7 +226,8 @@ def load_data(data_dir=None):
 std::string dataLoaderPython(const Project& p) {
   const DataSpec& d = p.data;
   std::string out = "\n# ---- data: " + d.kind + " ----\n";
-  out += "INPUT_SHAPE = " + pyShape(p.model.inputShape) + "  # one sample as the model takes it (images: channels-last)\n\n\n"
+  out += "INPUT_SHAPE = " + pyShape(p.model.inputShape) +
+         "  # one sample as the model takes it (images: channels-last)\n\n\n"
          "def as_input(x):\n    return None if x is None else x.reshape((-1,) + INPUT_SHAPE)\n\n\n";
   if (d.kind == "fashion-mnist") {
     out += "DATA_DIR = " + pyStr(d.path.empty() ? "/usr/share/datasets/fashion-mnist" : d.path) + "\n";
@@ -240,13 +241,18 @@ std::string dataLoaderPython(const Project& p) {
     out += "SAMPLES = " + pyInt(d.samples) + "\nCLASSES = " + pyInt(d.classes) + "\nNOISE = " + pyNum(d.noise) + "\n";
     if (d.kind == "blobs") out += "FEATURES = " + pyInt(d.features) + "\n";
   }
-  if (d.kind != "fashion-mnist") out += "VALIDATION_SPLIT = " + pyNum(d.validationSplit) + "\nDATA_SEED = " + std::to_string(d.seed) + "\n";
+  if (d.kind != "fashion-mnist")
+    out += "VALIDATION_SPLIT = " + pyNum(d.validationSplit) + "\nDATA_SEED = " + std::to_string(d.seed) + "\n";
   out += kRandom;
   out += kCommonData;
-  if (d.kind == "fashion-mnist") out += fashionLoader();
-  else if (d.kind == "idx") out += idxLoader();
-  else if (d.kind == "csv") out += csvLoader();
-  else out += syntheticLoader(d.kind == "spirals");
+  if (d.kind == "fashion-mnist")
+    out += fashionLoader();
+  else if (d.kind == "idx")
+    out += idxLoader();
+  else if (d.kind == "csv")
+    out += csvLoader();
+  else
+    out += syntheticLoader(d.kind == "spirals");
   return out;
 }
 

@@ -16,20 +16,20 @@ std::string pyStr(const std::string& s);  // a double-quoted Python string liter
 std::string pyNum(double v);              // shortest round-trip float literal ("0.001", "1e-07")
 std::string pyInt(int64_t v);
 std::string pyBool(bool b);
-std::string pyShape(const Shape& s);      // "(28, 28)", "(2,)"
+std::string pyShape(const Shape& s);  // "(28, 28)", "(2,)"
 // Text that is safe inside a """docstring""" and a # comment (one line, no backslashes or """).
 std::string pyDocText(const std::string& s);
 
 struct LayerPlan {
-  std::string type;            // Dense | Activation | Flatten | Dropout | Conv2D | MaxPooling2D | ...
-  std::string name;            // as the model names it (generated names filled in)
-  int64_t inFeatures = 0;      // numel of the layer's input
-  int64_t units = 0;           // Dense
-  std::string activation;      // Dense, Activation: linear | relu | sigmoid | tanh | softmax
+  std::string type;        // Dense | Activation | Flatten | Dropout | Conv2D | MaxPooling2D | ...
+  std::string name;        // as the model names it (generated names filled in)
+  int64_t inFeatures = 0;  // numel of the layer's input
+  int64_t units = 0;       // Dense
+  std::string activation;  // Dense, Activation: linear | relu | sigmoid | tanh | softmax
   bool useBias = true;
   std::string kernelInit = "glorot_uniform", biasInit = "zeros";
-  double rate = 0;             // Dropout
-  nlohmann::json args;         // the layer's resolved Keras arguments (Layer::args): Conv2D, pooling, BatchNormalization, Reshape
+  double rate = 0;      // Dropout
+  nlohmann::json args;  // the layer's resolved Keras arguments (Layer::args): Conv2D, pooling, BatchNormalization, Reshape
   Shape inputShape, outputShape;
 };
 

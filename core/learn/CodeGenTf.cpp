@@ -31,18 +31,21 @@ std::string kerasLayer(const LayerPlan& l, size_t index) {
   if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + nameArg(l.name) + ")";
   const auto pair = [&](const char* key) { return pyShape(Shape{l.args[key][0].get<int64_t>(), l.args[key][1].get<int64_t>()}); };
   if (l.type == "Conv2D")
-    return "tf.keras.layers.Conv2D(" + pyInt(l.args["filters"].get<int64_t>()) + ", " + pair("kernel_size") + ", strides=" + pair("strides") +
-           ", padding=" + pyStr(l.args["padding"].get<std::string>()) + ", activation=" + pyStr(l.activation) + ", use_bias=" +
-           pyBool(l.useBias) + ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
+    return "tf.keras.layers.Conv2D(" + pyInt(l.args["filters"].get<int64_t>()) + ", " + pair("kernel_size") +
+           ", strides=" + pair("strides") + ", padding=" + pyStr(l.args["padding"].get<std::string>()) +
+           ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
+           ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
   if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
-    return "tf.keras.layers." + l.type + "(" + pair("pool_size") + ", strides=" + pair("strides") + ", padding=" +
-           pyStr(l.args["padding"].get<std::string>()) + nameArg(l.name) + ")";
+    return "tf.keras.layers." + l.type + "(" + pair("pool_size") + ", strides=" + pair("strides") +
+           ", padding=" + pyStr(l.args["padding"].get<std::string>()) + nameArg(l.name) + ")";
   if (l.type == "GlobalAveragePooling2D")
-    return "tf.keras.layers.GlobalAveragePooling2D(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
+    return "tf.keras.layers.GlobalAveragePooling2D(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) +
+           ")";
   if (l.type == "BatchNormalization")  // synchronized: Keras 3's argument (TF 2.12+: SyncBatchNormalization underneath)
-    return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(l.args["momentum"].get<double>()) + ", epsilon=" +
-           pyNum(l.args["epsilon"].get<double>()) + ", center=" + pyBool(l.args.value("center", true)) + ", scale=" +
-           pyBool(l.args.value("scale", true)) + ", synchronized=" + pyBool(l.args.value("synchronized", false)) + nameArg(l.name) + ")";
+    return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(l.args["momentum"].get<double>()) +
+           ", epsilon=" + pyNum(l.args["epsilon"].get<double>()) + ", center=" + pyBool(l.args.value("center", true)) +
+           ", scale=" + pyBool(l.args.value("scale", true)) + ", synchronized=" + pyBool(l.args.value("synchronized", false)) +
+           nameArg(l.name) + ")";
   if (l.type == "Reshape") {
     Shape t;
     for (const auto& d : l.args["target_shape"]) t.push_back(d.get<int64_t>());
@@ -55,7 +58,8 @@ std::string kerasLayer(const LayerPlan& l, size_t index) {
 
 std::string kerasOptimizer(const OptimizerSpec& o) {
   if (o.name == "sgd")
-    return "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=" + pyNum(o.momentum) + ", nesterov=" + pyBool(o.nesterov) + ")";
+    return "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=" + pyNum(o.momentum) +
+           ", nesterov=" + pyBool(o.nesterov) + ")";
   if (o.name == "rmsprop")
     return "tf.keras.optimizers.RMSprop(learning_rate=learning_rate, rho=" + pyNum(o.rho) + ", momentum=" + pyNum(o.momentum) +
            ", epsilon=" + pyNum(o.epsilon) + ")";
@@ -66,7 +70,8 @@ std::string kerasOptimizer(const OptimizerSpec& o) {
 std::string kerasLoss(const TrainingSpec& t) {
   if (t.loss == "sparse_categorical_crossentropy")
     return "tf.keras.losses.SparseCategoricalCrossentropy(from_logits=" + pyBool(t.fromLogits) + ")";
-  if (t.loss == "categorical_crossentropy") return "tf.keras.losses.CategoricalCrossentropy(from_logits=" + pyBool(t.fromLogits) + ")";
+  if (t.loss == "categorical_crossentropy")
+    return "tf.keras.losses.CategoricalCrossentropy(from_logits=" + pyBool(t.fromLogits) + ")";
   return "tf.keras.losses.MeanSquaredError()";
 }
 
@@ -149,8 +154,8 @@ std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
   const int replicas = projectReplicas(p);
   if (replicas > 1 && !p.training.perDeviceBatch && p.training.batchSize % replicas != 0) {
     out.push_back("Differs from Mirrorlab: Keras scales each replica's mean loss by 1 / num_replicas_in_sync, so when the");
-    out.push_back("global batch (" + std::to_string(p.training.batchSize) + ") does not split evenly over " + std::to_string(replicas) +
-                  " replicas the samples of a smaller shard weigh a little more than");
+    out.push_back("global batch (" + std::to_string(p.training.batchSize) + ") does not split evenly over " +
+                  std::to_string(replicas) + " replicas the samples of a smaller shard weigh a little more than");
     out.push_back("in Mirrorlab's mean over the global batch. (The same holds for an epoch's last batch when it is uneven.)");
   }
   return out;
@@ -162,8 +167,8 @@ std::string generateTensorFlowProgram(const Project& p) {
   const ModelPlan model = planModel(p);
   const TrainingSpec& t = p.training;
   const std::string file = suggestedFileName(p, Framework::TensorFlow);
-  const std::string batchWords = t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch"
-                                                  : std::to_string(t.batchSize) + " in all";
+  const std::string batchWords =
+      t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch" : std::to_string(t.batchSize) + " in all";
   std::vector<std::string> mapping = {
       "Mirrored training: tf.distribute.MirroredStrategy makes one replica (a full copy of the model) per device:",
       "every visible GPU or, without one, the project's device count as logical CPU devices. Each global batch",
@@ -172,12 +177,14 @@ std::string generateTensorFlowProgram(const Project& p) {
       "update, so the copies stay identical. Requires TensorFlow 2 and Keras other than 3.7.0 (keras!=3.7.0)."};
   for (const auto& d : tfDifferences(p, model)) mapping.push_back(d);
   std::string out = headerComment(p, "TensorFlow/Keras", mapping);
-  out += "\"\"\"Run: python3 " + file + " [--epochs N] [--steps N] [--data FOLDER] [--weights FILE.npz] [--predict-only]\n\n"
+  out += "\"\"\"Run: python3 " + file +
+         " [--epochs N] [--steps N] [--data FOLDER] [--weights FILE.npz] [--predict-only]\n\n"
          "Needs TensorFlow 2 with Keras other than 3.7.0, and numpy. MirroredStrategy uses every visible GPU (one\n"
          "replica each); on a machine without one it splits the CPU into the project's number of logical devices.\n"
          "Start from Mirrorlab's weights with --weights init.npz, saved by:\n"
          "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
-         "Project: " + pyDocText(p.description) + "\n\"\"\"\n";
+         "Project: " +
+         pyDocText(p.description) + "\n\"\"\"\n";
   out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
@@ -189,8 +196,9 @@ std::string generateTensorFlowProgram(const Project& p) {
     out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: samples per optimizer update\n";
   out += "ACCUMULATE = " + std::to_string(t.accumulate) + "  # Mirrorlab's micro-batches per update\n";
   if (t.accumulate > 1)
-    out += "# This program feeds each global batch at once instead: the update is the same (the gradient of the mean\n"
-           "# loss over the global batch), only the memory a replica needs is larger.\n";
+    out +=
+        "# This program feeds each global batch at once instead: the update is the same (the gradient of the mean\n"
+        "# loss over the global batch), only the memory a replica needs is larger.\n";
   out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
@@ -249,8 +257,9 @@ def main():
     x_train, x_val = as_input(x_train), as_input(x_val)
 )PY";
   if (t.loss == "categorical_crossentropy")
-    out += "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"
-           "    y_val = tf.keras.utils.to_categorical(y_val, num_classes) if y_val is not None else None\n";
+    out +=
+        "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"
+        "    y_val = tf.keras.utils.to_categorical(y_val, num_classes) if y_val is not None else None\n";
   out += R"PY(    steps_per_epoch = math.ceil(len(x_train) / global_batch)
     schedule = learning_rate
     if WARMUP_EPOCHS > 0:

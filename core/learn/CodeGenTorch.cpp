@@ -42,8 +42,8 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
       out += "        nn.Dropout(p=" + pyNum(l.rate) + ")," + tag;
     } else {
       if (l.type == "Dense")
-        out += "        dense(" + pyStr(l.name) + ", " + pyInt(l.inFeatures) + ", " + pyInt(l.units) + ", " + pyStr(l.kernelInit) + ", " +
-               pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")," + tag;
+        out += "        dense(" + pyStr(l.name) + ", " + pyInt(l.inFeatures) + ", " + pyInt(l.units) + ", " +
+               pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")," + tag;
       if (last && foldSoftmax && l.activation == "softmax")
         out += "        # softmax: folded into the loss (F.cross_entropy takes the logits)\n";
       else if (const std::string a = torchActivation(l.activation); !a.empty())
@@ -60,9 +60,9 @@ std::string pair(const nlohmann::json& v) { return "(" + pyInt(v[0].get<int64_t>
 std::string torchSpatialLayer(const LayerPlan& l) {
   const auto& a = l.args;
   if (l.type == "Conv2D")
-    return "conv2d(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(a["filters"].get<int64_t>()) + ", " + pair(a["kernel_size"]) +
-           ", " + pair(a["strides"]) + ", " + pyBool(a["padding"] == "same") + ", " + pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " +
-           pyBool(l.useBias) + ")";
+    return "conv2d(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(a["filters"].get<int64_t>()) + ", " +
+           pair(a["kernel_size"]) + ", " + pair(a["strides"]) + ", " + pyBool(a["padding"] == "same") + ", " +
+           pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")";
   if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
     return "pool2d(" + pyBool(l.type == "MaxPooling2D") + ", " + pair(a["pool_size"]) + ", " + pair(a["strides"]) + ", " +
            pyBool(a["padding"] == "same") + ")";
@@ -73,9 +73,10 @@ std::string torchSpatialLayer(const LayerPlan& l) {
     return "Reshape(" + pyShape(t) + ")";
   }
   if (l.type == "BatchNormalization")
-    return "batch_norm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(static_cast<int64_t>(l.inputShape.size())) + ", " +
-           pyNum(a["momentum"].get<double>()) + ", " + pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " +
-           pyBool(a.value("scale", true)) + ", " + pyBool(a.value("synchronized", false)) + ")";
+    return "batch_norm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " +
+           pyInt(static_cast<int64_t>(l.inputShape.size())) + ", " + pyNum(a["momentum"].get<double>()) + ", " +
+           pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " + pyBool(a.value("scale", true)) +
+           ", " + pyBool(a.value("synchronized", false)) + ")";
   return "";
 }
 
@@ -195,8 +196,8 @@ std::string generatePyTorchProgram(const Project& p) {
   const std::string metric = t.metrics.empty() ? (ce ? "accuracy" : "mae") : t.metrics.front();
   const bool accuracy = metric == "accuracy" || metric == "acc";
   const std::string file = suggestedFileName(p, Framework::PyTorch);
-  const std::string batchWords = t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch"
-                                                  : std::to_string(t.batchSize) + " in all";
+  const std::string batchWords =
+      t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch" : std::to_string(t.batchSize) + " in all";
   std::vector<std::string> mapping = {
       "Mirrored training: one process per device (a replica), each holding a full copy of the model.",
       "Every process computes the same permutation of the training set (Mirrorlab's shuffle); each global",
@@ -206,7 +207,8 @@ std::string generatePyTorchProgram(const Project& p) {
       "divides by world_size, so every replica holds the gradient of the mean loss over the global batch and",
       "applies the same update. Micro-batches before the last run under ddp.no_sync() and all-reduce once."};
   if (hasBatchNorm(model)) {
-    mapping.push_back("BatchNormalization: Keras' channels-last layer as PyTorch's BatchNorm (SyncBatchNorm when synchronized, on");
+    mapping.push_back(
+        "BatchNormalization: Keras' channels-last layer as PyTorch's BatchNorm (SyncBatchNorm when synchronized, on");
     mapping.push_back("GPUs; PyTorch has no CPU SyncBatchNorm, so over gloo each replica uses its own shard's statistics).");
   }
   if (hasDropout(model)) {
@@ -214,19 +216,29 @@ std::string generatePyTorchProgram(const Project& p) {
     mapping.push_back("Mirrorlab's masks keyed by step and sample, so with dropout the runs agree in distribution only.");
   }
   std::string out = headerComment(p, "PyTorch DistributedDataParallel", mapping);
-  out += "\"\"\"Run on this machine:  python3 " + file + " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
-         "or with torchrun:      torchrun --nproc_per_node=N " + file + "\n"
-         "Check saved weights:   python3 " + file + " --weights FILE.npz --predict-only\n\n"
+  out += "\"\"\"Run on this machine:  python3 " + file +
+         " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
+         "or with torchrun:      torchrun --nproc_per_node=N " +
+         file +
+         "\n"
+         "Check saved weights:   python3 " +
+         file +
+         " --weights FILE.npz --predict-only\n\n"
          "Needs PyTorch and numpy. NCCL with one GPU per process when CUDA is available, else gloo on the CPU.\n"
          "Start from Mirrorlab's weights to train step for step as Mirrorlab does:\n"
          "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
          "Without --weights, the initial weights are PyTorch's draws from Keras' distributions.\n"
-         "Project: " + pyDocText(p.description) + "\n\"\"\"\n";
-  out += "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as np\nimport torch\n"
-         "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
-         "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+         "Project: " +
+         pyDocText(p.description) + "\n\"\"\"\n";
+  out +=
+      "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as "
+      "np\nimport torch\n"
+      "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional "
+      "as F\n"
+      "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
-  out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) + "\n";
+  out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p)) +
+         "  # the project's devices: " + pyDocText(p.distribute.devices) + "\n";
   if (t.perDeviceBatch)
     out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) +
            "  # the project's batch per device and micro-batch: global = this x world_size x ACCUMULATE\n";
@@ -244,13 +256,18 @@ std::string generatePyTorchProgram(const Project& p) {
   if (hasSpatial(model)) out += kSpatialPython;
   out += "\n\ndef build_model():\n    return nn.Sequential(\n" + torchLayers(model, foldSoftmax) + "    )\n";
   out += torchOptimizerPython(t.optimizer);
-  out += "\n\ndef loss_sum(out, y):\n    \"\"\"The loss summed over the samples (the caller divides by the global batch).\"\"\"\n";
+  out +=
+      "\n\ndef loss_sum(out, y):\n    \"\"\"The loss summed over the samples (the caller divides by the global batch).\"\"\"\n";
   if (logits)
     out += "    return F.cross_entropy(out, y, reduction=\"sum\")  # " +
-           std::string(foldSoftmax ? "softmax + crossentropy, on the logits (Mirrorlab reports it with p clipped to [1e-7, 1 - 1e-7])"
-                                   : "from_logits") + "\n";
+           std::string(foldSoftmax
+                           ? "softmax + crossentropy, on the logits (Mirrorlab reports it with p clipped to [1e-7, 1 - 1e-7])"
+                           : "from_logits") +
+           "\n";
   else if (ce)
-    out += "    return F.nll_loss(torch.log(out.clamp(1e-7, 1 - 1e-7)), y, reduction=\"sum\")  # crossentropy on probabilities, clipped as Keras\n";
+    out +=
+        "    return F.nll_loss(torch.log(out.clamp(1e-7, 1 - 1e-7)), y, reduction=\"sum\")  # crossentropy on probabilities, "
+        "clipped as Keras\n";
   else
     out += "    return F.mse_loss(out, y, reduction=\"sum\") / out.shape[1]  # per sample: the mean over the outputs, as Keras\n";
   if (t.loss == "categorical_crossentropy")

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "Error.h"
-#include "distribute/AllReduce.h"
 #include "backend/DeviceList.h"
+#include "distribute/AllReduce.h"
 
 namespace ml {
 
@@ -87,7 +87,8 @@ RingTimes timeRing(int n, size_t floats, int repeats) {
       const auto t0 = std::chrono::steady_clock::now();
       ring.allReduce(rank, buf);
       sync.arrive_and_wait();  // the slowest participant ends the collective
-      if (rank == 0 && it >= warmup) times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      if (rank == 0 && it >= warmup)
+        times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
   };
   std::vector<std::thread> threads;

@@ -16,10 +16,10 @@ inline constexpr const char* kMeasuredLabel = "measured";
 
 // A link between devices: alpha (latency per message, seconds) and bandwidth (bytes/second).
 struct Link {
-  std::string id;      // nvlink | pcie4 | 100gbe | 10gbe | host
-  std::string name;    // "NVLink", "host memory (measured)"
-  double bandwidth = 0;  // bytes per second, one direction
-  double latency = 0;    // alpha, seconds per message
+  std::string id;         // nvlink | pcie4 | 100gbe | 10gbe | host
+  std::string name;       // "NVLink", "host memory (measured)"
+  double bandwidth = 0;   // bytes per second, one direction
+  double latency = 0;     // alpha, seconds per message
   bool measured = false;  // true only for the host link timed on this machine
 };
 
@@ -37,9 +37,9 @@ struct AllReduceEstimate {
   CollectiveAlgo algo = CollectiveAlgo::Ring;
   int devices = 1;
   double bytes = 0;
-  double latencySeconds = 0;    // the alpha terms
-  double transferSeconds = 0;   // the bytes / bandwidth terms
-  double seconds = 0;           // their sum
+  double latencySeconds = 0;   // the alpha terms
+  double transferSeconds = 0;  // the bytes / bandwidth terms
+  double seconds = 0;          // their sum
   bool modelled = true;
   std::string label = kModelledLabel;
 };
@@ -54,14 +54,14 @@ AllReduceEstimate estimateAllReduce(CollectiveAlgo algo, int n, double bytes, co
 // A timing of ml::RingAllReduce over host memory with n threads, turned into a Link by fitting
 // the same formula: alpha from a tiny buffer, bandwidth from a buffer of the gradient's size.
 struct HostAllReduceMeasurement {
-  Link link;                    // id "host", measured = true
+  Link link;  // id "host", measured = true
   int devices = 2;
   int64_t bytes = 0;
-  double seconds = 0;           // median time of one all-reduce of `bytes`, after a warm-up
+  double seconds = 0;                      // median time of one all-reduce of `bytes`, after a warm-up
   double secondsLow = 0, secondsHigh = 0;  // fastest and slowest of the timed repeats
   int repeats = 0;
-  double smallSeconds = 0;      // median time of one all-reduce of n floats
-  double busBandwidth = 0;      // 2 (n-1)/n bytes / seconds, as NCCL reports it
+  double smallSeconds = 0;  // median time of one all-reduce of n floats
+  double busBandwidth = 0;  // 2 (n-1)/n bytes / seconds, as NCCL reports it
   bool modelled = false;
   std::string label = kMeasuredLabel;
 };
@@ -75,7 +75,7 @@ struct ComputeProfile {
   double optimizerPerStep = 0;   // seconds; does not shrink with more devices
   int64_t gradientBytes = 0;     // float32 parameters x 4
   int64_t stepsUsed = 0;
-  std::string source;            // "run 12", "3 steps of project 'Spirals' on cpu:1"
+  std::string source;  // "run 12", "3 steps of project 'Spirals' on cpu:1"
   bool measured = true;
   double perSample() const { return forwardPerSample + backwardPerSample; }
 };
@@ -87,7 +87,7 @@ struct WhatIfOptions {
   Link link;
   CollectiveAlgo algo = CollectiveAlgo::Ring;
   std::vector<int> devices = {1, 2, 4, 8};
-  int64_t batch = 128;           // global batch, or the per-device batch when perDeviceBatch
+  int64_t batch = 128;  // global batch, or the per-device batch when perDeviceBatch
   bool perDeviceBatch = false;
   // Share of the all-reduce hidden behind backward (buckets start while backward runs), in
   // [0, 1]; never more than the backward time itself.
@@ -97,15 +97,15 @@ struct WhatIfOptions {
 struct WhatIfRow {
   int devices = 1;
   int64_t globalBatch = 0;
-  int64_t perReplicaBatch = 0;      // the largest shard
-  double computeSeconds = 0;        // forward + backward of the largest shard + optimizer
-  double allreduceSeconds = 0;      // one all-reduce of the gradients
-  double exposedSeconds = 0;        // the part not hidden behind backward
+  int64_t perReplicaBatch = 0;  // the largest shard
+  double computeSeconds = 0;    // forward + backward of the largest shard + optimizer
+  double allreduceSeconds = 0;  // one all-reduce of the gradients
+  double exposedSeconds = 0;    // the part not hidden behind backward
   double stepSeconds = 0;
   double samplesPerSecond = 0;
-  double speedup = 1;               // throughput against the first row with one device (or the first row)
-  double efficiency = 1;            // speedup / (devices / devices of the reference row)
-  double syncShare = 0;             // exposedSeconds / stepSeconds
+  double speedup = 1;     // throughput against the first row with one device (or the first row)
+  double efficiency = 1;  // speedup / (devices / devices of the reference row)
+  double syncShare = 0;   // exposedSeconds / stepSeconds
   bool modelled = true;
 };
 
@@ -117,7 +117,7 @@ struct WhatIfResult {
   double overlap = 0;
   bool modelled = true;
   std::string label = kModelledLabel;
-  std::string assumptions;          // one sentence for the view's caption
+  std::string assumptions;  // one sentence for the view's caption
 };
 
 // Throws UserError for an empty device list, a device count < 1, a batch < 1 or a profile with no

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -72,7 +72,8 @@ struct LessonReader : JsonFieldReader {
     if (!v.is_number() || v.get<double>() < lo) fail(path + "." + key, std::string("must be ") + what + ", got " + shortDump(v));
     return v.get<double>();
   }
-  int64_t integer(const json& obj, const std::string& path, const char* key, int64_t fallback, int64_t lo, const char* what) const {
+  int64_t integer(const json& obj, const std::string& path, const char* key, int64_t fallback, int64_t lo,
+                  const char* what) const {
     if (!obj.contains(key)) return fallback;
     const json& v = obj.at(key);
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > (int64_t{1} << 40))
@@ -82,13 +83,16 @@ struct LessonReader : JsonFieldReader {
 };
 
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
-  r.onlyKeys(e, path, {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
-                       "steps", "faults"});
+  r.onlyKeys(e, path,
+             {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
+              "steps", "faults"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   if (!isName(x.label, "_"))
-    r.fail(path + ".label", "is '" + clipText(x.label, 40) + "': use lower-case letters, digits and _, starting with a letter (it names figures such as {final_acc_" +
-                                "four})");
+    r.fail(path + ".label",
+           "is '" + clipText(x.label, 40) +
+               "': use lower-case letters, digits and _, starting with a letter (it names figures such as {final_acc_" +
+               "four})");
   x.title = r.text(e, path, "title", false, "a string");
   if (x.title.empty()) x.title = x.label;
   x.devices = r.text(e, path, "devices", true, "a device list such as \"cpu:4\"");
@@ -130,7 +134,9 @@ Project parseLessonProject(const LessonReader& r, const json& j, const std::stri
   if (pj.is_string()) {
     ref = pj.get<std::string>();
     const fs::path path = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(projectsDir) / ref;
-    if (!fs::exists(path)) r.fail("project", "names '" + clipText(ref, 80) + "', which is not at " + clipText(path.string(), 200) + ": give a file in projects/");
+    if (!fs::exists(path))
+      r.fail("project",
+             "names '" + clipText(ref, 80) + "', which is not at " + clipText(path.string(), 200) + ": give a file in projects/");
     try {
       return Project::load(path.string());
     } catch (const UserError& e) {
@@ -165,7 +171,8 @@ Lesson parseLesson(const json& j, const std::string& source, const std::string& 
   for (size_t i = 0; i < ex.size(); ++i) {
     const std::string path = "experiments[" + std::to_string(i) + "]";
     LessonExperiment x = parseExperiment(r, ex[i], path);
-    if (!labels.insert(x.label).second) r.fail(path + ".label", "'" + clipText(x.label, 40) + "' is used twice: labels must be unique");
+    if (!labels.insert(x.label).second)
+      r.fail(path + ".label", "'" + clipText(x.label, 40) + "' is used twice: labels must be unique");
     validate(x.apply(l.project), source + ": " + path);
     l.experiments.push_back(std::move(x));
   }
@@ -218,7 +225,8 @@ static std::string lessonProjectsDir(const std::string& dir) {
 
 std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
   if (!fs::is_directory(dir))
-    throw UserError("lesson folder '" + dir + "' does not exist: reinstall Mirrorlab, set MIRRORLAB_LESSONS or give --dir; searched:\n" +
+    throw UserError("lesson folder '" + dir +
+                    "' does not exist: reinstall Mirrorlab, set MIRRORLAB_LESSONS or give --dir; searched:\n" +
                     describeSharedDataSearch());
   const std::string projects = projectsDir.empty() ? lessonProjectsDir(dir) : projectsDir;
   std::vector<fs::path> files;
@@ -230,7 +238,8 @@ std::vector<Lesson> loadLessons(const std::string& dir, const std::string& proje
   for (const auto& f : files) {
     lessons.push_back(loadLesson(f.string(), projects));
     if (!ids.insert(lessons.back().id).second)
-      throw UserError(f.string() + ": id '" + lessons.back().id + "' is already used by another lesson in " + dir + ": ids must be unique");
+      throw UserError(f.string() + ": id '" + lessons.back().id + "' is already used by another lesson in " + dir +
+                      ": ids must be unique");
   }
   std::stable_sort(lessons.begin(), lessons.end(), [](const Lesson& a, const Lesson& b) { return a.order < b.order; });
   return lessons;
@@ -257,11 +266,10 @@ std::vector<std::string> placeholdersIn(const std::string& text) {
 }
 
 std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
-  static const char* perExperiment[] = {"final_acc",  "final_loss",      "train_loss", "steps",           "seconds",
-                                        "samples_per_sec", "step_ms",     "sync_share", "allreduce_share", "wait_share",
-                                        "checksums_equal", "checksum",    "replicas",   "global_batch",    "per_replica_batch",
-                                        "shard_sizes", "lr",              "steps_per_epoch", "status",    "max_wait_ms",
-                                        "min_wait_ms"};
+  static const char* perExperiment[] = {
+      "final_acc",         "final_loss",      "train_loss", "steps",           "seconds",  "samples_per_sec", "step_ms",
+      "sync_share",        "allreduce_share", "wait_share", "checksums_equal", "checksum", "replicas",        "global_batch",
+      "per_replica_batch", "shard_sizes",     "lr",         "steps_per_epoch", "status",   "max_wait_ms",     "min_wait_ms"};
   static const char* perDeviceCount[] = {"speedup", "efficiency", "sync_share", "step_ms", "samples_per_sec"};
   std::vector<std::string> names = {"checksums_equal", "params", "gradient_kib", "host_cores", "experiments"};
   std::set<int> counts;

@@ -16,17 +16,17 @@ inline constexpr int kLessonSchemaVersion = 1;
 
 // One training run of a lesson: the lesson's project with these settings changed.
 struct LessonExperiment {
-  std::string label;            // [a-z][a-z0-9_]*: names the figures ({final_acc_<label>})
-  std::string title;            // for the view ("4 devices, unscaled")
+  std::string label;  // [a-z][a-z0-9_]*: names the figures ({final_acc_<label>})
+  std::string title;  // for the view ("4 devices, unscaled")
   std::string devices = "cpu:1";
   std::string batchPolicy = "global";  // global | per-device: what `batch` means
-  int64_t batch = 0;            // 0: the project's batch size
-  std::string lrScaling;        // none | linear | sqrt; "" keeps the project's
-  double warmupEpochs = -1;     // < 0 keeps the project's
-  double learningRate = 0;      // base rate (before scaling); 0 keeps the project's
-  int epochs = 0;               // 0 keeps the project's
-  int64_t steps = 0;            // stop after this many updates (0: every epoch)
-  std::vector<std::string> faults;  // injected faults ("slow:cpu:1=3x"): the run shows what they do
+  int64_t batch = 0;                   // 0: the project's batch size
+  std::string lrScaling;               // none | linear | sqrt; "" keeps the project's
+  double warmupEpochs = -1;            // < 0 keeps the project's
+  double learningRate = 0;             // base rate (before scaling); 0 keeps the project's
+  int epochs = 0;                      // 0 keeps the project's
+  int64_t steps = 0;                   // stop after this many updates (0: every epoch)
+  std::vector<std::string> faults;     // injected faults ("slow:cpu:1=3x"): the run shows what they do
 
   // The project with this experiment's settings applied.
   Project apply(const Project& base) const;
@@ -35,22 +35,22 @@ struct LessonExperiment {
 struct LessonQuestion {
   std::string text;
   std::vector<std::string> choices;
-  int correct = 0;              // index into choices, from 0
-  std::string explanation;      // why the correct choice is right (shown with the reveal)
+  int correct = 0;          // index into choices, from 0
+  std::string explanation;  // why the correct choice is right (shown with the reveal)
 };
 
 struct Lesson {
   int schemaVersion = kLessonSchemaVersion;
-  std::string id;               // [a-z0-9-]+, unique
-  int order = 0;                // position in the list
+  std::string id;  // [a-z0-9-]+, unique
+  int order = 0;   // position in the list
   std::string title;
-  std::string idea;             // the one idea this lesson teaches, a sentence or two
+  std::string idea;  // the one idea this lesson teaches, a sentence or two
   Project project;
-  std::string projectRef;       // the path relative to projects/, or "inline"
+  std::string projectRef;  // the path relative to projects/, or "inline"
   std::vector<LessonExperiment> experiments;
   LessonQuestion question;
-  std::string reveal;           // with {placeholders}
-  std::string sourcePath;       // the file it came from ("" when parsed from JSON)
+  std::string reveal;      // with {placeholders}
+  std::string sourcePath;  // the file it came from ("" when parsed from JSON)
 };
 
 // Parses and validates; errors are UserError "<source>: <field> <what is wrong and allowed>".

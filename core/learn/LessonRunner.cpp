@@ -1,11 +1,11 @@
 // The lesson runner: every experiment is a real Trainer run over the same loaded data set; its
 // events are collected from the hub and turned into named figures. Timing figures skip each
 // run's first step, which pays for first-touch allocations and thread start-up.
-#include "Format.h"
 #include "learn/LessonRunner.h"
+#include "Format.h"
 
-#include <cctype>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -175,7 +175,8 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   f["checksums_equal"] = yesNo(allEqual);
   const Sequential model(lesson.project.model);
   f["params"] = integer(model.paramCount());
-  f["gradient_kib"] = {static_cast<double>(model.paramCount()) * 4.0 / 1024.0, formatNumber("%.1f", static_cast<double>(model.paramCount()) * 4.0 / 1024.0)};
+  f["gradient_kib"] = {static_cast<double>(model.paramCount()) * 4.0 / 1024.0,
+                       formatNumber("%.1f", static_cast<double>(model.paramCount()) * 4.0 / 1024.0)};
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   f["host_cores"] = integer(cores);
   f["experiments"] = integer(static_cast<int64_t>(outcomes.size()));
@@ -201,7 +202,8 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   if (outcomes.size() >= 2) {
     const auto &a = outcomes[0], &b = outcomes[1];
     double maxDiff = 0;
-    for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i) maxDiff = std::max(maxDiff, std::abs(a.steps[i].loss - b.steps[i].loss));
+    for (size_t i = 0; i < std::min(a.steps.size(), b.steps.size()); ++i)
+      maxDiff = std::max(maxDiff, std::abs(a.steps[i].loss - b.steps[i].loss));
     f["max_loss_diff"] = {maxDiff, formatNumber("%.2g", maxDiff)};
     const double accDiff = std::abs(finalAccuracy(a) - finalAccuracy(b)) * 100.0;
     f["final_acc_diff"] = {accDiff, formatNumber("%.1f", accDiff)};
@@ -236,7 +238,8 @@ std::string fillPlaceholders(const std::string& text, const LessonFigures& figur
   return out;
 }
 
-LessonRunner::LessonRunner(Lesson lesson, LessonRunnerOptions options) : lesson_(std::move(lesson)), options_(std::move(options)) {}
+LessonRunner::LessonRunner(Lesson lesson, LessonRunnerOptions options)
+    : lesson_(std::move(lesson)), options_(std::move(options)) {}
 
 void LessonRunner::requestCancel() { runs_.requestCancel(); }
 
@@ -270,13 +273,17 @@ LessonOutcome LessonRunner::run() {
     events.clear();
     collect->drain(events);
     for (auto& e : events) {
-      if (auto* s = std::get_if<StepEvent>(&e)) eo.steps.push_back(std::move(*s));
-      else if (auto* ep = std::get_if<EpochEvent>(&e)) eo.epochs.push_back(std::move(*ep));
-      else if (auto* st = std::get_if<RunStarted>(&e)) eo.started = std::move(*st);
+      if (auto* s = std::get_if<StepEvent>(&e))
+        eo.steps.push_back(std::move(*s));
+      else if (auto* ep = std::get_if<EpochEvent>(&e))
+        eo.epochs.push_back(std::move(*ep));
+      else if (auto* st = std::get_if<RunStarted>(&e))
+        eo.started = std::move(*st);
     }
     const bool ok = eo.finished.status == RunStatus::Finished;
-    if (!ok) out.message = "experiment '" + eo.experiment.title + "' ended " + toString(eo.finished.status) +
-                           (eo.finished.message.empty() ? "" : ": " + eo.finished.message);
+    if (!ok)
+      out.message = "experiment '" + eo.experiment.title + "' ended " + toString(eo.finished.status) +
+                    (eo.finished.message.empty() ? "" : ": " + eo.finished.message);
     out.experiments.push_back(std::move(eo));
     if (!ok) break;
   }

@@ -21,34 +21,34 @@
 namespace ml {
 
 struct LessonFigure {
-  double value = 0;   // the raw number (shares and accuracies as fractions, times in seconds)
-  std::string text;   // as the reveal shows it ("87.3%", "1.84", "yes")
+  double value = 0;  // the raw number (shares and accuracies as fractions, times in seconds)
+  std::string text;  // as the reveal shows it ("87.3%", "1.84", "yes")
 };
 using LessonFigures = std::map<std::string, LessonFigure>;
 
 struct LessonRunnerOptions {
-  std::string storePath;   // record every experiment as a stored run there; "" records nothing
-  int64_t maxSteps = 0;    // caps every experiment's updates (quick checks, tests); 0: as the lesson says
+  std::string storePath;                 // record every experiment as a stored run there; "" records nothing
+  int64_t maxSteps = 0;                  // caps every experiment's updates (quick checks, tests); 0: as the lesson says
   std::string runNamePrefix = "lesson";  // stored runs are named "<prefix> <id>: <experiment title>"
 };
 
 struct ExperimentOutcome {
   LessonExperiment experiment;
-  Project project;                  // as run
+  Project project;  // as run
   RunPlan plan;
   RunStarted started;
   RunFinished finished;
-  std::vector<StepEvent> steps;     // with per-replica timings
+  std::vector<StepEvent> steps;  // with per-replica timings
   std::vector<EpochEvent> epochs;
-  std::optional<int64_t> runId;     // when recorded
+  std::optional<int64_t> runId;  // when recorded
 };
 
 struct LessonOutcome {
   std::vector<ExperimentOutcome> experiments;
   LessonFigures figures;
-  std::string reveal;               // the lesson's reveal with every placeholder filled
-  bool completed = false;           // false when cancelled or an experiment failed
-  std::string message;              // why not completed
+  std::string reveal;      // the lesson's reveal with every placeholder filled
+  bool completed = false;  // false when cancelled or an experiment failed
+  std::string message;     // why not completed
 };
 
 class LessonRunner {

@@ -1,6 +1,6 @@
 // The scaling experiment: one real Trainer run per device count over one loaded data set.
-#include "Format.h"
 #include "learn/ScalingExperiment.h"
+#include "Format.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,7 +16,8 @@ namespace ml {
 BatchPolicy parseBatchPolicy(const std::string& s) {
   if (s == "global") return BatchPolicy::KeepGlobal;
   if (s == "per-device") return BatchPolicy::KeepPerDevice;
-  throw UserError("batch policy '" + s + "' is not one of: global (every row trains the same global batch), "
+  throw UserError("batch policy '" + s +
+                  "' is not one of: global (every row trains the same global batch), "
                   "per-device (every replica keeps the first row's per-replica batch)");
 }
 
@@ -24,7 +25,8 @@ const char* toString(BatchPolicy p) { return p == BatchPolicy::KeepGlobal ? "glo
 
 ScalingExperiment::ScalingExperiment(Project base, std::shared_ptr<const DataSplit> data, ScalingOptions options)
     : base_(std::move(base)), data_(std::move(data)), options_(std::move(options)) {
-  if (options_.steps < 1) throw UserError("the scaling experiment needs at least 1 step per device count, got " + std::to_string(options_.steps));
+  if (options_.steps < 1)
+    throw UserError("the scaling experiment needs at least 1 step per device count, got " + std::to_string(options_.steps));
   const auto sweep = parseDeviceSweep(options_.devices);
   // The first row fixes the batch: its global batch is kept, or its per-replica batch.
   const int firstN = sweep.front().size();
@@ -85,22 +87,27 @@ void computeSpeedups(std::vector<ScalingRow>& rows) {
 }
 
 std::string explainScaling(const std::vector<ScalingRow>& rows, BatchPolicy keep, int hostCores) {
-  if (rows.size() < 2) return rows.empty() ? "No device count has finished yet." : "Only one device count has run: there is nothing to compare yet.";
+  if (rows.size() < 2)
+    return rows.empty() ? "No device count has finished yet." : "Only one device count has run: there is nothing to compare yet.";
   const ScalingRow& a = rows.front();
   const ScalingRow& b = rows.back();
   const double ideal = static_cast<double>(b.replicas) / a.replicas;
   std::string s = std::to_string(b.replicas) + " devices ran " + formatNumber("%.2f", b.speedup) + "x as fast as " +
-                  std::to_string(a.replicas) + (a.replicas == 1 ? " device" : " devices") + " (ideal " + formatNumber("%.0f", ideal) +
-                  "x, efficiency " + formatNumber("%.0f", 100 * b.efficiency) + "%). ";
-  if (b.speedup < 1.0) s += "More devices were slower: ";
-  else if (b.efficiency >= 0.9) s += "That is close to linear: ";
-  else s += "The gap to the ideal line: ";
+                  std::to_string(a.replicas) + (a.replicas == 1 ? " device" : " devices") + " (ideal " +
+                  formatNumber("%.0f", ideal) + "x, efficiency " + formatNumber("%.0f", 100 * b.efficiency) + "%). ";
+  if (b.speedup < 1.0)
+    s += "More devices were slower: ";
+  else if (b.efficiency >= 0.9)
+    s += "That is close to linear: ";
+  else
+    s += "The gap to the ideal line: ";
   const double grew = b.syncShare - a.syncShare;
   if (b.efficiency >= 0.9) {
     s += "compute dominates and synchronisation took only " + formatNumber("%.0f", 100 * b.syncShare) + "% of the step.";
   } else if (grew > 0.02) {
-    s += "synchronisation (all-reduce plus waiting for the slowest replica) grew from " + formatNumber("%.0f", 100 * a.syncShare) +
-         "% to " + formatNumber("%.0f", 100 * b.syncShare) + "% of the step; the all-reduce moves the whole gradient every step "
+    s += "synchronisation (all-reduce plus waiting for the slowest replica) grew from " +
+         formatNumber("%.0f", 100 * a.syncShare) + "% to " + formatNumber("%.0f", 100 * b.syncShare) +
+         "% of the step; the all-reduce moves the whole gradient every step "
          "whatever the number of devices, while each device's share of the arithmetic shrinks.";
   } else {
     s += "the compute per device did not shrink as fast as the shard did (small shards use the cores less well, and "
@@ -111,7 +118,8 @@ std::string explainScaling(const std::vector<ScalingRow>& rows, BatchPolicy keep
          std::to_string(b.replicas) + " simulated devices share them: beyond " + std::to_string(hostCores) +
          " devices the compute cannot get faster at all.";
   if (keep == BatchPolicy::KeepPerDevice)
-    s += " The per-device batch was kept, so the global batch grew with the devices (weak scaling): samples/s is the fair measure.";
+    s += " The per-device batch was kept, so the global batch grew with the devices (weak scaling): samples/s is the fair "
+         "measure.";
   return s;
 }
 

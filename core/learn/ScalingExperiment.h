@@ -24,34 +24,34 @@ BatchPolicy parseBatchPolicy(const std::string& s);
 const char* toString(BatchPolicy p);
 
 struct ScalingOptions {
-  std::string devices = "cpu:1,2,4";   // a sweep: cpu:1,2,4 (see parseDeviceSweep)
+  std::string devices = "cpu:1,2,4";  // a sweep: cpu:1,2,4 (see parseDeviceSweep)
   BatchPolicy keep = BatchPolicy::KeepGlobal;
-  int64_t steps = 200;                 // optimizer updates per device count
-  std::string storePath;               // record each row as a run there; "" records nothing
-  std::string runNamePrefix;           // "" -> "<project name> scale"
+  int64_t steps = 200;        // optimizer updates per device count
+  std::string storePath;      // record each row as a run there; "" records nothing
+  std::string runNamePrefix;  // "" -> "<project name> scale"
 };
 
 struct ScalingRow {
-  std::string devices;                 // "cpu:2"
+  std::string devices;  // "cpu:2"
   int replicas = 1;
   int64_t globalBatch = 0;
-  int64_t perReplicaBatch = 0;         // the largest shard
-  double stepSeconds = 0;              // median over the steps after a short warm-up
-  double samplesPerSecond = 0;         // global batch / median step time
-  double syncShare = 0;                // (all-reduce + wait) / replica step time, summed over replicas
+  int64_t perReplicaBatch = 0;  // the largest shard
+  double stepSeconds = 0;       // median over the steps after a short warm-up
+  double samplesPerSecond = 0;  // global batch / median step time
+  double syncShare = 0;         // (all-reduce + wait) / replica step time, summed over replicas
   double allreduceShare = 0;
   double waitShare = 0;
-  double speedup = 1;                  // samples/s against the first row
-  double efficiency = 1;               // speed-up / (replicas / replicas of the first row)
-  int64_t steps = 0;                   // steps run
-  std::optional<int64_t> runId;        // when recorded
+  double speedup = 1;            // samples/s against the first row
+  double efficiency = 1;         // speed-up / (replicas / replicas of the first row)
+  int64_t steps = 0;             // steps run
+  std::optional<int64_t> runId;  // when recorded
 };
 
 struct ScalingResult {
-  std::vector<ScalingRow> rows;        // the finished rows, in order
-  bool completed = false;              // every row ran to its steps
-  std::string message;                 // why not completed
-  std::string explanation;             // explainScaling(rows, ...)
+  std::vector<ScalingRow> rows;  // the finished rows, in order
+  bool completed = false;        // every row ran to its steps
+  std::string message;           // why not completed
+  std::string explanation;       // explainScaling(rows, ...)
 };
 
 class ScalingExperiment {

@@ -36,7 +36,8 @@ std::vector<std::string> splitList(const std::string& text, char sep, const std:
     const size_t end = text.find(sep, start);
     std::string item = trim(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
     if (item.empty())
-      throw UserError(what + ": '" + text + "' has an empty item; separate values with single commas, e.g. " + what + " " + example);
+      throw UserError(what + ": '" + text + "' has an empty item; separate values with single commas, e.g. " + what + " " +
+                      example);
     items.push_back(item);
     if (end == std::string::npos) break;
     start = end + 1;
@@ -91,11 +92,14 @@ std::vector<std::string> parseDeviceSpecList(const std::string& text, const std:
   } else {
     for (const auto& item : splitList(text, ',', what, "cpu:1,cpu:2")) {
       const bool bare = item.find(':') == std::string::npos;
-      if (!bare) specs.push_back(item);
+      if (!bare)
+        specs.push_back(item);
       else if (specs.empty())
         throw UserError(what + ": '" + item + "' names no device kind; write cpu:N, e.g. " + what + " cpu:1,cpu:2");
-      else if (specs.back().rfind("gpu:", 0) == 0) specs.back() += "," + item;  // gpu:0,1 is one list of GPUs
-      else specs.push_back(specs.back().substr(0, specs.back().find(':') + 1) + item);  // cpu:1,2 = cpu:1, cpu:2
+      else if (specs.back().rfind("gpu:", 0) == 0)
+        specs.back() += "," + item;  // gpu:0,1 is one list of GPUs
+      else
+        specs.push_back(specs.back().substr(0, specs.back().find(':') + 1) + item);  // cpu:1,2 = cpu:1, cpu:2
     }
   }
   for (const auto& s : specs) {
@@ -132,8 +136,8 @@ SweepGrid SweepGrid::fromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json SweepOptions::toJson() const {
-  nlohmann::json j{{"parallel", parallel}, {"max_points", maxPoints}, {"stop_after_no_improvement", stopAfterNoImprovement},
-                   {"name", name}};
+  nlohmann::json j{
+      {"parallel", parallel}, {"max_points", maxPoints}, {"stop_after_no_improvement", stopAfterNoImprovement}, {"name", name}};
   if (epochs) j["epochs"] = *epochs;
   if (steps) j["steps"] = *steps;
   if (target) j["target"] = *target;
@@ -180,7 +184,8 @@ Project pointProject(const Project& base, const SweepPointRow& pt, const SweepOp
   // project's rate was set for (one rule everywhere, project/LrScaling.h).
   p.training.lrReferenceBatch = lrReferenceBatch(base.training);
   p.distribute.devices = pt.devices;
-  if (o.epochs) p.training.epochs = *o.epochs;
+  if (o.epochs)
+    p.training.epochs = *o.epochs;
   else if (o.steps && trainSamples > 0) {
     const int64_t perEpoch = std::max<int64_t>(1, (trainSamples + pt.batchSize - 1) / pt.batchSize);
     p.training.epochs = static_cast<int>(std::max<int64_t>(1, (*o.steps + perEpoch - 1) / perEpoch));
@@ -190,23 +195,31 @@ Project pointProject(const Project& base, const SweepPointRow& pt, const SweepOp
 
 void validateSweep(const Project& base, const SweepOptions& o, int64_t trainSamples) {
   const SweepGrid& g = o.grid;
-  const struct { size_t n; const char* what; const char* example; } lists[] = {
-      {g.batchSizes.size(), "--batch-size", "64,128"}, {g.lrs.size(), "--lr", "1e-3,1e-2"},
-      {g.devices.size(), "--devices", "cpu:1,cpu:2"}, {g.lrScalings.size(), "--lr-scaling", "none,linear"}};
+  const struct {
+    size_t n;
+    const char* what;
+    const char* example;
+  } lists[] = {{g.batchSizes.size(), "--batch-size", "64,128"},
+               {g.lrs.size(), "--lr", "1e-3,1e-2"},
+               {g.devices.size(), "--devices", "cpu:1,cpu:2"},
+               {g.lrScalings.size(), "--lr-scaling", "none,linear"}};
   for (const auto& l : lists)
-    if (l.n == 0) throw UserError(std::string(l.what) + ": the list is empty; give at least one value, e.g. " + l.what + " " + l.example);
+    if (l.n == 0)
+      throw UserError(std::string(l.what) + ": the list is empty; give at least one value, e.g. " + l.what + " " + l.example);
   if (o.maxPoints < 1) throw UserError("--max-points must be at least 1, got " + std::to_string(o.maxPoints));
   if (static_cast<int64_t>(g.size()) > o.maxPoints)
-    throw UserError("the grid has " + std::to_string(g.size()) + " points (" + std::to_string(g.batchSizes.size()) + " batch sizes x " +
-                    std::to_string(g.lrs.size()) + " learning rates x " + std::to_string(g.devices.size()) + " device lists x " +
-                    std::to_string(g.lrScalings.size()) + " scaling rules), more than the limit of " + std::to_string(o.maxPoints) +
-                    ": shorten a list, or allow it with --max-points " + std::to_string(g.size()));
+    throw UserError("the grid has " + std::to_string(g.size()) + " points (" + std::to_string(g.batchSizes.size()) +
+                    " batch sizes x " + std::to_string(g.lrs.size()) + " learning rates x " + std::to_string(g.devices.size()) +
+                    " device lists x " + std::to_string(g.lrScalings.size()) + " scaling rules), more than the limit of " +
+                    std::to_string(o.maxPoints) + ": shorten a list, or allow it with --max-points " + std::to_string(g.size()));
   if (o.epochs && o.steps) throw UserError("give --epochs or --steps for the sweep's points, not both");
   if (o.epochs && *o.epochs < 1) throw UserError("--epochs must be at least 1, got " + std::to_string(*o.epochs));
   if (o.steps && *o.steps < 1) throw UserError("--steps must be at least 1, got " + std::to_string(*o.steps));
-  if (o.parallel < 1 || o.parallel > 16) throw UserError("--parallel must be between 1 and 16, got " + std::to_string(o.parallel));
+  if (o.parallel < 1 || o.parallel > 16)
+    throw UserError("--parallel must be between 1 and 16, got " + std::to_string(o.parallel));
   if (o.stopAfterNoImprovement < 0)
-    throw UserError("--stop-after-no-improvement must be 0 (off) or a number of epochs, got " + std::to_string(o.stopAfterNoImprovement));
+    throw UserError("--stop-after-no-improvement must be 0 (off) or a number of epochs, got " +
+                    std::to_string(o.stopAfterNoImprovement));
   if (o.target && !std::isfinite(*o.target)) throw UserError("--target must be a number, e.g. --target 0.85");
   for (const auto& d : g.devices) {
     const int replicas = parseDevices(d).size();
@@ -355,8 +368,8 @@ void SweepRunner::runPoint(size_t i, RunSequence& seq) {
   to.maxSteps = options_.steps.value_or(0);
   to.stopAfterNoImprovement = options_.stopAfterNoImprovement;
   to.runName = (options_.name.empty() ? base_.name + " sweep" : options_.name) + " " + std::to_string(id_) + " #" +
-               std::to_string(pt.point + 1) + ": batch " + std::to_string(pt.batchSize) + ", lr " + formatNumber("%g", pt.lr) + ", " +
-               pt.devices + (pt.lrScaling == "none" ? "" : ", " + pt.lrScaling + " scaling");
+               std::to_string(pt.point + 1) + ": batch " + std::to_string(pt.batchSize) + ", lr " + formatNumber("%g", pt.lr) +
+               ", " + pt.devices + (pt.lrScaling == "none" ? "" : ", " + pt.lrScaling + " scaling");
   TelemetryHub hub;
   std::string status, message;
   std::optional<int64_t> runId;

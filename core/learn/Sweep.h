@@ -24,10 +24,10 @@ namespace ml {
 class RunSequence;
 
 struct SweepGrid {
-  std::vector<int64_t> batchSizes;       // global batch of one update
-  std::vector<double> lrs;               // base learning rates
-  std::vector<std::string> devices;      // device specs: "cpu:1", "cpu:2", "gpu:0,1"
-  std::vector<std::string> lrScalings;   // none | linear | sqrt
+  std::vector<int64_t> batchSizes;      // global batch of one update
+  std::vector<double> lrs;              // base learning rates
+  std::vector<std::string> devices;     // device specs: "cpu:1", "cpu:2", "gpu:0,1"
+  std::vector<std::string> lrScalings;  // none | linear | sqrt
   size_t size() const { return batchSizes.size() * lrs.size() * devices.size() * lrScalings.size(); }
   nlohmann::json toJson() const;
   static SweepGrid fromJson(const nlohmann::json& j);
@@ -44,14 +44,14 @@ std::vector<std::string> parseScalingList(const std::string& text, const std::st
 
 struct SweepOptions {
   SweepGrid grid;
-  std::optional<int> epochs;             // per point (else the project's)
-  std::optional<int64_t> steps;          // per point: stop after S updates
-  std::optional<double> target;          // validation metric to reach (time / samples to it)
-  int parallel = 1;                      // points trained at once
-  int64_t maxPoints = 64;                // a larger grid is refused before anything runs
-  int stopAfterNoImprovement = 0;        // early stopping, in epochs; 0: never
-  std::string name;                      // "" -> "<project name> sweep"
-  nlohmann::json toJson() const;         // everything but the grid
+  std::optional<int> epochs;       // per point (else the project's)
+  std::optional<int64_t> steps;    // per point: stop after S updates
+  std::optional<double> target;    // validation metric to reach (time / samples to it)
+  int parallel = 1;                // points trained at once
+  int64_t maxPoints = 64;          // a larger grid is refused before anything runs
+  int stopAfterNoImprovement = 0;  // early stopping, in epochs; 0: never
+  std::string name;                // "" -> "<project name> sweep"
+  nlohmann::json toJson() const;   // everything but the grid
   static SweepOptions fromJson(const nlohmann::json& options, const nlohmann::json& grid);
 };
 
@@ -67,7 +67,7 @@ void validateSweep(const Project& base, const SweepOptions& o, int64_t trainSamp
 
 // One point's live state for progress displays.
 struct SweepPointProgress {
-  std::string status;    // as in SweepPointRow
+  std::string status;  // as in SweepPointRow
   int64_t step = 0, totalSteps = 0;
   std::optional<int64_t> runId;
 };

@@ -89,9 +89,9 @@ std::string formatSweepTable(const SweepResults& r) {
   for (size_t i = 0; i < r.points.size(); ++i) {
     const auto& p = r.points[i];
     std::snprintf(line, sizeof line, "%c %3d %-10s %-7s %7lld %9s %10s %12s %10s %12s %11s  %s\n", r.best == i ? '*' : ' ',
-                  p.point.point + 1, p.point.devices.c_str(), p.point.lrScaling.c_str(), static_cast<long long>(p.point.batchSize),
-                  formatNumber("%g", p.point.lr).c_str(), p.point.status.c_str(), opt(p.finalValMetric, "%.4f").c_str(),
-                  opt(p.secondsToTarget, "%.2f").c_str(),
+                  p.point.point + 1, p.point.devices.c_str(), p.point.lrScaling.c_str(),
+                  static_cast<long long>(p.point.batchSize), formatNumber("%g", p.point.lr).c_str(), p.point.status.c_str(),
+                  opt(p.finalValMetric, "%.4f").c_str(), opt(p.secondsToTarget, "%.2f").c_str(),
                   p.samplesToTarget ? std::to_string(*p.samplesToTarget).c_str() : "-", opt(p.samplesPerSec, "%.0f").c_str(),
                   p.point.runId ? std::to_string(*p.point.runId).c_str() : "-");
     out += line;
@@ -99,7 +99,8 @@ std::string formatSweepTable(const SweepResults& r) {
   if (r.best) {
     const auto& b = r.points[*r.best];
     out += "* best: #" + std::to_string(b.point.point + 1) + " (batch " + std::to_string(b.point.batchSize) + ", lr " +
-           formatNumber("%g", b.point.lr) + ", " + b.point.devices + ", " + b.point.lrScaling + " scaling) — " + r.bestReason + "\n";
+           formatNumber("%g", b.point.lr) + ", " + b.point.devices + ", " + b.point.lrScaling + " scaling) — " + r.bestReason +
+           "\n";
   } else {
     out += "no point has finished with a validation metric yet\n";
   }

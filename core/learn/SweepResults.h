@@ -14,23 +14,23 @@ namespace ml {
 struct SweepPointResult {
   SweepPointRow point;
   int replicas = 1;
-  std::optional<double> lr;               // after the scaling rule
+  std::optional<double> lr;  // after the scaling rule
   std::optional<double> finalValMetric, finalValLoss;
   std::optional<double> secondsToTarget;  // wall time since the run started
   std::optional<int64_t> samplesToTarget;
   std::optional<int> epochToTarget;
   std::optional<double> samplesPerSec;
-  std::optional<double> seconds;          // the whole run
-  int epochs = 0;                         // epochs run
-  std::string runStatus;                  // the run's own status ("" when no run)
+  std::optional<double> seconds;  // the whole run
+  int epochs = 0;                 // epochs run
+  std::string runStatus;          // the run's own status ("" when no run)
 };
 
 struct SweepResults {
   SweepRecord sweep;
-  std::vector<SweepPointResult> points;   // in grid order
-  std::optional<size_t> best;             // index into points
-  std::string bestReason;                 // "fastest to 0.85" / "best final validation metric"
-  std::string metric = "accuracy";        // the project's first metric
+  std::vector<SweepPointResult> points;  // in grid order
+  std::optional<size_t> best;            // index into points
+  std::string bestReason;                // "fastest to 0.85" / "best final validation metric"
+  std::string metric = "accuracy";       // the project's first metric
   bool higherIsBetter = true;
 };
 

@@ -3,8 +3,8 @@
 // Samples are processed in chunks so the column buffer stays a few MiB whatever the batch.
 #include "nn/Conv2D.h"
 
-#include <algorithm>
 #include <cblas.h>
+#include <algorithm>
 #include <cstring>
 
 #include "Error.h"
@@ -30,8 +30,10 @@ void im2col(const float* x, int64_t n, const Geometry& g, const Window& win, flo
           }
           for (int64_t kx = 0; kx < win.kw; ++kx) {
             const int64_t ix = ox * win.sw - g.padLeft + kx;
-            if (ix < 0 || ix >= g.w) std::fill(dst + kx * g.c, dst + (kx + 1) * g.c, 0.0f);
-            else std::memcpy(dst + kx * g.c, img + (iy * g.w + ix) * g.c, static_cast<size_t>(g.c) * sizeof(float));
+            if (ix < 0 || ix >= g.w)
+              std::fill(dst + kx * g.c, dst + (kx + 1) * g.c, 0.0f);
+            else
+              std::memcpy(dst + kx * g.c, img + (iy * g.w + ix) * g.c, static_cast<size_t>(g.c) * sizeof(float));
           }
         }
       }
@@ -61,11 +63,17 @@ void col2imAdd(const float* dcols, int64_t n, const Geometry& g, const Window& w
 }
 
 Conv2D::Conv2D(int64_t filters, Window win, Act act, bool useBias, std::string kernelInit, std::string biasInit)
-    : filters_(filters), win_(win), act_(act), useBias_(useBias), kernelInit_(std::move(kernelInit)), biasInit_(std::move(biasInit)) {}
+    : filters_(filters),
+      win_(win),
+      act_(act),
+      useBias_(useBias),
+      kernelInit_(std::move(kernelInit)),
+      biasInit_(std::move(biasInit)) {}
 
 Shape Conv2D::build(const Shape& input) {
   if (act_ == Act::Softmax)
-    throw UserError("layer '" + name + "' (Conv2D): activation softmax is not offered on a convolution: use relu (or linear) "
+    throw UserError("layer '" + name +
+                    "' (Conv2D): activation softmax is not offered on a convolution: use relu (or linear) "
                     "and put the softmax on the last Dense layer");
   g_ = spatialGeometry(name, type(), input, win_, "kernel");
   const auto k = mulChecked(patch(), filters_);
@@ -110,8 +118,8 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
     float* out = y + i0 * pos * F;
     if (useBias_)
       for (int64_t r = 0; r < rows; ++r) std::copy(b_, b_ + F, out + r * F);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P),
-                1.0f, cols_.data(), static_cast<int>(P), w_, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P), 1.0f,
+                cols_.data(), static_cast<int>(P), w_, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
   }
   activationForward(act_, y, n * pos, F);
 }

@@ -76,9 +76,9 @@ void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
     if (useBias_) {
       for (int64_t r = 0; r < n; ++r) std::copy(b_ + lo, b_ + hi, y + r * out + lo);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(hi - lo),
-                static_cast<int>(in), 1.0f, x, static_cast<int>(in), w_ + lo, static_cast<int>(out),
-                useBias_ ? 1.0f : 0.0f, y + lo, static_cast<int>(out));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(hi - lo), static_cast<int>(in),
+                1.0f, x, static_cast<int>(in), w_ + lo, static_cast<int>(out), useBias_ ? 1.0f : 0.0f, y + lo,
+                static_cast<int>(out));
   };
   ThreadTeam* team = ThreadTeam::current();
   if (!useTeam(team, out)) {
@@ -94,9 +94,8 @@ void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
 // per element as the whole matrix, so any split gives the serial bits.
 void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(hi - lo),
-              static_cast<int>(n), 1.0f, x, static_cast<int>(in), dz + lo, static_cast<int>(out), 1.0f, dw_ + lo,
-              static_cast<int>(out));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(hi - lo), static_cast<int>(n), 1.0f,
+              x, static_cast<int>(in), dz + lo, static_cast<int>(out), 1.0f, dw_ + lo, static_cast<int>(out));
   if (useBias_) {
     for (int64_t r = 0; r < n; ++r) {
       const float* row = dz + r * out;
@@ -108,9 +107,8 @@ void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, i
 // Columns [lo, hi) of dx = dz W^T (rows lo..hi of W).
 void Dense::inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(hi - lo),
-              static_cast<int>(out), 1.0f, dz, static_cast<int>(out), w_ + lo * out, static_cast<int>(out), 0.0f,
-              dx + lo, static_cast<int>(in));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(hi - lo), static_cast<int>(out),
+              1.0f, dz, static_cast<int>(out), w_ + lo * out, static_cast<int>(out), 0.0f, dx + lo, static_cast<int>(in));
 }
 
 // dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
@@ -130,18 +128,25 @@ void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx,
   ThreadTeam& team = *ThreadTeam::current();
   const int64_t in = inFeatures(), out = units_;
   if (!fusedSoftmax_)
-    team.split(n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
+    team.split(
+        n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
   if (dx && choosePlan(in, out, n, team.size()) == BackwardPlan::SideBySide) {
     team.run(2, [&](int t) {
-      if (t == 0) weightGrad(x, dz, n, 0, out);
-      else inputGrad(dz, dx, n, 0, in);
+      if (t == 0)
+        weightGrad(x, dz, n, 0, out);
+      else
+        inputGrad(dz, dx, n, 0, in);
     });
     return;
   }
-  if (useTeam(&team, out)) team.split(out, [&](int64_t lo, int64_t hi) { weightGrad(x, dz, n, lo, hi); });
-  else weightGrad(x, dz, n, 0, out);
-  if (dx && useTeam(&team, in)) team.split(in, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, n, lo, hi); });
-  else if (dx) inputGrad(dz, dx, n, 0, in);
+  if (useTeam(&team, out))
+    team.split(out, [&](int64_t lo, int64_t hi) { weightGrad(x, dz, n, lo, hi); });
+  else
+    weightGrad(x, dz, n, 0, out);
+  if (dx && useTeam(&team, in))
+    team.split(in, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, n, lo, hi); });
+  else if (dx)
+    inputGrad(dz, dx, n, 0, in);
 }
 
 bool Dense::gradientsFinite() const {

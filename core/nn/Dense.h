@@ -7,8 +7,7 @@ namespace ml {
 
 class Dense : public Layer {
  public:
-  Dense(int64_t units, Act act, bool useBias = true, std::string kernelInit = "glorot_uniform",
-        std::string biasInit = "zeros");
+  Dense(int64_t units, Act act, bool useBias = true, std::string kernelInit = "glorot_uniform", std::string biasInit = "zeros");
   std::string type() const override { return "Dense"; }
   Shape build(const Shape& input) override;
   int64_t paramCount() const override { return inFeatures() * units_ + (useBias_ ? units_ : 0); }
@@ -47,7 +46,7 @@ class Dense : public Layer {
 
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
   void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db
-  void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);       // columns [lo, hi) of dx
+  void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);        // columns [lo, hi) of dx
 };
 
 }  // namespace ml

@@ -21,7 +21,8 @@ void initialize(const std::string& name, float* w, int64_t count, int64_t fanIn,
     const double s = stddev / 0.87962566103423978;
     for (int64_t i = 0; i < count; ++i) {
       double v;
-      do v = rng.normal(); while (std::fabs(v) > 2.0);
+      do v = rng.normal();
+      while (std::fabs(v) > 2.0);
       w[i] = static_cast<float>(v * s);
     }
   };
@@ -29,13 +30,20 @@ void initialize(const std::string& name, float* w, int64_t count, int64_t fanIn,
     for (int64_t i = 0; i < count; ++i) w[i] = static_cast<float>(rng.uniform(-limit, limit));
   };
   const double fanAvg = 0.5 * static_cast<double>(fanIn + fanOut);
-  if (name == "glorot_uniform") uniform(std::sqrt(3.0 / fanAvg));
-  else if (name == "glorot_normal") truncatedNormal(std::sqrt(1.0 / fanAvg));
-  else if (name == "he_uniform") uniform(std::sqrt(6.0 / static_cast<double>(fanIn)));
-  else if (name == "he_normal") truncatedNormal(std::sqrt(2.0 / static_cast<double>(fanIn)));
-  else if (name == "zeros") std::fill(w, w + count, 0.0f);
-  else if (name == "ones") std::fill(w, w + count, 1.0f);
-  else validateInitializer(name, "initializer");
+  if (name == "glorot_uniform")
+    uniform(std::sqrt(3.0 / fanAvg));
+  else if (name == "glorot_normal")
+    truncatedNormal(std::sqrt(1.0 / fanAvg));
+  else if (name == "he_uniform")
+    uniform(std::sqrt(6.0 / static_cast<double>(fanIn)));
+  else if (name == "he_normal")
+    truncatedNormal(std::sqrt(2.0 / static_cast<double>(fanIn)));
+  else if (name == "zeros")
+    std::fill(w, w + count, 0.0f);
+  else if (name == "ones")
+    std::fill(w, w + count, 1.0f);
+  else
+    validateInitializer(name, "initializer");
 }
 
 }  // namespace ml

@@ -59,8 +59,7 @@ class Layer {
   virtual void forward(const float* x, float* y, int64_t n, const StepContext& ctx) = 0;
   // dy (n, out) -> dx (n, in), dx may be null (nothing below needs it); param grads +=.
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
-  virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n,
-                        const StepContext& ctx) = 0;
+  virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) = 0;
   // True when training calls ctx.sumAcrossReplicas (BatchNormalization): every replica then runs
   // each micro-batch, an empty shard included, so that all of them join every sum.
   virtual bool needsReplicaSum() const { return false; }

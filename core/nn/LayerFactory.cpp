@@ -8,25 +8,34 @@
 #include "nn/BatchNorm.h"
 #include "nn/Conv2D.h"
 #include "nn/Dense.h"
-#include "nn/Pooling.h"
 #include "nn/Initializers.h"
-#include "random/Rng.h"
+#include "nn/Pooling.h"
 #include "nn/SimpleLayers.h"
+#include "random/Rng.h"
 
 namespace ml {
 
 const std::vector<LayerKind>& layerKinds() {
   static const std::vector<LayerKind> kinds = {
       {"Dense",
-       {{"units", 64}, {"activation", "relu"}, {"use_bias", true}, {"kernel_initializer", "glorot_uniform"},
+       {{"units", 64},
+        {"activation", "relu"},
+        {"use_bias", true},
+        {"kernel_initializer", "glorot_uniform"},
         {"bias_initializer", "zeros"}},
        "Fully connected: y = activation(x W + b)"},
       {"Activation", {{"activation", "relu"}}, "Applies an activation function"},
       {"Flatten", nlohmann::json::object(), "Flattens each sample to a vector"},
       {"Dropout", {{"rate", 0.5}}, "Randomly zeroes a share of units while training"},
       {"Conv2D",
-       {{"filters", 32}, {"kernel_size", 3}, {"strides", 1}, {"padding", "valid"}, {"activation", "relu"}, {"use_bias", true},
-        {"kernel_initializer", "glorot_uniform"}, {"bias_initializer", "zeros"}},
+       {{"filters", 32},
+        {"kernel_size", 3},
+        {"strides", 1},
+        {"padding", "valid"},
+        {"activation", "relu"},
+        {"use_bias", true},
+        {"kernel_initializer", "glorot_uniform"},
+        {"bias_initializer", "zeros"}},
        "2-D convolution over (height, width, channels) images"},
       {"MaxPooling2D", {{"pool_size", 2}, {"strides", nullptr}, {"padding", "valid"}}, "Keeps the largest value of each window"},
       {"AveragePooling2D", {{"pool_size", 2}, {"strides", nullptr}, {"padding", "valid"}}, "Averages each window"},
@@ -73,7 +82,8 @@ static T arg(const LayerSpec& s, const std::string& where, const char* key, cons
     if (v.is_number_float()) {
       const double d = v.get<double>();
       if (d != std::floor(d)) throw UserError(where + ": argument '" + key + "' must be a whole number, got " + shortDump(v));
-      if (!(d >= -0x1p62 && d <= 0x1p62)) throw UserError(where + ": argument '" + key + "' is out of range, got " + shortDump(v));
+      if (!(d >= -0x1p62 && d <= 0x1p62))
+        throw UserError(where + ": argument '" + key + "' is out of range, got " + shortDump(v));
       return static_cast<T>(d);
     }
   }
@@ -91,7 +101,8 @@ static std::string allowedTypes() {
 }
 
 // Keras' int-or-pair arguments (kernel_size, strides, pool_size): 3 means (3, 3).
-static std::pair<int64_t, int64_t> pairArg(const LayerSpec& s, const std::string& where, const char* key, const nlohmann::json& v) {
+static std::pair<int64_t, int64_t> pairArg(const LayerSpec& s, const std::string& where, const char* key,
+                                           const nlohmann::json& v) {
   auto one = [&](const nlohmann::json& e) -> int64_t {
     if (!e.is_number() || e.get<double>() != std::floor(e.get<double>()) || e.get<double>() < 1 || e.get<double>() > 1e6)
       throw UserError(where + ": argument '" + key + "' must be a positive whole number or a pair of them, got " + shortDump(v));
@@ -99,7 +110,8 @@ static std::pair<int64_t, int64_t> pairArg(const LayerSpec& s, const std::string
   };
   (void)s;
   if (v.is_array()) {
-    if (v.size() != 2) throw UserError(where + ": argument '" + key + "' must be one number or a pair [rows, columns], got " + shortDump(v));
+    if (v.size() != 2)
+      throw UserError(where + ": argument '" + key + "' must be one number or a pair [rows, columns], got " + shortDump(v));
     return {one(v[0]), one(v[1])};
   }
   const int64_t k = one(v);
@@ -117,8 +129,10 @@ static Window windowArgs(const LayerSpec& s, const std::string& where, const nlo
   const nlohmann::json& size = s.args.contains(sizeKey) ? s.args.at(sizeKey) : d.at(sizeKey);
   std::tie(w.kh, w.kw) = pairArg(s, where, sizeKey, size);
   const nlohmann::json& st = s.args.contains("strides") ? s.args.at("strides") : d.at("strides");
-  if (st.is_null()) std::tie(w.sh, w.sw) = std::pair{w.kh, w.kw};  // pooling: strides default to pool_size
-  else std::tie(w.sh, w.sw) = pairArg(s, where, "strides", st);
+  if (st.is_null())
+    std::tie(w.sh, w.sw) = std::pair{w.kh, w.kw};  // pooling: strides default to pool_size
+  else
+    std::tie(w.sh, w.sw) = pairArg(s, where, "strides", st);
   w.same = paddingArg(s, where, d);
   return w;
 }
@@ -126,7 +140,8 @@ static Window windowArgs(const LayerSpec& s, const std::string& where, const nlo
 static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const std::string& where, const nlohmann::json& d) {
   if (s.type == "Conv2D") {
     for (const char* key : {"filters", "kernel_size"})
-      if (!s.args.contains(key)) throw UserError(where + ": argument '" + std::string(key) + "' is required (e.g. Conv2D(32, 3))");
+      if (!s.args.contains(key))
+        throw UserError(where + ": argument '" + std::string(key) + "' is required (e.g. Conv2D(32, 3))");
     const auto filters = arg<int64_t>(s, where, "filters", d);
     if (filters <= 0) throw UserError(where + ": filters must be a positive integer, got " + std::to_string(filters));
     const Window w = windowArgs(s, where, d, "kernel_size");
@@ -142,7 +157,8 @@ static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const std::st
   if (s.type == "GlobalAveragePooling2D") return std::make_unique<GlobalAveragePooling2D>();
   if (s.type == "BatchNormalization") {
     const auto momentum = arg<double>(s, where, "momentum", d), epsilon = arg<double>(s, where, "epsilon", d);
-    if (!(momentum >= 0.0 && momentum <= 1.0)) throw UserError(where + ": momentum must be in [0, 1], got " + shortDump(momentum));
+    if (!(momentum >= 0.0 && momentum <= 1.0))
+      throw UserError(where + ": momentum must be in [0, 1], got " + shortDump(momentum));
     if (!(epsilon > 0.0 && epsilon < 1.0)) throw UserError(where + ": epsilon must be in (0, 1), got " + shortDump(epsilon));
     return std::make_unique<BatchNorm>(momentum, epsilon, arg<bool>(s, where, "center", d), arg<bool>(s, where, "scale", d),
                                        arg<bool>(s, where, "synchronized", d));
@@ -153,11 +169,13 @@ static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const std::st
     Shape target;
     if (t.is_array()) {
       for (const auto& e : t) {
-        if (!e.is_number_integer()) throw UserError(where + ": target_shape must be a list of whole numbers, got " + shortDump(t));
+        if (!e.is_number_integer())
+          throw UserError(where + ": target_shape must be a list of whole numbers, got " + shortDump(t));
         target.push_back(e.get<int64_t>());
       }
     }
-    if (!t.is_array() || target.empty()) throw UserError(where + ": target_shape must be a list of whole numbers, e.g. [28, 28, 1], got " + shortDump(t));
+    if (!t.is_array() || target.empty())
+      throw UserError(where + ": target_shape must be a list of whole numbers, e.g. [28, 28, 1], got " + shortDump(t));
     return std::make_unique<Reshape>(target);
   }
   return nullptr;

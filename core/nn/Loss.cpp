@@ -12,13 +12,18 @@ static constexpr float kEps = 1e-7f;  // Keras' epsilon for clipping probabiliti
 Loss Loss::make(const std::string& name, bool fromLogits) {
   Loss l;
   l.fromLogits_ = fromLogits;
-  if (name == "sparse_categorical_crossentropy") l.kind_ = LossKind::SparseCategoricalCrossentropy;
-  else if (name == "categorical_crossentropy") l.kind_ = LossKind::CategoricalCrossentropy;
-  else if (name == "mean_squared_error" || name == "mse") l.kind_ = LossKind::MeanSquaredError;
-  else if (name == "binary_crossentropy") l.kind_ = LossKind::BinaryCrossentropy;
+  if (name == "sparse_categorical_crossentropy")
+    l.kind_ = LossKind::SparseCategoricalCrossentropy;
+  else if (name == "categorical_crossentropy")
+    l.kind_ = LossKind::CategoricalCrossentropy;
+  else if (name == "mean_squared_error" || name == "mse")
+    l.kind_ = LossKind::MeanSquaredError;
+  else if (name == "binary_crossentropy")
+    l.kind_ = LossKind::BinaryCrossentropy;
   else
-    throw UserError("training.loss: unknown loss '" + name +
-                    "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
+    throw UserError(
+        "training.loss: unknown loss '" + name +
+        "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
   return l;
 }
 
@@ -41,7 +46,8 @@ static inline float targetAt(LossKind kind, const float* targets, int64_t r, int
 // Binary cross-entropy, the mean over the k outputs of a sample. On logits z: max(z, 0) - z t +
 // log(1 + e^-|z|), gradient sigmoid(z) - t; fused (p is a sigmoid output): gradient p - t with
 // respect to the sigmoid's input; on probabilities: clipped like Keras, gradient -t/p + (1-t)/(1-p).
-static double binaryCrossentropy(const float* pred, const float* targets, int64_t n, int64_t k, float* grad, bool logits, bool fused) {
+static double binaryCrossentropy(const float* pred, const float* targets, int64_t n, int64_t k, float* grad, bool logits,
+                                 bool fused) {
   double total = 0;
   const float invK = 1.0f / static_cast<float>(k);
   for (int64_t i = 0; i < n * k; ++i) {
@@ -128,7 +134,8 @@ MetricKind parseMetric(const std::string& name) {
 
 MetricKind metricFor(const std::string& name, const Loss& loss) {
   const bool binary = loss.kind() == LossKind::BinaryCrossentropy;
-  MetricKind m = name.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError) : parseMetric(name);
+  MetricKind m =
+      name.empty() ? (loss.isClassification() ? MetricKind::Accuracy : MetricKind::MeanAbsoluteError) : parseMetric(name);
   if (m == MetricKind::Accuracy && binary) m = MetricKind::BinaryAccuracy;
   if (m == MetricKind::BinaryAccuracy && binary && loss.fromLogits()) m = MetricKind::BinaryAccuracyLogits;
   return m;
@@ -158,8 +165,10 @@ double metricSum(MetricKind m, const float* pred, const float* targets, int64_t 
     } else if (m == MetricKind::Accuracy) {
       const int64_t guess = std::max_element(p, p + k) - p;
       int64_t truth;
-      if (targetDim == 1) truth = static_cast<int64_t>(targets[r]);
-      else truth = std::max_element(targets + r * targetDim, targets + (r + 1) * targetDim) - (targets + r * targetDim);
+      if (targetDim == 1)
+        truth = static_cast<int64_t>(targets[r]);
+      else
+        truth = std::max_element(targets + r * targetDim, targets + (r + 1) * targetDim) - (targets + r * targetDim);
       s += guess == truth ? 1.0 : 0.0;
     } else if (m == MetricKind::MeanAbsoluteError) {
       double e = 0;

@@ -16,10 +16,13 @@ std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n)
 
 void Optimizer::restore(const std::vector<std::vector<float>>& slots, int64_t iterations) {
   const auto mine = stateBuffers();
-  if (slots.size() != mine.size()) throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s) but " + name() + " has " + std::to_string(mine.size()));
+  if (slots.size() != mine.size())
+    throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s) but " + name() + " has " +
+                    std::to_string(mine.size()));
   for (size_t i = 0; i < mine.size(); ++i)
     if (slots[i].size() != mine[i].size())
-      throw UserError("optimizer slot " + std::to_string(i) + " of the checkpoint has " + std::to_string(slots[i].size()) + " values, " + name() + " needs " + std::to_string(mine[i].size()));
+      throw UserError("optimizer slot " + std::to_string(i) + " of the checkpoint has " + std::to_string(slots[i].size()) +
+                      " values, " + name() + " needs " + std::to_string(mine[i].size()));
   // The buffers are this optimizer's own non-const vectors; stateBuffers() only hands out views.
   for (size_t i = 0; i < mine.size(); ++i) std::copy(slots[i].begin(), slots[i].end(), const_cast<float*>(mine[i].data()));
   iterations_ = iterations;

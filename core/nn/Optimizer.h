@@ -62,8 +62,11 @@ class Sgd : public Optimizer {
 class Adam : public Optimizer {
  public:
   Adam(const OptimizerSpec& spec, int64_t n)
-      : b1_(spec.beta1), b2_(spec.beta2), eps_(static_cast<float>(spec.epsilon)),
-        m_(static_cast<size_t>(n), 0.0f), v_(static_cast<size_t>(n), 0.0f) {}
+      : b1_(spec.beta1),
+        b2_(spec.beta2),
+        eps_(static_cast<float>(spec.epsilon)),
+        m_(static_cast<size_t>(n), 0.0f),
+        v_(static_cast<size_t>(n), 0.0f) {}
   void beginStep(float lr) override;
   void update(size_t offset, std::span<float> params, std::span<const float> grads, float gradScale) override;
   std::string name() const override { return "adam"; }
@@ -82,8 +85,10 @@ class Adam : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   RmsProp(const OptimizerSpec& spec, int64_t n)
-      : rho_(static_cast<float>(spec.rho)), momentum_(static_cast<float>(spec.momentum)),
-        eps_(static_cast<float>(spec.epsilon)), v_(static_cast<size_t>(n), 0.0f) {
+      : rho_(static_cast<float>(spec.rho)),
+        momentum_(static_cast<float>(spec.momentum)),
+        eps_(static_cast<float>(spec.epsilon)),
+        v_(static_cast<size_t>(n), 0.0f) {
     if (momentum_ != 0.0f) mom_.assign(static_cast<size_t>(n), 0.0f);
   }
   void beginStep(float lr) override;

@@ -23,8 +23,10 @@ void Pool2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
     const float* img = x + i * inF;
     for (int64_t oy = 0; oy < g_.oh; ++oy)
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
-        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop), y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
-        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft), x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
+        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
+                      y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
+        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
+                      x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
         const int64_t o = (oy * g_.ow + ox) * C;
         for (int64_t ch = 0; ch < C; ++ch) {
           float best = -std::numeric_limits<float>::infinity(), sum = 0;
@@ -64,8 +66,10 @@ void Pool2D::backward(const float*, const float*, float* dy, float* dx, int64_t 
     }
     for (int64_t oy = 0; oy < g_.oh; ++oy)
       for (int64_t ox = 0; ox < g_.ow; ++ox) {
-        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop), y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
-        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft), x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
+        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
+                      y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
+        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
+                      x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
         const float inv = 1.0f / static_cast<float>((y1 - y0) * (x1 - x0));
         for (int64_t ch = 0; ch < C; ++ch) {
           const float v = g[(oy * g_.ow + ox) * C + ch] * inv;
@@ -83,7 +87,8 @@ nlohmann::json Pool2D::args() const {
 Shape GlobalAveragePooling2D::build(const Shape& input) {
   if (input.size() != 3)
     throw UserError("layer '" + name + "' (GlobalAveragePooling2D) expects input of shape (height, width, channels) but gets " +
-                    shapeToString(input) + ": put it after a Conv2D or pooling layer, or set model.input_shape to [height, width, channels]");
+                    shapeToString(input) +
+                    ": put it after a Conv2D or pooling layer, or set model.input_shape to [height, width, channels]");
   inputShape = input;
   outputShape = {input[2]};
   return outputShape;

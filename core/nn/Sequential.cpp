@@ -10,8 +10,8 @@
 #include "Limits.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
-#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
+#include "random/Rng.h"
 
 namespace ml {
 
@@ -24,7 +24,6 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
-
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
     throw UserError("model.input_shape is missing: give the shape of one sample, e.g. [28, 28] or [2]");
@@ -34,8 +33,8 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   for (int64_t d : spec_.inputShape) {
     const auto f = mulChecked(features, d);
     if (!f || *f > kMaxFeatures)
-      throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " has more than " + std::to_string(kMaxFeatures) +
-                      " values per sample: give the shape of one sample, e.g. [28, 28]");
+      throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " has more than " +
+                      std::to_string(kMaxFeatures) + " values per sample: give the shape of one sample, e.g. [28, 28]");
     features = *f;
   }
   if (spec_.layers.empty()) throw UserError("model.layers is empty: add at least one layer (e.g. Dense)");
@@ -147,8 +146,7 @@ float* Sequential::outputGrad(int64_t n) {
   return dacts_.back().data();
 }
 
-void Sequential::backward(const float* x, int64_t n, const StepContext& ctx,
-                          const std::function<void(size_t)>& onLayerDone) {
+void Sequential::backward(const float* x, int64_t n, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) {
   float* dy = dacts_.back().data();
   for (size_t i = layers_.size(); i-- > 0;) {
     const float* in = i == 0 ? x : out_[i - 1];
@@ -179,7 +177,8 @@ std::vector<LayerSummary> Sequential::summary() const {
 int64_t Sequential::activationBytes(int64_t batch) const {
   // In double, saturated: an estimate for `summary --batch 2^62` must not overflow.
   double floats = 0;
-  for (const auto& l : layers_) floats += (l->isReshape() ? 1.0 : 2.0) * static_cast<double>(batch) * static_cast<double>(l->outFeatures());
+  for (const auto& l : layers_)
+    floats += (l->isReshape() ? 1.0 : 2.0) * static_cast<double>(batch) * static_cast<double>(l->outFeatures());
   const double bytes = floats * sizeof(float);
   return bytes >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(bytes);
 }

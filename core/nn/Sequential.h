@@ -61,8 +61,7 @@ class Sequential {
   float* outputGrad(int64_t n);
   // Backward from outputGrad(): parameter gradients ACCUMULATE. onLayerDone(i) is called as soon
   // as layer i's parameter gradients are final for this pass (the all-reduce starts buckets then).
-  void backward(const float* x, int64_t n, const StepContext& ctx,
-                const std::function<void(size_t)>& onLayerDone = {});
+  void backward(const float* x, int64_t n, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone = {});
 
   // Every layer's gradient witness is finite (see Layer::gradientsFinite).
   bool gradientsFinite() const;

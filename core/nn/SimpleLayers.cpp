@@ -45,17 +45,20 @@ Shape Reshape::build(const Shape& input) {
   const std::string who = "layer '" + name + "' (Reshape)";
   int64_t known = 1, unknown = -1;
   for (size_t i = 0; i < target_.size(); ++i) {
-    if (target_[i] == -1 && unknown < 0) unknown = static_cast<int64_t>(i);
+    if (target_[i] == -1 && unknown < 0)
+      unknown = static_cast<int64_t>(i);
     else if (target_[i] <= 0)
       throw UserError(who + ": target_shape " + shapeToString(target_, false) + " must hold positive sizes (and at most one -1)");
-    else known *= target_[i];
+    else
+      known *= target_[i];
   }
   const int64_t total = numel(input);
   Shape out = target_;
   if (unknown >= 0) {
     if (total % known != 0)
-      throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) + " values, which do not divide into " +
-                      shapeToString(target_, false) + ": choose a target_shape whose sizes multiply to " + std::to_string(total));
+      throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) +
+                      " values, which do not divide into " + shapeToString(target_, false) +
+                      ": choose a target_shape whose sizes multiply to " + std::to_string(total));
     out[static_cast<size_t>(unknown)] = total / known;
   } else if (known != total) {
     throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) + " values but target_shape " +

@@ -27,8 +27,8 @@ Geometry spatialGeometry(const std::string& layer, const std::string& type, cons
   g.ow = outSize(g.w, win.kw, win.sw, win.same);
   if (g.oh <= 0 || g.ow <= 0)
     throw UserError(who + ": its " + windowWord + " " + std::to_string(win.kh) + "x" + std::to_string(win.kw) +
-                    " is larger than its input " + shapeToString(input) +
-                    " and leaves nothing: use a smaller " + windowWord + ", padding \"same\", or fewer layers that shrink the image before it");
+                    " is larger than its input " + shapeToString(input) + " and leaves nothing: use a smaller " + windowWord +
+                    ", padding \"same\", or fewer layers that shrink the image before it");
   g.padTop = padBefore(g.h, g.oh, win.kh, win.sh, win.same);
   g.padLeft = padBefore(g.w, g.ow, win.kw, win.sw, win.same);
   return g;

@@ -16,8 +16,8 @@ struct Window {
 };
 
 struct Geometry {
-  int64_t h = 0, w = 0, c = 0;     // input
-  int64_t oh = 0, ow = 0;          // output
+  int64_t h = 0, w = 0, c = 0;  // input
+  int64_t oh = 0, ow = 0;       // output
   int64_t padTop = 0, padLeft = 0;
 };
 

@@ -12,8 +12,8 @@
 namespace ml {
 
 struct LayerSpec {
-  std::string type;        // Dense, Activation, Flatten, Dropout
-  std::string name;        // unique; generated ("dense_1") when empty
+  std::string type;                                // Dense, Activation, Flatten, Dropout
+  std::string name;                                // unique; generated ("dense_1") when empty
   nlohmann::json args = nlohmann::json::object();  // units, activation, rate, initializers...
 };
 
@@ -25,11 +25,11 @@ struct ModelSpec {
 struct OptimizerSpec {
   std::string name = "adam";  // sgd | adam | rmsprop
   double learningRate = 0.001;
-  double momentum = 0.0;       // sgd, rmsprop
-  bool nesterov = false;       // sgd
+  double momentum = 0.0;              // sgd, rmsprop
+  bool nesterov = false;              // sgd
   double beta1 = 0.9, beta2 = 0.999;  // adam
-  double rho = 0.9;            // rmsprop
-  double epsilon = 1e-7;       // adam, rmsprop
+  double rho = 0.9;                   // rmsprop
+  double epsilon = 1e-7;              // adam, rmsprop
 };
 
 }  // namespace ml

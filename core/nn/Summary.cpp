@@ -17,10 +17,14 @@ std::string withThousands(int64_t v) {
 
 std::string formatBytes(double b) {
   char buf[32];
-  if (b < 1024) std::snprintf(buf, sizeof buf, "%.0f B", b);
-  else if (b < 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-  else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024 * 1024));
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  if (b < 1024)
+    std::snprintf(buf, sizeof buf, "%.0f B", b);
+  else if (b < 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
   return buf;
 }
 
@@ -48,7 +52,8 @@ std::string formatSummary(const Sequential& model, const std::string& name, int6
   o << pad(" Layer (type)", first) << pad("Output Shape", 26) << "Param #\n" << dline << "\n";
   for (size_t i = 0; i < rows.size(); ++i) {
     const auto& r = rows[i];
-    o << pad(" " + r.name + " (" + r.type + ")", first) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params) << "\n";
+    o << pad(" " + r.name + " (" + r.type + ")", first) << pad(shapeToString(r.outputShape), 26) << withThousands(r.params)
+      << "\n";
     if (i + 1 < rows.size()) o << "\n";
   }
   const int64_t p = model.paramCount();
@@ -56,12 +61,13 @@ std::string formatSummary(const Sequential& model, const std::string& name, int6
   o << "Total params: " << withThousands(p) << " (" << formatBytes(static_cast<double>(p) * 4) << ")\n";
   const int64_t frozen = model.nonTrainableCount();
   o << "Trainable params: " << withThousands(p - frozen) << " (" << formatBytes(static_cast<double>(p - frozen) * 4) << ")\n";
-  o << "Non-trainable params: " << withThousands(frozen) << " (" << formatBytes(static_cast<double>(frozen) * 4) << ")\n" << line << "\n";
+  o << "Non-trainable params: " << withThousands(frozen) << " (" << formatBytes(static_cast<double>(frozen) * 4) << ")\n"
+    << line << "\n";
   const double params = static_cast<double>(p) * 4;
   o << "Memory per replica at batch " << batch << ": " << formatBytes(params) << " weights + " << formatBytes(params)
     << " gradients + " << formatBytes(params * slots) << " optimizer state + "
-    << formatBytes(static_cast<double>(model.activationBytes(batch))) << " activations = "
-    << formatBytes(params * (2 + slots) + static_cast<double>(model.activationBytes(batch))) << "\n";
+    << formatBytes(static_cast<double>(model.activationBytes(batch)))
+    << " activations = " << formatBytes(params * (2 + slots) + static_cast<double>(model.activationBytes(batch))) << "\n";
   return o.str();
 }
 

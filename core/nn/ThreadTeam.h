@@ -49,8 +49,10 @@ class ThreadTeam {
 
 // Runs f over [0, count) on the current team, or serially when there is none.
 inline void parallelSplit(int64_t count, const std::function<void(int64_t, int64_t)>& f) {
-  if (ThreadTeam* t = ThreadTeam::current(); t && t->size() > 1 && count > 1) t->split(count, f);
-  else f(0, count);
+  if (ThreadTeam* t = ThreadTeam::current(); t && t->size() > 1 && count > 1)
+    t->split(count, f);
+  else
+    f(0, count);
 }
 
 }  // namespace ml

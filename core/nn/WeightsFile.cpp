@@ -42,7 +42,8 @@ uint64_t saveWeights(const Sequential& model, const std::string& path) {
 static std::string describeArch(const nlohmann::json& a) {
   std::string s = "input " + shortDump(a.at("input_shape"), 40);
   for (const auto& l : a.at("layers"))
-    s += " -> " + clipText(l.at("type").get<std::string>(), 40) + (l.contains("output_shape") ? shortDump(l.at("output_shape"), 40) : "");
+    s += " -> " + clipText(l.at("type").get<std::string>(), 40) +
+         (l.contains("output_shape") ? shortDump(l.at("output_shape"), 40) : "");
   return clipText(s, 400);
 }
 
@@ -66,9 +67,10 @@ void loadWeights(Sequential& model, const std::string& path) {
   if (!in || std::memcmp(magic, kMagic, 8) != 0)
     throw UserError("'" + path + "' is not a Mirrorlab weights file (bad magic): give a file saved with --save-weights");
   if (version != kWeightsVersion)
-    throw UserError("weights file '" + path + "' has format version " + std::to_string(version) + "; this Mirrorlab reads version " +
-                    std::to_string(kWeightsVersion));
-  if (len > (64u << 20)) throw UserError("weights file '" + path + "' is damaged (architecture length " + std::to_string(len) + ")");
+    throw UserError("weights file '" + path + "' has format version " + std::to_string(version) +
+                    "; this Mirrorlab reads version " + std::to_string(kWeightsVersion));
+  if (len > (64u << 20))
+    throw UserError("weights file '" + path + "' is damaged (architecture length " + std::to_string(len) + ")");
   std::string arch(len, '\0');
   in.read(arch.data(), len);
   uint64_t count = 0;
@@ -76,7 +78,8 @@ void loadWeights(Sequential& model, const std::string& path) {
   if (!in) throw UserError("weights file '" + path + "' is truncated");
   const nlohmann::json saved = parseJsonOrDiscarded(arch);
   if (saved.is_discarded() || !wellFormed(saved))
-    throw UserError("weights file '" + path + "' is damaged (its architecture header is not the JSON object Mirrorlab writes): save the weights again");
+    throw UserError("weights file '" + path +
+                    "' is damaged (its architecture header is not the JSON object Mirrorlab writes): save the weights again");
   // Compare shapes and parameter counts, not names: a renamed layer may take the same weights.
   nlohmann::json want = architectureJson(model);
   auto strip = [](nlohmann::json a) {

@@ -91,7 +91,8 @@ std::string fieldInWords(const std::string& path) {
       const std::string rest = close + 2 < path.size() ? path.substr(close + 2) : "";
       std::string out = "Model screen › layer " + std::to_string(n);
       if (!rest.empty()) out += " › " + rest;
-      return out + " (" + (rest.empty() ? "" : rest + " of ") + "entry " + std::to_string(n) + " of layers in the file's model section)";
+      return out + " (" + (rest.empty() ? "" : rest + " of ") + "entry " + std::to_string(n) +
+             " of layers in the file's model section)";
     }
   }
   // One value of the input shape: "model.input_shape[1]".

@@ -47,7 +47,8 @@ std::string LrScaling::explain() const {
 }
 
 std::string lrScalingPython() {
-  return "{\"none\": 1.0, \"linear\": global_batch / REFERENCE_BATCH, \"sqrt\": math.sqrt(global_batch / REFERENCE_BATCH)}[LR_SCALING]";
+  return "{\"none\": 1.0, \"linear\": global_batch / REFERENCE_BATCH, \"sqrt\": math.sqrt(global_batch / "
+         "REFERENCE_BATCH)}[LR_SCALING]";
 }
 
 }  // namespace ml

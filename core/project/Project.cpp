@@ -8,11 +8,11 @@
 #include <set>
 #include <sstream>
 
-#include "Error.h"
-#include "nn/LayerFactory.h"
 #include "AtomicFile.h"
+#include "Error.h"
 #include "JsonFile.h"
 #include "Limits.h"
+#include "nn/LayerFactory.h"
 #include "project/FieldNames.h"
 
 namespace ml {
@@ -43,12 +43,15 @@ struct Reader : JsonFieldReader {
       // epochs) or be cut (2.7 epochs); 3.0 and 1e3 are whole numbers and accepted.
       using L = std::numeric_limits<T>;
       if (v.is_number_unsigned()) {
-        if (v.get<uint64_t>() > static_cast<uint64_t>(L::max())) fail(field, std::string("is too large: must be ") + what + " up to " + std::to_string(L::max()) + ", got " + shortDump(v));
+        if (v.get<uint64_t>() > static_cast<uint64_t>(L::max()))
+          fail(field,
+               std::string("is too large: must be ") + what + " up to " + std::to_string(L::max()) + ", got " + shortDump(v));
         out = static_cast<T>(v.get<uint64_t>());
       } else if (v.is_number_integer()) {
         const int64_t x = v.get<int64_t>();
         if (x < static_cast<int64_t>(L::min()) || (x > 0 && static_cast<uint64_t>(x) > static_cast<uint64_t>(L::max())))
-          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " + std::to_string(L::max()) + ", got " + shortDump(v));
+          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " +
+                          std::to_string(L::max()) + ", got " + shortDump(v));
         out = static_cast<T>(x);
       } else if (v.is_number_float()) {
         const double d = v.get<double>();
@@ -56,7 +59,8 @@ struct Reader : JsonFieldReader {
         const double hi = std::ldexp(1.0, L::digits);  // exclusive: 2^63 for int64_t
         const double lo = L::is_signed ? -hi : 0.0;
         if (!(d >= lo && d < hi))
-          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " + std::to_string(L::max()) + ", got " + shortDump(v));
+          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " +
+                          std::to_string(L::max()) + ", got " + shortDump(v));
         out = static_cast<T>(d);
       } else {
         refuse();
@@ -187,8 +191,9 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("data")) {
     const json& d = j.at("data");
-    r.onlyKeys(d, "data", {"kind", "path", "train_images", "train_labels", "test_images", "test_labels", "label_column",
-                           "standardize", "test_path", "samples", "classes", "features", "noise", "validation_split", "seed"});
+    r.onlyKeys(d, "data",
+               {"kind", "path", "train_images", "train_labels", "test_images", "test_labels", "label_column", "standardize",
+                "test_path", "samples", "classes", "features", "noise", "validation_split", "seed"});
     r.get(d, "data", "kind", p.data.kind, "a string");
     r.get(d, "data", "path", p.data.path, "a string");
     r.get(d, "data", "train_images", p.data.trainImages, "a path");
@@ -207,14 +212,17 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("training")) {
     const json& t = j.at("training");
-    r.onlyKeys(t, "training", {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics",
-                               "seed", "lr_scaling", "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every",
-                               "checkpoint_keep"});
+    r.onlyKeys(t, "training",
+               {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics", "seed", "lr_scaling",
+                "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every", "checkpoint_keep"});
     if (t.contains("checkpoint_every")) {
       const json& c = t.at("checkpoint_every");
-      if (c.is_number_integer()) p.training.checkpointEvery = c.get<int64_t>();
-      else if (c.is_string()) parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
-      else throw UserError(source + ": training.checkpoint_every must be a text such as \"1 epoch\" or \"500 steps\"");
+      if (c.is_number_integer())
+        p.training.checkpointEvery = c.get<int64_t>();
+      else if (c.is_string())
+        parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
+      else
+        throw UserError(source + ": training.checkpoint_every must be a text such as \"1 epoch\" or \"500 steps\"");
     }
     r.get(t, "training", "checkpoint_keep", p.training.checkpointKeep, "a positive integer");
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");
@@ -241,7 +249,8 @@ Project Project::fromJson(const json& j, const std::string& source) {
       if (o.is_string()) {
         os.name = o.get<std::string>();
       } else {
-        r.onlyKeys(o, "training.optimizer", {"name", "learning_rate", "momentum", "nesterov", "beta_1", "beta_2", "rho", "epsilon"});
+        r.onlyKeys(o, "training.optimizer",
+                   {"name", "learning_rate", "momentum", "nesterov", "beta_1", "beta_2", "rho", "epsilon"});
         r.get(o, "training.optimizer", "name", os.name, "sgd, adam or rmsprop");
       }
       // Keras' defaults per optimizer, then the file's values.
@@ -259,8 +268,9 @@ Project Project::fromJson(const json& j, const std::string& source) {
   }
   if (j.contains("distribute")) {
     const json& d = j.at("distribute");
-    r.onlyKeys(d, "distribute", {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
-                                   "shard_optimizer"});
+    r.onlyKeys(d, "distribute",
+               {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
+                "shard_optimizer"});
     r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
     r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
     if (d.contains("faults")) {
@@ -294,7 +304,9 @@ std::string num(double v) {
 // Every numeric field against its real range (Keras' for the optimizer's arguments): a NaN, an
 // infinity or an impossible value is refused here, before anything is allocated or trained.
 void validate(const Project& p, const std::string& source) {
-  auto fail = [&](const std::string& field, const std::string& msg) { throw UserError(source + ": " + fieldInWords(field) + " " + msg); };
+  auto fail = [&](const std::string& field, const std::string& msg) {
+    throw UserError(source + ": " + fieldInWords(field) + " " + msg);
+  };
   auto range = [&](const std::string& field, double v, double lo, double hi, bool hiOpen, const char* why) {
     if (!(v >= lo && (hiOpen ? v < hi : v <= hi)))
       fail(field, "must be in [" + num(lo) + ", " + num(hi) + (hiOpen ? ")" : "]") + why + ", got " + num(v));
@@ -348,13 +360,16 @@ void validate(const Project& p, const std::string& source) {
   if (a != "ring" && a != "reduce-to-one" && a != "nccl")
     fail("distribute.allreduce", "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl)");
   if (p.distribute.devices.size() > 256)
-    fail("distribute.devices", "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
+    fail("distribute.devices",
+         "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
   count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
   count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
   count("training.checkpoint_every", t.checkpointEvery, 1, int64_t{1} << 40);
   count("training.checkpoint_keep", t.checkpointKeep, 1, 1000);
-  range("distribute.hang_seconds", p.distribute.hangSeconds, 0.05, 1e6, false, " (no replica progress for this long stops the run)");
-  range("distribute.straggler_factor", p.distribute.stragglerFactor, 0.01, 1e6, false, " (times a replica's typical compute time)");
+  range("distribute.hang_seconds", p.distribute.hangSeconds, 0.05, 1e6, false,
+        " (no replica progress for this long stops the run)");
+  range("distribute.straggler_factor", p.distribute.stragglerFactor, 0.01, 1e6, false,
+        " (times a replica's typical compute time)");
   if (p.distribute.faults.size() > 16) fail("distribute.faults", "has more than 16 entries");
 }
 
@@ -366,7 +381,8 @@ void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps
   const bool steps = unit == "step" || unit == "steps";
   const bool epochs = unit.empty() || unit == "epoch" || unit == "epochs";
   if (i == 0 || i > 12 || (!steps && !epochs) || std::stoll(text.substr(0, i)) < 1)
-    throw UserError("checkpoint interval '" + clipText(text, 40) + "': write a whole number of steps or epochs, such as \"500steps\" or \"1epoch\"");
+    throw UserError("checkpoint interval '" + clipText(text, 40) +
+                    "': write a whole number of steps or epochs, such as \"500steps\" or \"1epoch\"");
   every = std::stoll(text.substr(0, i));
   inSteps = steps;
 }

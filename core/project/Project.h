@@ -17,17 +17,17 @@ inline constexpr int kProjectSchemaVersion = 1;
 
 struct TrainingSpec {
   int epochs = 5;
-  int64_t batchSize = 128;            // global batch of one optimizer update
-  bool perDeviceBatch = false;        // batchSize is per replica instead (global = per-device x replicas)
+  int64_t batchSize = 128;      // global batch of one optimizer update
+  bool perDeviceBatch = false;  // batchSize is per replica instead (global = per-device x replicas)
   OptimizerSpec optimizer;
   std::string loss = "sparse_categorical_crossentropy";
   bool fromLogits = false;
   std::vector<std::string> metrics = {"accuracy"};
   uint64_t seed = 42;
-  std::string lrScaling = "none";     // none | linear | sqrt
-  int64_t lrReferenceBatch = 0;       // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
+  std::string lrScaling = "none";  // none | linear | sqrt
+  int64_t lrReferenceBatch = 0;    // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
   double warmupEpochs = 0.0;
-  int accumulate = 1;                 // micro-batches per update
+  int accumulate = 1;  // micro-batches per update
   // Checkpoints: every checkpointEvery steps (checkpointInSteps) or epochs; the last checkpointKeep kept.
   int64_t checkpointEvery = 1;
   bool checkpointInSteps = false;
@@ -35,17 +35,17 @@ struct TrainingSpec {
 };
 
 struct DistributeSpec {
-  std::string devices = "cpu:1";      // cpu:N | gpu:0,1 | gpu:0x4
-  std::string allreduce = "ring";     // ring | reduce-to-one | nccl
-  int64_t bucketBytes = 1 << 20;      // gradient bucket size for the all-reduce
-  int threadsPerDevice = 0;           // BLAS threads of a single simulated device (0 = every core); several: 1 each
+  std::string devices = "cpu:1";   // cpu:N | gpu:0,1 | gpu:0x4
+  std::string allreduce = "ring";  // ring | reduce-to-one | nccl
+  int64_t bucketBytes = 1 << 20;   // gradient bucket size for the all-reduce
+  int threadsPerDevice = 0;        // BLAS threads of a single simulated device (0 = every core); several: 1 each
   // The watchdog: a run with no replica progress for hangSeconds stops as failed with a diagnosis;
   // a replica arriving at the all-reduce later than stragglerFactor x a replica's typical compute
   // time (median over recent steps) is named in a warning.
   double hangSeconds = 60;
   double stragglerFactor = 1.0;
-  std::vector<std::string> faults;    // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
-  bool shardOptimizer = false;        // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
+  std::vector<std::string> faults;  // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
+  bool shardOptimizer = false;      // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
 };
 
 struct Project {

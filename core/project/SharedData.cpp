@@ -64,8 +64,10 @@ std::vector<SharedDataDir> sharedDataCandidates(const std::string& exeDir) {
   // The XDG base directory rules: an unset or empty variable means its default.
   const char* home = std::getenv("HOME");
   const char* dataHome = std::getenv("XDG_DATA_HOME");
-  if (dataHome && *dataHome) share("XDG_DATA_HOME", dataHome);
-  else if (home && *home) share("XDG_DATA_HOME", fs::path(home) / ".local" / "share");
+  if (dataHome && *dataHome)
+    share("XDG_DATA_HOME", dataHome);
+  else if (home && *home)
+    share("XDG_DATA_HOME", fs::path(home) / ".local" / "share");
   const char* dataDirs = std::getenv("XDG_DATA_DIRS");
   for (const auto& d : splitColon(dataDirs && *dataDirs ? dataDirs : "/usr/local/share:/usr/share"))
     if (fs::path(d).is_absolute()) share("XDG_DATA_DIRS", d);  // the spec ignores relative entries

@@ -62,8 +62,7 @@ void RunStore::exportCsv(int64_t run, const std::string& dir) {
   requireRun(run);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw UserError("cannot create the folder " + dir + " (" + ec.message() +
-                          "); choose a writable folder for --csv");
+  if (ec) throw UserError("cannot create the folder " + dir + " (" + ec.message() + "); choose a writable folder for --csv");
   std::vector<StepEvent> steps = loadSteps(run, 0, INT64_MAX);
 
   CsvFile s(fs::path(dir) / "steps.csv", "step,epoch,loss,metric,lr,samples,step_time,wall_time");

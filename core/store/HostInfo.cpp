@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <cblas.h>

@@ -12,8 +12,7 @@ namespace ml {
 // Keys: hostname, cpu_model, logical_cores, physical_cores, memory_bytes, os, kernel,
 // mirrorlab_version, openblas, gpus (the names given). extra (e.g. {"cuda": "12.4",
 // "cudnn": "9.1", "nccl": "2.21"}) is merged in last.
-nlohmann::json hostInfo(const std::vector<std::string>& gpuNames = {},
-                        const nlohmann::json& extra = nlohmann::json::object());
+nlohmann::json hostInfo(const std::vector<std::string>& gpuNames = {}, const nlohmann::json& extra = nlohmann::json::object());
 
 // This machine's host name (uname), "" when unknown.
 std::string hostName();

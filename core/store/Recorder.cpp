@@ -11,10 +11,8 @@
 
 namespace ml {
 
-Recorder::Recorder(const std::string& storePath, std::shared_ptr<Channel> channel,
-                   RecorderOptions options)
-    : store_(RunStore::open(storePath)), channel_(std::move(channel)),
-      options_(std::move(options)) {
+Recorder::Recorder(const std::string& storePath, std::shared_ptr<Channel> channel, RecorderOptions options)
+    : store_(RunStore::open(storePath)), channel_(std::move(channel)), options_(std::move(options)) {
   if (options_.host.is_null()) options_.host = hostInfo();
   thread_ = std::thread([this] { loop(); });
 }
@@ -76,8 +74,8 @@ void Recorder::markFailed() {
     if (failureMarked_ || !runId_) return;
     run = runId_;
     f.steps = committedStep_;
-    f.message = "recording failed after step " + std::to_string(committedStep_) + " (" + error_ +
-                "); the store holds steps 1.." + std::to_string(committedStep_);
+    f.message = "recording failed after step " + std::to_string(committedStep_) + " (" + error_ + "); the store holds steps 1.." +
+                std::to_string(committedStep_);
   }
   f.status = RunStatus::Failed;
   try {
@@ -101,8 +99,7 @@ void Recorder::loop() {
     channel_->drain(pending);
     bool urgent = false;
     for (size_t i = before; i < pending.size(); ++i)
-      urgent |= !std::holds_alternative<StepEvent>(pending[i]) &&
-                !std::holds_alternative<DeviceSample>(pending[i]) &&
+      urgent |= !std::holds_alternative<StepEvent>(pending[i]) && !std::holds_alternative<DeviceSample>(pending[i]) &&
                 !std::holds_alternative<EpochEvent>(pending[i]);
     bool stopping;
     {
@@ -110,8 +107,7 @@ void Recorder::loop() {
       stopping = stop_;
     }
     auto now = Clock::now();
-    if (!pending.empty() &&
-        (urgent || stopping || !open || now - lastFlush >= options_.commitEvery)) {
+    if (!pending.empty() && (urgent || stopping || !open || now - lastFlush >= options_.commitEvery)) {
       flush(pending);
       lastFlush = now;
     }
@@ -170,7 +166,8 @@ void Recorder::flush(std::vector<Event>& pending) {
     cv_.notify_all();
   } catch (const std::exception& ex) {
     // The transaction rolled back: the store holds what earlier batches committed.
-    const bool ended = std::any_of(pending.begin(), pending.end(), [](const Event& e) { return std::holds_alternative<RunFinished>(e); });
+    const bool ended =
+        std::any_of(pending.begin(), pending.end(), [](const Event& e) { return std::holds_alternative<RunFinished>(e); });
     fail(ex.what());
     if (ended) markFailed();
   }
@@ -183,8 +180,7 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
         using T = std::decay_t<decltype(ev)>;
         if constexpr (std::is_same_v<T, RunStarted>) {
           if (run && !finished)
-            store_.finishRun(*run, RunStatus::Interrupted,
-                             "a new run started on the same channel before this one finished");
+            store_.finishRun(*run, RunStatus::Interrupted, "a new run started on the same channel before this one finished");
           if (ev.resumeRun) {
             store_.resumeRun(*ev.resumeRun, ev.resumeStep, ev.resumeEpochsDone, ev.resumeWall);
             run = *ev.resumeRun;
@@ -229,8 +225,7 @@ void Recorder::finishUnfinished() {
     return;
   }
   try {
-    store_.finishRun(*run, RunStatus::Interrupted,
-                     "recording stopped before the run reported that it finished");
+    store_.finishRun(*run, RunStatus::Interrupted, "recording stopped before the run reported that it finished");
     store_.setDroppedEvents(*run, channel_->dropped());
   } catch (const std::exception& ex) {
     fail(ex.what());

@@ -36,8 +36,7 @@ class Recorder {
  public:
   // Opens its own connection to the store at storePath now, in the caller's thread, so that a
   // bad or read-only store fails (UserError) before training starts; then starts the thread.
-  Recorder(const std::string& storePath, std::shared_ptr<Channel> channel,
-           RecorderOptions options = {});
+  Recorder(const std::string& storePath, std::shared_ptr<Channel> channel, RecorderOptions options = {});
   ~Recorder();  // stop()
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -75,7 +74,7 @@ class Recorder {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;  // runId_ set, or stop requested
   std::optional<int64_t> runId_;
-  bool finished_ = true;                // the current run got its RunFinished
+  bool finished_ = true;  // the current run got its RunFinished
   bool stop_ = false;
   std::string error_;
   int64_t committedStep_ = 0;

@@ -7,14 +7,12 @@
 namespace ml {
 namespace {
 
-void flattenInto(const nlohmann::json& j, const std::string& prefix,
-                 std::map<std::string, std::string>& out) {
+void flattenInto(const nlohmann::json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
   if (j.is_object() && !j.empty()) {
     for (auto& [k, v] : j.items()) flattenInto(v, prefix.empty() ? k : prefix + "." + k, out);
     return;
   }
-  out[prefix.empty() ? std::string("(value)") : prefix] =
-      j.is_string() ? j.get<std::string>() : j.dump();
+  out[prefix.empty() ? std::string("(value)") : prefix] = j.is_string() ? j.get<std::string>() : j.dump();
 }
 
 }  // namespace

@@ -12,16 +12,13 @@
 #include <filesystem>
 
 #include "Error.h"
-#include "store/HostInfo.h"
 #include "JsonFile.h"
+#include "store/HostInfo.h"
 
 namespace ml {
 namespace {
 
-double unixNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+double unixNow() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 int64_t toMicros(double seconds) { return std::llround(seconds * 1e6); }
 double fromMicros(int64_t us) { return static_cast<double>(us) * 1e-6; }
@@ -52,8 +49,7 @@ std::vector<uint64_t> splitChecksums(const std::string& s) {
 // The configuration's short device spec ("cpu:4"), else the device names joined.
 std::string deviceSpec(const RunStarted& s) {
   auto cfg = parseJsonOrDiscarded(s.configJson);
-  if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string())
-    return cfg["devices"].get<std::string>();
+  if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string()) return cfg["devices"].get<std::string>();
   std::string out;
   for (const auto& d : s.devices) out += (out.empty() ? "" : ",") + d;
   return out;
@@ -109,8 +105,7 @@ void RunStore::requireRun(int64_t run) {
   auto q = db_.prepare("SELECT 1 FROM runs WHERE id=?");
   q.bind(1, run);
   if (!q.step())
-    throw UserError("run store " + path() + " has no run " + std::to_string(run) +
-                    "; `mirrorlab-cli runs list` shows the ids");
+    throw UserError("run store " + path() + " has no run " + std::to_string(run) + "; `mirrorlab-cli runs list` shows the ids");
 }
 
 int64_t RunStore::createRun(const RunStarted& s, const nlohmann::json& host) {
@@ -121,10 +116,9 @@ int64_t RunStore::createRun(const RunStarted& s, const nlohmann::json& host) {
       "host, description, device_names, project_json, config_json, host_json) "
       "VALUES(?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int64_t pid = ::getpid();
-  q.bindAll(s.runName, unixNow(), deviceSpec(s), s.replicas, s.globalBatch, s.perReplicaBatch,
-            s.baseLr, s.lr, s.epochs, s.stepsPerEpoch, s.totalSteps, pid, processStartTicks(pid),
-            hostName(), s.description, nlohmann::json(s.devices).dump(), s.projectJson,
-            s.configJson, host.dump());
+  q.bindAll(s.runName, unixNow(), deviceSpec(s), s.replicas, s.globalBatch, s.perReplicaBatch, s.baseLr, s.lr, s.epochs,
+            s.stepsPerEpoch, s.totalSteps, pid, processStartTicks(pid), hostName(), s.description,
+            nlohmann::json(s.devices).dump(), s.projectJson, s.configJson, host.dump());
   q.run();
   int64_t id = db_.lastInsertId();
   for (const auto& tag : s.tags) {
@@ -143,14 +137,12 @@ void RunStore::appendSteps(int64_t run, std::span<const StepEvent> steps) {
   sql::Transaction tx(db_);
   auto& ins = inserts();
   for (const StepEvent& e : steps) {
-    ins.step.bindAll(run, e.step, e.epoch, e.loss, e.metric, e.lr, e.samples, e.stepTime,
-                     e.wallTime);
+    ins.step.bindAll(run, e.step, e.epoch, e.loss, e.metric, e.lr, e.samples, e.stepTime, e.wallTime);
     ins.step.run();
     for (const ReplicaStep& r : e.replicas) {
       const PhaseTimes& p = r.phases;
-      ins.replica.bindAll(run, e.step, r.replica, r.samples, toMicros(r.start),
-                          toMicros(p.forward), toMicros(p.backward), toMicros(p.allreduce),
-                          toMicros(p.wait), toMicros(p.optimizer), toMicros(p.allgather));
+      ins.replica.bindAll(run, e.step, r.replica, r.samples, toMicros(r.start), toMicros(p.forward), toMicros(p.backward),
+                          toMicros(p.allreduce), toMicros(p.wait), toMicros(p.optimizer), toMicros(p.allgather));
       ins.replica.run();
     }
   }
@@ -161,9 +153,8 @@ void RunStore::appendEpochs(int64_t run, std::span<const EpochEvent> epochs) {
   sql::Transaction tx(db_);
   auto& ins = inserts();
   for (const EpochEvent& e : epochs) {
-    ins.epoch.bindAll(run, e.epoch, e.trainLoss, e.trainMetric, e.valLoss, e.valMetric,
-                      e.seconds, e.samplesPerSec, e.allreduceShare, e.waitShare,
-                      e.inSync ? 1 : 0, joinChecksums(e.checksums), e.wallTime);
+    ins.epoch.bindAll(run, e.epoch, e.trainLoss, e.trainMetric, e.valLoss, e.valMetric, e.seconds, e.samplesPerSec,
+                      e.allreduceShare, e.waitShare, e.inSync ? 1 : 0, joinChecksums(e.checksums), e.wallTime);
     ins.epoch.run();
   }
   tx.commit();
@@ -184,8 +175,7 @@ void RunStore::finishRun(int64_t run, const RunFinished& f) {
       "UPDATE runs SET status=?, error=?, finished=?, seconds=?, steps=?, "
       "final_val_loss=coalesce(?, final_val_loss), final_val_metric=coalesce(?, "
       "final_val_metric) WHERE id=?");
-  u.bindAll(toString(f.status), f.message, unixNow(), f.seconds, f.steps, f.finalValLoss,
-            f.finalValMetric, run);
+  u.bindAll(toString(f.status), f.message, unixNow(), f.seconds, f.steps, f.finalValLoss, f.finalValMetric, run);
   u.run();
 }
 
@@ -338,8 +328,7 @@ RunDetail RunStore::loadRun(int64_t run) {
         "ORDER BY id");
     q.bind(1, run);
     while (q.step())
-      d.artifacts.push_back(Artifact{q.getInt(0), q.getText(1), q.getText(2), q.getText(3),
-                                     q.getOptInt(4), q.getDouble(5)});
+      d.artifacts.push_back(Artifact{q.getInt(0), q.getText(1), q.getText(2), q.getText(3), q.getOptInt(4), q.getDouble(5)});
   }
   return d;
 }
@@ -390,9 +379,8 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
     r.replica = static_cast<int>(q.getInt(1));
     r.samples = q.getInt(2);
     r.start = fromMicros(q.getInt(3));
-    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)),
-                          fromMicros(q.getInt(6)), fromMicros(q.getInt(7)),
-                          fromMicros(q.getInt(8)), fromMicros(q.getInt(9))};
+    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)), fromMicros(q.getInt(6)),
+                          fromMicros(q.getInt(7)), fromMicros(q.getInt(8)), fromMicros(q.getInt(9))};
     out[i].replicas.push_back(r);
   }
   return out;
@@ -405,9 +393,7 @@ std::vector<DeviceSample> RunStore::loadDeviceSamples(int64_t run) {
       "ORDER BY wall_time, device");
   q.bind(1, run);
   std::vector<DeviceSample> out;
-  while (q.step())
-    out.push_back(DeviceSample{q.getDouble(0), static_cast<int>(q.getInt(1)), q.getDouble(2),
-                               q.getDouble(3)});
+  while (q.step()) out.push_back(DeviceSample{q.getDouble(0), static_cast<int>(q.getInt(1)), q.getDouble(2), q.getDouble(3)});
   return out;
 }
 
@@ -447,8 +433,7 @@ void RunStore::setNote(int64_t run, const std::string& note) {
 void RunStore::deleteRun(int64_t run) {
   sql::Transaction tx(db_);
   requireRun(run);
-  for (const char* table :
-       {"replica_steps", "steps", "epochs", "device_samples", "tags", "artifacts"}) {
+  for (const char* table : {"replica_steps", "steps", "epochs", "device_samples", "tags", "artifacts"}) {
     auto d = db_.prepare(std::string("DELETE FROM ") + table + " WHERE run_id=?");
     d.bind(1, run).run();
   }
@@ -479,7 +464,8 @@ void RunStore::resumeRun(int64_t run, int64_t fromStep, int epochsDone, double w
   auto s = db_.prepare("DELETE FROM device_samples WHERE run_id=? AND wall_time>?");
   s.bindAll(run, wall).run();
   const int64_t pid = ::getpid();
-  auto u = db_.prepare("UPDATE runs SET status='running', error='', finished=NULL, seconds=NULL, steps=?, pid=?, pid_start=?, host=? WHERE id=?");
+  auto u = db_.prepare(
+      "UPDATE runs SET status='running', error='', finished=NULL, seconds=NULL, steps=?, pid=?, pid_start=?, host=? WHERE id=?");
   u.bindAll(fromStep, pid, processStartTicks(pid), hostName(), run).run();
   tx.commit();
 }
@@ -489,11 +475,10 @@ void RunStore::removeArtifact(int64_t run, const std::string& p) {
   d.bindAll(run, p).run();
 }
 
-int64_t RunStore::addArtifact(int64_t run, const std::string& path, const std::string& kind,
-                              const std::string& checksum, std::optional<int64_t> bytes) {
+int64_t RunStore::addArtifact(int64_t run, const std::string& path, const std::string& kind, const std::string& checksum,
+                              std::optional<int64_t> bytes) {
   requireRun(run);
-  auto q = db_.prepare(
-      "INSERT INTO artifacts(run_id, path, kind, checksum, bytes, created) VALUES(?,?,?,?,?,?)");
+  auto q = db_.prepare("INSERT INTO artifacts(run_id, path, kind, checksum, bytes, created) VALUES(?,?,?,?,?,?)");
   q.bindAll(run, path, kind, checksum, bytes, unixNow()).run();
   return db_.lastInsertId();
 }

@@ -31,13 +31,13 @@ struct RunFilter {
 struct RunSummary {
   int64_t id = 0;
   std::string name;
-  double created = 0;                 // unix time, seconds
-  std::optional<double> finished;     // unix time
-  std::string status;                 // toString(RunStatus)
-  std::string devices;                // the configuration's "devices" ("cpu:4"), else the names
+  double created = 0;              // unix time, seconds
+  std::optional<double> finished;  // unix time
+  std::string status;              // toString(RunStatus)
+  std::string devices;             // the configuration's "devices" ("cpu:4"), else the names
   int replicas = 1;
   int64_t globalBatch = 0;
-  std::optional<double> lr;           // after the scaling rule
+  std::optional<double> lr;  // after the scaling rule
   std::optional<double> finalValMetric;
   std::optional<double> finalValLoss;
   std::optional<double> secondsPerEpoch;  // mean training seconds of the stored epochs
@@ -67,17 +67,17 @@ struct RunDetail {
   RunSummary summary;
   std::string error;
   std::string projectJson, configJson, hostJson;
-  std::string host;                  // host name of the writing process
+  std::string host;  // host name of the writing process
   std::optional<int64_t> pid;
   std::vector<std::string> deviceNames;
   int64_t perReplicaBatch = 0;
   std::optional<double> baseLr;
   int epochsPlanned = 0;
   int64_t stepsPerEpoch = 0, totalSteps = 0;
-  std::optional<double> seconds;     // from RunFinished
-  std::optional<int64_t> steps;      // from RunFinished
+  std::optional<double> seconds;  // from RunFinished
+  std::optional<int64_t> steps;   // from RunFinished
   std::string description, note;
-  uint64_t droppedEvents = 0;        // telemetry the recorder never saw (channel full)
+  uint64_t droppedEvents = 0;  // telemetry the recorder never saw (channel full)
   // The studio's drawing while the run trained: frames drawn and ms spent drawing them. Absent
   // when nothing drew (the CLI, a headless run), so a stored speed says whether charts competed.
   std::optional<int64_t> uiFrames;
@@ -119,7 +119,7 @@ class RunStore {
   // Reading.
   std::vector<RunSummary> listRuns(const RunFilter& filter = {});
   RunDetail loadRun(int64_t run);
-  std::vector<StepEvent> loadCurves(int64_t run);  // every step, without per-replica timings
+  std::vector<StepEvent> loadCurves(int64_t run);                                   // every step, without per-replica timings
   std::vector<StepEvent> loadSteps(int64_t run, int64_t fromStep, int64_t toStep);  // with them
   std::vector<DeviceSample> loadDeviceSamples(int64_t run);
   int64_t samplesThroughEpoch(int64_t run, int epoch);  // sum of step samples, epochs 1..epoch
@@ -135,8 +135,8 @@ class RunStore {
   // after epochsDone, device samples after wall) go, and it is running again in this process.
   void resumeRun(int64_t run, int64_t fromStep, int epochsDone, double wall);
   void removeArtifact(int64_t run, const std::string& path);
-  int64_t addArtifact(int64_t run, const std::string& path, const std::string& kind,
-                      const std::string& checksum, std::optional<int64_t> bytes = std::nullopt);
+  int64_t addArtifact(int64_t run, const std::string& path, const std::string& kind, const std::string& checksum,
+                      std::optional<int64_t> bytes = std::nullopt);
 
   // steps.csv, epochs.csv, replica_steps.csv, device_samples.csv with headers; creates dir.
   void exportCsv(int64_t run, const std::string& dir);

@@ -155,8 +155,7 @@ ALTER TABLE replica_steps ADD COLUMN allgather_us INTEGER NOT NULL DEFAULT 0;
 };
 
 // Tables a store of each version must hold (checked when opening).
-inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs",
-                                            "device_samples"};
+inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs", "device_samples"};
 inline constexpr const char* kTablesV2[] = {"tags", "artifacts"};
 inline constexpr const char* kTablesV4[] = {"sweeps", "sweep_points"};
 

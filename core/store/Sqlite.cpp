@@ -13,9 +13,7 @@ std::string message(sqlite3* db, const std::string& path, int rc, std::string_vi
   }
   switch (rc & 0xff) {
     case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      m += " — the database file is damaged; restore it from a backup or move it away";
-      break;
+    case SQLITE_NOTADB: m += " — the database file is damaged; restore it from a backup or move it away"; break;
     case SQLITE_FULL: m += " — the disk is full; free some space"; break;
     case SQLITE_BUSY:
     case SQLITE_LOCKED: m += " — another process kept the database locked for longer than 10 s; try again"; break;
@@ -27,8 +25,7 @@ std::string message(sqlite3* db, const std::string& path, int rc, std::string_vi
 
 Stmt::Stmt(sqlite3* db, const std::string* path, std::string_view sql) : db_(db), path_(path) {
   sqlite3_stmt* s = nullptr;
-  int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()),
-                              SQLITE_PREPARE_PERSISTENT, &s, nullptr);
+  int rc = sqlite3_prepare_v3(db, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &s, nullptr);
   stmt_.reset(s);
   if (rc != SQLITE_OK) throw Error(rc & 0xff, message(db, *path, rc, sql));
 }
@@ -46,8 +43,7 @@ Stmt& Stmt::bind(int i, double v) {
   return *this;
 }
 Stmt& Stmt::bind(int i, std::string_view v) {
-  check(sqlite3_bind_text64(stmt_.get(), i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8),
-        "bind");
+  check(sqlite3_bind_text64(stmt_.get(), i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8), "bind");
   return *this;
 }
 Stmt& Stmt::bind(int i, std::nullptr_t) {
@@ -79,8 +75,7 @@ void Stmt::reset() {
 std::string Stmt::getText(int c) const {
   const unsigned char* t = sqlite3_column_text(stmt_.get(), c);
   if (!t) return {};
-  return std::string(reinterpret_cast<const char*>(t),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt_.get(), c)));
+  return std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(stmt_.get(), c)));
 }
 
 Db Db::open(const std::string& path, int flags) {

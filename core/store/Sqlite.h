@@ -54,21 +54,17 @@ class Stmt {
     return *this;
   }
 
-  bool step();  // true while a row is available; throws on error
-  void run();   // steps to completion and resets, for INSERT/UPDATE/DELETE
-  void reset(); // ready to bind and step again
+  bool step();   // true while a row is available; throws on error
+  void run();    // steps to completion and resets, for INSERT/UPDATE/DELETE
+  void reset();  // ready to bind and step again
 
   // Columns are 0-based, as in SQLite.
   bool isNull(int c) const { return sqlite3_column_type(stmt_.get(), c) == SQLITE_NULL; }
   int64_t getInt(int c) const { return sqlite3_column_int64(stmt_.get(), c); }
   double getDouble(int c) const { return sqlite3_column_double(stmt_.get(), c); }
   std::string getText(int c) const;
-  std::optional<double> getOptDouble(int c) const {
-    return isNull(c) ? std::nullopt : std::optional<double>(getDouble(c));
-  }
-  std::optional<int64_t> getOptInt(int c) const {
-    return isNull(c) ? std::nullopt : std::optional<int64_t>(getInt(c));
-  }
+  std::optional<double> getOptDouble(int c) const { return isNull(c) ? std::nullopt : std::optional<double>(getDouble(c)); }
+  std::optional<int64_t> getOptInt(int c) const { return isNull(c) ? std::nullopt : std::optional<int64_t>(getInt(c)); }
 
   explicit operator bool() const { return static_cast<bool>(stmt_); }
 

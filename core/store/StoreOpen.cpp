@@ -8,16 +8,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "Error.h"
 #include "Limits.h"
@@ -41,8 +41,7 @@ const char* kFixMove =
     "; the file was left unchanged — choose another file with --db PATH or MIRRORLAB_DB, or move "
     "it away and a new store will be created there";
 
-[[noreturn]] void reject(const std::string& path, const std::string& problem,
-                         const char* fix = kFixMove) {
+[[noreturn]] void reject(const std::string& path, const std::string& problem, const char* fix = kFixMove) {
   throw UserError("run store " + path + ": " + problem + fix);
 }
 
@@ -59,9 +58,7 @@ void diskFullCheck(const std::string& path, const std::string& what) {
                   " free; SQLite: " + what + ") — free some space and try again; the store was not changed");
 }
 
-uint32_t be32(const unsigned char* p) {
-  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3];
-}
+uint32_t be32(const unsigned char* p) { return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | p[3]; }
 
 // The 100-byte SQLite header, read with plain file I/O: not SQLite, or visibly truncated. The
 // truncation test holds only without a write-ahead log: with one, the newest pages (and the
@@ -79,8 +76,7 @@ bool checkHeader(const std::string& path, uintmax_t size, bool walHasFrames) {
   if (in.gcount() < 100) reject(path, "is damaged (shorter than a SQLite header)");
   uint32_t pageSize = (uint32_t(h[16]) << 8) | h[17];
   if (pageSize == 1) pageSize = 65536;
-  if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0)
-    reject(path, "is damaged (invalid page size in the header)");
+  if (pageSize < 512 || (pageSize & (pageSize - 1)) != 0) reject(path, "is damaged (invalid page size in the header)");
   uint32_t pages = be32(&h[28]);
   bool pagesValid = be32(&h[24]) == be32(&h[92]);
   if (!walHasFrames && pagesValid && pages > 0 && size < uintmax_t(pages) * pageSize)
@@ -106,14 +102,12 @@ std::string uriEscape(const std::string& path) {
 
 std::vector<std::string> userTables(sql::Db& db) {
   std::vector<std::string> names;
-  auto s = db.prepare(
-      "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
+  auto s = db.prepare("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
   while (s.step()) names.push_back(s.getText(0));
   return names;
 }
 
-void quickCheck(sql::Db& db, const std::string& path, uintmax_t size,
-                const std::vector<std::string>& tables) {
+void quickCheck(sql::Db& db, const std::string& path, uintmax_t size, const std::vector<std::string>& tables) {
   std::vector<std::string> pragmas;
   if (size <= kQuickCheckAllBytes) {
     pragmas.push_back("PRAGMA quick_check(1)");
@@ -148,28 +142,29 @@ void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
     if (app != kApplicationId) {
       if (app != 0) {
         std::ostringstream os;
-        os << "is a SQLite database of another application (application_id 0x" << std::hex
-           << static_cast<uint32_t>(app) << "), not a Mirrorlab run store";
+        os << "is a SQLite database of another application (application_id 0x" << std::hex << static_cast<uint32_t>(app)
+           << "), not a Mirrorlab run store";
         reject(path, os.str());
       }
       if (!tables.empty())
-        reject(path, "is a SQLite database with other tables (" + clipText(tables.front(), 40) +
-                         ", ...), not a Mirrorlab run store");
+        reject(path,
+               "is a SQLite database with other tables (" + clipText(tables.front(), 40) + ", ...), not a Mirrorlab run store");
       if (version != 0)
-        reject(path, "is a SQLite database of another application (user_version " +
-                         std::to_string(version) + "), not a Mirrorlab run store");
+        reject(path, "is a SQLite database of another application (user_version " + std::to_string(version) +
+                         "), not a Mirrorlab run store");
       return;  // an empty SQLite file: adopt it
     }
     // Ours, but a version no Mirrorlab writes: the migrations would be indexed with it.
     if (version < 0)
-      reject(path, "is damaged or not a Mirrorlab run store (schema version " + std::to_string(version) +
-                       ", which no Mirrorlab writes)",
-             "; the file was left unchanged — restore it from a backup, or choose another file with "
-             "--db PATH or MIRRORLAB_DB");
+      reject(
+          path,
+          "is damaged or not a Mirrorlab run store (schema version " + std::to_string(version) + ", which no Mirrorlab writes)",
+          "; the file was left unchanged — restore it from a backup, or choose another file with "
+          "--db PATH or MIRRORLAB_DB");
     if (version > kSchemaVersion)
       reject(path,
-             "was written by a newer Mirrorlab (schema version " + std::to_string(version) +
-                 ", this build reads up to " + std::to_string(kSchemaVersion) + ")",
+             "was written by a newer Mirrorlab (schema version " + std::to_string(version) + ", this build reads up to " +
+                 std::to_string(kSchemaVersion) + ")",
              "; the file was left unchanged — upgrade Mirrorlab, or choose another file with "
              "--db PATH or MIRRORLAB_DB");
     auto need = [&](const char* t) {
@@ -182,15 +177,13 @@ void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
       for (const char* t : store::kTablesV2) need(t);
     if (version >= 4)
       for (const char* t : store::kTablesV4) need(t);
-    for (const auto& t : tables)
-      db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t + "\" LIMIT 1)");
+    for (const auto& t : tables) db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t + "\" LIMIT 1)");
     if (version >= 1) db.queryInt("SELECT count(*) FROM runs");
     quickCheck(db, path, size, tables);
   } catch (const sql::Error& e) {
     // Only SQLite's own verdict makes a store "damaged"; a lock, an I/O error or a missing
     // permission says nothing about the file's contents, and moving it away would lose runs.
-    if (e.code() == SQLITE_NOTADB)
-      reject(path, "is not a SQLite database (or its first page is damaged)");
+    if (e.code() == SQLITE_NOTADB) reject(path, "is not a SQLite database (or its first page is damaged)");
     if (e.code() == SQLITE_CORRUPT) reject(path, std::string("is damaged (") + e.what() + ")");
     if (e.code() == SQLITE_FULL || e.code() == SQLITE_IOERR || e.code() == SQLITE_CANTOPEN) diskFullCheck(path, e.what());
     if (e.code() == SQLITE_BUSY || e.code() == SQLITE_LOCKED)
@@ -235,8 +228,7 @@ bool processAlive(int64_t pid, int64_t start) {
 }  // namespace
 
 RunStore RunStore::open(const std::string& path) {
-  if (path.empty())
-    throw UserError("run store path is empty; give a file with --db PATH or MIRRORLAB_DB");
+  if (path.empty()) throw UserError("run store path is empty; give a file with --db PATH or MIRRORLAB_DB");
   std::error_code ec;
   fs::file_status st = fs::status(path, ec);
   bool exists = fs::exists(st);
@@ -261,8 +253,7 @@ RunStore RunStore::open(const std::string& path) {
   } catch (const sql::Error& e) {
     // SQLite says "disk I/O error" when it cannot create the -shm/-wal files on a full disk.
     if (e.code() == SQLITE_FULL || e.code() == SQLITE_IOERR || e.code() == SQLITE_CANTOPEN) diskFullCheck(path, e.what());
-    if (e.code() == SQLITE_READONLY || e.code() == SQLITE_CANTOPEN || e.code() == SQLITE_PERM ||
-        e.code() == SQLITE_IOERR)
+    if (e.code() == SQLITE_READONLY || e.code() == SQLITE_CANTOPEN || e.code() == SQLITE_PERM || e.code() == SQLITE_IOERR)
       notWritable(path, e.what());
     if (e.code() == SQLITE_CORRUPT || e.code() == SQLITE_NOTADB)
       reject(path, std::string("is damaged (") + e.what() + ")",
@@ -297,20 +288,16 @@ void RunStore::configure() {
 }
 
 void RunStore::migrate() {
-  if (db_.queryInt("PRAGMA user_version") == kSchemaVersion &&
-      db_.queryInt("PRAGMA application_id") == kApplicationId)
-    return;  // the usual case: no write lock needed
+  if (db_.queryInt("PRAGMA user_version") == kSchemaVersion && db_.queryInt("PRAGMA application_id") == kApplicationId)
+    return;                  // the usual case: no write lock needed
   sql::Transaction tx(db_);  // IMMEDIATE: two processes opening a new store do not race
   int64_t app = db_.queryInt("PRAGMA application_id");
   int64_t version = db_.queryInt("PRAGMA user_version");
   if ((app != 0 && app != kApplicationId) || version > kSchemaVersion || version < 0)
     reject(path(), "changed while it was being opened (application_id or schema version)");
-  for (int64_t next = version + 1; next <= kSchemaVersion; ++next)
-    db_.exec(store::kMigrations[next - 1]);
-  if (version != kSchemaVersion)
-    db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
-  if (app != kApplicationId)
-    db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
+  for (int64_t next = version + 1; next <= kSchemaVersion; ++next) db_.exec(store::kMigrations[next - 1]);
+  if (version != kSchemaVersion) db_.exec(("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str());
+  if (app != kApplicationId) db_.exec(("PRAGMA application_id=" + std::to_string(kApplicationId)).c_str());
   tx.commit();
 }
 

@@ -105,8 +105,7 @@ void setPointState(RunStore& store, int64_t sweepId, int point, const std::strin
                    const std::string& message) {
   auto& db = store.db();
   sql::Transaction tx(db);
-  auto u = db.prepare(
-      "UPDATE sweep_points SET status=?, run_id=coalesce(?, run_id), message=? WHERE sweep_id=? AND point=?");
+  auto u = db.prepare("UPDATE sweep_points SET status=?, run_id=coalesce(?, run_id), message=? WHERE sweep_id=? AND point=?");
   u.bindAll(status, runId, message, sweepId, point).run();
   requireChange(store, sweepId);
   if (runId) store.tagRun(*runId, sweepTag(sweepId));

@@ -12,11 +12,11 @@
 namespace ml {
 
 struct SweepPointRow {
-  int point = 0;                 // 0-based index in the grid's order
-  int64_t batchSize = 0;         // global batch
-  double lr = 0;                 // base learning rate (before the scaling rule)
-  std::string devices;           // "cpu:2"
-  std::string lrScaling;         // none | linear | sqrt
+  int point = 0;                   // 0-based index in the grid's order
+  int64_t batchSize = 0;           // global batch
+  double lr = 0;                   // base learning rate (before the scaling rule)
+  std::string devices;             // "cpu:2"
+  std::string lrScaling;           // none | linear | sqrt
   std::string status = "pending";  // pending | running | finished | cancelled | diverged | failed
   std::optional<int64_t> runId;
   std::string message;
@@ -44,8 +44,8 @@ SweepRecord loadSweep(RunStore& store, int64_t sweepId);
 std::vector<SweepRecord> listSweeps(RunStore& store);
 void setSweepStatus(RunStore& store, int64_t sweepId, const std::string& status);
 // A point's new status, its run (tagged with the sweep when given) and a message.
-void setPointState(RunStore& store, int64_t sweepId, int point, const std::string& status,
-                   std::optional<int64_t> runId, const std::string& message = {});
+void setPointState(RunStore& store, int64_t sweepId, int point, const std::string& status, std::optional<int64_t> runId,
+                   const std::string& message = {});
 // Deletes the sweep record (its runs stay).
 void deleteSweep(RunStore& store, int64_t sweepId);
 

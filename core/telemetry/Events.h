@@ -38,26 +38,26 @@ struct PhaseTimes {
 
 struct ReplicaStep {
   int replica = 0;
-  int64_t samples = 0;       // samples in this replica's shards this step
+  int64_t samples = 0;  // samples in this replica's shards this step
   PhaseTimes phases;
-  double start = 0;          // wall time the replica started the step
+  double start = 0;  // wall time the replica started the step
 };
 
 // Sent once, when training is about to start.
 struct RunStarted {
   std::string runName;
-  std::string projectJson;    // the whole project as it was run (so it can be re-run)
-  std::string configJson;     // the effective configuration (devices, batches, lr rule, ...)
+  std::string projectJson;           // the whole project as it was run (so it can be re-run)
+  std::string configJson;            // the effective configuration (devices, batches, lr rule, ...)
   std::vector<std::string> devices;  // "cpu:0 (simulated)", "gpu:0 NVIDIA H200", ...
   int replicas = 1;
   int64_t globalBatch = 0;
   int64_t perReplicaBatch = 0;  // the largest shard
   double baseLr = 0;
-  double lr = 0;                // after the scaling rule
+  double lr = 0;  // after the scaling rule
   int epochs = 0;
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
-  std::string description;      // the lines the CLI prints at start
+  std::string description;        // the lines the CLI prints at start
   std::vector<std::string> tags;  // stored with the run ("fault injected")
   // A resumed run goes on in its stored row: the store drops what came after the checkpoint
   // (steps after resumeStep, epochs after resumeEpochsDone) and marks it running again.
@@ -68,16 +68,16 @@ struct RunStarted {
 };
 
 struct StepEvent {
-  int64_t step = 0;           // global optimizer step, from 1
-  int epoch = 0;              // from 1
-  int64_t stepInEpoch = 0;    // from 1
+  int64_t step = 0;         // global optimizer step, from 1
+  int epoch = 0;            // from 1
+  int64_t stepInEpoch = 0;  // from 1
   int64_t stepsPerEpoch = 0;
-  double loss = 0;            // mean over the global batch
-  double metric = 0;          // accuracy (or MAE for regression) over the global batch
+  double loss = 0;    // mean over the global batch
+  double metric = 0;  // accuracy (or MAE for regression) over the global batch
   double lr = 0;
-  int64_t samples = 0;        // samples in this step (global)
-  double stepTime = 0;        // wall time of the step
-  double wallTime = 0;        // when the step ended
+  int64_t samples = 0;  // samples in this step (global)
+  double stepTime = 0;  // wall time of the step
+  double wallTime = 0;  // when the step ended
   std::vector<ReplicaStep> replicas;
 };
 
@@ -87,10 +87,10 @@ struct EpochEvent {
   double trainMetric = 0;
   std::optional<double> valLoss;
   std::optional<double> valMetric;
-  double seconds = 0;          // training time of the epoch (without validation)
+  double seconds = 0;  // training time of the epoch (without validation)
   double samplesPerSec = 0;
-  double allreduceShare = 0;   // share of replica step time spent in exposed all-reduce
-  double waitShare = 0;        // share spent waiting for the slowest replica
+  double allreduceShare = 0;        // share of replica step time spent in exposed all-reduce
+  double waitShare = 0;             // share spent waiting for the slowest replica
   std::vector<uint64_t> checksums;  // one per replica
   bool inSync = true;
   double wallTime = 0;
@@ -98,8 +98,8 @@ struct EpochEvent {
 
 struct DeviceSample {
   double wallTime = 0;
-  int device = 0;              // replica index
-  double utilization = 0;      // 0..1: compute time / wall time over a sliding window
+  int device = 0;          // replica index
+  double utilization = 0;  // 0..1: compute time / wall time over a sliding window
   double memoryBytes = 0;
 };
 
@@ -108,12 +108,12 @@ struct DeviceSample {
 // the training time at which the pause began and the pause itself is only this event.
 struct RunPaused {
   double wallTime = 0;
-  double seconds = 0;          // how long it was paused, in real time
+  double seconds = 0;  // how long it was paused, in real time
 };
 
 struct RunFinished {
   RunStatus status = RunStatus::Finished;
-  std::string message;         // error or divergence message
+  std::string message;  // error or divergence message
   double seconds = 0;
   int64_t steps = 0;
   std::optional<double> finalValLoss;
@@ -135,16 +135,16 @@ struct CheckpointSaved {
 // The watchdog's warning: a replica keeps arriving at the all-reduce late (a straggler).
 struct WatchdogWarning {
   int replica = 0;
-  std::string device;          // "cpu:1"
-  std::string phase;           // where it spends the extra time ("backward")
+  std::string device;  // "cpu:1"
+  std::string phase;   // where it spends the extra time ("backward")
   int64_t step = 0;
-  double lateSeconds = 0;      // median lateness over the last steps
-  double typicalSeconds = 0;   // median compute time of a replica's step
-  std::string message;         // "replica 1 (cpu:1) is a straggler: ..."
+  double lateSeconds = 0;     // median lateness over the last steps
+  double typicalSeconds = 0;  // median compute time of a replica's step
+  std::string message;        // "replica 1 (cpu:1) is a straggler: ..."
   double wallTime = 0;
 };
 
-using Event = std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunPaused, RunFinished, CheckpointSaved,
-                           WatchdogWarning>;
+using Event =
+    std::variant<RunStarted, StepEvent, EpochEvent, DeviceSample, RunPaused, RunFinished, CheckpointSaved, WatchdogWarning>;
 
 }  // namespace ml

@@ -19,7 +19,10 @@ inline int64_t numel(const Shape& s) {
 inline std::string shapeToString(const Shape& s, bool withBatch = true) {
   std::string out = "(";
   bool first = true;
-  if (withBatch) { out += "None"; first = false; }
+  if (withBatch) {
+    out += "None";
+    first = false;
+  }
   for (int64_t d : s) {
     if (!first) out += ", ";
     out += std::to_string(d);

@@ -31,10 +31,21 @@ static nlohmann::json header(const Checkpoint& c) {
           {"replicas", c.replicas},
           {"devices", c.devices},
           {"position",
-           {{"step", a.step}, {"epoch", a.epoch}, {"step_in_epoch", a.stepInEpoch}, {"wall", a.wall}, {"epoch_start", a.epochStart},
-            {"loss_sum", a.lossSum}, {"metric_sum", a.metricSum}, {"allreduce_seconds", a.arTime}, {"wait_seconds", a.waitTime},
-            {"all_seconds", a.allTime}, {"samples", a.samples}, {"last_val_loss", optional(a.lastValLoss)},
-            {"last_val_metric", optional(a.lastValMetric)}, {"best_loss", a.bestLoss}, {"since_best", a.sinceBest}}}};
+           {{"step", a.step},
+            {"epoch", a.epoch},
+            {"step_in_epoch", a.stepInEpoch},
+            {"wall", a.wall},
+            {"epoch_start", a.epochStart},
+            {"loss_sum", a.lossSum},
+            {"metric_sum", a.metricSum},
+            {"allreduce_seconds", a.arTime},
+            {"wait_seconds", a.waitTime},
+            {"all_seconds", a.allTime},
+            {"samples", a.samples},
+            {"last_val_loss", optional(a.lastValLoss)},
+            {"last_val_metric", optional(a.lastValMetric)},
+            {"best_loss", a.bestLoss},
+            {"since_best", a.sinceBest}}}};
 }
 
 // Streams the bytes to the file and into the running checksum.
@@ -133,8 +144,8 @@ Checkpoint loadCheckpoint(const std::string& path) {
   uint32_t version = 0, len = 0;
   r.get(&version, 4);
   if (version != kCheckpointVersion)
-    throw UserError("checkpoint '" + path + "' has format version " + std::to_string(version) + "; this Mirrorlab reads version " +
-                    std::to_string(kCheckpointVersion));
+    throw UserError("checkpoint '" + path + "' has format version " + std::to_string(version) +
+                    "; this Mirrorlab reads version " + std::to_string(kCheckpointVersion));
   r.get(&len, 4);
   if (len > (64u << 20)) throw UserError("checkpoint '" + path + "' is damaged (header length " + std::to_string(len) + ")");
   std::string head(len, '\0');

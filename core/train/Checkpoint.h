@@ -21,27 +21,27 @@ inline constexpr int kCheckpointsKept = 3;
 // Where the training loop is and its running figures, so a resumed run reports what an
 // uninterrupted one would.
 struct TrainPosition {
-  int64_t step = 0;          // optimizer steps done
-  int epoch = 1;             // the epoch in progress (from 1)
-  int64_t stepInEpoch = 0;   // its steps done
-  double wall = 0;           // training seconds so far (the resumed run's clock goes on from here)
-  double epochStart = 0;     // wall time the epoch began
+  int64_t step = 0;         // optimizer steps done
+  int epoch = 1;            // the epoch in progress (from 1)
+  int64_t stepInEpoch = 0;  // its steps done
+  double wall = 0;          // training seconds so far (the resumed run's clock goes on from here)
+  double epochStart = 0;    // wall time the epoch began
   double lossSum = 0, metricSum = 0, arTime = 0, waitTime = 0, allTime = 0;
   int64_t samples = 0;
   std::optional<double> lastValLoss, lastValMetric;
-  double bestLoss = 0;       // early stopping
+  double bestLoss = 0;  // early stopping
   int sinceBest = 0;
 };
 
 struct Checkpoint {
   int64_t runId = 0;
-  nlohmann::json architecture;   // architectureJson(model)
-  std::string optimizer;         // "adam"
-  uint64_t seed = 0;             // keys the shuffle (seed, epoch) and dropout (seed, step, sample)
-  uint64_t shuffleKey = 0;       // the key of the epoch in progress, checked on load
+  nlohmann::json architecture;  // architectureJson(model)
+  std::string optimizer;        // "adam"
+  uint64_t seed = 0;            // keys the shuffle (seed, epoch) and dropout (seed, step, sample)
+  uint64_t shuffleKey = 0;      // the key of the epoch in progress, checked on load
   int64_t globalBatch = 0;
   int replicas = 0;
-  std::string devices;           // "cpu:3"
+  std::string devices;  // "cpu:3"
   TrainPosition at;
   std::vector<float> params;
   std::vector<std::vector<float>> optimizerSlots;  // optimizerSlots()'s order

@@ -75,8 +75,8 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
     if (m->outFeatures() != want)
       fc.problems.push_back({FitProblem::Where::Output, last,
                              "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
-                                 " outputs but binary_crossentropy needs one per 0/1 target (" + std::to_string(want) + "). Set its Units to " +
-                                 std::to_string(want) + "."});
+                                 " outputs but binary_crossentropy needs one per 0/1 target (" + std::to_string(want) +
+                                 "). Set its Units to " + std::to_string(want) + "."});
     else if (!p.training.fromLogits && lastActivation(p.model) != "sigmoid")
       fc.problems.push_back({FitProblem::Where::Output, last,
                              "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
@@ -88,9 +88,10 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
                                  " outputs but the data has " + std::to_string(data.numClasses) + " classes. Set its Units to " +
                                  std::to_string(data.numClasses) + " (or click Fit to data)."});
     else if (!p.training.fromLogits && lastActivation(p.model) != "softmax")
-      fc.problems.push_back({FitProblem::Where::Output, last,
-                             "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
-                                 " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to data)."});
+      fc.problems.push_back(
+          {FitProblem::Where::Output, last,
+           "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
+               " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to data)."});
   } else if (m->outFeatures() != data.targetDim) {
     fc.problems.push_back({FitProblem::Where::Output, last,
                            "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +

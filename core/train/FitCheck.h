@@ -15,10 +15,10 @@ struct Dataset;
 
 // What the fit depends on, known without loading the data for generated sets and Fashion-MNIST.
 struct DataFacts {
-  std::string name;        // "wine.csv", "Fashion-MNIST", ...
-  Shape sampleShape;       // {13}, {28, 28}
-  int numClasses = 0;      // 0: regression
-  int64_t targetDim = 1;   // values per target (regression)
+  std::string name;       // "wine.csv", "Fashion-MNIST", ...
+  Shape sampleShape;      // {13}, {28, 28}
+  int numClasses = 0;     // 0: regression
+  int64_t targetDim = 1;  // values per target (regression)
 };
 DataFacts factsOf(const Dataset& d);
 // The facts a project's data section fixes without reading files; nullopt for CSV / IDX files.
@@ -26,8 +26,8 @@ std::optional<DataFacts> knownFacts(const DataSpec& d);
 
 struct FitProblem {
   enum class Where { Input, Output, Loss, Model } where = Where::Model;
-  int layer = -1;          // the layer to mark: 0 for the input, the last layer for the output
-  std::string message;     // "Model screen, Input shape: the data gives 13 features; the model expects 28x28 ..."
+  int layer = -1;       // the layer to mark: 0 for the input, the last layer for the output
+  std::string message;  // "Model screen, Input shape: the data gives 13 features; the model expects 28x28 ..."
 };
 
 struct FitCheck {

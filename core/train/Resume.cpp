@@ -30,8 +30,7 @@ ResumeSource findResume(RunStore& store, int64_t runId) {
   const RunDetail run = store.loadRun(runId);  // UserError when there is no such run
   const std::string who = "run " + std::to_string(runId) + " ('" + run.summary.name + "')";
   const std::string& status = run.summary.status;
-  if (status == "finished")
-    throw UserError(who + " finished: there is nothing to resume; nothing was changed");
+  if (status == "finished") throw UserError(who + " finished: there is nothing to resume; nothing was changed");
   if (status == "running")
     throw UserError(who + " is still running (process " + std::to_string(run.pid.value_or(0)) + " on " + run.host +
                     "): stop it before resuming it");
@@ -50,8 +49,8 @@ ResumeSource findResume(RunStore& store, int64_t runId) {
     throw UserError(std::string(e.what()) + "; " + who + " was not resumed and nothing was changed");
   }
   if (src.checkpoint.runId != runId)
-    throw UserError("checkpoint '" + src.checkpointPath + "' belongs to run " + std::to_string(src.checkpoint.runId) + ", not to " + who +
-                    ": it was not used and nothing was changed");
+    throw UserError("checkpoint '" + src.checkpointPath + "' belongs to run " + std::to_string(src.checkpoint.runId) +
+                    ", not to " + who + ": it was not used and nothing was changed");
   const nlohmann::json pj = parseJsonOrDiscarded(run.projectJson);
   if (pj.is_discarded()) throw UserError(who + " has no readable project in the store: it cannot be resumed");
   src.project = Project::fromJson(pj, who + "'s project");

@@ -15,8 +15,8 @@ namespace ml {
 struct ResumeSource {
   int64_t runId = 0;
   std::string runName;
-  Project project;          // as the run was started, without its injected faults
-  Checkpoint checkpoint;    // the newest one
+  Project project;        // as the run was started, without its injected faults
+  Checkpoint checkpoint;  // the newest one
   std::string checkpointPath;
 };
 

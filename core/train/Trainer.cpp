@@ -12,10 +12,10 @@
 #include "Error.h"
 #include "JsonFile.h"
 #include "Limits.h"
+#include "nn/WeightsFile.h"
 #include "project/LrScaling.h"
 #include "random/Rng.h"
 #include "store/RunStore.h"
-#include "nn/WeightsFile.h"
 #include "train/FitCheck.h"
 #include "train/Watchdog.h"
 
@@ -33,9 +33,11 @@ static std::string fmtNum(double v) {
 
 std::string RunPlan::sentence() const {
   std::ostringstream s;
-  if (replicas == 1) s << "1 replica x " << globalBatch << " = " << globalBatch << " samples per step";
+  if (replicas == 1)
+    s << "1 replica x " << globalBatch << " = " << globalBatch << " samples per step";
   else if (perReplicaBatch == smallestShard)
-    s << replicas << " replicas x " << perReplicaBatch << " = " << microBatch << " samples per " << (accumulate > 1 ? "micro-batch" : "step");
+    s << replicas << " replicas x " << perReplicaBatch << " = " << microBatch << " samples per "
+      << (accumulate > 1 ? "micro-batch" : "step");
   else
     s << replicas << " replicas x " << smallestShard << "-" << perReplicaBatch << " = " << microBatch << " samples per "
       << (accumulate > 1 ? "micro-batch" : "step");
@@ -81,13 +83,16 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   plan.lr = plan.scaling.lr;
   plan.warmupEpochs = t.warmupEpochs;
   if (plan.smallestShard == 0)
-    plan.warnings.push_back("the global batch (" + std::to_string(plan.microBatch) + ") is smaller than the number of replicas (" +
-                            std::to_string(replicas) + "): some replicas get no samples and only wait");
+    plan.warnings.push_back("the global batch (" + std::to_string(plan.microBatch) +
+                            ") is smaller than the number of replicas (" + std::to_string(replicas) +
+                            "): some replicas get no samples and only wait");
   const int64_t lastMicro = plan.lastBatch / t.accumulate;
   if (lastMicro < replicas && plan.smallestShard > 0)
-    plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) + " samples: some replicas get none");
+    plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) +
+                            " samples: some replicas get none");
   if (t.lrScaling == "none" && plan.globalBatch > plan.scaling.referenceBatch)
-    plan.warnings.push_back("the global batch (" + std::to_string(plan.globalBatch) + ") is " + fmtNum(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +
+    plan.warnings.push_back("the global batch (" + std::to_string(plan.globalBatch) + ") is " +
+                            fmtNum(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +
                             "x the batch the learning rate was set for (" + std::to_string(plan.scaling.referenceBatch) +
                             ") but the learning rate is unscaled: consider linear scaling with warm-up");
   return plan;
@@ -111,9 +116,9 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
   const int64_t k = m.outFeatures();
   const std::string last = "the last layer '" + m.layer(m.layerCount() - 1).name + "'";
   if (m.inFeatures() != data.featureCount())
-    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" + data.name +
-                    "', whose samples have shape " + shapeToString(data.sampleShape, false) + ": set model.input_shape to " +
-                    shapeToString(data.sampleShape, false));
+    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" +
+                    data.name + "', whose samples have shape " + shapeToString(data.sampleShape, false) +
+                    ": set model.input_shape to " + shapeToString(data.sampleShape, false));
   const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
   switch (loss.kind()) {
     case LossKind::SparseCategoricalCrossentropy:
@@ -132,33 +137,37 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
                         "' has integer class labels (one class index per sample): use sparse_categorical_crossentropy, "
                         "which takes class indices (as in Keras: sparse_* for integer labels, the plain loss for one-hot rows)");
       if (data.targetDim != k)
-        throw UserError("training.loss categorical_crossentropy expects " + std::to_string(k) + " one-hot values per sample (one per output of " +
-                        last + ") but '" + data.name + "' has " + std::to_string(data.targetDim) + " target values per sample");
+        throw UserError("training.loss categorical_crossentropy expects " + std::to_string(k) +
+                        " one-hot values per sample (one per output of " + last + ") but '" + data.name + "' has " +
+                        std::to_string(data.targetDim) + " target values per sample");
       break;
     case LossKind::BinaryCrossentropy:
       if (data.targetDim != k)
         throw UserError("training.loss binary_crossentropy compares each of the " + std::to_string(k) + " outputs of " + last +
-                        " with a 0/1 target, but '" + data.name + "' has " + std::to_string(data.targetDim) + " target value(s) per sample" +
-                        (classLabels && data.numClasses > 2 ? " (" + std::to_string(data.numClasses) + " classes): use sparse_categorical_crossentropy with " +
-                                                                  std::to_string(data.numClasses) + " softmax units"
-                                                            : ": give it " + std::to_string(data.targetDim) + " unit(s) with a sigmoid"));
+                        " with a 0/1 target, but '" + data.name + "' has " + std::to_string(data.targetDim) +
+                        " target value(s) per sample" +
+                        (classLabels && data.numClasses > 2
+                             ? " (" + std::to_string(data.numClasses) + " classes): use sparse_categorical_crossentropy with " +
+                                   std::to_string(data.numClasses) + " softmax units"
+                             : ": give it " + std::to_string(data.targetDim) + " unit(s) with a sigmoid"));
       if (classLabels && data.numClasses > 2)
-        throw UserError("training.loss binary_crossentropy needs labels 0 and 1, but '" + data.name + "' has " + std::to_string(data.numClasses) +
-                        " classes: use sparse_categorical_crossentropy with " + std::to_string(data.numClasses) + " softmax units");
+        throw UserError("training.loss binary_crossentropy needs labels 0 and 1, but '" + data.name + "' has " +
+                        std::to_string(data.numClasses) + " classes: use sparse_categorical_crossentropy with " +
+                        std::to_string(data.numClasses) + " softmax units");
       break;
     case LossKind::MeanSquaredError:
       if (data.targetDim != k)
         throw UserError(last + " has " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
                         std::to_string(data.targetDim) + " value(s) per sample" +
-                        (classLabels ? ": these are class labels, use sparse_categorical_crossentropy with " + std::to_string(data.numClasses) +
-                                           " units (or 1 unit to regress the class index)"
+                        (classLabels ? ": these are class labels, use sparse_categorical_crossentropy with " +
+                                           std::to_string(data.numClasses) + " units (or 1 unit to regress the class index)"
                                      : ": give it " + std::to_string(data.targetDim) + " units"));
       break;
   }
   if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
     throw UserError("training.metrics mae compares each of the " + std::to_string(k) + " outputs of " + last +
-                    " with a target value, but '" + data.name + "' has " + std::to_string(data.targetDim) + " value(s) per sample" +
-                    (classLabels ? " (class labels): use accuracy for classification" : ""));
+                    " with a target value, but '" + data.name + "' has " + std::to_string(data.targetDim) +
+                    " value(s) per sample" + (classLabels ? " (class labels): use accuracy for classification" : ""));
 }
 
 Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, TelemetryHub& hub, TrainerOptions options)
@@ -182,9 +191,10 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   // and, on CPU replicas, that the batch fits in memory (a GPU run names its own device's memory).
   for (const auto& name : project_.training.metrics) parseMetric(name);
   const bool classLabels = train.numClasses > 0 && train.targetDim == 1;
-  const bool wrongKind = (classLabels && (loss.kind() == LossKind::MeanSquaredError || loss.kind() == LossKind::CategoricalCrossentropy ||
-                                          metric == MetricKind::MeanAbsoluteError)) ||
-                         (loss.kind() == LossKind::SparseCategoricalCrossentropy && train.numClasses <= 0);
+  const bool wrongKind =
+      (classLabels && (loss.kind() == LossKind::MeanSquaredError || loss.kind() == LossKind::CategoricalCrossentropy ||
+                       metric == MetricKind::MeanAbsoluteError)) ||
+      (loss.kind() == LossKind::SparseCategoricalCrossentropy && train.numClasses <= 0);
   if (wrongKind) checkLossFitsData(loss, metric, strategy_->model(0), train);
   const FitCheck fit = checkFit(project_, factsOf(train));
   if (!fit.fits()) throw UserError(fit.summary());
@@ -214,17 +224,19 @@ void Trainer::restore(const Checkpoint& c) {
   Sequential& m = strategy_->model(0);
   const nlohmann::json arch = architectureJson(m);
   if (strip(c.architecture) != strip(arch) || c.params.size() != static_cast<size_t>(m.paramCount()))
-    throw UserError("the " + what + " belongs to another architecture (" + shortDump(c.architecture, 200) + "), not this model's (" +
-                    shortDump(arch, 200) + "): it cannot be resumed with this project");
+    throw UserError("the " + what + " belongs to another architecture (" + shortDump(c.architecture, 200) +
+                    "), not this model's (" + shortDump(arch, 200) + "): it cannot be resumed with this project");
   if (c.optimizer != project_.training.optimizer.name)
-    throw UserError("the " + what + " holds " + c.optimizer + " state but the project trains with " + project_.training.optimizer.name);
+    throw UserError("the " + what + " holds " + c.optimizer + " state but the project trains with " +
+                    project_.training.optimizer.name);
   if (c.seed != project_.training.seed)
     throw UserError("the " + what + " was made with seed " + std::to_string(c.seed) + ", the project has seed " +
                     std::to_string(project_.training.seed) + ": its shuffle and dropout keys would not continue");
   if (c.globalBatch != plan_.globalBatch)
     throw UserError("resuming on " + std::to_string(plan_.replicas) + " replica(s) would change the global batch from " +
                     std::to_string(c.globalBatch) + " (" + c.devices + ") to " + std::to_string(plan_.globalBatch) +
-                    ": the run could not go on as it was; resume with a device count that keeps a global batch of " + std::to_string(c.globalBatch) +
+                    ": the run could not go on as it was; resume with a device count that keeps a global batch of " +
+                    std::to_string(c.globalBatch) +
                     (project_.training.perDeviceBatch ? " (the batch is per device: use " + c.devices + ")" : ""));
   if (c.at.step > plan_.stepsPerEpoch * project_.training.epochs || c.at.epoch < 1)
     throw UserError("the " + what + " is past the end of this run's " + std::to_string(project_.training.epochs) + " epochs");
@@ -363,15 +375,17 @@ std::vector<std::string> Trainer::startLines() const {
   lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + ")");
   std::string batch = "global batch " + std::to_string(plan_.globalBatch);
   if (plan_.replicas > 1 || plan_.accumulate > 1) {
-    batch += ", per-replica batch " + (plan_.smallestShard == plan_.perReplicaBatch ? std::to_string(plan_.perReplicaBatch)
-                                                                                    : std::to_string(plan_.smallestShard) + "-" +
-                                                                                          std::to_string(plan_.perReplicaBatch));
-    if (plan_.accumulate > 1) batch += ", " + std::to_string(plan_.accumulate) + " micro-batches of " + std::to_string(plan_.microBatch);
+    batch += ", per-replica batch " + (plan_.smallestShard == plan_.perReplicaBatch
+                                           ? std::to_string(plan_.perReplicaBatch)
+                                           : std::to_string(plan_.smallestShard) + "-" + std::to_string(plan_.perReplicaBatch));
+    if (plan_.accumulate > 1)
+      batch += ", " + std::to_string(plan_.accumulate) + " micro-batches of " + std::to_string(plan_.microBatch);
   }
   batch += "; " + std::to_string(plan_.stepsPerEpoch) + " steps per epoch";
   lines.push_back(batch);
   std::string lr = "learning rate " + plan_.scaling.explain();
-  if (plan_.warmupEpochs > 0) lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
+  if (plan_.warmupEpochs > 0)
+    lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
   lines.push_back(lr);
   if (s.replicas() > 1) {
     char b[96];
@@ -447,11 +461,12 @@ RunFinished Trainer::run() {
   wo.hangSeconds = project_.distribute.hangSeconds;
   wo.stragglerFactor = project_.distribute.stragglerFactor;
   std::optional<Watchdog> watchdog;
-  if (options_.watchdog) watchdog.emplace(s, wo, [this](const std::string& why) {
-    hangNs_.store(steadyNs());
-    abort(why);
-    strategy_->releaseFaults();  // an injected hang lets go, so the stuck step ends and run() returns
-  });
+  if (options_.watchdog)
+    watchdog.emplace(s, wo, [this](const std::string& why) {
+      hangNs_.store(steadyNs());
+      abort(why);
+      strategy_->releaseFaults();  // an injected hang lets go, so the stuck step ends and run() returns
+    });
 
   auto finish = [&](RunStatus st, std::string msg) {
     fin.status = st;
@@ -472,7 +487,8 @@ RunFinished Trainer::run() {
       double lossSum = 0, metricSum = 0, arTime = 0, waitTime = 0, allTime = 0;
       int64_t samples = 0;
       if (resumedEpoch) {
-        lossSum = from.lossSum, metricSum = from.metricSum, arTime = from.arTime, waitTime = from.waitTime, allTime = from.allTime;
+        lossSum = from.lossSum, metricSum = from.metricSum, arTime = from.arTime, waitTime = from.waitTime,
+        allTime = from.allTime;
         samples = from.samples;
       }
       auto position = [&](int64_t stepsInEpoch) {
@@ -496,7 +512,8 @@ RunFinished Trainer::run() {
             std::lock_guard lock(abortMu_);
             reason = abortReason_;
           }
-          if (!reason.empty()) return finish(RunStatus::Failed, reason + " (training stopped after step " + std::to_string(step) + ")");
+          if (!reason.empty())
+            return finish(RunStatus::Failed, reason + " (training stopped after step " + std::to_string(step) + ")");
           return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));
         }
         const int64_t lo = i * plan_.globalBatch, hi = std::min<int64_t>(lo + plan_.globalBatch, train.size);
@@ -505,16 +522,17 @@ RunFinished Trainer::run() {
           lr = plan_.baseLr + (plan_.lr - plan_.baseLr) * static_cast<double>(step) / warmupSteps;
         const double t = wall();
         ++step;
-        StepResult r = s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
-                                   tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
+        StepResult r =
+            s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
+                        tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
         const double t2 = wall();
         if (watchdog && watchdog->fired()) continue;  // the cancel check above ends the run with the diagnosis
         if (!r.finite) {
           const auto& dev = s.options().devices.devices[static_cast<size_t>(r.badReplica)];
-          return finish(RunStatus::Diverged, "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " +
-                                                 std::to_string(epoch) + ") on replica " + std::to_string(r.badReplica) + " (" +
-                                                 dev.label() + ")" +
-                                                 (faults.nanStep == step ? " (an injected nan fault)" : ": lower the learning rate"));
+          return finish(RunStatus::Diverged,
+                        "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
+                            ") on replica " + std::to_string(r.badReplica) + " (" + dev.label() + ")" +
+                            (faults.nanStep == step ? " (an injected nan fault)" : ": lower the learning rate"));
         }
         StepEvent ev;
         ev.step = step;
@@ -560,8 +578,10 @@ RunFinished Trainer::run() {
         }
         if (tr.checkpointInSteps && step % every == 0 && step < totalSteps) writeCheckpoint(position(i + 1));
         if (faults.killStep == step) {
-          if (options_.onKill) options_.onKill();
-          else std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
+          if (options_.onKill)
+            options_.onKill();
+          else
+            std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
         }
       }
       EpochEvent ep;

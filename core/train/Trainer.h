@@ -6,9 +6,9 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
-#include <optional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,10 +32,10 @@ struct RunPlan {
   int accumulate = 1;
   int64_t trainSamples = 0;
   int64_t stepsPerEpoch = 0;
-  int64_t lastBatch = 0;        // samples in the last (partial) update of an epoch
+  int64_t lastBatch = 0;  // samples in the last (partial) update of an epoch
   double baseLr = 0, lr = 0, lrFactor = 1;
-  std::string lrRule;           // none | linear | sqrt
-  LrScaling scaling;            // the rule applied to this run's global batch
+  std::string lrRule;  // none | linear | sqrt
+  LrScaling scaling;   // the rule applied to this run's global batch
   double warmupEpochs = 0;
   std::vector<std::string> warnings;
   std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for ...)"
@@ -45,7 +45,7 @@ struct RunPlan {
 RunPlan planRun(const Project& p, int replicas, int64_t trainSamples);
 
 struct TrainerOptions {
-  int64_t maxSteps = 0;         // stop after this many updates (0: all epochs)
+  int64_t maxSteps = 0;  // stop after this many updates (0: all epochs)
   std::string runName;
   double sampleInterval = 0.1;  // seconds between device samples
   // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
@@ -75,7 +75,10 @@ class Trainer {
   // Runs to the end on the calling thread. Never throws for run-time failures: they end as a
   // RunFinished event (also returned) with status failed / diverged / cancelled.
   RunFinished run();
-  void requestCancel() { cancel_.store(true); resume(); }
+  void requestCancel() {
+    cancel_.store(true);
+    resume();
+  }
   // Ends the run at the next step as failed with this reason (the recorder calls it, from its
   // thread, when the store cannot be written: a run nobody can record must not go on as if).
   void abort(const std::string& reason);
@@ -110,7 +113,7 @@ class Trainer {
   std::string abortReason_;  // set by abort(): the run ends failed instead of cancelled
   std::mutex pauseMu_;
   std::condition_variable pauseCv_;
-  std::optional<int64_t> runId_;  // for checkpoints, once known
+  std::optional<int64_t> runId_;    // for checkpoints, once known
   std::atomic<int64_t> hangNs_{0};  // steady time the watchdog stopped the run (0: it did not)
   int64_t t0_ = 0;
   int64_t pausedNs_ = 0;  // real time spent paused: wall() leaves it out

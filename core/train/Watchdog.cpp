@@ -59,19 +59,19 @@ std::string Watchdog::diagnose(double stalledFor) const {
   int bucket = s_.bucketCount();
   if (stuck.empty()) {
     const auto& q = p[static_cast<size_t>(waiting.front())];
-    return "all " + std::to_string(waiting.size()) + " replicas have been in the all-reduce of step " + std::to_string(q.step) + " for " +
-           seconds(stalledFor) + " without progress";
+    return "all " + std::to_string(waiting.size()) + " replicas have been in the all-reduce of step " + std::to_string(q.step) +
+           " for " + seconds(stalledFor) + " without progress";
   }
   for (size_t i = 0; i < stuck.size(); ++i) {
     const auto& q = p[static_cast<size_t>(stuck[i])];
     bucket = std::min(bucket, q.bucketsHanded + 1);
-    msg += (i ? "; " : "") + label(stuck[i]) + " has not finished " + toString(q.phase) + " of step " + std::to_string(q.step) + " for " +
-           seconds(std::max(stalledFor, now - q.phaseSince));
+    msg += (i ? "; " : "") + label(stuck[i]) + " has not finished " + toString(q.phase) + " of step " + std::to_string(q.step) +
+           " for " + seconds(std::max(stalledFor, now - q.phaseSince));
   }
   if (!waiting.empty()) {
     const bool all = static_cast<int>(waiting.size()) == n - static_cast<int>(stuck.size());
-    msg += "; " + std::string(all ? "the other " : "") + std::to_string(waiting.size()) + " replica" + (waiting.size() == 1 ? " is" : "s are") +
-           " waiting in the all-reduce of bucket " + std::to_string(bucket);
+    msg += "; " + std::string(all ? "the other " : "") + std::to_string(waiting.size()) + " replica" +
+           (waiting.size() == 1 ? " is" : "s are") + " waiting in the all-reduce of bucket " + std::to_string(bucket);
   }
   return msg;
 }
@@ -146,10 +146,13 @@ std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
       w.typicalSeconds = typical;
       w.wallTime = ev.wallTime;
       char b[256];
-      std::snprintf(b, sizeof b,
-                    "replica %d (%s) is a straggler: it reaches the all-reduce %.1f ms after the others (median of the last %d steps), "
-                    "%.1fx a replica's typical compute time of %.1f ms; the extra time is spent in %s, and every other replica waits for it",
-                    r, w.device.c_str(), late * 1e3, o_.stragglerWindow, typical > 0 ? late / typical : 0.0, typical * 1e3, w.phase.c_str());
+      std::snprintf(
+          b, sizeof b,
+          "replica %d (%s) is a straggler: it reaches the all-reduce %.1f ms after the others (median of the last %d steps), "
+          "%.1fx a replica's typical compute time of %.1f ms; the extra time is spent in %s, and every other replica waits for "
+          "it",
+          r, w.device.c_str(), late * 1e3, o_.stragglerWindow, typical > 0 ? late / typical : 0.0, typical * 1e3,
+          w.phase.c_str());
       w.message = b;
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
       if (s_.options().devices.kind == DeviceKind::Cpu && n > cores)

@@ -22,10 +22,10 @@ namespace ml {
 
 struct WatchdogOptions {
   double hangSeconds = 60;
-  double firstStepFactor = 10;   // the first step (allocation, warm-up, a GPU's first kernels) gets this x longer
+  double firstStepFactor = 10;  // the first step (allocation, warm-up, a GPU's first kernels) gets this x longer
   double stragglerFactor = 1.0;
-  int stragglerWindow = 8;       // steps whose median lateness is compared
-  double minLateSeconds = 0.005; // below this, lateness is scheduling noise, not a slow device
+  int stragglerWindow = 8;        // steps whose median lateness is compared
+  double minLateSeconds = 0.005;  // below this, lateness is scheduling noise, not a slow device
 };
 
 class Watchdog {

@@ -1,8 +1,8 @@
 // The GPU backend's host side, which runs on every machine: the device RNG equals the CPU's (so GPU
 // dropout masks can equal the CPU's), the ABI's enumerations match core/nn, the plugin loader and
 // the device probe give precise reasons and never crash without a driver or GPU.
-#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
+#include "GpuTestUtil.h"
 
 #include <cstdlib>
 #include <optional>
@@ -14,8 +14,8 @@
 #include "distribute/MirroredStrategy.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
-#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
+#include "random/Rng.h"
 
 namespace ml {
 namespace {
@@ -25,12 +25,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
+    if (value)
+      setenv(name, value, 1);
+    else
+      unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
+    if (old_)
+      setenv(name_, old_->c_str(), 1);
+    else
+      unsetenv(name_);
   }
 
  private:
@@ -173,7 +177,8 @@ TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
       EXPECT_NE(msg.find("cpu:N"), std::string::npos) << msg;
     } else {
       EXPECT_NE(msg.find("gpu:" + std::to_string(count) + " does not exist: this machine has " + std::to_string(count) + " GPU"),
-                std::string::npos) << msg;
+                std::string::npos)
+          << msg;
     }
   }
 }
@@ -215,7 +220,8 @@ TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
   const auto p = loadCudaPlugin(MIRRORLAB_TEST_CUDA_PLUGIN, &why);
   ASSERT_NE(p, nullptr) << why;
   mlcuda_probe_result result{};
-  if (p->probe(nullptr, 0, &result).code == MLCUDA_OK) GTEST_SKIP() << "this machine has a GPU: tests/gpu/test_gpu_kernels covers it";
+  if (p->probe(nullptr, 0, &result).code == MLCUDA_OK)
+    GTEST_SKIP() << "this machine has a GPU: tests/gpu/test_gpu_kernels covers it";
   mlcuda_context* ctx = nullptr;
   const mlcuda_status c = p->contextCreate(0, "gpu:0", 0, &ctx);
   EXPECT_NE(c.code, MLCUDA_OK);
@@ -234,8 +240,10 @@ TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
 TEST(BuiltPlugin, ProbeDevicesWithThePluginPresent) {
   ScopedEnv env("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN);
   const DeviceReport r = probeDevices();
-  if (r.gpus.empty()) EXPECT_TRUE(mentionsDriverOrPlugin(r.noGpuReason)) << r.noGpuReason;
-  else EXPECT_TRUE(r.noGpuReason.empty()) << r.noGpuReason;
+  if (r.gpus.empty())
+    EXPECT_TRUE(mentionsDriverOrPlugin(r.noGpuReason)) << r.noGpuReason;
+  else
+    EXPECT_TRUE(r.noGpuReason.empty()) << r.noGpuReason;
 }
 
 #endif

@@ -2,8 +2,8 @@
 // inputs): a normalised error with a tolerance per operation, dropout masks bit for bit. The plugin
 // is loaded exactly as the program loads it. Skips with the probe's reason where there is no usable
 // GPU; MIRRORLAB_REQUIRE_GPU=1 turns that skip into a failure (tests/gpu/run.sh sets it).
-#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
+#include "GpuTestUtil.h"
 
 #include <algorithm>
 #include <cmath>
@@ -17,8 +17,8 @@
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
-#include "random/Rng.h"
 #include "nn/SimpleLayers.h"
+#include "random/Rng.h"
 
 namespace ml {
 namespace {
@@ -51,8 +51,8 @@ GpuEnv& gpu() {
       return e;
     }
     if (gpus[0].cc_major < 8) {
-      e.reason = "gpu:0 (" + std::string(gpus[0].name) + ") has compute capability " + std::to_string(gpus[0].cc_major) +
-                 "." + std::to_string(gpus[0].cc_minor) + "; the plugin is built for 8.0 and 9.0";
+      e.reason = "gpu:0 (" + std::string(gpus[0].name) + ") has compute capability " + std::to_string(gpus[0].cc_major) + "." +
+                 std::to_string(gpus[0].cc_minor) + "; the plugin is built for 8.0 and 9.0";
       return e;
     }
     e.deviceCount = r.device_count;
@@ -122,8 +122,7 @@ std::vector<float> random(size_t n, uint64_t seed, double lo = -1.0, double hi =
 // an all-but-zero tensor is compared absolutely).
 ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want, double tol,
                                  const std::string& what) {
-  if (got.size() != want.size())
-    return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
   double scale = 0, worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -251,8 +250,8 @@ TEST_F(Gpu, DenseBackwardMatchesCpu) {
 
             Dev<float> gx(x), gp(params), gy(y), gdy(dy0), ggrads(grads0), gdx(dx.size());
             float* gdb = bias ? ggrads.data() + s.in * s.out : nullptr;
-            ok(P().denseBackward(C(), gx.data(), gp.data(), gy.data(), gdy.data(), withDx ? gdx.data() : nullptr,
-                                 ggrads.data(), gdb, s.n, s.in, s.out, static_cast<int>(act), fused ? 1 : 0));
+            ok(P().denseBackward(C(), gx.data(), gp.data(), gy.data(), gdy.data(), withDx ? gdx.data() : nullptr, ggrads.data(),
+                                 gdb, s.n, s.in, s.out, static_cast<int>(act), fused ? 1 : 0));
             const std::vector<float> g = ggrads.get();
             const size_t kernelSize = static_cast<size_t>(s.in * s.out);
             EXPECT_TRUE(close(std::vector<float>(g.begin(), g.begin() + static_cast<long>(kernelSize)),
@@ -340,11 +339,13 @@ TEST_F(Gpu, LossesAndGradientsMatchCpu) {
     const char* name;
     bool fromLogits, fused;
   };
-  const Case cases[] = {
-      {"sparse_categorical_crossentropy", true, false}, {"sparse_categorical_crossentropy", false, true},
-      {"sparse_categorical_crossentropy", false, false}, {"categorical_crossentropy", true, false},
-      {"categorical_crossentropy", false, true},         {"categorical_crossentropy", false, false},
-      {"mean_squared_error", false, false}};
+  const Case cases[] = {{"sparse_categorical_crossentropy", true, false},
+                        {"sparse_categorical_crossentropy", false, true},
+                        {"sparse_categorical_crossentropy", false, false},
+                        {"categorical_crossentropy", true, false},
+                        {"categorical_crossentropy", false, true},
+                        {"categorical_crossentropy", false, false},
+                        {"mean_squared_error", false, false}};
   uint64_t seed = 400;
   for (const Case& c : cases) {
     const std::string what = std::string(c.name) + (c.fromLogits ? " from logits" : c.fused ? " fused softmax" : "");
@@ -355,9 +356,12 @@ TEST_F(Gpu, LossesAndGradientsMatchCpu) {
     }();
     std::vector<float> pred;
     const std::vector<float> logits = random(static_cast<size_t>(n * k), ++seed, -3, 3);
-    if (loss.kind() == LossKind::MeanSquaredError || c.fromLogits) pred = logits;
-    else if (c.fused) pred = softmaxRows(logits, n, k);
-    else pred = random(static_cast<size_t>(n * k), ++seed, 0.01, 1.0);  // unnormalised: Keras normalises
+    if (loss.kind() == LossKind::MeanSquaredError || c.fromLogits)
+      pred = logits;
+    else if (c.fused)
+      pred = softmaxRows(logits, n, k);
+    else
+      pred = random(static_cast<size_t>(n * k), ++seed, 0.01, 1.0);  // unnormalised: Keras normalises
     if (!c.fromLogits && loss.isClassification()) {
       // Some probabilities below the clip, to take the clipped branches too.
       for (int64_t r = 0; r < n; r += 7) pred[static_cast<size_t>(r * k + r % k)] = 1e-9f;
@@ -376,13 +380,11 @@ TEST_F(Gpu, LossesAndGradientsMatchCpu) {
 
     Dev<float> gp(pred), gt(targets), gg(grad.size());
     Dev<double> gsum(1);
-    ok(P().loss(C(), static_cast<int>(loss.kind()), c.fromLogits, c.fused, gp.data(), gt.data(), n, k, gg.data(),
-                gsum.data()));
+    ok(P().loss(C(), static_cast<int>(loss.kind()), c.fromLogits, c.fused, gp.data(), gt.data(), n, k, gg.data(), gsum.data()));
     EXPECT_TRUE(closeScalar(gsum.get()[0], sum, 1e-5, what + " loss sum"));
     EXPECT_TRUE(close(gg.get(), grad, kElementwiseTol, what + " gradient"));
     // Evaluation: no gradient asked for.
-    ok(P().loss(C(), static_cast<int>(loss.kind()), c.fromLogits, c.fused, gp.data(), gt.data(), n, k, nullptr,
-                gsum.data()));
+    ok(P().loss(C(), static_cast<int>(loss.kind()), c.fromLogits, c.fused, gp.data(), gt.data(), n, k, nullptr, gsum.data()));
     EXPECT_TRUE(closeScalar(gsum.get()[0], sum, 1e-5, what + " loss sum without gradient"));
   }
 }
@@ -409,8 +411,8 @@ TEST_F(Gpu, MetricsMatchCpu) {
   ok(P().metricSum(C(), MLCUDA_METRIC_ACCURACY, gp.data(), go.data(), n, k, k, out.data()));
   EXPECT_EQ(out.get()[0], metricSum(MetricKind::Accuracy, p.data(), oneHot.data(), n, k, k)) << "accuracy, one-hot labels";
   ok(P().metricSum(C(), MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR, gp.data(), gr.data(), n, k, k, out.data()));
-  EXPECT_TRUE(closeScalar(out.get()[0], metricSum(MetricKind::MeanAbsoluteError, p.data(), regression.data(), n, k, k),
-                          1e-9, "mae"));
+  EXPECT_TRUE(
+      closeScalar(out.get()[0], metricSum(MetricKind::MeanAbsoluteError, p.data(), regression.data(), n, k, k), 1e-9, "mae"));
 }
 
 // ---- dropout ---------------------------------------------------------------------------------------------
@@ -441,8 +443,8 @@ TEST_F(Gpu, DropoutMasksAndGradientsAreBitIdenticalToCpu) {
       Dev<float> gx(x), gy(x.size()), gdy(dy0), gdx(x.size());
       Dev<uint8_t> mask(x.size());
       Dev<int64_t> gids(ids);
-      ok(P().dropoutForward(C(), gx.data(), gy.data(), mask.data(), n, k, rate, seed, salt, step,
-                            withIds ? gids.data() : nullptr, 1));
+      ok(P().dropoutForward(C(), gx.data(), gy.data(), mask.data(), n, k, rate, seed, salt, step, withIds ? gids.data() : nullptr,
+                            1));
       EXPECT_TRUE(sameBits(gy.get(), y, what + " y"));
       const std::vector<uint8_t> m = mask.get();
       for (size_t i = 0; i < m.size(); ++i) ASSERT_EQ(m[i] != 0, y[i] != 0.0f) << what << " mask [" << i << "]";
@@ -467,7 +469,7 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
     double momentum;
     bool nesterov;
   };
-  const Case cases[] = {{"sgd", 0.0, false}, {"sgd", 0.9, false}, {"sgd", 0.9, true},
+  const Case cases[] = {{"sgd", 0.0, false},  {"sgd", 0.9, false},     {"sgd", 0.9, true},
                         {"adam", 0.0, false}, {"rmsprop", 0.0, false}, {"rmsprop", 0.5, false}};
   for (const Case& c : cases) {
     const std::string what = std::string(c.name) + " momentum " + std::to_string(c.momentum) + (c.nesterov ? " nesterov" : "");
@@ -489,15 +491,13 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
       gg.put(g);
       const std::string name = c.name;
       if (name == "sgd")
-        ok(P().sgdStep(C(), gp.data(), gg.data(), s1.data(), count, scale, lr, static_cast<float>(spec.momentum),
-                       spec.nesterov));
+        ok(P().sgdStep(C(), gp.data(), gg.data(), s1.data(), count, scale, lr, static_cast<float>(spec.momentum), spec.nesterov));
       else if (name == "adam")
         ok(P().adamStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr, spec.beta1, spec.beta2,
                         static_cast<float>(spec.epsilon), s + 1));
       else
-        ok(P().rmspropStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr,
-                           static_cast<float>(spec.rho), static_cast<float>(spec.momentum),
-                           static_cast<float>(spec.epsilon)));
+        ok(P().rmspropStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr, static_cast<float>(spec.rho),
+                           static_cast<float>(spec.momentum), static_cast<float>(spec.epsilon)));
     }
     EXPECT_TRUE(close(gp.get(), p, 1e-5, what + " parameters"));
     const auto state = opt->stateBuffers();

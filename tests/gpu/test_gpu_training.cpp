@@ -3,8 +3,8 @@
 // step, phase timings from CUDA events, the non-finite check naming the replica, evaluation, and the
 // errors (a GPU that does not exist, out of memory). Skips with the probe's reason where there is no
 // usable GPU; MIRRORLAB_REQUIRE_GPU=1 turns the skip into a failure (tests/gpu/run.sh sets it).
-#include "GpuTestUtil.h"
 #include <gtest/gtest.h>
+#include "GpuTestUtil.h"
 
 #include <chrono>
 
@@ -98,7 +98,8 @@ TEST_F(GpuTraining, TwentyStepsOnGpuMatchTheCpu) {
     const auto want = train(*cpu, 100, 20);
     const auto got = train(*gpu, 100, 20);
     EXPECT_LT(relDiff(got.weights, want.weights), tol) << opt;
-    for (size_t k = 0; k < want.losses.size(); ++k) EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << opt << " step " << k + 1;
+    for (size_t k = 0; k < want.losses.size(); ++k)
+      EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << opt << " step " << k + 1;
     EXPECT_LT(got.losses.back(), got.losses.front()) << opt << ": the loss did not go down";
   }
 }
@@ -206,7 +207,8 @@ TEST_F(GpuTraining, AGpuThatDoesNotExistIsNamedWithTheMachinesGpus) {
   } catch (const ml::UserError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("gpu:" + std::to_string(n) + " does not exist: this machine has " + std::to_string(n) + " GPU"),
-              std::string::npos) << m;
+              std::string::npos)
+        << m;
     EXPECT_NE(m.find(report().gpus[0].name), std::string::npos) << m;
   }
 }
@@ -259,7 +261,8 @@ TEST_F(GpuTraining, TrainerRunsOnLogicalGpusAndSaysWhichAllReduceRan) {
   EXPECT_NE(all.find("2 replicas on gpu:0/0,gpu:0/1"), std::string::npos) << all;
   EXPECT_NE(all.find("all-reduce: logical GPUs share GPU 0: NCCL refuses two ranks on one GPU, so Mirrorlab's "
                      "device-memory all-reduce is used"),
-            std::string::npos) << all;
+            std::string::npos)
+      << all;
   const auto fin = t.run();
   EXPECT_EQ(fin.status, ml::RunStatus::Finished) << fin.message;
   EXPECT_EQ(fin.steps, 20);

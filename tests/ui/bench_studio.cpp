@@ -22,8 +22,8 @@
 #include "DashboardView.h"
 #include "MainWindow.h"
 #include "ProjectDocument.h"
-#include "TrainingSession.h"
 #include "Theme.h"
+#include "TrainingSession.h"
 #include "charts/DeviceCharts.h"
 #include "charts/MetricChart.h"
 #include "store/RunStore.h"
@@ -60,7 +60,11 @@ static StudioRun studioRun(mlui::MainWindow& w, int64_t steps, int64_t globalBat
   std::optional<int64_t> runId;
   bool ended = false;
   auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                            [&](const ml::RunFinished& f, std::optional<int64_t> id) { out = f; runId = id; ended = true; });
+                            [&](const ml::RunFinished& f, std::optional<int64_t> id) {
+                              out = f;
+                              runId = id;
+                              ended = true;
+                            });
   w.dashboard()->setMaxSteps(static_cast<int>(steps));
   w.dashboard()->trainAction()->trigger();
   if (!QTest::qWaitFor([&] { return ended; }, 600000)) std::fprintf(stderr, "the studio run did not end within 10 minutes\n");
@@ -177,12 +181,14 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
-  std::printf("median studio/headless: %.1f%% (spread %.1f%% .. %.1f%% over %d rounds); headless median %.0f samples/s, "
-              "studio median %.0f samples/s\n",
-              100.0 * median(ratios), 100.0 * *lo, 100.0 * *hi, rounds, median(headless), median(studio));
-  std::printf("frame rate the redraw budget settled on: %.1f fps (median; %.1f ms of drawing per second, i.e. %.1f%% of "
-              "one core); cost per frame %.1f ms\n",
-              median(fps), median(drawMs), median(drawMs) / 10.0, w->dashboard()->frameBudget().frameCostMs());
+  std::printf(
+      "median studio/headless: %.1f%% (spread %.1f%% .. %.1f%% over %d rounds); headless median %.0f samples/s, "
+      "studio median %.0f samples/s\n",
+      100.0 * median(ratios), 100.0 * *lo, 100.0 * *hi, rounds, median(headless), median(studio));
+  std::printf(
+      "frame rate the redraw budget settled on: %.1f fps (median; %.1f ms of drawing per second, i.e. %.1f%% of "
+      "one core); cost per frame %.1f ms\n",
+      median(fps), median(drawMs), median(drawMs) / 10.0, w->dashboard()->frameBudget().frameCostMs());
   std::printf("average replot per chart (ms):");
   for (auto* c : w->dashboard()->charts()) std::printf(" %s %.1f;", qPrintable(c->accessibleName()), c->replotTime(true));
   std::printf("\n");

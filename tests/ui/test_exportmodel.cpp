@@ -54,11 +54,12 @@ class ExportModelTest : public QObject {
     QVERIFY(w_->openProject(projectPath_));
     w_->show();
     bool ended = false;
-    auto c = connect(w_->session(), &mlui::TrainingSession::runEnded, this, [&](const ml::RunFinished& f, std::optional<int64_t> id) {
-      QCOMPARE(f.status, ml::RunStatus::Finished);
-      runId_ = id.value_or(-1);
-      ended = true;
-    });
+    auto c =
+        connect(w_->session(), &mlui::TrainingSession::runEnded, this, [&](const ml::RunFinished& f, std::optional<int64_t> id) {
+          QCOMPARE(f.status, ml::RunStatus::Finished);
+          runId_ = id.value_or(-1);
+          ended = true;
+        });
     w_->dashboard()->trainAction()->trigger();
     const bool finished = QTest::qWaitFor([&] { return ended; }, 60000);
     disconnect(c);
@@ -122,7 +123,8 @@ class ExportModelTest : public QObject {
     // The same bytes as the core's export of that run's project and kept weights.
     auto store = ml::RunStore::open(db());
     ml::StoredWeights s = ml::storedWeights(store, runId_);
-    ml::ExportRequest r{s.project, s.weights, ml::ExportFormat::Onnx, dir_.filePath(QStringLiteral("core.onnx")).toStdString(), runId_};
+    ml::ExportRequest r{s.project, s.weights, ml::ExportFormat::Onnx, dir_.filePath(QStringLiteral("core.onnx")).toStdString(),
+                        runId_};
     ml::runExport(r);
     const QByteArray bytes = readAll(out);
     QVERIFY(bytes.size() > 100);
@@ -149,9 +151,9 @@ class ExportModelTest : public QObject {
     dialog->startExport();  // weights prefilled: the ones the session's last run kept
     QVERIFY2(done.wait(20000), qPrintable(dialog->statusText()));
     QProcess py;
-    py.start(QStringLiteral("/usr/bin/python3"), {QStringLiteral(MIRRORLAB_SOURCE_DIR "/tests/core/export/keras_layout.py"),
-                                                  dialog->outputPath(), projectPath_,
-                                                  QString::fromStdString(ml::keptWeightsPath(db(), runId_))});
+    py.start(QStringLiteral("/usr/bin/python3"),
+             {QStringLiteral(MIRRORLAB_SOURCE_DIR "/tests/core/export/keras_layout.py"), dialog->outputPath(), projectPath_,
+              QString::fromStdString(ml::keptWeightsPath(db(), runId_))});
     QVERIFY(py.waitForFinished(60000));
     const QString log = QString::fromUtf8(py.readAllStandardOutput() + py.readAllStandardError());
     if (log.contains(QStringLiteral("No module named"))) QSKIP(qPrintable(log));

@@ -22,9 +22,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "DataCache.h"
 #include "MainWindow.h"
 #include "ProjectDocument.h"
-#include "DataCache.h"
 #include "RunsView.h"
 #include "UiTestUtil.h"
 #include "learn/CodePanel.h"
@@ -123,7 +123,8 @@ class LearnTest : public QObject {
   // A bad lesson file gives an error that names the file and the field.
   void badLessonFileIsNamed() {
     QTemporaryDir root;  // root/spirals.json and root/lessons/bad.json, as in projects/
-    QVERIFY(QFile::copy(QStringLiteral(MIRRORLAB_SOURCE_DIR "/projects/spirals.json"), root.filePath(QStringLiteral("spirals.json"))));
+    QVERIFY(QFile::copy(QStringLiteral(MIRRORLAB_SOURCE_DIR "/projects/spirals.json"),
+                        root.filePath(QStringLiteral("spirals.json"))));
     QVERIFY(QDir(root.path()).mkdir(QStringLiteral("lessons")));
     const QString lessonsDir = root.filePath(QStringLiteral("lessons"));
     {
@@ -223,7 +224,8 @@ class LearnTest : public QObject {
       QVERIFY(d.segmentRect(k, mlui::Phase::AllGather).left() >= d.segmentRect(k, mlui::Phase::Optimizer).right() - 1e-6);
     }
     d.setProgress(d.duration());
-    QVERIFY2(d.currentActivity().contains(QStringLiteral("each replica keeps 1/3 of Adam's state")), qPrintable(d.currentActivity()));
+    QVERIFY2(d.currentActivity().contains(QStringLiteral("each replica keeps 1/3 of Adam's state")),
+             qPrintable(d.currentActivity()));
   }
 
   // The replay draws a stored run's steps with widths proportional to the stored phase times, and
@@ -250,8 +252,10 @@ class LearnTest : public QObject {
     double longest = 0;
     for (int r = 0; r < 3; ++r) {
       const auto& ph = stored[0].replicas[static_cast<size_t>(r)].phases;
-      const std::pair<mlui::Phase, double> spans[] = {{mlui::Phase::Forward, ph.forward}, {mlui::Phase::Backward, ph.backward},
-                                                      {mlui::Phase::Wait, ph.wait}, {mlui::Phase::AllReduce, ph.allreduce},
+      const std::pair<mlui::Phase, double> spans[] = {{mlui::Phase::Forward, ph.forward},
+                                                      {mlui::Phase::Backward, ph.backward},
+                                                      {mlui::Phase::Wait, ph.wait},
+                                                      {mlui::Phase::AllReduce, ph.allreduce},
                                                       {mlui::Phase::Optimizer, ph.optimizer}};
       double end = 0;
       for (const auto& [phase, secs] : spans) {

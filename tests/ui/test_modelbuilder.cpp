@@ -14,8 +14,8 @@
 #include "ProjectDocument.h"
 #include "UiTestUtil.h"
 #include "distribute/MirroredStrategy.h"
-#include "nn/Summary.h"
 #include "nn/Sequential.h"
+#include "nn/Summary.h"
 
 class ModelBuilderTest : public QObject {
   Q_OBJECT
@@ -138,7 +138,8 @@ class ModelBuilderTest : public QObject {
     a = w.modelBuilder()->analysis();
     QVERIFY(!a.ok);
     QCOMPARE(a.errorLayer, 0);
-    QVERIFY2(QString::fromStdString(a.rows[0].error).contains(QStringLiteral("larger than its input (None, 28, 28, 1)")), a.rows[0].error.c_str());
+    QVERIFY2(QString::fromStdString(a.rows[0].error).contains(QStringLiteral("larger than its input (None, 28, 28, 1)")),
+             a.rows[0].error.c_str());
     w.document()->undoStack()->undo();
     QVERIFY(w.modelBuilder()->analysis().ok);
 

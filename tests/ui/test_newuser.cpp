@@ -17,19 +17,19 @@
 #include "DashboardView.h"
 #include "DataView.h"
 #include "DevicesView.h"
-#include "RunsView.h"
 #include "FitBanner.h"
 #include "MainWindow.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "ProjectHeader.h"
+#include "RunsView.h"
 #include "TrainingSession.h"
 #include "TrainingSettingsView.h"
+#include "UiTestUtil.h"
 #include "charts/DeviceCharts.h"
 #include "learn/LearnView.h"
 #include "learn/LessonsPanel.h"
 #include "store/RunStore.h"
-#include "UiTestUtil.h"
 
 Q_DECLARE_METATYPE(ml::RunFinished)
 
@@ -40,11 +40,12 @@ class NewUserTest : public QObject {
   static ml::RunFinished train(mlui::MainWindow& w, std::optional<int64_t>* runId = nullptr, std::function<void()> during = {}) {
     ml::RunFinished out;
     bool ended = false;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w, [&](const ml::RunFinished& f, std::optional<int64_t> id) {
-      out = f;
-      ended = true;
-      if (runId) *runId = id;
-    });
+    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                              [&](const ml::RunFinished& f, std::optional<int64_t> id) {
+                                out = f;
+                                ended = true;
+                                if (runId) *runId = id;
+                              });
     w.dashboard()->trainAction()->trigger();
     if (during) during();
     if (!QTest::qWaitFor([&] { return ended; }, 60000)) qWarning("training did not end in 60 s");
@@ -63,7 +64,8 @@ class NewUserTest : public QObject {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();  // 2 features, 3 classes
     p.model.inputShape = {28, 28};
-    p.model.layers = {{"Flatten", "", {}}, {"Dense", "", {{"units", 16}, {"activation", "relu"}}},
+    p.model.layers = {{"Flatten", "", {}},
+                      {"Dense", "", {{"units", 16}, {"activation", "relu"}}},
                       {"Dense", "", {{"units", 10}, {"activation", "softmax"}}}};
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("misfit.json"))));
     w.show();
@@ -74,8 +76,9 @@ class NewUserTest : public QObject {
     QVERIFY2(reason.contains(QLatin1String("Model screen, Input shape")) && reason.contains(QLatin1String("gives 2 features")) &&
                  reason.contains(QLatin1String("expects 28x28")),
              qPrintable(reason));
-    QVERIFY2(reason.contains(QLatin1String("10 outputs but the data has 3 classes")) && reason.contains(QLatin1String("Units to 3")),
-             qPrintable(reason));
+    QVERIFY2(
+        reason.contains(QLatin1String("10 outputs but the data has 3 classes")) && reason.contains(QLatin1String("Units to 3")),
+        qPrintable(reason));
     QVERIFY(!reason.contains(QLatin1String("input_shape")) && !reason.contains(QLatin1String("model.")));
     // The first and the last layer are marked with the reason; Train waits and says why.
     auto* stack = w.modelBuilder()->findChild<QListWidget*>(QStringLiteral("LayerStack"));
@@ -168,7 +171,8 @@ class NewUserTest : public QObject {
     auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
     const auto run = store.loadRun(*id);
     QVERIFY(run.seconds);
-    QVERIFY2(*run.seconds < realSeconds - 1.8, qPrintable(QStringLiteral("%1 s stored of %2 s").arg(*run.seconds).arg(realSeconds)));
+    QVERIFY2(*run.seconds < realSeconds - 1.8,
+             qPrintable(QStringLiteral("%1 s stored of %2 s").arg(*run.seconds).arg(realSeconds)));
     QCOMPARE(run.epochs.size(), size_t(12));
     double epochSum = 0;
     for (const auto& e : run.epochs) {
@@ -192,13 +196,15 @@ class NewUserTest : public QObject {
     p.training.lrScaling = "linear";
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("scaling.json"))));
     const QString global = w.trainingView()->sentenceLabel()->text();
-    QVERIFY2(global.contains(QLatin1String("0.01 was set for a global batch of 16 and the global batch is still 16, so linear scaling "
-                                           "changes nothing")),
-             qPrintable(global));
+    QVERIFY2(
+        global.contains(QLatin1String("0.01 was set for a global batch of 16 and the global batch is still 16, so linear scaling "
+                                      "changes nothing")),
+        qPrintable(global));
     p.training.perDeviceBatch = true;
     w.document()->edit(QStringLiteral("per device"), p);
     const QString perDevice = w.trainingView()->sentenceLabel()->text();
-    QVERIFY2(perDevice.contains(QLatin1String("the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03")), qPrintable(perDevice));
+    QVERIFY2(perDevice.contains(QLatin1String("the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03")),
+             qPrintable(perDevice));
   }
 
   void savingAnExampleAsksWhereToSaveACopy() {

@@ -11,11 +11,11 @@
 #include "MainWindow.h"
 #include "RunsView.h"
 #include "TrainingSession.h"
+#include "UiTestUtil.h"
 #include "charts/Decimator.h"
 #include "charts/FrameBudget.h"
 #include "charts/MetricChart.h"
 #include "store/RunStore.h"
-#include "UiTestUtil.h"
 
 Q_DECLARE_METATYPE(ml::RunFinished)
 
@@ -100,8 +100,10 @@ class RedrawTest : public QObject {
     for (size_t i = 0; i < k.size(); ++i) {
       d.add(k[i], v[i]);
       if (i % 37 == 0 || i + 1 == k.size()) {  // a frame every 37 points
-        if (d.rebuilt()) mirror.clear();
-        else mirror.resize(std::min(mirror.size(), d.firstChanged()));
+        if (d.rebuilt())
+          mirror.clear();
+        else
+          mirror.resize(std::min(mirror.size(), d.firstChanged()));
         mirror.insert(mirror.end(), d.points().begin() + static_cast<std::ptrdiff_t>(mirror.size()), d.points().end());
         d.takeChanges();
       }
@@ -126,9 +128,9 @@ class RedrawTest : public QObject {
   }
 
   void budgetLowersAndRaisesTheRate() {
-    mlui::FrameBudget b;  // 2% of a core, 4..25 fps
-    b.setLoad(2, 2);      // two replicas on two cores: drawing competes
-    QCOMPARE(b.fps(), 25.0);  // nothing measured yet
+    mlui::FrameBudget b;                               // 2% of a core, 4..25 fps
+    b.setLoad(2, 2);                                   // two replicas on two cores: drawing competes
+    QCOMPARE(b.fps(), 25.0);                           // nothing measured yet
     for (int i = 0; i < 30; ++i) b.recordFrame(10.0);  // 10 ms frames: 2 fps would fit, the floor is 4
     QCOMPARE(b.fps(), 4.0);
     QCOMPARE(b.intervalMs(), 250);
@@ -223,7 +225,10 @@ class RedrawTest : public QObject {
       std::optional<int64_t> id;
       bool ended = false;
       auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                                [&](const ml::RunFinished&, std::optional<int64_t> r) { id = r; ended = true; });
+                                [&](const ml::RunFinished&, std::optional<int64_t> r) {
+                                  id = r;
+                                  ended = true;
+                                });
       w.dashboard()->trainAction()->trigger();
       if (!QTest::qWaitFor([&] { return ended; }, 60000)) qWarning("training did not end in 60 s");
       QObject::disconnect(c);

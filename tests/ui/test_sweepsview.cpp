@@ -78,9 +78,10 @@ class TestSweepsView : public QObject {
   void heatmapHoldsTheStoredValuesOfACliSweep() {
     QProcess cli;
     cli.start(QStringLiteral(MIRRORLAB_CLI),
-              {QStringLiteral("sweep"), QStringLiteral("projects/spirals.json"), QStringLiteral("--batch-size"), QStringLiteral("32,64"),
-               QStringLiteral("--lr"), QStringLiteral("3e-3,1e-2"), QStringLiteral("--devices"), QStringLiteral("cpu:1"),
-               QStringLiteral("--epochs"), QStringLiteral("3"), QStringLiteral("--target"), QStringLiteral("0.6")});
+              {QStringLiteral("sweep"), QStringLiteral("projects/spirals.json"), QStringLiteral("--batch-size"),
+               QStringLiteral("32,64"), QStringLiteral("--lr"), QStringLiteral("3e-3,1e-2"), QStringLiteral("--devices"),
+               QStringLiteral("cpu:1"), QStringLiteral("--epochs"), QStringLiteral("3"), QStringLiteral("--target"),
+               QStringLiteral("0.6")});
     QVERIFY(cli.waitForFinished(120000));
     QCOMPARE(cli.exitCode(), 0);
     QVERIFY2(cli.readAllStandardOutput().contains("* best: #"), "the CLI table marks the best point");
@@ -187,9 +188,12 @@ class TestSweepsView : public QObject {
       QString expect;
     } cases[] = {
         {QString(), QStringLiteral("0.01"), QStringLiteral("cpu:1"), 64, QStringLiteral("the list is empty")},
-        {QStringLiteral("32"), QStringLiteral("0.01,fast"), QStringLiteral("cpu:1"), 64, QStringLiteral("'fast' is not a number")},
-        {QStringLiteral("32,64,128"), QStringLiteral("0.01,0.1"), QStringLiteral("cpu:1"), 4, QStringLiteral("the grid has 6 points")},
-        {QStringLiteral("1,32"), QStringLiteral("0.01"), QStringLiteral("cpu:2"), 64, QStringLiteral("cannot be split across the 2 replicas")},
+        {QStringLiteral("32"), QStringLiteral("0.01,fast"), QStringLiteral("cpu:1"), 64,
+         QStringLiteral("'fast' is not a number")},
+        {QStringLiteral("32,64,128"), QStringLiteral("0.01,0.1"), QStringLiteral("cpu:1"), 4,
+         QStringLiteral("the grid has 6 points")},
+        {QStringLiteral("1,32"), QStringLiteral("0.01"), QStringLiteral("cpu:2"), 64,
+         QStringLiteral("cannot be split across the 2 replicas")},
     };
     for (const auto& c : cases) {
       view->batchField()->setText(c.batches);

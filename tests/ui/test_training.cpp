@@ -12,11 +12,11 @@
 #include "RunTableModel.h"
 #include "RunsView.h"
 #include "TrainingSession.h"
+#include "UiTestUtil.h"
 #include "charts/DeviceCharts.h"
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
 #include "store/RunStore.h"
-#include "UiTestUtil.h"
 
 Q_DECLARE_METATYPE(ml::RunFinished)
 
@@ -32,7 +32,10 @@ class TrainingTest : public QObject {
     out.message = "training did not end in 60 s";
     bool ended = false;
     auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished& f, std::optional<int64_t>) { out = f; ended = true; });
+                              [&](const ml::RunFinished& f, std::optional<int64_t>) {
+                                out = f;
+                                ended = true;
+                              });
     w.dashboard()->setMaxSteps(maxSteps);
     w.dashboard()->trainAction()->trigger();
     if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
@@ -44,7 +47,8 @@ class TrainingTest : public QObject {
   void initTestCase() { uitest::isolate(dir_); }
   // Every test function has its own run store: none depends on what an earlier one recorded.
   void init() {
-    qputenv("MIRRORLAB_DB", dir_.filePath(QStringLiteral("runs-%1.sqlite").arg(QLatin1String(QTest::currentTestFunction()))).toUtf8());
+    qputenv("MIRRORLAB_DB",
+            dir_.filePath(QStringLiteral("runs-%1.sqlite").arg(QLatin1String(QTest::currentTestFunction()))).toUtf8());
   }
 
   void trainsAndFillsTheCharts() {
@@ -126,8 +130,10 @@ class TrainingTest : public QObject {
     w.show();
     ml::RunFinished out;
     bool ended = false;
-    connect(w.session(), &mlui::TrainingSession::runEnded, this,
-            [&](const ml::RunFinished& f, std::optional<int64_t>) { out = f; ended = true; });
+    connect(w.session(), &mlui::TrainingSession::runEnded, this, [&](const ml::RunFinished& f, std::optional<int64_t>) {
+      out = f;
+      ended = true;
+    });
     w.dashboard()->trainAction()->trigger();
     QTRY_VERIFY_WITH_TIMEOUT(w.dashboard()->lossChart()->trainGraph()->dataCount() > 20, 30000);
     w.dashboard()->stopAction()->trigger();
@@ -175,7 +181,7 @@ class TrainingTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(w->dashboard()->lossChart()->trainGraph()->dataCount() > 10, 30000);
     int asked = 0;
     w->confirmCloseWhileTraining = [&] { return ++asked == 2; };  // "No" first, then "Yes"
-    QVERIFY(!w->close());  // "No": training goes on
+    QVERIFY(!w->close());                                         // "No": training goes on
     QCOMPARE(w->session()->state(), mlui::TrainingSession::State::Running);
     QVERIFY(!w->close());  // "Yes": refused for now, the run is being stopped
     QCOMPARE(asked, 2);

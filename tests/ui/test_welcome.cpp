@@ -33,7 +33,8 @@ class WelcomeTest : public QObject {
     QVERIFY2(w.welcomePage()->problems().isEmpty(), qPrintable(w.welcomePage()->problems()));
     QStringList names;
     for (auto* b : exampleButtons(w)) names << b->text();
-    QCOMPARE(names, QStringList({QStringLiteral("Fashion-MNIST MLP"), QStringLiteral("Fashion-MNIST wide MLP"), QStringLiteral("Spirals")}));
+    QCOMPARE(names, QStringList({QStringLiteral("Fashion-MNIST MLP"), QStringLiteral("Fashion-MNIST wide MLP"),
+                                 QStringLiteral("Spirals")}));
     // The Spirals card opens the shipped file itself and shows its model.
     exampleButtons(w).at(2)->click();
     QCOMPARE(QFileInfo(w.document()->path()).canonicalFilePath(),

@@ -1,18 +1,17 @@
 // Hover, zoom, pan, reset and PNG export for every chart of the studio.
 #include "charts/ChartInteraction.h"
 
+#include <qcustomplot.h>
 #include <QFileDialog>
 #include <QMenu>
 #include <QToolTip>
-#include <qcustomplot.h>
 
 #include <cmath>
 #include <limits>
 
 namespace mlui {
 
-ChartInteraction::ChartInteraction(QCustomPlot* plot, QString fileStem)
-    : QObject(plot), plot_(plot), stem_(std::move(fileStem)) {
+ChartInteraction::ChartInteraction(QCustomPlot* plot, QString fileStem) : QObject(plot), plot_(plot), stem_(std::move(fileStem)) {
   plot_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   plot_->setMouseTracking(true);
@@ -44,8 +43,10 @@ void ChartInteraction::onUserMoved() {
 
 void ChartInteraction::resetView() {
   following_ = true;
-  if (rescale_) rescale_();
-  else plot_->rescaleAxes(true);
+  if (rescale_)
+    rescale_();
+  else
+    plot_->rescaleAxes(true);
   plot_->replot(QCustomPlot::rpQueuedReplot);
   Q_EMIT followingChanged(true);
 }
@@ -58,8 +59,8 @@ bool ChartInteraction::savePng(const QString& path) {
 void ChartInteraction::showMenu(const QPoint& pos) {
   QMenu menu(plot_);
   menu.addAction(tr("Save as PNG…"), this, [this] {
-    const QString path = QFileDialog::getSaveFileName(plot_, tr("Save chart"), stem_ + QStringLiteral(".png"),
-                                                      tr("PNG images (*.png)"));
+    const QString path =
+        QFileDialog::getSaveFileName(plot_, tr("Save chart"), stem_ + QStringLiteral(".png"), tr("PNG images (*.png)"));
     if (!path.isEmpty()) savePng(path);
   });
   menu.addAction(tr("Reset view (follow live data)"), this, &ChartInteraction::resetView);
@@ -86,7 +87,12 @@ void ChartInteraction::onMouseMove(QMouseEvent* e) {
         if (std::isnan(it->value)) continue;
         const double dx = ka->coordToPixel(it->key) - pos.x(), dy = va->coordToPixel(it->value) - pos.y();
         const double d = std::hypot(dx, dy);
-        if (d < best) { best = d; bestPl = pl; bestKey = it->key; bestValue = it->value; }
+        if (d < best) {
+          best = d;
+          bestPl = pl;
+          bestKey = it->key;
+          bestValue = it->value;
+        }
       }
     } else if (auto* b = qobject_cast<QCPBars*>(pl)) {
       // Bars: the one under the cursor (stacked bars each report their own share).
@@ -96,7 +102,10 @@ void ChartInteraction::onMouseMove(QMouseEvent* e) {
         const QCPDataSelection sel = details.value<QCPDataSelection>();
         if (!sel.isEmpty()) {
           auto it = b->data()->at(sel.dataRange().begin());
-          best = 0; bestPl = pl; bestKey = it->key; bestValue = it->value;
+          best = 0;
+          bestPl = pl;
+          bestKey = it->key;
+          bestValue = it->value;
         }
       }
     }
@@ -107,8 +116,10 @@ void ChartInteraction::onMouseMove(QMouseEvent* e) {
       plot_->layer(QStringLiteral("hover"))->replot();
     }
     const QString tip = itemTip_ ? itemTip_(pos) : QString();
-    if (tip.isEmpty()) QToolTip::hideText();
-    else QToolTip::showText(plot_->mapToGlobal(pos.toPoint()) + QPoint(14, 10), tip, plot_);
+    if (tip.isEmpty())
+      QToolTip::hideText();
+    else
+      QToolTip::showText(plot_->mapToGlobal(pos.toPoint()) + QPoint(14, 10), tip, plot_);
     return;
   }
   if (auto* g = qobject_cast<QCPGraph*>(bestPl)) {

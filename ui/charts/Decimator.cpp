@@ -35,8 +35,7 @@ void emit(const Column& c, std::vector<XY>& out) {
 
 }  // namespace
 
-std::vector<XY> minMaxPerColumn(std::span<const double> keys, std::span<const double> values, double lo, double hi,
-                                int columns) {
+std::vector<XY> minMaxPerColumn(std::span<const double> keys, std::span<const double> values, double lo, double hi, int columns) {
   std::vector<XY> out;
   if (columns <= 0 || !(hi > lo)) return out;
   const size_t n = std::min(keys.size(), values.size());
@@ -91,9 +90,7 @@ void StreamingDecimator::takeChanges() {
   rebuilt_ = false;
 }
 
-void StreamingDecimator::emitBucket(const Bucket& b) {
-  emit(Column{0, b.first, b.min, b.max, b.last}, out_);
-}
+void StreamingDecimator::emitBucket(const Bucket& b) { emit(Column{0, b.first, b.min, b.max, b.last}, out_); }
 
 void StreamingDecimator::rebuildOutput() {
   out_.clear();

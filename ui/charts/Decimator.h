@@ -17,8 +17,7 @@ struct XY {
 // Keys ascending. Splits [lo, hi) into `columns` equal columns; for each column keeps the first
 // point, its minimum and maximum, and the last point, in key order (duplicates removed), so the
 // extremes of every column and the line's ends are exact. Points outside [lo, hi) are dropped.
-std::vector<XY> minMaxPerColumn(std::span<const double> keys, std::span<const double> values, double lo, double hi,
-                                int columns);
+std::vector<XY> minMaxPerColumn(std::span<const double> keys, std::span<const double> values, double lo, double hi, int columns);
 
 class StreamingDecimator {
  public:

@@ -9,9 +9,9 @@ namespace mlui {
 class FrameBudget {
  public:
   struct Options {
-    double share = 0.02;    // of one core, while the run uses every core
-    double maxFps = 25;     // the display rate when drawing competes with nothing
-    double floorFps = 4;    // never slower: the charts must still look alive
+    double share = 0.02;  // of one core, while the run uses every core
+    double maxFps = 25;   // the display rate when drawing competes with nothing
+    double floorFps = 4;  // never slower: the charts must still look alive
   };
   FrameBudget() : FrameBudget(Options{}) {}
   explicit FrameBudget(Options o);

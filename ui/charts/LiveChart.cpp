@@ -8,8 +8,7 @@
 
 namespace mlui {
 
-LiveChart::LiveChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem,
-                     QWidget* parent)
+LiveChart::LiveChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem, QWidget* parent)
     : QCustomPlot(parent) {
   styleChart(this, title, xLabel, yLabel);
   setAccessibleName(title);
@@ -19,9 +18,7 @@ LiveChart::LiveChart(const QString& title, const QString& xLabel, const QString&
   connect(this, &QCustomPlot::afterReplot, this, [this] { ++replots_; });
 }
 
-bool LiveChart::canBeSeen() const {
-  return isVisible() && !window()->isMinimized() && !visibleRegion().isEmpty();
-}
+bool LiveChart::canBeSeen() const { return isVisible() && !window()->isMinimized() && !visibleRegion().isEmpty(); }
 
 bool LiveChart::drawFrame() {
   if (!canBeSeen()) {

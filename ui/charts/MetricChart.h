@@ -10,14 +10,18 @@ namespace mlui {
 class MetricChart : public LiveChart {
   Q_OBJECT
  public:
-  MetricChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem,
-              const QColor& color, bool withValidation, QWidget* parent = nullptr);
+  MetricChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem, const QColor& color,
+              bool withValidation, QWidget* parent = nullptr);
 
   void addStep(double step, double value);
   void addValidation(double step, double value);
   // 0 = raw, 0.99 = very smooth (an exponential moving average, bias-corrected).
   void setSmoothing(double s);
-  void setFixedValueRange(double lo, double hi) { fixedLo_ = lo; fixedHi_ = hi; fixed_ = true; }
+  void setFixedValueRange(double lo, double hi) {
+    fixedLo_ = lo;
+    fixedHi_ = hi;
+    fixed_ = true;
+  }
   void setUnit(const QString& unit) { unit_ = unit; }
   void clearData() override;
 

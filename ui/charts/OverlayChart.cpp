@@ -70,7 +70,8 @@ void OverlayChart::rebuild() {
       switch (x_) {
         case XAxis::Step: x = static_cast<double>(s.step); break;
         case XAxis::Epoch:
-          x = s.epoch - 1 + (s.stepsPerEpoch > 0 ? static_cast<double>(s.stepInEpoch) / static_cast<double>(s.stepsPerEpoch) : 1.0);
+          x = s.epoch - 1 +
+              (s.stepsPerEpoch > 0 ? static_cast<double>(s.stepInEpoch) / static_cast<double>(s.stepsPerEpoch) : 1.0);
           break;
         case XAxis::Samples: x = samples; break;
         case XAxis::WallTime: x = s.wallTime; break;

@@ -42,8 +42,10 @@ QString shortValue(double v, SweepMeasure m) {
   switch (m) {
     case SweepMeasure::FinalMetric: return QString::number(v, 'f', 3);
     case SweepMeasure::SecondsToTarget: return QString::number(v, 'f', 2) + QStringLiteral(" s");
-    case SweepMeasure::SamplesToTarget: return v >= 1e4 ? QString::number(v / 1e3, 'f', 0) + QStringLiteral("k") : QString::number(v, 'f', 0);
-    case SweepMeasure::SamplesPerSec: return v >= 1e4 ? QString::number(v / 1e3, 'f', 1) + QStringLiteral("k") : QString::number(v, 'f', 0);
+    case SweepMeasure::SamplesToTarget:
+      return v >= 1e4 ? QString::number(v / 1e3, 'f', 0) + QStringLiteral("k") : QString::number(v, 'f', 0);
+    case SweepMeasure::SamplesPerSec:
+      return v >= 1e4 ? QString::number(v / 1e3, 'f', 1) + QStringLiteral("k") : QString::number(v, 'f', 0);
   }
   return {};
 }
@@ -91,7 +93,8 @@ void SweepCharts::clear() {
 
 QString SweepCharts::heatmapTitle(int i) const {
   const auto& m = maps_[static_cast<size_t>(i)];
-  return QString::fromStdString(m.devices) + (m.scaling == "none" ? QString() : QStringLiteral(", %1 scaling").arg(QString::fromStdString(m.scaling)));
+  return QString::fromStdString(m.devices) +
+         (m.scaling == "none" ? QString() : QStringLiteral(", %1 scaling").arg(QString::fromStdString(m.scaling)));
 }
 
 double SweepCharts::heatmapLr(int, int column) const { return lrs_.at(static_cast<size_t>(column)); }
@@ -183,8 +186,11 @@ void SweepCharts::buildHeatmaps() {
     }
     // Viridis (perceptually even, readable in grey): dark = worse, yellow = better.
     QCPColorGradient g;
-    g.setColorStops({{0.0, QColor(0x44, 0x01, 0x54)}, {0.25, QColor(0x3b, 0x52, 0x8b)}, {0.5, QColor(0x21, 0x91, 0x8c)},
-                     {0.75, QColor(0x5e, 0xc9, 0x62)}, {1.0, QColor(0xfd, 0xe7, 0x25)}});
+    g.setColorStops({{0.0, QColor(0x44, 0x01, 0x54)},
+                     {0.25, QColor(0x3b, 0x52, 0x8b)},
+                     {0.5, QColor(0x21, 0x91, 0x8c)},
+                     {0.75, QColor(0x5e, 0xc9, 0x62)},
+                     {1.0, QColor(0xfd, 0xe7, 0x25)}});
     g.setColorInterpolation(QCPColorGradient::ciRGB);
     g.setNanHandling(QCPColorGradient::nhTransparent);
     if (low) g = g.inverted();
@@ -213,8 +219,9 @@ void SweepCharts::buildScatter() {
   scatterPoints_.clear();
   const QString name = measureName(measure_, QString::fromStdString(results_.metric));
   styleChart(scatter_, tr("Every point: %1 against the learning rate").arg(name), tr("learning rate (log)"), name);
-  const QList<QCPScatterStyle::ScatterShape> shapes = {QCPScatterStyle::ssDisc, QCPScatterStyle::ssSquare, QCPScatterStyle::ssTriangle,
-                                                       QCPScatterStyle::ssDiamond, QCPScatterStyle::ssCross};
+  const QList<QCPScatterStyle::ScatterShape> shapes = {QCPScatterStyle::ssDisc, QCPScatterStyle::ssSquare,
+                                                       QCPScatterStyle::ssTriangle, QCPScatterStyle::ssDiamond,
+                                                       QCPScatterStyle::ssCross};
   double lo = INFINITY, hi = -INFINITY;
   for (size_t b = 0; b < batches_.size(); ++b) {
     // One series per batch size; the device lists and rules of that batch share its colour.

@@ -4,7 +4,8 @@
 namespace mlui {
 
 TimelineChart::TimelineChart(QWidget* parent)
-    : LiveChart(tr("Timeline of the last 10 steps"), tr("time since the first step shown (ms)"), QString(), QStringLiteral("timeline"), parent) {
+    : LiveChart(tr("Timeline of the last 10 steps"), tr("time since the first step shown (ms)"), QString(),
+                QStringLiteral("timeline"), parent) {
   addLayer(QStringLiteral("bars"), layer(QStringLiteral("main")), QCustomPlot::limAbove);
   yAxis->grid()->setVisible(false);
   yAxis->setRangeReversed(true);  // device 0 on top, like the cards
@@ -49,12 +50,9 @@ void TimelineChart::updateBars() {
       // The order within a step: compute, then wait for the slowest replica, then the exposed
       // all-reduce, then the optimizer, then (sharded) the all-gather of the updated parameters.
       double t = r.start;
-      const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},
-                                                 {Phase::Backward, r.phases.backward},
-                                                 {Phase::Wait, r.phases.wait},
-                                                 {Phase::AllReduce, r.phases.allreduce},
-                                                 {Phase::Optimizer, r.phases.optimizer},
-                                                 {Phase::AllGather, r.phases.allgather}};
+      const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},     {Phase::Backward, r.phases.backward},
+                                                 {Phase::Wait, r.phases.wait},           {Phase::AllReduce, r.phases.allreduce},
+                                                 {Phase::Optimizer, r.phases.optimizer}, {Phase::AllGather, r.phases.allgather}};
       t0_ = std::min(t0_, t);
       for (const auto& [phase, d] : phases) {
         if (d <= 0) continue;

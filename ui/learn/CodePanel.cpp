@@ -60,8 +60,9 @@ void CodePanel::setProject(const ml::Project& project) {
   try {
     tf_->setPlainText(QString::fromStdString(ml::generateTensorFlowProgram(project)));
     torch_->setPlainText(QString::fromStdString(ml::generatePyTorchProgram(project)));
-    note_->setText(tr("Generated from the project \u201c%1\u201d on %2; it changes as you edit the model or the training settings.")
-                       .arg(QString::fromStdString(project.name), QString::fromStdString(project.distribute.devices)));
+    note_->setText(
+        tr("Generated from the project \u201c%1\u201d on %2; it changes as you edit the model or the training settings.")
+            .arg(QString::fromStdString(project.name), QString::fromStdString(project.distribute.devices)));
   } catch (const std::exception& e) {
     error_ = QString::fromStdString(e.what());
     const QString text = tr("# The model does not build, so there is no program to show:\n# %1\n").arg(error_);
@@ -90,7 +91,8 @@ void CodePanel::saveCurrent() {
   QSaveFile out(path);
   const QByteArray bytes = (f == ml::Framework::PyTorch ? pyTorchCode() : tensorFlowCode()).toUtf8();
   if (!out.open(QIODevice::WriteOnly) || out.write(bytes) != bytes.size() || !out.commit()) {
-    Q_EMIT errorOccurred(tr("Cannot save the program"), tr("%1 cannot be written: %2. Choose another folder.").arg(path, out.errorString()));
+    Q_EMIT errorOccurred(tr("Cannot save the program"),
+                         tr("%1 cannot be written: %2. Choose another folder.").arg(path, out.errorString()));
     return;
   }
   note_->setText(tr("Saved to %1.").arg(path));

@@ -16,8 +16,8 @@
 
 namespace mlui {
 
-LearnView::LearnView(ProjectDocument* doc, TrainingSession* session, std::shared_ptr<DataCache> cache, std::function<QString()> storePath,
-                     QWidget* parent)
+LearnView::LearnView(ProjectDocument* doc, TrainingSession* session, std::shared_ptr<DataCache> cache,
+                     std::function<QString()> storePath, QWidget* parent)
     : QWidget(parent), doc_(doc), session_(session) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(0, 8, 0, 0);
@@ -72,7 +72,10 @@ LearnView::LearnView(ProjectDocument* doc, TrainingSession* session, std::shared
   onTabChanged(0);
 }
 
-void LearnView::showTab(Tab t) { tabs_->setCurrentIndex(static_cast<int>(t)); onTabChanged(static_cast<int>(t)); }
+void LearnView::showTab(Tab t) {
+  tabs_->setCurrentIndex(static_cast<int>(t));
+  onTabChanged(static_cast<int>(t));
+}
 LearnView::Tab LearnView::currentTab() const { return static_cast<Tab>(tabs_->currentIndex()); }
 bool LearnView::isBusy() const { return lessons_->isRunning() || scaling_->isRunning(); }
 

@@ -27,13 +27,14 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QColor experimentColor(int i) {
   // Okabe-Ito (colour-blind safe): blue, vermillion, bluish green, reddish purple, orange.
-  static const QColor c[] = {QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00), QColor(0x00, 0x9E, 0x73), QColor(0xCC, 0x79, 0xA7),
-                             QColor(0xE6, 0x9F, 0x00)};
+  static const QColor c[] = {QColor(0x00, 0x72, 0xB2), QColor(0xD5, 0x5E, 0x00), QColor(0x00, 0x9E, 0x73),
+                             QColor(0xCC, 0x79, 0xA7), QColor(0xE6, 0x9F, 0x00)};
   return c[i % 5];
 }
 }  // namespace
 
-LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) : QWidget(parent), storePath_(std::move(storePath)) {
+LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent)
+    : QWidget(parent), storePath_(std::move(storePath)) {
   auto* h = new QHBoxLayout(this);
   h->setContentsMargins(0, 0, 0, 0);
   auto* split = new QSplitter(Qt::Horizontal, this);
@@ -104,8 +105,9 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   live->addWidget(loss_, 2);
   diagram_ = new StepDiagram(page);
   diagram_->setMinimumSize(440, 330);
-  diagram_->setPlaceholder(tr("While the experiments run, the latest step appears here: the global batch cut into one "
-                              "shard per replica, and each replica's forward, backward, all-reduce and update, to scale."));
+  diagram_->setPlaceholder(
+      tr("While the experiments run, the latest step appears here: the global batch cut into one "
+         "shard per replica, and each replica's forward, backward, all-reduce and update, to scale."));
   live->addWidget(diagram_, 3);
   v->addLayout(live, 1);
 
@@ -120,8 +122,8 @@ LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent) 
   setRole(reveal_, "bannerInfo");
   v->addWidget(reveal_);
   figures_ = new QTableWidget(0, 7, page);
-  figures_->setHorizontalHeaderLabels({tr("experiment"), tr("status"), tr("steps"), tr("final accuracy"), tr("samples/s"),
-                                       tr("sync share"), tr("stored run")});
+  figures_->setHorizontalHeaderLabels(
+      {tr("experiment"), tr("status"), tr("steps"), tr("final accuracy"), tr("samples/s"), tr("sync share"), tr("stored run")});
   figures_->verticalHeader()->setVisible(false);
   figures_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   figures_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -168,19 +170,19 @@ bool LessonsPanel::loadLessons(const QString& dir) {
     selectLesson(0);
   } else {
     title_->setText(tr("No lessons"));
-    idea_->setText(loadError_.isEmpty() ? tr("No lesson files were found in %1.").arg(dir.isEmpty() ? q(ml::defaultLessonsDir()) : dir)
-                                        : tr("The lessons could not be loaded: %1\nFix the file (the message names the field) "
-                                             "and reopen the Learn screen.").arg(loadError_));
+    idea_->setText(loadError_.isEmpty()
+                       ? tr("No lesson files were found in %1.").arg(dir.isEmpty() ? q(ml::defaultLessonsDir()) : dir)
+                       : tr("The lessons could not be loaded: %1\nFix the file (the message names the field) "
+                            "and reopen the Learn screen.")
+                             .arg(loadError_));
   }
   if (!loadError_.isEmpty()) Q_EMIT errorOccurred(tr("Cannot load the lessons"), loadError_);
   return loadError_.isEmpty();
 }
 
-
 void LessonsPanel::resizeEvent(QResizeEvent* e) {
   QWidget::resizeEvent(e);
-  if (liveRow_ && scroll_)
-    liveRow_->setDirection(scroll_->width() < 950 ? QBoxLayout::TopToBottom : QBoxLayout::LeftToRight);
+  if (liveRow_ && scroll_) liveRow_->setDirection(scroll_->width() < 950 ? QBoxLayout::TopToBottom : QBoxLayout::LeftToRight);
 }
 
 void LessonsPanel::selectLesson(int index) {
@@ -247,8 +249,10 @@ void LessonsPanel::updateButtons() {
   stop_->setEnabled(running_);
   list_->setEnabled(!running_);
   choicesBox_->setEnabled(!running_);
-  if (otherActive_ && !running_) run_->setToolTip(tr("Another run is using the cores: wait for it to end"));
-  else run_->setToolTip(tr("Choose an answer first: the experiments run once you have committed to it"));
+  if (otherActive_ && !running_)
+    run_->setToolTip(tr("Another run is using the cores: wait for it to end"));
+  else
+    run_->setToolTip(tr("Choose an answer first: the experiments run once you have committed to it"));
 }
 
 bool LessonsPanel::commitAndRun() {
@@ -269,7 +273,8 @@ bool LessonsPanel::commitAndRun() {
   outcome_.reset();
   running_ = true;
   progress_->setValue(0);
-  status_->setText(tr("Your answer: \u201c%1\u201d. Loading the data set…").arg(q(l.question.choices[static_cast<size_t>(choice_)])));
+  status_->setText(
+      tr("Your answer: \u201c%1\u201d. Loading the data set…").arg(q(l.question.choices[static_cast<size_t>(choice_)])));
   updateButtons();
   Q_EMIT runningChanged(true);
   ml::LessonRunner* runner = runner_.get();
@@ -282,7 +287,8 @@ bool LessonsPanel::commitAndRun() {
       error = q(e.what());
       runner->hub().closeAll();
     }
-    QMetaObject::invokeMethod(this, [this, out, error] { onDone(out, error); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, out, error] { onDone(out, error); }, Qt::QueuedConnection);
   });
   timer_.setInterval(FrameBudget::floorIntervalMs());  // the experiments measure speed: draw at the floor rate
   timer_.start();
@@ -316,7 +322,8 @@ void LessonsPanel::poll() {
       progress_->setValue(experimentIndex_);
       liveInfo_ = sceneInfoFromConfig(s->configJson);  // once per experiment, not per frame
     } else if (const auto* st = std::get_if<ml::StepEvent>(&e)) {
-      if (experimentIndex_ >= 0 && experimentIndex_ < loss_->graphCount()) loss_->graph(experimentIndex_)->addData(static_cast<double>(st->step), st->loss);
+      if (experimentIndex_ >= 0 && experimentIndex_ < loss_->graphCount())
+        loss_->graph(experimentIndex_)->addData(static_cast<double>(st->step), st->loss);
       if (!st->replicas.empty()) lastStep = st;
     }
   }
@@ -357,7 +364,8 @@ void LessonsPanel::onDone(std::optional<ml::LessonOutcome> out, const QString& e
   setRole(verdict_, right ? "syncOk" : "syncBad");
   verdict_->setVisible(true);
   if (out->completed) {
-    status_->setText(tr("Done: %1 experiment(s), each stored as a run (see Runs). The measured result:").arg(out->experiments.size()));
+    status_->setText(
+        tr("Done: %1 experiment(s), each stored as a run (see Runs). The measured result:").arg(out->experiments.size()));
     reveal_->setText(q(out->reveal));
   } else {
     status_->setText(tr("Stopped: %1").arg(q(out->message)));
@@ -371,8 +379,12 @@ void LessonsPanel::onDone(std::optional<ml::LessonOutcome> out, const QString& e
       const auto it = out->figures.find(name + "_" + e.experiment.label);
       return it == out->figures.end() ? QStringLiteral("-") : q(it->second.text);
     };
-    const QStringList cells = {q(e.experiment.title), q(ml::toString(e.finished.status)), QString::number(e.finished.steps),
-                               fig("final_acc"), fig("samples_per_sec"), fig("sync_share"),
+    const QStringList cells = {q(e.experiment.title),
+                               q(ml::toString(e.finished.status)),
+                               QString::number(e.finished.steps),
+                               fig("final_acc"),
+                               fig("samples_per_sec"),
+                               fig("sync_share"),
                                e.runId ? tr("run %1").arg(*e.runId) : tr("not stored")};
     for (int c = 0; c < cells.size(); ++c) figures_->setItem(i, c, new QTableWidgetItem(cells[c]));
   }

@@ -106,7 +106,7 @@ class LessonsPanel : public QWidget {
   QTimer timer_;
   std::vector<ml::Event> batch_;
   int experimentIndex_ = -1;
-  StepSceneInfo liveInfo_;  // of the running experiment
+  StepSceneInfo liveInfo_;                 // of the running experiment
   std::optional<ml::StepEvent> lastStep_;  // the newest step with timings, drawn when visible
   std::optional<ml::LessonOutcome> outcome_;
 };

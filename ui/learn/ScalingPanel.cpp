@@ -30,8 +30,8 @@ namespace {
 QString pct(double v) { return QStringLiteral("%1%").arg(100 * v, 0, 'f', 0); }
 }  // namespace
 
-ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr<DataCache> cache, std::function<QString()> storePath,
-                           QWidget* parent)
+ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr<DataCache> cache,
+                           std::function<QString()> storePath, QWidget* parent)
     : QWidget(parent), project_(std::move(project)), cache_(std::move(cache)), storePath_(std::move(storePath)) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
@@ -125,8 +125,8 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   v->addWidget(explanation_);
 
   table_ = new QTableWidget(0, 9, this);
-  table_->setHorizontalHeaderLabels({tr("devices"), tr("global batch"), tr("per replica"), tr("step (ms, median)"), tr("samples/s"),
-                                     tr("speed-up"), tr("efficiency"), tr("sync share"), tr("stored run")});
+  table_->setHorizontalHeaderLabels({tr("devices"), tr("global batch"), tr("per replica"), tr("step (ms, median)"),
+                                     tr("samples/s"), tr("speed-up"), tr("efficiency"), tr("sync share"), tr("stored run")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -159,8 +159,9 @@ QString ScalingPanel::explanation() const { return explanation_->text(); }
 
 void ScalingPanel::updateButtons() {
   run_->setEnabled(!running_ && !otherActive_);
-  run_->setToolTip(otherActive_ && !running_ ? tr("Another run is using the cores: wait for it to end, or the timings would be meaningless")
-                                             : tr("Run the model on each device count, one stored run each"));
+  run_->setToolTip(otherActive_ && !running_
+                       ? tr("Another run is using the cores: wait for it to end, or the timings would be meaningless")
+                       : tr("Run the model on each device count, one stored run each"));
   stop_->setEnabled(running_);
   devices_->setEnabled(!running_);
   keep_->setEnabled(!running_);
@@ -210,10 +211,12 @@ bool ScalingPanel::start() {
                                  .arg(i + 1)
                                  .arg(plannedRows_)
                                  .arg(QString::fromStdString(plan.sentence()), tr(FrameBudget::floorNote()));
-        QMetaObject::invokeMethod(this, [this, text] { status_->setText(text); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, text] { status_->setText(text); }, Qt::QueuedConnection);
       };
       experiment.onRowFinished = [this](size_t i, const ml::ScalingRow& row) {
-        QMetaObject::invokeMethod(this, [this, row, i] { onRow(row, static_cast<int>(i)); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, row, i] { onRow(row, static_cast<int>(i)); }, Qt::QueuedConnection);
       };
       {
         std::lock_guard lock(mu_);
@@ -228,7 +231,8 @@ bool ScalingPanel::start() {
       experiment_ = nullptr;
       error = QString::fromStdString(e.what());
     }
-    QMetaObject::invokeMethod(this, [this, result, error] { onDone(result, error); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, result, error] { onDone(result, error); }, Qt::QueuedConnection);
   });
   return true;
 }

@@ -147,7 +147,8 @@ QRectF StepDiagram::segmentRect(int replica, Phase phase) const {
   const auto& lane = lanes_[static_cast<size_t>(replica)];
   const int i = orderIndex(phase);
   const double pps = pixelsPerSecond();
-  return QRectF(a.left() + lane.begin[i] * pps, a.top() + replica * (laneHeight() + kLaneGap), (lane.end[i] - lane.begin[i]) * pps, laneHeight());
+  return QRectF(a.left() + lane.begin[i] * pps, a.top() + replica * (laneHeight() + kLaneGap),
+                (lane.end[i] - lane.begin[i]) * pps, laneHeight());
 }
 
 QRectF StepDiagram::shardRect(int replica) const {
@@ -201,9 +202,11 @@ QString StepDiagram::currentActivity() const {
   if (parts.isEmpty() && t_ > 0 && info_.shardedOptimizer)
     return tr("Step done: each replica updated only the 1/%1 of the parameters whose summed gradient it owns, so each "
               "replica keeps 1/%1 of Adam's state (its moments m and v); the all-gather then copied the rest, so the "
-              "copies are identical again.").arg(replicaCount());
-  if (parts.isEmpty()) return t_ <= 0 ? tr("The global batch is about to be split into %1 shards.").arg(replicaCount())
-                                      : tr("Step done: every replica applied the same averaged gradient, so the copies are identical again.");
+              "copies are identical again.")
+        .arg(replicaCount());
+  if (parts.isEmpty())
+    return t_ <= 0 ? tr("The global batch is about to be split into %1 shards.").arg(replicaCount())
+                   : tr("Step done: every replica applied the same averaged gradient, so the copies are identical again.");
   QString s = parts.join(QStringLiteral("; ")) + QLatin1Char('.');
   const double p = commProgress();
   if (p >= 0 && replicaCount() > 1) {
@@ -216,7 +219,9 @@ QString StepDiagram::currentActivity() const {
       const double x = p * std::max(1, info_.buckets) * hops;
       const int k = static_cast<int>(x) % hops;
       const int bucket = static_cast<int>(x / hops) + 1;
-      s += k < n - 1 ? tr(" Ring reduce-scatter, hop %1 of %2: each replica adds the chunk it receives to its own.").arg(k + 1).arg(n - 1)
+      s += k < n - 1 ? tr(" Ring reduce-scatter, hop %1 of %2: each replica adds the chunk it receives to its own.")
+                           .arg(k + 1)
+                           .arg(n - 1)
                      : tr(" Ring all-gather, hop %1 of %2: each replica passes on a finished chunk.").arg(k - n + 2).arg(n - 1);
       if (info_.buckets > 1) s += tr(" (bucket %1 of %2)").arg(bucket).arg(info_.buckets);
     }
@@ -307,7 +312,9 @@ void StepDiagram::paintComm(QPainter& p, const QRectF& area) const {
                .arg(r2o ? tr("every replica sends its whole gradient to replica 0 and receives the sum;")
                         : tr("ring: %1 hops,").arg(2 * (n - 1)))
                .arg(mb * perReplica, 0, 'f', 2);
-    if (info_.buckets > 1) foot += tr(" In %1 buckets, started as backward produces them: only the part not hidden behind backward is timed.").arg(info_.buckets);
+    if (info_.buckets > 1)
+      foot += tr(" In %1 buckets, started as backward produces them: only the part not hidden behind backward is timed.")
+                  .arg(info_.buckets);
   }
   p.drawText(area.adjusted(12, area.height() - 118, -12, -8), Qt::AlignLeft | Qt::AlignBottom | Qt::TextWordWrap, foot);
 }
@@ -320,9 +327,10 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   if (!hasStep()) {
     p.setPen(muted);
     p.drawText(rect().adjusted(20, 20, -20, -20), Qt::AlignCenter | Qt::TextWordWrap,
-               placeholder_.isEmpty() ? tr("Choose a run to replay: the latest training run, or a stored run from the list above.\n"
-                                           "Each step is drawn to its measured durations.")
-                                      : placeholder_);
+               placeholder_.isEmpty()
+                   ? tr("Choose a run to replay: the latest training run, or a stored run from the list above.\n"
+                        "Each step is drawn to its measured durations.")
+                   : placeholder_);
     return;
   }
   const int n = replicaCount();
@@ -333,7 +341,9 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   p.setPen(text);
   p.drawText(QRectF(kMargin, 10, width() - 2 * kMargin, 22), Qt::AlignLeft | Qt::AlignVCenter,
              tr("Step %1 (epoch %2) · %3 measured, first replica start to last replica end")
-                 .arg(step_.step).arg(step_.epoch).arg(ms(duration_)));
+                 .arg(step_.step)
+                 .arg(step_.epoch)
+                 .arg(ms(duration_)));
   p.setFont(font());
   // Global batch and its shards.
   p.setPen(muted);
@@ -359,7 +369,8 @@ void StepDiagram::paintEvent(QPaintEvent*) {
     p.drawEllipse(QPointF(kMargin + 6, y + laneHeight() / 2), 5, 5);
     p.setPen(text);
     const QString name = r < info_.deviceNames.size() ? info_.deviceNames[r] : tr("replica %1").arg(r);
-    p.drawText(QRectF(kMargin + 16, y - 2, kLabelW - 20, laneHeight() / 2 + 2), Qt::AlignLeft | Qt::AlignVCenter, tr("replica %1 · %2").arg(r).arg(name));
+    p.drawText(QRectF(kMargin + 16, y - 2, kLabelW - 20, laneHeight() / 2 + 2), Qt::AlignLeft | Qt::AlignVCenter,
+               tr("replica %1 · %2").arg(r).arg(name));
     p.setPen(muted);
     p.drawText(QRectF(kMargin + 16, y + laneHeight() / 2, kLabelW - 20, laneHeight() / 2), Qt::AlignLeft | Qt::AlignVCenter,
                tr("%1 samples").arg(step_.replicas[static_cast<size_t>(r)].samples));
@@ -388,8 +399,9 @@ void StepDiagram::paintEvent(QPaintEvent*) {
       // (a clipped "rward 22 µ" reads as neither).
       const QString full = QStringLiteral("%1 %2").arg(phaseName(ph), ms(phaseSeconds(r, ph))), time = ms(phaseSeconds(r, ph));
       const double room = seg.width() - 8;
-      const QString label = p.fontMetrics().horizontalAdvance(full) <= room ? full
-                            : p.fontMetrics().horizontalAdvance(time) <= room ? time : QString();
+      const QString label = p.fontMetrics().horizontalAdvance(full) <= room   ? full
+                            : p.fontMetrics().horizontalAdvance(time) <= room ? time
+                                                                              : QString();
       if (!label.isEmpty()) {
         p.setPen(ph == Phase::Wait || x < seg.right() ? text : QColor(Qt::white));
         p.drawText(seg.adjusted(4, 0, -4, 0), Qt::AlignCenter, label);
@@ -426,8 +438,8 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   }
   // Caption.
   p.setPen(text);
-  p.drawText(QRectF(kMargin, ly + 24, area.right() - kMargin, std::max(40.0, height() - ly - 28)), Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap,
-             currentActivity());
+  p.drawText(QRectF(kMargin, ly + 24, area.right() - kMargin, std::max(40.0, height() - ly - 28)),
+             Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, currentActivity());
   const QRectF comm = commArea();
   if (!comm.isEmpty()) paintComm(p, comm);
 }

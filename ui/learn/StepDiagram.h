@@ -19,8 +19,8 @@ struct StepSceneInfo {
   QString algo = QStringLiteral("ring");  // ring | reduce-to-one | none
   int buckets = 1;
   int64_t gradientBytes = 0;
-  QStringList deviceNames;                 // "cpu:0", ... (optional)
-  bool shardedOptimizer = false;           // ZeRO stage 1: update 1/N, then all-gather
+  QStringList deviceNames;        // "cpu:0", ... (optional)
+  bool shardedOptimizer = false;  // ZeRO stage 1: update 1/N, then all-gather
 };
 
 // From a run's effective configuration (RunStarted::configJson): algorithm, buckets, gradient
@@ -40,7 +40,10 @@ class StepDiagram : public QWidget {
   void setStep(const ml::StepEvent& step, const StepSceneInfo& info);
   void clear();
   // The text shown while there is no step.
-  void setPlaceholder(const QString& text) { placeholder_ = text; update(); }
+  void setPlaceholder(const QString& text) {
+    placeholder_ = text;
+    update();
+  }
   bool hasStep() const { return !step_.replicas.empty(); }
   const ml::StepEvent& step() const { return step_; }
   const StepSceneInfo& info() const { return info_; }
@@ -71,7 +74,7 @@ class StepDiagram : public QWidget {
 
  private:
   struct Lane {
-    double offset = 0;            // start relative to the earliest replica
+    double offset = 0;                              // start relative to the earliest replica
     double begin[kPhases] = {}, end[kPhases] = {};  // per kOrder, relative to the step start
   };
   QRectF lanesArea() const;

@@ -257,9 +257,12 @@ void StepReplayPanel::pause() {
 
 void StepReplayPanel::singleStep() {
   if (steps_.empty()) return;
-  if (index_ < 0) showStep(0);
-  else if (diagram_->progress() >= diagram_->duration() && index_ + 1 < static_cast<int>(steps_.size())) showStep(index_ + 1);
-  else if (diagram_->progress() >= diagram_->duration()) diagram_->setProgress(0);
+  if (index_ < 0)
+    showStep(0);
+  else if (diagram_->progress() >= diagram_->duration() && index_ + 1 < static_cast<int>(steps_.size()))
+    showStep(index_ + 1);
+  else if (diagram_->progress() >= diagram_->duration())
+    diagram_->setProgress(0);
   stopAtEnd_ = true;
   clock_.start();
   timer_.start();
@@ -292,7 +295,8 @@ void StepReplayPanel::advance(double seconds) {
 void StepReplayPanel::updateLabels() {
   const double d = diagram_ ? diagram_->duration() : 0;
   if (d > 0)
-    speedLabel_->setText(tr("%1 s per step: %2x slower than measured").arg(secondsPerStep(), 0, 'f', 1).arg(secondsPerStep() / d, 0, 'f', 0));
+    speedLabel_->setText(
+        tr("%1 s per step: %2x slower than measured").arg(secondsPerStep(), 0, 'f', 1).arg(secondsPerStep() / d, 0, 'f', 0));
   else
     speedLabel_->setText(tr("%1 s per step").arg(secondsPerStep(), 0, 'f', 1));
   play_->setText(isPlaying() && !stopAtEnd_ ? tr("Pause") : tr("Play"));

@@ -40,9 +40,9 @@ class StepReplayPanel : public QWidget {
 
   // Starts playing by itself the next time steps are loaded (the first visit of the tab).
   void setAutoPlay(bool on) { autoPlay_ = on; }
-  void play();               // continuously, step after step
+  void play();  // continuously, step after step
   void pause();
-  void singleStep();         // plays the current step once, then stops on the next
+  void singleStep();  // plays the current step once, then stops on the next
   bool isPlaying() const { return timer_.isActive(); }
   // Animation seconds one step takes to replay (the slow-motion setting).
   double secondsPerStep() const;

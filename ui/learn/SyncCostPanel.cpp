@@ -18,12 +18,12 @@
 #include <limits>
 
 #include "Async.h"
+#include "JsonFile.h"
 #include "Theme.h"
 #include "learn/RunChooser.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
 #include "store/RunStore.h"
-#include "JsonFile.h"
 
 namespace mlui {
 
@@ -33,7 +33,8 @@ QString ms(double s) { return QStringLiteral("%1 ms").arg(s * 1e3, 0, 'f', s < 0
 const QColor kModelledColor(0x93, 0x6F, 0xC9);
 }  // namespace
 
-SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent) : QWidget(parent), storePath_(std::move(storePath)) {
+SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent)
+    : QWidget(parent), storePath_(std::move(storePath)) {
   auto* v = new QVBoxLayout(this);
   v->setContentsMargins(14, 10, 14, 10);
   v->setSpacing(8);
@@ -55,7 +56,8 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   link_ = new QComboBox(this);
   link_->addItem(tr("host memory (measured here)"), QStringLiteral("host"));
   for (const auto& l : ml::linkPresets())
-    link_->addItem(tr("%1 (%2 GB/s, %3 µs)").arg(q(l.name)).arg(l.bandwidth / 1e9, 0, 'g', 3).arg(l.latency * 1e6, 0, 'g', 3), q(l.id));
+    link_->addItem(tr("%1 (%2 GB/s, %3 µs)").arg(q(l.name)).arg(l.bandwidth / 1e9, 0, 'g', 3).arg(l.latency * 1e6, 0, 'g', 3),
+                   q(l.id));
   row->addWidget(link_);
   row->addWidget(new QLabel(tr("Algorithm"), this));
   algo_ = new QComboBox(this);
@@ -117,8 +119,8 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   chart_->xAxis->setTicker(logTicker);
   body->addWidget(chart_);
   table_ = new QTableWidget(0, 8, this);
-  table_->setHorizontalHeaderLabels({tr("devices"), tr("compute\n(ms)"), tr("all-reduce\n(ms)"), tr("exposed\n(ms)"), tr("step\n(ms)"),
-                                     tr("speed-up"), tr("efficiency"), tr("")});
+  table_->setHorizontalHeaderLabels({tr("devices"), tr("compute\n(ms)"), tr("all-reduce\n(ms)"), tr("exposed\n(ms)"),
+                                     tr("step\n(ms)"), tr("speed-up"), tr("efficiency"), tr("")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -164,7 +166,8 @@ void SyncCostPanel::refreshRuns() {
         const qlonglong before = source_->currentData().toLongLong();
         const int at = fillRunCombo(source_, *r.value, 0);
         Q_EMIT runsListed();
-        if (at >= 0 && source_->currentData().toLongLong() != before) loadRun(source_->currentData().toLongLong());  // the newest run
+        if (at >= 0 && source_->currentData().toLongLong() != before)
+          loadRun(source_->currentData().toLongLong());  // the newest run
       });
 }
 
@@ -177,7 +180,9 @@ void SyncCostPanel::loadRun(int64_t runId) {
       [p = storePath_().toStdString(), runId] {
         auto store = ml::RunStore::open(p);
         const ml::RunDetail run = store.loadRun(runId);
-        const auto project = ml::Project::fromJson(ml::parseJsonText(run.projectJson, "run " + std::to_string(runId), "the stored project is damaged"), "run " + std::to_string(runId));
+        const auto project = ml::Project::fromJson(
+            ml::parseJsonText(run.projectJson, "run " + std::to_string(runId), "the stored project is damaged"),
+            "run " + std::to_string(runId));
         const auto steps = store.loadSteps(runId, 1, 2000);
         Measured m;
         m.runId = runId;

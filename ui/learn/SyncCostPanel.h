@@ -26,9 +26,9 @@ class SyncCostPanel : public QWidget {
  public:
   SyncCostPanel(std::function<QString()> storePath, QWidget* parent = nullptr);
 
-  void refreshRuns();          // async; selects the newest run when none is chosen
-  void loadRun(int64_t runId);  // async: profile, measured sync, host all-reduce timing
-  void setLink(const QString& id);      // nvlink | pcie4 | 100gbe | 10gbe | host
+  void refreshRuns();               // async; selects the newest run when none is chosen
+  void loadRun(int64_t runId);      // async: profile, measured sync, host all-reduce timing
+  void setLink(const QString& id);  // nvlink | pcie4 | 100gbe | 10gbe | host
   void setDeviceCounts(const QString& counts);
 
   struct Measured {
@@ -36,9 +36,9 @@ class SyncCostPanel : public QWidget {
     QString runName;
     int replicas = 1;
     ml::ComputeProfile profile;
-    double allreducePerStep = 0;   // exposed, mean over the replicas and steps (measured in the run)
+    double allreducePerStep = 0;  // exposed, mean over the replicas and steps (measured in the run)
     double waitPerStep = 0;
-    double stepSeconds = 0;        // median step time of the run (measured)
+    double stepSeconds = 0;             // median step time of the run (measured)
     ml::HostAllReduceMeasurement host;  // timed now on this machine
     int64_t globalBatch = 0;
     bool perDeviceBatch = false;

@@ -6,8 +6,8 @@
 #include <QStringList>
 
 #include "Error.h"
-#include "data/Csv.h"
 #include "ProjectDocument.h"
+#include "data/Csv.h"
 
 namespace mlui {
 

@@ -20,8 +20,10 @@ void setUpExamplesMenu(QMenu* menu, std::function<void(const QString&)> open,
       QAction* a = menu->addAction(error.isEmpty() ? q(e.name) : QObject::tr("%1 (cannot be read)").arg(q(e.name)));
       a->setToolTip(error.isEmpty() ? path : error);
       QObject::connect(a, &QAction::triggered, menu, [open, fail, path, error] {
-        if (error.isEmpty()) open(path);
-        else fail(QObject::tr("Cannot open the example"), error);
+        if (error.isEmpty())
+          open(path);
+        else
+          fail(QObject::tr("Cannot open the example"), error);
       });
     }
     if (examples.empty()) {
@@ -29,7 +31,8 @@ void setUpExamplesMenu(QMenu* menu, std::function<void(const QString&)> open,
       const QString where = q(ml::describeSharedDataSearch());
       QObject::connect(none, &QAction::triggered, menu, [fail, where] {
         fail(QObject::tr("No example projects"), QObject::tr("No example projects were found. Searched:\n%1Reinstall Mirrorlab "
-                                                             "(package mirrorlab-cli) to restore them.").arg(where));
+                                                             "(package mirrorlab-cli) to restore them.")
+                                                     .arg(where));
       });
     }
   });

@@ -62,7 +62,8 @@ WelcomePage::WelcomePage(QWidget* parent) : QWidget(parent) {
   title->setStyleSheet(QStringLiteral("font-size: 22pt; font-weight: 600; color: #1f2d3d;"));
   outer->addWidget(title);
   auto* idea = new QLabel(tr("Mirrored training: every device holds the same copy of the model, each batch is split across the "
-                             "devices, and their gradients are averaged so that the copies stay identical."), this);
+                             "devices, and their gradients are averaged so that the copies stay identical."),
+                          this);
   idea->setObjectName(QStringLiteral("WelcomeIdea"));
   idea->setWordWrap(true);
   idea->setAlignment(Qt::AlignCenter);
@@ -139,7 +140,8 @@ void WelcomePage::refresh() {
   examples_->addStretch(1);
   try {
     const auto lessons = ml::loadLessons(ml::defaultLessonsDir());
-    lessonTitle_->setText(lessons.empty() ? tr("No lessons found.") : tr("<b>1. %1</b>").arg(q(lessons.front().title).toHtmlEscaped()));
+    lessonTitle_->setText(lessons.empty() ? tr("No lessons found.")
+                                          : tr("<b>1. %1</b>").arg(q(lessons.front().title).toHtmlEscaped()));
   } catch (const std::exception& e) {
     lessonTitle_->setText(tr("The lessons cannot be loaded."));
     problems << tr("Lessons: %1").arg(q(e.what()));

@@ -12,13 +12,11 @@ extern "C" void openblas_set_num_threads(int);
 namespace ml {
 
 namespace {
-double seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double seconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 }  // namespace
 
-CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-                       const OptimizerSpec& optimizer, int blasThreads)
+CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
+                       int blasThreads)
     : loss_(loss), metric_(metric), optimizer_(optimizer), blasThreads_(blasThreads) {
   // One replica with several threads splits its own work across a team, each part a single-threaded
   // BLAS call: OpenBLAS' own pool would spin beside the team on the same cores.
@@ -126,8 +124,10 @@ void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gr
     const size_t a = static_cast<size_t>(lo), m = static_cast<size_t>(hi - lo);
     p.opt->update(state + a, p.model->params().subspan(at + a, m), std::span<const float>(g + a, m), gradScale);
   };
-  if (team_ && count >= 4096) team_->split(count, part);
-  else part(0, count);
+  if (team_ && count >= 4096)
+    team_->split(count, part);
+  else
+    part(0, count);
 }
 
 // Each replica's optimizer is remade over its owned ranges alone, laid end to end: 1/N of the

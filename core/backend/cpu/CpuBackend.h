@@ -55,13 +55,13 @@ class CpuBackend : public Backend {
     std::unique_ptr<Optimizer> opt;
     // Sharded: (start in the flat buffer, start in the optimizer's state) of each owned range, by start.
     std::vector<std::pair<int64_t, int64_t>> stateAt;
-    std::vector<float> x, y;       // staged inputs and targets
-    std::vector<int64_t> ids;      // global sample ids of the staged rows
+    std::vector<float> x, y;   // staged inputs and targets
+    std::vector<int64_t> ids;  // global sample ids of the staged rows
     int64_t targetDim = 1;
     ReplicaSums sums;
     // Mark times (seconds on the steady clock): start, then per micro-batch start/forward/backward ends.
     double start = 0, commEnd = 0, updateEnd = 0;
-    std::vector<double> micro;     // 3 per micro-batch
+    std::vector<double> micro;  // 3 per micro-batch
   };
   Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
 

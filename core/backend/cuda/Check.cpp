@@ -18,10 +18,14 @@ std::string where(const char* file, int line) {
 
 std::string formatBytes(double bytes) {
   char buf[64];
-  if (bytes >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-  else if (bytes >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
-  else if (bytes >= 1024.0) std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
-  else std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
+  if (bytes >= 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+  else if (bytes >= 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", bytes / (1024.0 * 1024));
+  else if (bytes >= 1024.0)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", bytes / 1024.0);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f bytes", bytes);
   return buf;
 }
 
@@ -48,8 +52,8 @@ void checkCuda(cudaError_t e, const char* call, const char* file, int line, cons
 
 void checkCublas(cublasStatus_t s, const char* call, const char* file, int line, const std::string& device) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  std::string msg = std::string(call) + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) +
-                    ") at " + where(file, line) + on(device);
+  std::string msg = std::string(call) + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + ") at " +
+                    where(file, line) + on(device);
   int code = MLCUDA_ERR_CUBLAS;
   if (s == CUBLAS_STATUS_ALLOC_FAILED) {
     code = MLCUDA_ERR_OUT_OF_MEMORY;
@@ -62,8 +66,8 @@ void checkCudnn(cudnnStatus_t s, const char* call, const char* file, int line, c
   if (s == CUDNN_STATUS_SUCCESS) return;
   char detail[512] = {0};
   cudnnGetLastErrorString(detail, sizeof detail);
-  std::string msg = std::string(call) + " failed: " + cudnnGetErrorString(s) + " (" + std::to_string(static_cast<int>(s)) +
-                    ")" + (detail[0] ? std::string(": ") + detail : std::string()) + " at " + where(file, line) + on(device);
+  std::string msg = std::string(call) + " failed: " + cudnnGetErrorString(s) + " (" + std::to_string(static_cast<int>(s)) + ")" +
+                    (detail[0] ? std::string(": ") + detail : std::string()) + " at " + where(file, line) + on(device);
   int code = MLCUDA_ERR_CUDNN;
   if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
     code = MLCUDA_ERR_OUT_OF_MEMORY;

@@ -64,8 +64,8 @@ mlcuda_status guarded(F&& f) noexcept {
 #define ML_CUDNN(device, call) ::mlcuda::checkCudnn((call), #call, __FILE__, __LINE__, (device))
 #define ML_NCCL(device, comm, call) ::mlcuda::checkNccl((call), (comm), #call, __FILE__, __LINE__, (device))
 #define ML_LAUNCHED(device, kernel) ::mlcuda::checkLaunch((kernel), __FILE__, __LINE__, (device))
-#define ML_REQUIRE(cond, message)                                                              \
-  do {                                                                                         \
-    if (!(cond)) ::mlcuda::fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(message) + " (" +   \
-                                ::mlcuda::where(__FILE__, __LINE__) + ")");                 \
+#define ML_REQUIRE(cond, message)                                                                                           \
+  do {                                                                                                                      \
+    if (!(cond))                                                                                                            \
+      ::mlcuda::fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(message) + " (" + ::mlcuda::where(__FILE__, __LINE__) + ")"); \
   } while (0)

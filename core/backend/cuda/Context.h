@@ -34,8 +34,7 @@ namespace mlcuda {
 void use(mlcuda_context* ctx);
 cudaStream_t streamOf(mlcuda_context* ctx, int which);
 // cudaMalloc with a message that names the device, the size and the free memory.
-void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file,
-                  int line);
+void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file, int line);
 // The context's scratch, at least `bytes` long; valid until the next call that uses scratch.
 // Growing waits for the compute stream (work in flight may still read the old buffer).
 void* scratch(mlcuda_context* ctx, size_t bytes);

@@ -38,8 +38,8 @@ extern "C" {
 
 enum {
   MLCUDA_OK = 0,
-  MLCUDA_ERR_NO_DEVICE = 1,        /* no driver, driver too old, no GPU, or no such device */
-  MLCUDA_ERR_OUT_OF_MEMORY = 2,    /* the message names the device and the bytes asked for */
+  MLCUDA_ERR_NO_DEVICE = 1,     /* no driver, driver too old, no GPU, or no such device */
+  MLCUDA_ERR_OUT_OF_MEMORY = 2, /* the message names the device and the bytes asked for */
   MLCUDA_ERR_CUDA = 3,
   MLCUDA_ERR_CUBLAS = 4,
   MLCUDA_ERR_CUDNN = 5,
@@ -58,7 +58,11 @@ typedef struct mlcuda_status {
 /* ---- enumerations (same order as ml::Act, ml::LossKind, ml::MetricKind) ------------------ */
 
 enum { MLCUDA_ACT_LINEAR = 0, MLCUDA_ACT_RELU = 1, MLCUDA_ACT_SIGMOID = 2, MLCUDA_ACT_TANH = 3, MLCUDA_ACT_SOFTMAX = 4 };
-enum { MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0, MLCUDA_LOSS_CATEGORICAL_CROSSENTROPY = 1, MLCUDA_LOSS_MEAN_SQUARED_ERROR = 2 };
+enum {
+  MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0,
+  MLCUDA_LOSS_CATEGORICAL_CROSSENTROPY = 1,
+  MLCUDA_LOSS_MEAN_SQUARED_ERROR = 2
+};
 enum { MLCUDA_METRIC_ACCURACY = 0, MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR = 1 };
 enum { MLCUDA_STREAM_COMPUTE = 0, MLCUDA_STREAM_COMM = 1 };
 
@@ -70,7 +74,7 @@ MLCUDA_EXPORT int mlcuda_api_version(void);
 MLCUDA_EXPORT const char* mlcuda_build_info(void);
 
 typedef struct mlcuda_gpu_info {
-  int index;                 /* CUDA device ordinal (as CUDA_VISIBLE_DEVICES presents them) */
+  int index; /* CUDA device ordinal (as CUDA_VISIBLE_DEVICES presents them) */
   char name[256];
   int64_t total_memory_bytes;
   int cc_major, cc_minor;
@@ -79,10 +83,10 @@ typedef struct mlcuda_gpu_info {
 } mlcuda_gpu_info;
 
 typedef struct mlcuda_probe_result {
-  int device_count;          /* GPUs found; the first min(count, capacity) entries are filled */
-  int driver_version;        /* CUDA version the driver supports, 1000*major + 10*minor; 0 = no driver */
-  int runtime_version;       /* CUDA runtime version loaded, same encoding */
-  char driver_release[64];   /* the NVIDIA driver's own version ("580.65.06") from NVML, or "" */
+  int device_count;        /* GPUs found; the first min(count, capacity) entries are filled */
+  int driver_version;      /* CUDA version the driver supports, 1000*major + 10*minor; 0 = no driver */
+  int runtime_version;     /* CUDA runtime version loaded, same encoding */
+  char driver_release[64]; /* the NVIDIA driver's own version ("580.65.06") from NVML, or "" */
 } mlcuda_probe_result;
 
 /* Lists the GPUs. Fails with MLCUDA_ERR_NO_DEVICE and the reason (no driver, driver older than the
@@ -90,8 +94,8 @@ typedef struct mlcuda_probe_result {
 MLCUDA_EXPORT mlcuda_status mlcuda_probe(mlcuda_gpu_info* gpus, int capacity, mlcuda_probe_result* result);
 
 typedef struct mlcuda_gpu_sample {
-  int utilization_percent;   /* kernel-busy share of the last sample period, 0..100 */
-  int memory_busy_percent;   /* memory-controller busy share, 0..100 */
+  int utilization_percent; /* kernel-busy share of the last sample period, 0..100 */
+  int memory_busy_percent; /* memory-controller busy share, 0..100 */
   int64_t memory_used_bytes;
   int64_t memory_total_bytes;
 } mlcuda_gpu_sample;
@@ -139,38 +143,37 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* start, mlcuda_
 /* ---- layers (compute stream); formulas as in core/nn ------------------------------------------ */
 
 /* y (n, out) = act(x (n, in) W (in, out) + b (out)); b may be NULL (no bias). */
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b,
-                                                 float* y, int64_t n, int64_t in, int64_t out, int act);
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b, float* y,
+                                                 int64_t n, int64_t in, int64_t out, int act);
 /* From y = the forward output and dy = dL/dy (n, out): dW (in, out) += x^T dz, db (out) += column
  * sums of dz (db may be NULL), dx (n, in) = dz W^T (dx may be NULL), where dz = dy * act'(.) taken
  * from y, or dz = dy when fused_softmax (the loss gave the gradient w.r.t. the softmax's input).
  * dy is scratch: it may be overwritten with dz. */
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y,
-                                                  float* dy, float* dx, float* dw, float* db, int64_t n, int64_t in,
-                                                  int64_t out, int act, int fused_softmax);
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y, float* dy,
+                                                  float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
+                                                  int fused_softmax);
 /* y = act(x) over n rows of k; y may equal x. */
 MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int act, const float* x, float* y, int64_t n,
                                                       int64_t k);
 /* dx = dy * act'(.) from the output y; dx may equal dy. */
-MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy,
-                                                       float* dx, int64_t n, int64_t k);
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy, float* dx,
+                                                       int64_t n, int64_t k);
 /* ml::Loss::compute on the device: *loss_sum (one device double) = the SUM of the n row losses;
  * grad (n, k) = d(sum)/d(pred), or d/d(softmax input) when fused_softmax (and not from_logits);
  * grad may be NULL. targets: (n, 1) class indices as floats for the sparse loss, (n, k) otherwise. */
-MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax,
-                                        const float* pred, const float* targets, int64_t n, int64_t k, float* grad,
-                                        double* loss_sum);
+MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax, const float* pred,
+                                        const float* targets, int64_t n, int64_t k, float* grad, double* loss_sum);
 /* ml::metricSum on the device: *sum (device double) = correct predictions (accuracy) or the sum of
  * per-row mean absolute errors. */
-MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets,
-                                              int64_t n, int64_t k, int64_t target_dim, double* sum);
+MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets, int64_t n,
+                                              int64_t k, int64_t target_dim, double* sum);
 /* ml::Dropout, bit for bit: the mask of element j of a row is a pure function of
  * (seed ^ salt, step, sample id, j). sample_ids: device int64 per row (global sample index), or NULL
  * for the row number. mask (n*k bytes, 1 = kept) is written when training and rate > 0, and must be
  * passed unchanged to the backward; otherwise y = x and the mask is not touched. */
-MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask,
-                                                   int64_t n, int64_t k, double rate, uint64_t seed, uint64_t salt,
-                                                   uint64_t step, const int64_t* sample_ids, int training);
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask, int64_t n,
+                                                   int64_t k, double rate, uint64_t seed, uint64_t salt, uint64_t step,
+                                                   const int64_t* sample_ids, int training);
 MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const float* dy, float* dx, const uint8_t* mask,
                                                     int64_t count, double rate, int training);
 
@@ -188,12 +191,12 @@ MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* params, 
                                             int64_t count, float grad_scale, float lr, float momentum, int nesterov);
 /* iteration: this update's number, 1 for the first (Keras' t after the increment). */
 MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params, const float* grads, float* m, float* v,
-                                             int64_t count, float grad_scale, float lr, double beta1, double beta2,
-                                             float epsilon, int64_t iteration);
+                                             int64_t count, float grad_scale, float lr, double beta1, double beta2, float epsilon,
+                                             int64_t iteration);
 /* mom may be NULL when momentum == 0. */
-MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v,
-                                                float* mom, int64_t count, float grad_scale, float lr, float rho,
-                                                float momentum, float epsilon);
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v, float* mom,
+                                                int64_t count, float grad_scale, float lr, float rho, float momentum,
+                                                float epsilon);
 
 /* ---- all-reduce -------------------------------------------------------------------------------- */
 
@@ -210,8 +213,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm);
 /* Grouped in-place sum over all ranks, each enqueued on contexts[r]'s COMM stream (contexts[r] must
  * be on devices[r]). Order it after the gradients with an event recorded on the compute stream. */
-MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts,
-                                                  float* const* buffers, int64_t elements);
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
+                                                  int64_t elements);
 
 #ifdef __cplusplus
 }

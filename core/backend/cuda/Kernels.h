@@ -23,28 +23,27 @@ void activationBackward(cudaStream_t s, int act, const float* y, const float* dy
 // db[j] += sum over rows of dz[r][j], rows added in order (as the CPU does).
 void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k);
 
-void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key,
-                    uint64_t step, const int64_t* sampleIds, uint32_t threshold, float scale);
+void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,
+                    const int64_t* sampleIds, uint32_t threshold, float scale);
 void dropoutBackward(cudaStream_t s, const float* dy, float* dx, const uint8_t* mask, int64_t count, float scale);
 
 // Per-row loss (double) and, when grad is not null, the gradient; see ml::Loss::compute.
 void lossRows(cudaStream_t s, int kind, bool fromLogits, bool fused, const float* pred, const float* targets, int64_t n,
               int64_t k, float* grad, double* rowLoss);
 // Per-row metric (double); see ml::metricSum.
-void metricRows(cudaStream_t s, int kind, const float* pred, const float* targets, int64_t n, int64_t k,
-                int64_t targetDim, double* rowValue);
+void metricRows(cudaStream_t s, int kind, const float* pred, const float* targets, int64_t n, int64_t k, int64_t targetDim,
+                double* rowValue);
 // *out = sum of values[0..n), in an order fixed by n alone (run-to-run identical bits).
 void sumDeterministic(cudaStream_t s, const double* values, int64_t n, double* out);
 
 // *counter += number of elements of x that are inf or NaN.
 void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long long* counter);
 
-void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
-         bool nesterov);
+void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum, bool nesterov);
 void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
           float b2, float eps);
-void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
-             float rho, float momentum, float eps);
+void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
+             float momentum, float eps);
 
 inline constexpr int kMaxLocalBuffers = 64;
 // Every buffer[i][e] = buffers[0][e] + buffers[1][e] + ... (left to right), for count <= 64.

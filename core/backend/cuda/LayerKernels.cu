@@ -52,8 +52,8 @@ __global__ void biasGradientKernel(const float* dz, float* db, int64_t n, int64_
   }
 }
 
-__global__ void dropoutForwardKernel(const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key,
-                                     uint64_t step, const int64_t* sampleIds, uint32_t threshold, float scale) {
+__global__ void dropoutForwardKernel(const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,
+                                     const int64_t* sampleIds, uint32_t threshold, float scale) {
   const int64_t total = n * k;
   for (int64_t i = firstIndex(); i < total; i += gridStride()) {
     const int64_t r = i / k, j = i - r * k;
@@ -82,8 +82,8 @@ void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t
   biasGradientKernel<<<gridFor(k), kThreads, 0, s>>>(dz, db, n, k);
 }
 
-void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key,
-                    uint64_t step, const int64_t* sampleIds, uint32_t threshold, float scale) {
+void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,
+                    const int64_t* sampleIds, uint32_t threshold, float scale) {
   dropoutForwardKernel<<<gridFor(n * k), kThreads, 0, s>>>(x, y, mask, n, k, key, step, sampleIds, threshold, scale);
 }
 

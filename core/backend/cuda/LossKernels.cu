@@ -16,8 +16,7 @@ __device__ __forceinline__ int64_t gridStride() { return static_cast<int64_t>(gr
 __device__ __forceinline__ float clampStd(float v, float lo, float hi) { return v < lo ? lo : (hi < v ? hi : v); }
 
 __device__ __forceinline__ float targetAt(int kind, const float* targets, int64_t r, int64_t j, int64_t k) {
-  if (kind == MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
-    return static_cast<int64_t>(targets[r]) == j ? 1.0f : 0.0f;
+  if (kind == MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) return static_cast<int64_t>(targets[r]) == j ? 1.0f : 0.0f;
   return targets[r * k + j];
 }
 
@@ -80,15 +79,14 @@ __global__ void lossRowsKernel(int kind, bool fromLogits, bool fused, const floa
   }
 }
 
-__global__ void metricRowsKernel(int kind, const float* pred, const float* targets, int64_t n, int64_t k,
-                                 int64_t targetDim, double* rowValue) {
+__global__ void metricRowsKernel(int kind, const float* pred, const float* targets, int64_t n, int64_t k, int64_t targetDim,
+                                 double* rowValue) {
   for (int64_t r = firstIndex(); r < n; r += gridStride()) {
     const float* p = pred + r * k;
     double v = 0;
     if (kind == MLCUDA_METRIC_ACCURACY) {
       const int64_t guess = argmaxFirst(p, k);
-      const int64_t truth =
-          targetDim == 1 ? static_cast<int64_t>(targets[r]) : argmaxFirst(targets + r * targetDim, targetDim);
+      const int64_t truth = targetDim == 1 ? static_cast<int64_t>(targets[r]) : argmaxFirst(targets + r * targetDim, targetDim);
       v = guess == truth ? 1.0 : 0.0;
     } else {
       double e = 0;
@@ -121,8 +119,8 @@ void lossRows(cudaStream_t s, int kind, bool fromLogits, bool fused, const float
   lossRowsKernel<<<gridFor(n), kThreads, 0, s>>>(kind, fromLogits, fused, pred, targets, n, k, grad, rowLoss);
 }
 
-void metricRows(cudaStream_t s, int kind, const float* pred, const float* targets, int64_t n, int64_t k,
-                int64_t targetDim, double* rowValue) {
+void metricRows(cudaStream_t s, int kind, const float* pred, const float* targets, int64_t n, int64_t k, int64_t targetDim,
+                double* rowValue) {
   metricRowsKernel<<<gridFor(n), kThreads, 0, s>>>(kind, pred, targets, n, k, targetDim, rowValue);
 }
 

@@ -21,12 +21,11 @@ void use(mlcuda_context* ctx) {
 cudaStream_t streamOf(mlcuda_context* ctx, int which) {
   if (which == MLCUDA_STREAM_COMPUTE) return ctx->compute;
   if (which == MLCUDA_STREAM_COMM) return ctx->comm;
-  fail(MLCUDA_ERR_INVALID_ARGUMENT, "CUDA plugin: unknown stream " + std::to_string(which) + " on " + ctx->label +
-                                        " (0 = compute, 1 = comm)");
+  fail(MLCUDA_ERR_INVALID_ARGUMENT,
+       "CUDA plugin: unknown stream " + std::to_string(which) + " on " + ctx->label + " (0 = compute, 1 = comm)");
 }
 
-void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file,
-                  int line) {
+void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file, int line) {
   void* p = nullptr;
   const cudaError_t e = cudaMalloc(&p, bytes);
   if (e == cudaSuccess) return p;
@@ -35,15 +34,15 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
   size_t freeBytes = 0, totalBytes = 0;
   std::string freeText;
   if (cudaMemGetInfo(&freeBytes, &totalBytes) == cudaSuccess)
-    freeText = ", " + formatBytes(static_cast<double>(freeBytes)) + " of " + formatBytes(static_cast<double>(totalBytes)) +
-               " free";
+    freeText =
+        ", " + formatBytes(static_cast<double>(freeBytes)) + " of " + formatBytes(static_cast<double>(totalBytes)) + " free";
   else
     (void)cudaGetLastError();
-  fail(MLCUDA_ERR_OUT_OF_MEMORY,
-       "out of GPU memory on " + label + (deviceName.empty() ? "" : " (" + deviceName + ")") + " (device " +
-           std::to_string(device) + "): cudaMalloc of " + formatBytes(static_cast<double>(bytes)) + " (" +
-           std::to_string(bytes) + " bytes) failed" + freeText + " at " + where(file, line) +
-           ": use a smaller batch per replica (or fewer logical replicas on this GPU)");
+  fail(MLCUDA_ERR_OUT_OF_MEMORY, "out of GPU memory on " + label + (deviceName.empty() ? "" : " (" + deviceName + ")") +
+                                     " (device " + std::to_string(device) + "): cudaMalloc of " +
+                                     formatBytes(static_cast<double>(bytes)) + " (" + std::to_string(bytes) + " bytes) failed" +
+                                     freeText + " at " + where(file, line) +
+                                     ": use a smaller batch per replica (or fewer logical replicas on this GPU)");
 }
 
 void* scratch(mlcuda_context* ctx, size_t bytes) {
@@ -107,10 +106,10 @@ MLCUDA_EXPORT const char* mlcuda_build_info(void) {
     for (auto& c : archs)
       if (c == ';') c = ' ';
     return "CUDA runtime " + versionText(rt) + " (built with " + versionText(CUDART_VERSION) + "), cuBLAS " +
-           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) +
-           ", cuDNN " + std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." +
-           std::to_string(cudnn % 100) + ", NCCL " + std::to_string(nccl / 10000) + "." +
-           std::to_string((nccl % 10000) / 100) + "." + std::to_string(nccl % 100) + ", code for sm " + archs;
+           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) + ", cuDNN " +
+           std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100) +
+           ", NCCL " + std::to_string(nccl / 10000) + "." + std::to_string((nccl % 10000) / 100) + "." +
+           std::to_string(nccl % 100) + ", code for sm " + archs;
   }();
   return info.c_str();
 }

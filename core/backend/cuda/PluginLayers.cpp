@@ -9,8 +9,8 @@ namespace {
 
 void requireAct(int act) {
   if (act < MLCUDA_ACT_LINEAR || act > MLCUDA_ACT_SOFTMAX)
-    fail(MLCUDA_ERR_INVALID_ARGUMENT, "CUDA plugin: unknown activation " + std::to_string(act) +
-                                          " (0 linear, 1 relu, 2 sigmoid, 3 tanh, 4 softmax)");
+    fail(MLCUDA_ERR_INVALID_ARGUMENT,
+         "CUDA plugin: unknown activation " + std::to_string(act) + " (0 linear, 1 relu, 2 sigmoid, 3 tanh, 4 softmax)");
 }
 
 // An (n, k) row-major matrix as cuDNN's NCHW (n, k, 1, 1): softmax over the k values of each row.
@@ -40,16 +40,16 @@ class RowsDescriptor {
 void softmaxForward(mlcuda_context* ctx, const float* x, float* y, int64_t n, int64_t k) {
   const RowsDescriptor d(ctx, n, k);
   const float one = 1.0f, zero = 0.0f;
-  ML_CUDNN(ctx->label, cudnnSoftmaxForward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, x,
-                                           &zero, d, y));
+  ML_CUDNN(ctx->label,
+           cudnnSoftmaxForward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, x, &zero, d, y));
 }
 
 // dx = y * (dy - sum(dy * y)) per row, from the output y; dx distinct from y and dy.
 void softmaxBackward(mlcuda_context* ctx, const float* y, const float* dy, float* dx, int64_t n, int64_t k) {
   const RowsDescriptor d(ctx, n, k);
   const float one = 1.0f, zero = 0.0f;
-  ML_CUDNN(ctx->label, cudnnSoftmaxBackward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, y,
-                                            d, dy, &zero, d, dx));
+  ML_CUDNN(ctx->label, cudnnSoftmaxBackward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, y, d, dy,
+                                            &zero, d, dx));
 }
 
 void requireShape(int64_t n, int64_t k, const char* what) {
@@ -68,8 +68,8 @@ extern "C" {
 // Row-major meets column-major: a row-major (r, c) matrix is, to cuBLAS, its transpose (c, r) with
 // leading dimension c. So y = x W, (n, out) = (n, in)(in, out), is computed as y^T = W^T x^T:
 // sgemm(N, N, m = out, n = n, k = in, A = W (lda out), B = x (ldb in), C = y (ldc out)).
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b,
-                                                 float* y, int64_t n, int64_t in, int64_t out, int act) {
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b, float* y,
+                                                 int64_t n, int64_t in, int64_t out, int act) {
   return guarded([&] {
     use(ctx);
     requireAct(act);
@@ -95,9 +95,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const floa
 // With dz (n, out) = dy * act'(.):
 //   dW (in, out) += x^T dz   ->  dW^T (out, in) += dz^T x: sgemm(N, T, out, in, n, A = dz (lda out), B = x (ldb in))
 //   dx (n, in)    = dz W^T   ->  dx^T (in, n)    = W dz^T: sgemm(T, N, in, n, out, A = W (lda out), B = dz (ldb out))
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y,
-                                                  float* dy, float* dx, float* dw, float* db, int64_t n, int64_t in,
-                                                  int64_t out, int act, int fused_softmax) {
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y, float* dy,
+                                                  float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
+                                                  int fused_softmax) {
   return guarded([&] {
     use(ctx);
     requireAct(act);
@@ -154,8 +154,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int a
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy,
-                                                       float* dx, int64_t n, int64_t k) {
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy, float* dx,
+                                                       int64_t n, int64_t k) {
   return guarded([&] {
     use(ctx);
     requireAct(act);
@@ -181,9 +181,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int 
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax,
-                                        const float* pred, const float* targets, int64_t n, int64_t k, float* grad,
-                                        double* loss_sum) {
+MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax, const float* pred,
+                                        const float* targets, int64_t n, int64_t k, float* grad, double* loss_sum) {
   return guarded([&] {
     use(ctx);
     ML_REQUIRE(kind >= MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY && kind <= MLCUDA_LOSS_MEAN_SQUARED_ERROR,
@@ -203,8 +202,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets,
-                                              int64_t n, int64_t k, int64_t target_dim, double* sum) {
+MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets, int64_t n,
+                                              int64_t k, int64_t target_dim, double* sum) {
   return guarded([&] {
     use(ctx);
     ML_REQUIRE(kind == MLCUDA_METRIC_ACCURACY || kind == MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR,
@@ -226,9 +225,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, con
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask,
-                                                   int64_t n, int64_t k, double rate, uint64_t seed, uint64_t salt,
-                                                   uint64_t step, const int64_t* sample_ids, int training) {
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask, int64_t n,
+                                                   int64_t k, double rate, uint64_t seed, uint64_t salt, uint64_t step,
+                                                   const int64_t* sample_ids, int training) {
   return guarded([&] {
     use(ctx);
     requireShape(n, k, "mlcuda_dropout_forward");
@@ -237,8 +236,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const fl
     ML_REQUIRE(x && y, "mlcuda_dropout_forward: x and y must not be NULL");
     if (!training || rate == 0.0) {
       if (x != y)
-        ML_CUDA(ctx->label, cudaMemcpyAsync(y, x, sizeof(float) * static_cast<size_t>(n * k), cudaMemcpyDeviceToDevice,
-                                            ctx->compute));
+        ML_CUDA(ctx->label,
+                cudaMemcpyAsync(y, x, sizeof(float) * static_cast<size_t>(n * k), cudaMemcpyDeviceToDevice, ctx->compute));
       return;
     }
     ML_REQUIRE(mask, "mlcuda_dropout_forward: mask must not be NULL in training");
@@ -260,8 +259,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const f
     ML_REQUIRE(dy && dx, "mlcuda_dropout_backward: dy and dx must not be NULL");
     if (!training || rate == 0.0) {
       if (dx != dy)
-        ML_CUDA(ctx->label, cudaMemcpyAsync(dx, dy, sizeof(float) * static_cast<size_t>(count), cudaMemcpyDeviceToDevice,
-                                            ctx->compute));
+        ML_CUDA(ctx->label,
+                cudaMemcpyAsync(dx, dy, sizeof(float) * static_cast<size_t>(count), cudaMemcpyDeviceToDevice, ctx->compute));
       return;
     }
     ML_REQUIRE(mask, "mlcuda_dropout_backward: mask must not be NULL in training");

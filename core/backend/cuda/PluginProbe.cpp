@@ -53,8 +53,8 @@ class Nvml {
     }
     auto init = reinterpret_cast<nvmlReturn_t (*)()>(dlsym(lib, "nvmlInit_v2"));
     errorString_ = reinterpret_cast<const char* (*)(nvmlReturn_t)>(dlsym(lib, "nvmlErrorString"));
-    handleByPciBusId = reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(
-        dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+    handleByPciBusId =
+        reinterpret_cast<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
     utilizationRates =
         reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
     memoryInfo = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
@@ -77,8 +77,8 @@ std::string visibleDevicesNote() {
 }
 
 std::string noDeviceReason(cudaError_t e, int driver, int runtime) {
-  const std::string call = std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" +
-                           std::to_string(static_cast<int>(e)) + ")";
+  const std::string call =
+      std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + " (" + std::to_string(static_cast<int>(e)) + ")";
   if (e == cudaErrorInsufficientDriver) {
     if (driver == 0)
       return "no NVIDIA GPU driver found (libcuda.so.1 cannot be loaded; " + call +
@@ -90,8 +90,7 @@ std::string noDeviceReason(cudaError_t e, int driver, int runtime) {
     return "the libcuda.so.1 found is the CUDA toolkit's link stub, not an NVIDIA driver (" + call +
            "): take the toolkit's stubs folder off the library path, or install the NVIDIA driver";
   if (e == cudaErrorNoDevice)
-    return "the NVIDIA driver (CUDA " + versionText(driver) + ") found no CUDA-capable GPU (" + call + ")" +
-           visibleDevicesNote();
+    return "the NVIDIA driver (CUDA " + versionText(driver) + ") found no CUDA-capable GPU (" + call + ")" + visibleDevicesNote();
   return std::string("the CUDA runtime cannot use the GPUs: ") + cudaGetErrorString(e) + " (" + call + ", driver CUDA " +
          versionText(driver) + ", runtime " + versionText(runtime) + ")";
 }
@@ -161,7 +160,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* sa
     ML_CUDA(label, cudaDeviceGetPCIBusId(bus, static_cast<int>(sizeof bus), device));
     nvmlDevice_t handle = nullptr;
     nvmlReturn_t r = nvml.handleByPciBusId(bus, &handle);
-    if (r != 0) fail(MLCUDA_ERR_NVML, "nvmlDeviceGetHandleByPciBusId_v2(" + std::string(bus) + ") failed: " + nvml.errorText(r) + " for " + label);
+    if (r != 0)
+      fail(MLCUDA_ERR_NVML,
+           "nvmlDeviceGetHandleByPciBusId_v2(" + std::string(bus) + ") failed: " + nvml.errorText(r) + " for " + label);
     nvmlUtilization_t u{};
     r = nvml.utilizationRates(handle, &u);
     if (r != 0) fail(MLCUDA_ERR_NVML, "nvmlDeviceGetUtilizationRates failed: " + nvml.errorText(r) + " for " + label);

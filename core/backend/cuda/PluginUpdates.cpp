@@ -50,8 +50,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* params, 
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params, const float* grads, float* m, float* v,
-                                             int64_t count, float grad_scale, float lr, double beta1, double beta2,
-                                             float epsilon, int64_t iteration) {
+                                             int64_t count, float grad_scale, float lr, double beta1, double beta2, float epsilon,
+                                             int64_t iteration) {
   return guarded([&] {
     use(ctx);
     ML_REQUIRE(count >= 0, "mlcuda_adam_step: count must be >= 0");
@@ -67,9 +67,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params,
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v,
-                                                float* mom, int64_t count, float grad_scale, float lr, float rho,
-                                                float momentum, float epsilon) {
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v, float* mom,
+                                                int64_t count, float grad_scale, float lr, float rho, float momentum,
+                                                float epsilon) {
   return guarded([&] {
     use(ctx);
     ML_REQUIRE(count >= 0, "mlcuda_rmsprop_step: count must be >= 0");
@@ -98,9 +98,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* c
                                                    mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
   return guarded([&] {
     use(ctx);
-    ML_REQUIRE(count >= 1 && count <= kernels::kMaxLocalBuffers,
-               "mlcuda_local_allreduce: count must be in 1.." + std::to_string(kernels::kMaxLocalBuffers) + ", got " +
-                   std::to_string(count));
+    ML_REQUIRE(count >= 1 && count <= kernels::kMaxLocalBuffers, "mlcuda_local_allreduce: count must be in 1.." +
+                                                                     std::to_string(kernels::kMaxLocalBuffers) + ", got " +
+                                                                     std::to_string(count));
     ML_REQUIRE(elements >= 0, "mlcuda_local_allreduce: elements must be >= 0");
     ML_REQUIRE(buffers, "mlcuda_local_allreduce: buffers is NULL");
     ML_REQUIRE(ready_count == 0 || ready, "mlcuda_local_allreduce: ready is NULL");
@@ -152,17 +152,17 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
 
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts,
-                                                  float* const* buffers, int64_t elements) {
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
+                                                  int64_t elements) {
   return guarded([&] {
     ML_REQUIRE(comm && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
     ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
     const size_t n = comm->comms.size();
     for (size_t r = 0; r < n; ++r) {
       ML_REQUIRE(contexts[r] && buffers[r], "mlcuda_nccl_allreduce: NULL context or buffer for rank " + std::to_string(r));
-      ML_REQUIRE(contexts[r]->device == comm->devices[r],
-                 "mlcuda_nccl_allreduce: rank " + std::to_string(r) + " is gpu:" + std::to_string(comm->devices[r]) +
-                     " but its context is " + contexts[r]->label);
+      ML_REQUIRE(contexts[r]->device == comm->devices[r], "mlcuda_nccl_allreduce: rank " + std::to_string(r) +
+                                                              " is gpu:" + std::to_string(comm->devices[r]) +
+                                                              " but its context is " + contexts[r]->label);
     }
     if (elements == 0) return;
     const std::string label = deviceList(comm->devices);

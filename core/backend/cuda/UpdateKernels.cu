@@ -19,13 +19,15 @@ __global__ void sgdMomentumKernel(float* p, const float* g, float* v, int64_t co
     const float gi = g[i] * scale;
     const float vi = m * v[i] - lr * gi;
     v[i] = vi;
-    if (nesterov) p[i] += m * vi - lr * gi;
-    else p[i] += vi;
+    if (nesterov)
+      p[i] += m * vi - lr * gi;
+    else
+      p[i] += vi;
   }
 }
 
-__global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha,
-                           float b1, float b2, float eps) {
+__global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
+                           float b2, float eps) {
   const float c1 = 1.0f - b1, c2 = 1.0f - b2;
   for (int64_t i = firstIndex(); i < count; i += gridStride()) {
     const float gi = g[i] * scale;
@@ -37,8 +39,8 @@ __global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t
   }
 }
 
-__global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
-                              float rho, float momentum, float eps) {
+__global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
+                              float momentum, float eps) {
   const float c = 1.0f - rho;
   for (int64_t i = firstIndex(); i < count; i += gridStride()) {
     const float gi = g[i] * scale;
@@ -86,8 +88,10 @@ __global__ void localAllReduceKernel(BufferList b, int count, int64_t elements) 
 
 void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
          bool nesterov) {
-  if (momentum == 0.0f) sgdKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, count, scale, lr);
-  else sgdMomentumKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, count, scale, lr, momentum, nesterov);
+  if (momentum == 0.0f)
+    sgdKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, count, scale, lr);
+  else
+    sgdMomentumKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, count, scale, lr, momentum, nesterov);
 }
 
 void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
@@ -95,10 +99,10 @@ void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t 
   adamKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, m, v, count, scale, alpha, b1, b2, eps);
 }
 
-void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr,
-             float rho, float momentum, float eps) {
-  rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho,
-                                                    momentum, eps);
+void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
+             float momentum, float eps) {
+  rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho, momentum,
+                                                    eps);
 }
 
 void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long long* counter) {

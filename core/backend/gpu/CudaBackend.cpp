@@ -53,8 +53,8 @@ CudaBackend::~CudaBackend() = default;
 void CudaBackend::checkDevices(const DeviceList& devices) {
   const DeviceReport report = probeDevices();
   if (report.gpus.empty())
-    throw UserError("device list '" + devices.spec + "' asks for GPUs, but this machine has none usable: " +
-                    report.noGpuReason + ". Use cpu:N (simulated CPU devices), e.g. --devices cpu:2");
+    throw UserError("device list '" + devices.spec + "' asks for GPUs, but this machine has none usable: " + report.noGpuReason +
+                    ". Use cpu:N (simulated CPU devices), e.g. --devices cpu:2");
   std::string have;
   for (const auto& g : report.gpus) {
     have += (have.empty() ? "" : ", ") + ("gpu:" + std::to_string(g.index)) + " " + g.name;
@@ -67,8 +67,9 @@ void CudaBackend::checkDevices(const DeviceList& devices) {
                       have + "); use gpu:0" + (count > 1 ? "..gpu:" + std::to_string(count - 1) : std::string()) + " or cpu:N");
     const GpuInfo& g = report.gpus[static_cast<size_t>(d.physical)];
     if (g.ccMajor < 8)
-      throw UserError("gpu:" + std::to_string(d.physical) + " (" + g.name + ") has compute capability " + std::to_string(g.ccMajor) +
-                      "." + std::to_string(g.ccMinor) + ", but the CUDA plugin is built for 8.0 and 9.0 (A100, H100/H200): use cpu:N");
+      throw UserError("gpu:" + std::to_string(d.physical) + " (" + g.name + ") has compute capability " +
+                      std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor) +
+                      ", but the CUDA plugin is built for 8.0 and 9.0 (A100, H100/H200): use cpu:N");
   }
 }
 
@@ -80,11 +81,10 @@ std::string CudaBackend::supports(const BackendOp& op) const {
   switch (op.kind) {
     case K::Layer:
       return in({"Dense", "Activation", "Flatten", "Dropout"})
-                 ? "" : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
-    case K::Optimizer:
-      return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
-    case K::Collective:
-      return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
+                 ? ""
+                 : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
+    case K::Optimizer: return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
+    case K::Collective: return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
     case K::Loss:
       return op.name == "binary_crossentropy" ? "has no GPU kernel yet: train this model on CPU devices (--devices cpu:N)" : "";
     case K::Metric:
@@ -220,7 +220,9 @@ void CudaBackend::restoreOptimizer(int r, const std::vector<std::vector<float>>&
   Replica& p = rep(r);
   const size_t n = static_cast<size_t>(paramCount_);
   const size_t want = opt_ == Opt::Sgd ? 1 : 2;
-  if (slots.size() != want) throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s), this optimizer " + std::to_string(want));
+  if (slots.size() != want)
+    throw UserError("the checkpoint holds " + std::to_string(slots.size()) + " optimizer slot(s), this optimizer " +
+                    std::to_string(want));
   auto put = [&](DeviceBuffer<float>& dev, const std::vector<float>& host) {
     if (host.size() != (dev ? n : 0)) throw UserError("an optimizer slot of the checkpoint has the wrong size");
     if (dev) ok(P_->copyToDevice(p.ctx.get(), dev.get(), host.data(), n * sizeof(float)));
@@ -325,8 +327,8 @@ const float* CudaBackend::forward(Replica& rep, int64_t rows, bool training, uin
     switch (l.kind) {
       case Layer::Kind::Flatten: y = const_cast<float*>(in); break;
       case Layer::Kind::Dense:
-        ok(P_->denseForward(c, in, params + l.offset, l.bias ? params + l.offset + l.in * l.out : nullptr, y, rows, l.in,
-                            l.out, l.act));
+        ok(P_->denseForward(c, in, params + l.offset, l.bias ? params + l.offset + l.in * l.out : nullptr, y, rows, l.in, l.out,
+                            l.act));
         break;
       case Layer::Kind::Activation: ok(P_->activationForward(c, l.act, in, y, rows, l.out)); break;
       case Layer::Kind::Dropout:
@@ -459,8 +461,8 @@ void CudaBackend::evaluate(int r, int64_t rows, const StepContext& ctx, float* o
   Replica& p = rep(r);
   mlcuda_context* c = p.ctx.get();
   const float* pred = forward(p, rows, false, ctx.seed, 0);
-  ok(P_->loss(c, static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred, p.y.get(),
-              rows, outFeatures_, nullptr, p.words.get()));
+  ok(P_->loss(c, static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred, p.y.get(), rows,
+              outFeatures_, nullptr, p.words.get()));
   if (metric_ != MetricKind::None)
     ok(P_->metricSum(c, static_cast<int>(metric_), pred, p.y.get(), rows, outFeatures_, p.targetDim, p.words.get() + 1));
   else

@@ -85,7 +85,7 @@ class CudaBackend : public Backend {
   bool logical_ = false;
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
-  NcclComm nccl_;  // declared after reps_: destroyed before the contexts
+  NcclComm nccl_;                         // declared after reps_: destroyed before the contexts
   std::atomic<bool> paramsNewer_{false};  // the devices hold parameters the hosts have not seen
 };
 

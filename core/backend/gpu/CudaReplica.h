@@ -13,7 +13,7 @@ struct CudaBackend::Layer {
   int64_t in = 0, out = 0;
   int act = MLCUDA_ACT_LINEAR;
   bool bias = false;
-  bool fusedSoftmax = false;    // the loss gives d/d(softmax input) (as Sequential::configureLoss decides)
+  bool fusedSoftmax = false;  // the loss gives d/d(softmax input) (as Sequential::configureLoss decides)
   double rate = 0;
   uint64_t salt = 0;
   int64_t offset = 0, count = 0;  // parameters in the flat buffers

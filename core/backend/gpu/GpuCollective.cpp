@@ -18,7 +18,10 @@ void ok(const mlcuda_status& s) { throwIfFailed(s); }
 class GpuCollective : public Collective {
  public:
   GpuCollective(CudaBackend& b, std::vector<GradBucket> buckets, FailureLatch& failure)
-      : b_(b), buckets_(std::move(buckets)), failure_(failure), barrier_(b.replicas()),
+      : b_(b),
+        buckets_(std::move(buckets)),
+        failure_(failure),
+        barrier_(b.replicas()),
         signalled_(static_cast<size_t>(b.replicas()), 0) {}
 
   std::string name() const override { return b_.deviceCollective(); }
@@ -78,7 +81,8 @@ class GpuCollective : public Collective {
         ok(P->ncclAllReduce(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
       }
     }
-    if (b_.logical_) ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, b_.reps_[0]->commDone.get()));
+    if (b_.logical_)
+      ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, b_.reps_[0]->commDone.get()));
     else
       for (size_t r = 0; r < n; ++r) ok(P->eventRecord(ctxs[r], MLCUDA_STREAM_COMM, b_.reps_[r]->commDone.get()));
   }

@@ -70,8 +70,7 @@ TEST(Csv, NonNumericCellNamesRowAndColumn) {
   EXPECT_NE(msg.find("abc"), std::string::npos) << msg;
 
   writeText(dir.file("e.csv"), "label,width\n1,\n");
-  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("e.csv"), "label", false, false); }).find("row 2"),
-            std::string::npos);
+  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("e.csv"), "label", false, false); }).find("row 2"), std::string::npos);
 }
 
 TEST(Csv, RaggedRowIsAnError) {
@@ -93,12 +92,9 @@ TEST(Csv, EmptyAndMissingFiles) {
   TempDir dir;
   writeText(dir.file("empty.csv"), "");
   writeText(dir.file("hdr.csv"), "label,a\n");
-  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("empty.csv"), "label", true, false); }).find("empty.csv"),
-            std::string::npos);
-  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("hdr.csv"), "label", true, false); }).find("hdr.csv"),
-            std::string::npos);
-  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("nope.csv"), "label", true, false); }).find("nope.csv"),
-            std::string::npos);
+  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("empty.csv"), "label", true, false); }).find("empty.csv"), std::string::npos);
+  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("hdr.csv"), "label", true, false); }).find("hdr.csv"), std::string::npos);
+  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("nope.csv"), "label", true, false); }).find("nope.csv"), std::string::npos);
 }
 
 TEST(Csv, ClassLabelRule) {

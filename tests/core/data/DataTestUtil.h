@@ -21,9 +21,8 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("mirrorlab_data_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-             std::to_string(static_cast<long>(::getpid())));
+    path_ = fs::temp_directory_path() / ("mirrorlab_data_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+                                         std::to_string(static_cast<long>(::getpid())));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -72,9 +71,7 @@ inline std::string idxLabels(const std::vector<uint8_t>& labels, uint32_t magic 
   return s;
 }
 
-inline void writeText(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
+inline void writeText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // Runs f, expects a UserError, and returns its message (empty when none was thrown).
 inline std::string userErrorOf(const std::function<void()>& f) {

@@ -22,8 +22,7 @@ void checkAllReduce(const std::string& algo, int n, size_t len) {
     for (size_t i = 0; i < len; ++i) ref[i] += b[i];
   auto ar = ml::makeAllReduce(algo, n);
   std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { ar->allReduce(r, bufs[static_cast<size_t>(r)]); });
+  for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { ar->allReduce(r, bufs[static_cast<size_t>(r)]); });
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < len; ++i)
     ASSERT_NEAR(bufs[0][i], ref[i], 1e-5 * (1 + std::fabs(ref[i]))) << algo << " n=" << n << " len=" << len << " i=" << i;

@@ -110,7 +110,8 @@ TEST(MirroredStrategy, BothWaysOfReducingBucketsGiveTheWeightsOfOneReplica) {
           ASSERT_GT(s->bucketCount(), 1);
           EXPECT_EQ(s->bucketsOnCommThreads(), threads);
           EXPECT_EQ(s->bucketsInline(), !threads);
-          EXPECT_LT(relDiff(train(*s, data(), 64, 3), want), 1e-5) << opt << " " << algo << " " << n << (threads ? " threads" : " inline");
+          EXPECT_LT(relDiff(train(*s, data(), 64, 3), want), 1e-5)
+              << opt << " " << algo << " " << n << (threads ? " threads" : " inline");
         }
       }
       auto seven = makeStrategy(7, opt, true, "ring", 400, comm);  // batch 3: four replicas with nothing
@@ -292,8 +293,10 @@ TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
     const auto r = s->trainStep(data(), idx, 1, 0.01f, 1);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     for (const auto& rs : r.replicas) {
-      if (shard) EXPECT_GT(rs.phases.allgather, 0);
-      else EXPECT_EQ(rs.phases.allgather, 0);
+      if (shard)
+        EXPECT_GT(rs.phases.allgather, 0);
+      else
+        EXPECT_EQ(rs.phases.allgather, 0);
       EXPECT_GT(rs.phases.optimizer, 0);
       EXPECT_LE(rs.phases.total(), wall);
     }
@@ -310,8 +313,8 @@ TEST(OneReplicaOnATeam, GivesTheWeightsOfOneThread) {
     ml::StrategyOptions so;
     so.devices = ml::parseDevices("cpu:1");
     so.threadsPerDevice = threads;
-    ml::MirroredStrategy s(makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false),
-                           ml::MetricKind::Accuracy, optimizer(opt), so);
+    ml::MirroredStrategy s(makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                           optimizer(opt), so);
     s.initialize(11);
     EXPECT_EQ(s.threadPolicy().find("splits its work") != std::string::npos, threads > 1) << s.threadPolicy();
     return train(s, data(), 100, 3);

@@ -5,8 +5,8 @@
 #include <span>
 
 #include "data/Dataset.h"
-#include "random/Rng.h"
 #include "project/Project.h"
+#include "random/Rng.h"
 
 namespace mltest {
 

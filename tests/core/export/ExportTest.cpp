@@ -7,13 +7,13 @@
 #include <fstream>
 #include <regex>
 
+#include <random>
+#include "AtomicFile.h"
 #include "Error.h"
 #include "LearnTestUtil.h"
-#include "AtomicFile.h"
 #include "export/ExportJob.h"
 #include "export/ModelExport.h"
 #include "nn/WeightsFile.h"
-#include <random>
 
 namespace fs = std::filesystem;
 using namespace ml;
@@ -149,9 +149,9 @@ TEST(KerasExport, Keras3SequentialLayoutAndValues) {
   p.save((dir.path() / "p.json").string());
   saveWeights(model, (dir.path() / "w.mlw").string());
   const ExportResult r = exportModel(model, ExportFormat::Keras, (dir.path() / "m.weights.h5").string(), ExportInfo{});
-  const CommandResult c = runCommand(std::string(kPython) + " " + script("keras_layout.py") + " " + r.path + " " +
-                                     (dir.path() / "p.json").string() + " " + (dir.path() / "w.mlw").string() + " " +
-                                     s.input.string() + " " + s.expected.string());
+  const CommandResult c =
+      runCommand(std::string(kPython) + " " + script("keras_layout.py") + " " + r.path + " " + (dir.path() / "p.json").string() +
+                 " " + (dir.path() / "w.mlw").string() + " " + s.input.string() + " " + s.expected.string());
   ASSERT_EQ(c.exitCode, 0) << c.output;
   // vars, layers, and per layer its group and vars: 7 layers; 3 Dense kernels and 2 biases.
   EXPECT_NE(c.output.find("layout ok: 21 groups and datasets"), std::string::npos) << c.output;
@@ -200,7 +200,11 @@ TEST(ModelExport, ALayerAFormatCannotExpressIsNamedWithTheFormat) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("layer 'conv2d_3' (Conv2D)"), std::string::npos) << msg;
       EXPECT_NE(msg.find(std::string("--format ") + toString(f)), std::string::npos) << msg;
-      EXPECT_NE(msg.find(f == ExportFormat::Onnx ? "to ONNX" : f == ExportFormat::Torch ? "to PyTorch" : "to Keras"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(f == ExportFormat::Onnx    ? "to ONNX"
+                         : f == ExportFormat::Torch ? "to PyTorch"
+                                                    : "to Keras"),
+                std::string::npos)
+          << msg;
     }
   }
   EXPECT_EQ(exportLayers(model, ExportFormat::Onnx).size(), model.layerCount());

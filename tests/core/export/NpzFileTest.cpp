@@ -21,7 +21,8 @@ namespace {
 
 bool haveNumpy(std::string* why) {
   const CommandResult r = runCommand(std::string(kPython) + " -c 'import numpy'");
-  if (r.exitCode != 0) *why = "numpy is not installed for " + std::string(kPython) + " (Debian package python3-numpy): " + r.output;
+  if (r.exitCode != 0)
+    *why = "numpy is not installed for " + std::string(kPython) + " (Debian package python3-numpy): " + r.output;
   return r.exitCode == 0;
 }
 
@@ -115,8 +116,9 @@ TEST(NpzFile, ModelWeightsReproduceTheForwardPassInNumpy) {
   std::string why;
   if (!haveNumpy(&why)) GTEST_SKIP() << why;
   TempDir dir("npz-model");
-  Sequential model(test::modelSpec({2, 3}, {test::layerSpec("Flatten"), test::dense(5, "relu"),
-                                            test::layerSpec("Dense", {{"units", 3}, {"use_bias", false}}), test::dense(2, "linear")}));
+  Sequential model(
+      test::modelSpec({2, 3}, {test::layerSpec("Flatten"), test::dense(5, "relu"),
+                               test::layerSpec("Dense", {{"units", 3}, {"use_bias", false}}), test::dense(2, "linear")}));
   model.initialize(7);
   const auto arrays = weightArrays(model);
   std::vector<std::string> names;

@@ -19,11 +19,13 @@ using namespace mltest;
 
 namespace {
 
-const char* kProjects[] = {"fashion-mlp.json", "fashion-wide-mlp.json", "spirals.json", "fashion-cnn.json", "fashion-cnn-bn.json"};
+const char* kProjects[] = {"fashion-mlp.json", "fashion-wide-mlp.json", "spirals.json", "fashion-cnn.json",
+                           "fashion-cnn-bn.json"};
 
 bool debianTorch(std::string* why) {
   const CommandResult r = runCommand(std::string(kPython) + " -c \"import torch, numpy\"");
-  if (r.exitCode != 0 && why) *why = "Debian's python3-torch is not installed (" + std::string(kPython) + " -c 'import torch' failed: " + r.output + ")";
+  if (r.exitCode != 0 && why)
+    *why = "Debian's python3-torch is not installed (" + std::string(kPython) + " -c 'import torch' failed: " + r.output + ")";
   return r.exitCode == 0;
 }
 
@@ -50,15 +52,16 @@ TEST(CodeGen, BothProgramsCompileForTheShippedProjects) {
 TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   Project p = Project::load(projectPath("fashion-wide-mlp.json"));
   const std::string code = generateTensorFlowProgram(p);
-  for (const char* needle : {"tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices(\"CPU\")])",
-                             "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])",
-                             "with strategy.scope():", "strategy.num_replicas_in_sync", "GLOBAL_BATCH = 256",
-                             "tf.keras.layers.Dropout(0.2, seed=SEED + 2", "tf.keras.Input(shape=(28, 28))",
-                             "tf.keras.layers.Dense(512, activation=\"relu\", use_bias=True, kernel_initializer=\"glorot_uniform\"",
-                             "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-07)",
-                             "SparseCategoricalCrossentropy(from_logits=False)", "metrics=[\"accuracy\"]", "gzip.open",
-                             "train-images-idx3-ubyte", "keras.__version__ == \"3.7.0\"", "order = epoch_order(len(x_train), SEED, epoch)",
-                             "\"--weights\"", "\"--predict-only\""})
+  for (const char* needle :
+       {"tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices(\"CPU\")])",
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])",
+        "with strategy.scope():", "strategy.num_replicas_in_sync", "GLOBAL_BATCH = 256",
+        "tf.keras.layers.Dropout(0.2, seed=SEED + 2", "tf.keras.Input(shape=(28, 28))",
+        "tf.keras.layers.Dense(512, activation=\"relu\", use_bias=True, kernel_initializer=\"glorot_uniform\"",
+        "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-07)",
+        "SparseCategoricalCrossentropy(from_logits=False)", "metrics=[\"accuracy\"]", "gzip.open", "train-images-idx3-ubyte",
+        "keras.__version__ == \"3.7.0\"", "order = epoch_order(len(x_train), SEED, epoch)", "\"--weights\"",
+        "\"--predict-only\""})
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
   // Two Dropout layers never share a seed (in Keras 3 they would drop the same units).
   EXPECT_NE(code.find("tf.keras.layers.Dropout(0.2, seed=SEED + 4"), std::string::npos);
@@ -77,8 +80,8 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   p.training.optimizer.name = "sgd";
   p.training.optimizer.momentum = 0.9;
   const std::string scaled = generateTensorFlowProgram(p);
-  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas * ACCUMULATE", "ACCUMULATE = 2",
-                             "LR_SCALING = \"linear\"", "WARMUP_EPOCHS = 2.0",
+  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas * ACCUMULATE",
+                             "ACCUMULATE = 2", "LR_SCALING = \"linear\"", "WARMUP_EPOCHS = 2.0",
                              "LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)",
                              "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9, nesterov=False)"})
     EXPECT_NE(scaled.find(needle), std::string::npos) << needle;
@@ -98,14 +101,27 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
 TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
   Project p = Project::load(projectPath("spirals.json"));
   const std::string code = generatePyTorchProgram(p);
-  for (const char* needle : {"DistributedDataParallel as DDP", "\"nccl\" if use_cuda else \"gloo\"", "mp.spawn(", "LOCAL_RANK",
-                             "DEFAULT_WORLD_SIZE = 2", "order = epoch_order(n, SEED, epoch)",
+  for (const char* needle : {"DistributedDataParallel as DDP",
+                             "\"nccl\" if use_cuda else \"gloo\"",
+                             "mp.spawn(",
+                             "LOCAL_RANK",
+                             "DEFAULT_WORLD_SIZE = 2",
+                             "order = epoch_order(n, SEED, epoch)",
                              "shard = shard_of(shard_of(batch, m, ACCUMULATE), rank, world_size)",
                              "with ddp.no_sync() if m < ACCUMULATE - 1 else contextlib.nullcontext():",
-                             "(loss * (world_size / len(batch))).backward()", "class KerasAdam(torch.optim.Optimizer)",
-                             "epsilon=1e-07", "nn.init.xavier_uniform_", "dense(\"dense\", 2, 64, \"glorot_uniform\", \"zeros\", True)",
-                             "nn.Tanh()", "F.cross_entropy(out, y, reduction=\"sum\")", "\"--steps\"", "\"--weights\"",
-                             "\"--predict-only\"", "NOISE = 0.2", "VALIDATION_SPLIT = 0.2", "rng_normal(hash_keys(seed, 0x5B1A15), SAMPLES)"})
+                             "(loss * (world_size / len(batch))).backward()",
+                             "class KerasAdam(torch.optim.Optimizer)",
+                             "epsilon=1e-07",
+                             "nn.init.xavier_uniform_",
+                             "dense(\"dense\", 2, 64, \"glorot_uniform\", \"zeros\", True)",
+                             "nn.Tanh()",
+                             "F.cross_entropy(out, y, reduction=\"sum\")",
+                             "\"--steps\"",
+                             "\"--weights\"",
+                             "\"--predict-only\"",
+                             "NOISE = 0.2",
+                             "VALIDATION_SPLIT = 0.2",
+                             "rng_normal(hash_keys(seed, 0x5B1A15), SAMPLES)"})
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
   // The softmax of the last layer is folded into the loss, never applied twice; no sampler pads the epoch.
   EXPECT_EQ(code.find("nn.Softmax"), std::string::npos);
@@ -122,7 +138,8 @@ TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
   p.training.optimizer.name = "sgd";
   p.training.optimizer.momentum = 0.9;
   p.training.optimizer.nesterov = true;
-  EXPECT_NE(generatePyTorchProgram(p).find("return KerasSGD(params, lr=learning_rate, momentum=0.9, nesterov=True)"), std::string::npos);
+  EXPECT_NE(generatePyTorchProgram(p).find("return KerasSGD(params, lr=learning_rate, momentum=0.9, nesterov=True)"),
+            std::string::npos);
   p.training.optimizer.momentum = 0.0;
   EXPECT_NE(generatePyTorchProgram(p).find("torch.optim.SGD(params, lr=learning_rate)"), std::string::npos);
   // Dropout is named as a difference at the top.
@@ -138,8 +155,8 @@ TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
   const fs::path file = dir.path() / suggestedFileName(p, Framework::PyTorch);
   writeFile(file, generatePyTorchProgram(p));
   // Two replicas (the project's cpu:2), started with mp.spawn, gloo over localhost.
-  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() +
-                                     " --steps 5 --cpu");
+  const CommandResult r =
+      runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() + " --steps 5 --cpu");
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_NE(r.output.find("2 replica(s) on cpu (gloo): 2 x 32 = 64 samples per step"), std::string::npos) << r.output;
   std::smatch m;
@@ -157,14 +174,17 @@ TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
 TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
   const Project bn = Project::load(projectPath("fashion-cnn-bn.json"));
   const std::string tf = generateProgram(bn, Framework::TensorFlow);
-  EXPECT_NE(tf.find("tf.keras.layers.Conv2D(32, (3, 3), strides=(1, 1), padding=\"valid\", activation=\"linear\", use_bias=False"),
-            std::string::npos);
-  EXPECT_NE(tf.find("tf.keras.layers.BatchNormalization(momentum=0.99, epsilon=0.001, center=True, scale=True, synchronized=True"),
-            std::string::npos);
+  EXPECT_NE(
+      tf.find("tf.keras.layers.Conv2D(32, (3, 3), strides=(1, 1), padding=\"valid\", activation=\"linear\", use_bias=False"),
+      std::string::npos);
+  EXPECT_NE(
+      tf.find("tf.keras.layers.BatchNormalization(momentum=0.99, epsilon=0.001, center=True, scale=True, synchronized=True"),
+      std::string::npos);
   EXPECT_NE(tf.find("tf.keras.layers.MaxPooling2D((2, 2), strides=(2, 2), padding=\"valid\""), std::string::npos);
   EXPECT_NE(tf.find("INPUT_SHAPE = (28, 28, 1)"), std::string::npos);
   const std::string torch = generatePyTorchProgram(bn);
-  EXPECT_NE(torch.find("conv2d(\"conv2d\", 1, 32, (3, 3), (1, 1), False, \"glorot_uniform\", \"zeros\", False)"), std::string::npos);
+  EXPECT_NE(torch.find("conv2d(\"conv2d\", 1, 32, (3, 3), (1, 1), False, \"glorot_uniform\", \"zeros\", False)"),
+            std::string::npos);
   EXPECT_NE(torch.find("batch_norm(\"batch_normalization\", 32, 3, 0.99, 0.001, True, True, True)"), std::string::npos);
   EXPECT_NE(torch.find("nn.SyncBatchNorm("), std::string::npos);
   EXPECT_NE(torch.find("x.permute(0, 3, 1, 2)"), std::string::npos);
@@ -178,8 +198,8 @@ TEST(CodeGen, PyTorchCnnProgramTrainsAFewStepsOnTheCpu) {
   const Project p = Project::load(projectPath("fashion-cnn.json"));
   const fs::path file = dir.path() / suggestedFileName(p, Framework::PyTorch);
   writeFile(file, generatePyTorchProgram(p));
-  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() +
-                                     " --steps 3 --cpu");
+  const CommandResult r =
+      runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() + " --steps 3 --cpu");
   ASSERT_EQ(r.exitCode, 0) << r.output;
   EXPECT_NE(r.output.find("done: 3 steps on 2 replica(s)"), std::string::npos) << r.output;
 }
@@ -198,12 +218,25 @@ TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {
   nlohmann::json j = {
       {"name", "CSV \"regression\""},
       {"description", "a \"\"\"quoted\"\"\" description\\ with a backslash"},
-      {"model", {{"input_shape", {2}}, {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}, {"kernel_initializer", "he_normal"}},
-                                                   {{"type", "Dense"}, {"units", 1}}}}}},
-      {"data", {{"kind", "csv"}, {"path", (dir.path() / "train.csv").string()}, {"label_column", "y"}, {"standardize", true},
-                {"validation_split", 0.25}}},
-      {"training", {{"epochs", 2}, {"batch_size", 16}, {"optimizer", {{"name", "rmsprop"}, {"learning_rate", 0.01}}},
-                    {"loss", "mse"}, {"metrics", {"mae"}}, {"lr_scaling", "sqrt"}, {"warmup_epochs", 0.5}}},
+      {"model",
+       {{"input_shape", {2}},
+        {"layers",
+         {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}, {"kernel_initializer", "he_normal"}},
+          {{"type", "Dense"}, {"units", 1}}}}}},
+      {"data",
+       {{"kind", "csv"},
+        {"path", (dir.path() / "train.csv").string()},
+        {"label_column", "y"},
+        {"standardize", true},
+        {"validation_split", 0.25}}},
+      {"training",
+       {{"epochs", 2},
+        {"batch_size", 16},
+        {"optimizer", {{"name", "rmsprop"}, {"learning_rate", 0.01}}},
+        {"loss", "mse"},
+        {"metrics", {"mae"}},
+        {"lr_scaling", "sqrt"},
+        {"warmup_epochs", 0.5}}},
       {"distribute", {{"devices", "cpu:1"}}},
   };
   const Project p = Project::fromJson(j, "csv test");
@@ -212,10 +245,12 @@ TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {
   writeFile(file, generatePyTorchProgram(p));
   writeFile(dir.path() / "tf.py", generateTensorFlowProgram(p));
   EXPECT_EQ(runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "tf.py").string()).exitCode, 0);
-  const CommandResult r = runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() + " --cpu");
+  const CommandResult r =
+      runCommand("env -u RANK -u WORLD_SIZE -u LOCAL_RANK " + std::string(kPython) + " " + file.string() + " --cpu");
   ASSERT_EQ(r.exitCode, 0) << r.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(epoch 2/2: loss ([-+0-9.eE]+) mae ([-+0-9.eE]+) lr [^ ]+ \(6 steps\) val_loss)")))
+  ASSERT_TRUE(std::regex_search(r.output, m,
+                                std::regex(R"(epoch 2/2: loss ([-+0-9.eE]+) mae ([-+0-9.eE]+) lr [^ ]+ \(6 steps\) val_loss)")))
       << r.output;
   EXPECT_TRUE(std::isfinite(std::stod(m[1].str())));
 }

@@ -130,7 +130,7 @@ TEST(CostModel, ProfileFromStepsSkipsTheFirstStep) {
       ReplicaStep rs;
       rs.replica = r;
       rs.samples = 32;
-      rs.phases.forward = s == 0 ? 1.0 : 0.032;   // the first step is slow (allocation)
+      rs.phases.forward = s == 0 ? 1.0 : 0.032;  // the first step is slow (allocation)
       rs.phases.backward = s == 0 ? 1.0 : 0.064;
       rs.phases.optimizer = 0.005;
       steps[static_cast<size_t>(s)].replicas.push_back(rs);

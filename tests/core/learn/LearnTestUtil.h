@@ -1,5 +1,6 @@
 // Helpers for the learn tests: temporary folders, running a command, the shipped projects.
 #pragma once
+#include <sys/wait.h>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -7,7 +8,6 @@
 #include <random>
 #include <stdexcept>
 #include <string>
-#include <sys/wait.h>
 
 #ifndef MIRRORLAB_SOURCE_DIR
 #error "MIRRORLAB_SOURCE_DIR must point at the repository (see tests/core/learn/CMakeLists.txt)"

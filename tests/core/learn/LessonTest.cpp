@@ -68,8 +68,9 @@ void expectAllFilled(const LessonOutcome& out) {
 TEST(Lessons, AllShippedLessonsLoad) {
   const auto lessons = loadLessons(lessonsDir());
   ASSERT_GE(lessons.size(), 5u);
-  const std::vector<std::string> want = {"copies-and-shards", "gradients-averaged", "scale-learning-rate", "devices-not-accuracy",
-                                         "speedup-not-linear", "linear-scaling-rule", "one-slow-device"};
+  const std::vector<std::string> want = {"copies-and-shards",    "gradients-averaged", "scale-learning-rate",
+                                         "devices-not-accuracy", "speedup-not-linear", "linear-scaling-rule",
+                                         "one-slow-device"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
   for (const auto& l : lessons) {
     SCOPED_TRACE(l.sourcePath);

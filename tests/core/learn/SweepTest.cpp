@@ -6,8 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "Error.h"
@@ -100,7 +100,9 @@ TEST(SweepValidation, RefusesBadGridsBeforeAnythingIsStored) {
   SweepOptions unsplittable = twoByTwo();
   unsplittable.grid.batchSizes = {1, 64};
   unsplittable.grid.devices = {"cpu:2"};
-  EXPECT_NE(messageOf([&] { SweepRunner(p, data, unsplittable, db); }).find("batch size 1 cannot be split across the 2 replicas of cpu:2"),
+  EXPECT_NE(messageOf([&] {
+              SweepRunner(p, data, unsplittable, db);
+            }).find("batch size 1 cannot be split across the 2 replicas of cpu:2"),
             std::string::npos);
   SweepOptions empty = twoByTwo();
   empty.grid.lrs.clear();

@@ -73,7 +73,8 @@ TEST(TraceExport, SyntheticRunParsesBackAsChromeTrace) {
   for (int r = 0; r < 2; ++r) {
     auto& lane = spans[r];
     ASSERT_EQ(lane.size(), 15u) << "5 spans x 3 steps on replica " << r;
-    std::sort(lane.begin(), lane.end(), [](const json& a, const json& b) { return a.at("ts").get<double>() < b.at("ts").get<double>(); });
+    std::sort(lane.begin(), lane.end(),
+              [](const json& a, const json& b) { return a.at("ts").get<double>() < b.at("ts").get<double>(); });
     for (size_t i = 0; i < lane.size(); ++i) {
       const json& e = lane[i];
       const int step = e.at("args").at("step").get<int>();

@@ -2,9 +2,9 @@
 // zeroGrads give twice the gradient (catches "=" where "+=" belongs, and the reverse in dx).
 #include <gtest/gtest.h>
 
+#include "NnTestUtil.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -28,7 +28,8 @@ struct Pass {
     model.configureLoss(loss);
     x = randomVector(static_cast<size_t>(n * model.inFeatures()), 9);
     for (int64_t r = 0; r < n; ++r) {
-      if (loss.isClassification()) t.push_back(static_cast<float>(r % model.outFeatures()));
+      if (loss.isClassification())
+        t.push_back(static_cast<float>(r % model.outFeatures()));
       else
         for (int64_t j = 0; j < model.outFeatures(); ++j) t.push_back(0.25f * static_cast<float>(j - r));
       ids.push_back(100 + r);
@@ -45,9 +46,9 @@ struct Pass {
   }
 };
 
-const ModelSpec kDeep = modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "relu"), layerSpec("Dropout", {{"rate", 0.3}}),
-                                           dense(5, "tanh"), layerSpec("Activation", {{"activation", "sigmoid"}}),
-                                           dense(4, "softmax")});
+const ModelSpec kDeep =
+    modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "relu"), layerSpec("Dropout", {{"rate", 0.3}}), dense(5, "tanh"),
+                       layerSpec("Activation", {{"activation", "sigmoid"}}), dense(4, "softmax")});
 
 TEST(GradientAccumulation, OneRowTwoPassesGiveExactlyTwice) {
   // With one row every gradient entry is a single product, so doubling is exact.

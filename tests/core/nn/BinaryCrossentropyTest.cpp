@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "NnTestUtil.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -59,7 +59,8 @@ TEST(BinaryCrossentropy, GradientsMatchFiniteDifferences) {
 // A sigmoid output with binary_crossentropy fuses (p - t with respect to the logit): the model's
 // parameter gradients still match finite differences of the loss.
 TEST(BinaryCrossentropy, FusedSigmoidGivesTheTrueParameterGradient) {
-  Sequential m(modelSpec({5}, {layerSpec("Dense", {{"units", 4}, {"activation", "tanh"}}), layerSpec("Dense", {{"units", 2}, {"activation", "sigmoid"}})}));
+  Sequential m(modelSpec({5}, {layerSpec("Dense", {{"units", 4}, {"activation", "tanh"}}),
+                               layerSpec("Dense", {{"units", 2}, {"activation", "sigmoid"}})}));
   m.initialize(3);
   Loss loss = Loss::make("binary_crossentropy", false);
   m.configureLoss(loss);

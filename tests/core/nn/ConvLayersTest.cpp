@@ -8,11 +8,11 @@
 #include <filesystem>
 
 #include "Error.h"
+#include "NnTestUtil.h"
 #include "nn/BatchNorm.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 #include "nn/WeightsFile.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -23,12 +23,11 @@ using test::normalisedError;
 using test::randomVector;
 
 ModelSpec fashionCnn() {
-  return modelSpec({28, 28, 1}, {layerSpec("Conv2D", {{"filters", 32}, {"kernel_size", 3}, {"activation", "relu"}}),
-                                 layerSpec("MaxPooling2D"),
-                                 layerSpec("Conv2D", {{"filters", 64}, {"kernel_size", 3}, {"activation", "relu"}}),
-                                 layerSpec("MaxPooling2D"), layerSpec("Flatten"),
-                                 layerSpec("Dense", {{"units", 128}, {"activation", "relu"}}),
-                                 layerSpec("Dense", {{"units", 10}, {"activation", "softmax"}})});
+  return modelSpec({28, 28, 1},
+                   {layerSpec("Conv2D", {{"filters", 32}, {"kernel_size", 3}, {"activation", "relu"}}), layerSpec("MaxPooling2D"),
+                    layerSpec("Conv2D", {{"filters", 64}, {"kernel_size", 3}, {"activation", "relu"}}), layerSpec("MaxPooling2D"),
+                    layerSpec("Flatten"), layerSpec("Dense", {{"units", 128}, {"activation", "relu"}}),
+                    layerSpec("Dense", {{"units", 10}, {"activation", "softmax"}})});
 }
 
 TEST(ConvLayers, SummaryShapesAndParameterCountsAreKeras) {
@@ -49,10 +48,11 @@ TEST(ConvLayers, SummaryShapesAndParameterCountsAreKeras) {
   EXPECT_EQ(m.nonTrainableCount(), 0);
 
   // Same padding rounds up; strides; BatchNormalization's 4 x channels, half of them non-trainable.
-  Sequential b(modelSpec({28, 28, 1}, {layerSpec("Conv2D", {{"filters", 16}, {"kernel_size", 5}, {"strides", 2}, {"padding", "same"}}),
-                                       layerSpec("BatchNormalization"), layerSpec("AveragePooling2D", {{"pool_size", 3}, {"padding", "same"}}),
-                                       layerSpec("Conv2D", {{"filters", 8}, {"kernel_size", {2, 3}}, {"use_bias", false}}),
-                                       layerSpec("GlobalAveragePooling2D"), layerSpec("Reshape", {{"target_shape", {2, -1}}})}));
+  Sequential b(modelSpec({28, 28, 1},
+                         {layerSpec("Conv2D", {{"filters", 16}, {"kernel_size", 5}, {"strides", 2}, {"padding", "same"}}),
+                          layerSpec("BatchNormalization"), layerSpec("AveragePooling2D", {{"pool_size", 3}, {"padding", "same"}}),
+                          layerSpec("Conv2D", {{"filters", 8}, {"kernel_size", {2, 3}}, {"use_bias", false}}),
+                          layerSpec("GlobalAveragePooling2D"), layerSpec("Reshape", {{"target_shape", {2, -1}}})}));
   const auto r = b.summary();
   EXPECT_EQ(r[0].outputShape, (Shape{14, 14, 16}));
   EXPECT_EQ(r[0].params, 5 * 5 * 16 + 16);
@@ -72,7 +72,8 @@ TEST(ConvLayers, SummaryShapesAndParameterCountsAreKeras) {
 // y = conv of a 3x3 image (values 1..9) with a 2x2 kernel of ones + bias 0.5, valid and same.
 TEST(ConvLayers, ForwardMatchesHandComputedValues) {
   for (const bool same : {false, true}) {
-    Sequential m(modelSpec({3, 3, 1}, {layerSpec("Conv2D", {{"filters", 1}, {"kernel_size", 2}, {"padding", same ? "same" : "valid"}})}));
+    Sequential m(
+        modelSpec({3, 3, 1}, {layerSpec("Conv2D", {{"filters", 1}, {"kernel_size", 2}, {"padding", same ? "same" : "valid"}})}));
     auto p = m.params();
     std::fill(p.begin(), p.begin() + 4, 1.0f);
     p[4] = 0.5f;
@@ -116,7 +117,8 @@ void checkGradients(const ModelSpec& spec, int64_t n, bool training, const std::
   for (size_t li = 0; li < m.layerCount(); ++li)
     if (auto* bn = dynamic_cast<BatchNorm*>(&m.layer(li))) {
       // Moving statistics: a positive variance (evaluation mode divides by it).
-      for (int64_t c = 0; c < bn->channels(); ++c) const_cast<float*>(bn->movingVariance())[c] = 0.5f + 0.1f * static_cast<float>(c);
+      for (int64_t c = 0; c < bn->channels(); ++c)
+        const_cast<float*>(bn->movingVariance())[c] = 0.5f + 0.1f * static_cast<float>(c);
     }
   const std::vector<float> p0(p.begin(), p.end());
   auto x = randomVector(static_cast<size_t>(n * m.inFeatures()), 91);
@@ -264,8 +266,9 @@ TEST(ConvLayers, BatchNormalizationUsesMovingStatisticsAtEvaluation) {
 }
 
 TEST(ConvLayers, WeightsFileCarriesTheMovingStatistics) {
-  const auto spec = modelSpec({6, 6, 1}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}}), layerSpec("BatchNormalization"),
-                                          layerSpec("Flatten"), layerSpec("Dense", {{"units", 3}, {"activation", "softmax"}})});
+  const auto spec =
+      modelSpec({6, 6, 1}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}}), layerSpec("BatchNormalization"),
+                            layerSpec("Flatten"), layerSpec("Dense", {{"units", 3}, {"activation", "softmax"}})});
   Sequential a(spec);
   a.initialize(3);
   const auto x = randomVector(5 * 36, 4);
@@ -305,7 +308,8 @@ TEST(ConvLayers, ImpossibleShapesAreRefusedWithTheLayerTheShapeAndTheFix) {
   EXPECT_NE(e.find("'edges' (Conv2D)"), std::string::npos) << e;
   EXPECT_NE(e.find("(None, 2, 2, 1)"), std::string::npos) << e;
   EXPECT_NE(e.find("padding \"same\""), std::string::npos) << e;
-  e = refusal(modelSpec({5, 5, 1}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}}), layerSpec("MaxPooling2D", {{"pool_size", 4}})}));
+  e = refusal(modelSpec(
+      {5, 5, 1}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}}), layerSpec("MaxPooling2D", {{"pool_size", 4}})}));
   EXPECT_NE(e.find("'max_pooling2d' (MaxPooling2D)"), std::string::npos) << e;
   EXPECT_NE(e.find("(None, 3, 3, 4)"), std::string::npos) << e;
   EXPECT_NE(e.find("leaves nothing"), std::string::npos) << e;

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <sstream>
 
+#include "NnTestUtil.h"
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
 #include "nn/SimpleLayers.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -49,7 +49,7 @@ struct GradCase {
   bool configureLoss = true;  // call Sequential::configureLoss (fuses a softmax output when it can)
   bool expectFused = false;   // what configureLoss should decide
   Targets targets = Targets::Sparse;
-  bool training = false;      // Dropout active
+  bool training = false;  // Dropout active
 };
 
 std::ostream& operator<<(std::ostream& o, const GradCase& c) { return o << c.label; }
@@ -106,8 +106,8 @@ struct GradientComparison {
 
 // Analytic parameter gradients (forward, loss into outputGrad, backward) against central differences
 // of the summed loss, at every parameter.
-GradientComparison compareGradients(Sequential& model, const Loss& loss, const std::vector<float>& x,
-                                    const std::vector<float>& t, int64_t n, const StepContext& ctx) {
+GradientComparison compareGradients(Sequential& model, const Loss& loss, const std::vector<float>& x, const std::vector<float>& t,
+                                    int64_t n, const StepContext& ctx) {
   const int64_t k = model.outFeatures();
   GradientComparison r;
   model.zeroGrads();
@@ -192,8 +192,8 @@ TEST_P(ParamGradientCheck, AnalyticMatchesCentralDifferences) {
   EXPECT_LT(r.vectorErr, kModelVectorTol) << c.label << ": over all parameters";
   RecordProperty("worst_normalised_error", std::to_string(r.worst));
   if (std::getenv("NN_GRADCHECK_VERBOSE"))
-    std::printf("%s: worst normalised error %.3g (param %d), vector error %.3g\n", c.label.c_str(), r.worst,
-                r.worstIndex, r.vectorErr);
+    std::printf("%s: worst normalised error %.3g (param %d), vector error %.3g\n", c.label.c_str(), r.worst, r.worstIndex,
+                r.vectorErr);
 }
 
 // Negative controls: the check must see a wrong gradient. A loss that writes d/d(logits) into a
@@ -225,10 +225,9 @@ TEST(ParamGradientCheckControl, DetectsFusedMismatch) {
 // its models, or a test harness) must apply the softmax Jacobian again.
 TEST(ConfigureLoss, ReconfiguringWithANonFusingLossUnfusesTheOutputLayer) {
   for (bool activationLayer : {false, true}) {
-    const ModelSpec spec =
-        activationLayer ? modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "tanh"), dense(4, "linear"),
-                                             layerSpec("Activation", {{"activation", "softmax"}})})
-                        : modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "tanh"), dense(4, "softmax")});
+    const ModelSpec spec = activationLayer ? modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "tanh"), dense(4, "linear"),
+                                                                layerSpec("Activation", {{"activation", "softmax"}})})
+                                           : modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "tanh"), dense(4, "softmax")});
     Sequential model(spec);
     model.initialize(11);
     Loss ce = Loss::make("categorical_crossentropy", false);
@@ -240,9 +239,8 @@ TEST(ConfigureLoss, ReconfiguringWithANonFusingLossUnfusesTheOutputLayer) {
     const std::vector<float> x = randomVector(static_cast<size_t>(kRows * 12), 3);
     const std::vector<float> t = makeTargets(Targets::Soft, kRows, 4, 5);
     const GradientComparison r = compareGradients(model, mse, x, t, kRows, gradContext(false, kIds));
-    EXPECT_LT(r.vectorErr, kModelVectorTol)
-        << (activationLayer ? "Activation(softmax)" : "Dense(softmax)")
-        << " output still skips its Jacobian after configureLoss(mean_squared_error)";
+    EXPECT_LT(r.vectorErr, kModelVectorTol) << (activationLayer ? "Activation(softmax)" : "Dense(softmax)")
+                                            << " output still skips its Jacobian after configureLoss(mean_squared_error)";
   }
 }
 
@@ -264,16 +262,16 @@ std::vector<GradCase> gradCases() {
   for (const char* act : {"linear", "relu", "sigmoid", "tanh", "softmax"}) {
     GradCase c;
     c.label = std::string("ActivationLayer_") + act;
-    c.spec = modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "linear"), layerSpec("Activation", {{"activation", act}}),
-                                dense(4, "softmax")});
+    c.spec = modelSpec(
+        {3, 4}, {layerSpec("Flatten"), dense(5, "linear"), layerSpec("Activation", {{"activation", act}}), dense(4, "softmax")});
     c.expectFused = true;
     cases.push_back(c);
   }
   {
     GradCase c;
     c.label = "DropoutTraining";
-    c.spec = modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "tanh"), layerSpec("Dropout", {{"rate", 0.4}}),
-                                dense(4, "softmax")});
+    c.spec =
+        modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "tanh"), layerSpec("Dropout", {{"rate", 0.4}}), dense(4, "softmax")});
     c.expectFused = true;
     c.training = true;
     cases.push_back(c);
@@ -281,8 +279,8 @@ std::vector<GradCase> gradCases() {
   {
     GradCase c;
     c.label = "DropoutInference";
-    c.spec = modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "tanh"), layerSpec("Dropout", {{"rate", 0.4}}),
-                                dense(4, "softmax")});
+    c.spec =
+        modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "tanh"), layerSpec("Dropout", {{"rate", 0.4}}), dense(4, "softmax")});
     c.expectFused = true;
     cases.push_back(c);
   }
@@ -298,8 +296,9 @@ std::vector<GradCase> gradCases() {
   {
     GradCase c;
     c.label = "DenseNoBias";
-    c.spec = modelSpec({3, 4}, {layerSpec("Flatten"), layerSpec("Dense", {{"units", 5}, {"activation", "tanh"}, {"use_bias", false}}),
-                                dense(4, "softmax")});
+    c.spec =
+        modelSpec({3, 4}, {layerSpec("Flatten"), layerSpec("Dense", {{"units", 5}, {"activation", "tanh"}, {"use_bias", false}}),
+                           dense(4, "softmax")});
     c.expectFused = true;
     cases.push_back(c);
   }
@@ -477,7 +476,8 @@ TEST_P(LayerInputGradient, DenseDx) {
       for (int r = 0; r < 2; ++r)
         for (int j = 0; j < 3; ++j) {
           double z = bias ? params[static_cast<size_t>(12 + j)] : 0.0;
-          for (int i = 0; i < 4; ++i) z += static_cast<double>(x[static_cast<size_t>(r * 4 + i)]) * params[static_cast<size_t>(i * 3 + j)];
+          for (int i = 0; i < 4; ++i)
+            z += static_cast<double>(x[static_cast<size_t>(r * 4 + i)]) * params[static_cast<size_t>(i * 3 + j)];
           margin = std::min(margin, std::fabs(z));
         }
       if (margin > kKinkMargin) break;
@@ -494,8 +494,7 @@ TEST_P(LayerInputGradient, ActivationLayerDx) {
   checkLayerGradients(a, awayFromZero(randomVector(3 * 5, 8, -2.0, 2.0)), StepContext{}, std::string("Activation ") + GetParam());
 }
 
-INSTANTIATE_TEST_SUITE_P(Activations, LayerInputGradient,
-                         ::testing::Values("linear", "relu", "sigmoid", "tanh", "softmax"));
+INSTANTIATE_TEST_SUITE_P(Activations, LayerInputGradient, ::testing::Values("linear", "relu", "sigmoid", "tanh", "softmax"));
 
 TEST(LayerInputGradientOther, DropoutTrainingDx) {
   Dropout d(0.5, 1234);

@@ -6,11 +6,11 @@
 #include <set>
 
 #include "Error.h"
+#include "NnTestUtil.h"
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
 #include "nn/SimpleLayers.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -213,8 +213,10 @@ TEST(Dropout, TrainingDropsAboutRateAndScalesKept) {
     const float kept = static_cast<float>(1.5 / (1.0 - rate));
     int64_t zeros = 0;
     for (float v : y) {
-      if (v == 0.0f) ++zeros;
-      else EXPECT_FLOAT_EQ(v, kept);
+      if (v == 0.0f)
+        ++zeros;
+      else
+        EXPECT_FLOAT_EQ(v, kept);
     }
     const double share = static_cast<double>(zeros) / static_cast<double>(y.size());
     // 20,000 Bernoulli draws: std of the share is below 0.0036.
@@ -318,10 +320,10 @@ TEST(LossValues, HandComputed) {
   const std::vector<float> probs = {0.09003057f, 0.24472847f, 0.66524096f};
   const std::vector<float> cls = {2};
   // -log(softmax([1,2,3])[2]) = 0.40760596
-  EXPECT_NEAR(Loss::make("sparse_categorical_crossentropy", true).compute(logits.data(), cls.data(), 1, 3, nullptr),
-              0.40760596, 1e-6);
-  EXPECT_NEAR(Loss::make("sparse_categorical_crossentropy", false).compute(probs.data(), cls.data(), 1, 3, nullptr),
-              0.40760596, 1e-6);
+  EXPECT_NEAR(Loss::make("sparse_categorical_crossentropy", true).compute(logits.data(), cls.data(), 1, 3, nullptr), 0.40760596,
+              1e-6);
+  EXPECT_NEAR(Loss::make("sparse_categorical_crossentropy", false).compute(probs.data(), cls.data(), 1, 3, nullptr), 0.40760596,
+              1e-6);
   // Unnormalised probabilities are normalised first (Keras): [0.2, 0.2, 0.4] -> [0.25, 0.25, 0.5].
   const std::vector<float> unnorm = {0.2f, 0.2f, 0.4f};
   EXPECT_NEAR(Loss::make("sparse_categorical_crossentropy", false).compute(unnorm.data(), cls.data(), 1, 3, nullptr),

@@ -9,8 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "random/Rng.h"
 #include "project/Project.h"
+#include "random/Rng.h"
 
 namespace ml::test {
 

@@ -48,9 +48,12 @@ std::vector<std::vector<double>> sgdReference(double momentum, bool nesterov, si
     for (size_t i = 0; i < 3; ++i) {
       const double g = kScale * static_cast<double>(kGrads[s][i]);
       v[i] = momentum * v[i] - kLr * g;
-      if (momentum == 0.0) p[i] -= kLr * g;
-      else if (nesterov) p[i] += momentum * v[i] - kLr * g;
-      else p[i] += v[i];
+      if (momentum == 0.0)
+        p[i] -= kLr * g;
+      else if (nesterov)
+        p[i] += momentum * v[i] - kLr * g;
+      else
+        p[i] += v[i];
     }
     out.push_back(p);
   }
@@ -82,7 +85,8 @@ std::vector<std::vector<double>> rmspropReference(double rho, double momentum, d
       const double g = kScale * static_cast<double>(kGrads[s][i]);
       v[i] = rho * v[i] + (1 - rho) * g * g;
       const double u = kLr * g / std::sqrt(v[i] + eps);  // Keras: epsilon inside the root
-      if (momentum == 0.0) p[i] -= u;
+      if (momentum == 0.0)
+        p[i] -= u;
       else {
         mom[i] = momentum * mom[i] + u;
         p[i] -= mom[i];
@@ -170,7 +174,8 @@ TEST(OptimizerByHand, SgdMomentumTwoStepsSameGradient) {
   expectNear(p, {0.98, -1.95, 0.4}, 1e-7, "momentum step 1");
   opt->step(p, kGrads[0], kScale, kLr);
   expectNear(p, {0.942, -1.855, 0.21}, 1e-6, "momentum step 2");
-  expectNear(std::vector<float>(opt->stateBuffers()[0].begin(), opt->stateBuffers()[0].end()), {-0.038, 0.095, -0.19}, 1e-7, "velocity");
+  expectNear(std::vector<float>(opt->stateBuffers()[0].begin(), opt->stateBuffers()[0].end()), {-0.038, 0.095, -0.19}, 1e-7,
+             "velocity");
 }
 
 TEST(OptimizerByHand, SgdNesterovOneStep) {

@@ -87,8 +87,11 @@ TEST(ThreadTeam, DenseOnATeamMatchesTheSerialPath) {
     ml::Act act;
   };
   // The wide MLP's layers, uneven splits (101 rows, 37x23, 3 threads), few outputs, few rows.
-  const Case cases[] = {{784, 512, 256, ml::Act::Relu}, {512, 512, 101, ml::Act::Tanh}, {512, 10, 64, ml::Act::Sigmoid},
-                        {37, 23, 40, ml::Act::Relu}, {12, 16, 8, ml::Act::Relu}};
+  const Case cases[] = {{784, 512, 256, ml::Act::Relu},
+                        {512, 512, 101, ml::Act::Tanh},
+                        {512, 10, 64, ml::Act::Sigmoid},
+                        {37, 23, 40, ml::Act::Relu},
+                        {12, 16, 8, ml::Act::Relu}};
   using P = ml::Dense::BackwardPlan;
   for (const Case& c : cases) {
     const Result serial = runDense(c.in, c.out, c.n, c.act);
@@ -120,7 +123,7 @@ TEST(ThreadTeam, DenseOnATeamMatchesTheSerialPath) {
 
 TEST(ThreadTeam, ThePlanIsChosenByShape) {
   using P = ml::Dense::BackwardPlan;
-  EXPECT_EQ(ml::Dense::choosePlan(512, 512, 256, 1), P::Split);  // nothing to run beside
+  EXPECT_EQ(ml::Dense::choosePlan(512, 512, 256, 1), P::Split);       // nothing to run beside
   EXPECT_EQ(ml::Dense::choosePlan(512, 512, 256, 2), P::SideBySide);  // the wide MLP's hidden layer
   EXPECT_EQ(ml::Dense::choosePlan(4096, 4096, 1024, 2), P::Split);    // big GEMMs split well
 }

@@ -1,15 +1,15 @@
 // Weights files (round trip, refusals) and the Keras-style summary.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "Error.h"
+#include "NnTestUtil.h"
 #include "nn/Summary.h"
 #include "nn/WeightsFile.h"
-#include "NnTestUtil.h"
 
 namespace ml {
 namespace {
@@ -20,13 +20,11 @@ using test::modelSpec;
 
 namespace fs = std::filesystem;
 
-ModelSpec defaultModel() {
-  return modelSpec({28, 28}, {layerSpec("Flatten"), dense(128, "relu"), dense(10, "softmax")});
-}
+ModelSpec defaultModel() { return modelSpec({28, 28}, {layerSpec("Flatten"), dense(128, "relu"), dense(10, "softmax")}); }
 
 ModelSpec smallModel(int64_t hidden = 8) {
-  return modelSpec({3, 4}, {layerSpec("Flatten"), dense(hidden, "relu"), layerSpec("Dropout", {{"rate", 0.2}}),
-                            dense(4, "softmax")});
+  return modelSpec({3, 4},
+                   {layerSpec("Flatten"), dense(hidden, "relu"), layerSpec("Dropout", {{"rate", 0.2}}), dense(4, "softmax")});
 }
 
 // A fresh folder per test, removed afterwards.
@@ -196,9 +194,9 @@ TEST(Summary, DefaultModelKerasNumbers) {
   EXPECT_EQ(rows[1].params, 100480);
   EXPECT_EQ(rows[2].params, 1290);
   const std::string s = formatSummary(m, "fashion", 128, 2);
-  for (const char* want : {"Total params: 101,770", "Trainable params: 101,770", "Non-trainable params: 0",
-                           "(None, 784)", "(None, 128)", "(None, 10)", "flatten (Flatten)", "dense (Dense)",
-                           "dense_1 (Dense)", "100,480", "1,290", "Model: \"fashion\"", "397.5 KiB"})
+  for (const char* want : {"Total params: 101,770", "Trainable params: 101,770", "Non-trainable params: 0", "(None, 784)",
+                           "(None, 128)", "(None, 10)", "flatten (Flatten)", "dense (Dense)", "dense_1 (Dense)", "100,480",
+                           "1,290", "Model: \"fashion\"", "397.5 KiB"})
     EXPECT_NE(s.find(want), std::string::npos) << "missing \"" << want << "\" in\n" << s;
 }
 

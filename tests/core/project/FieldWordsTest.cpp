@@ -40,7 +40,7 @@ TEST(FieldWords, EveryKindOfMistakeNamesScreenFieldAndFile) {
   struct Case {
     const char* pointer;  // JSON pointer of the broken value
     json value;
-    const char* screen;   // the words the message must hold
+    const char* screen;  // the words the message must hold
   };
   const std::vector<Case> cases = {
       {"/training/batch_size", "abc", "Training screen › Batch size (batch_size in the file's training section)"},

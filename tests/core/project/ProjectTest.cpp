@@ -2,10 +2,10 @@
 // error names the field it is about (the message is what a user sees in the CLI and the studio).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "Error.h"
 #include "nn/Sequential.h"
@@ -46,11 +46,11 @@ std::string errorOf(const json& j) {
   return "";
 }
 
-#define EXPECT_ERROR_MENTIONS(j, ...)                                                        \
-  do {                                                                                       \
-    const std::string msg_ = errorOf(j);                                                     \
-    ASSERT_FALSE(msg_.empty()) << "expected a UserError";                                    \
-    for (const char* want_ : {__VA_ARGS__})                                                  \
+#define EXPECT_ERROR_MENTIONS(j, ...)                                                           \
+  do {                                                                                          \
+    const std::string msg_ = errorOf(j);                                                        \
+    ASSERT_FALSE(msg_.empty()) << "expected a UserError";                                       \
+    for (const char* want_ : {__VA_ARGS__})                                                     \
       EXPECT_NE(msg_.find(want_), std::string::npos) << "\"" << want_ << "\" not in: " << msg_; \
   } while (0)
 
@@ -126,7 +126,10 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       j["training"]["warmup_epochs"] = 1.5;
       j["training"]["accumulate"] = 3;
       j["training"]["metrics"] = json::array({"accuracy", "mae"});
-      j["distribute"] = {{"devices", "gpu:0,1"}, {"allreduce", "nccl"}, {"bucket_bytes", 4096}, {"threads_per_device", 2},
+      j["distribute"] = {{"devices", "gpu:0,1"},
+                         {"allreduce", "nccl"},
+                         {"bucket_bytes", 4096},
+                         {"threads_per_device", 2},
                          {"shard_optimizer", true}};
       j["model"]["layers"][1]["name"] = "hidden";
       j["model"]["layers"][1]["kernel_initializer"] = "he_normal";
@@ -163,7 +166,8 @@ TEST(ProjectRoundTrip, SaveAndLoadFile) {
 }
 
 TEST(ProjectDefaults, MinimalProjectGetsKerasDefaults) {
-  const Project p = Project::fromJson(json::parse(R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 3}]}})"));
+  const Project p =
+      Project::fromJson(json::parse(R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 3}]}})"));
   EXPECT_EQ(p.schemaVersion, 1);
   EXPECT_EQ(p.training.optimizer.name, "adam");
   EXPECT_DOUBLE_EQ(p.training.optimizer.learningRate, 0.001);
@@ -299,7 +303,8 @@ TEST(ProjectErrors, NewerSchemaVersion) {
   json j = validJson();
   static_assert(kProjectSchemaVersion == 1, "update the expected message below");
   j["schema_version"] = 2;
-  EXPECT_ERROR_MENTIONS(j, "File format version (schema_version at the top of the file) is 2", "versions 1..1", "update Mirrorlab");
+  EXPECT_ERROR_MENTIONS(j, "File format version (schema_version at the top of the file) is 2", "versions 1..1",
+                        "update Mirrorlab");
   j["schema_version"] = 0;
   EXPECT_ERROR_MENTIONS(j, "schema_version");
 }
@@ -319,9 +324,7 @@ TEST(ProjectErrors, MissingModelAndLayers) {
   EXPECT_ERROR_MENTIONS(j, "entry 2 of layers in the file's model section", "type");
 }
 
-TEST(ProjectErrors, NotAnObject) {
-  EXPECT_ERROR_MENTIONS(json::array({1, 2}), "JSON object");
-}
+TEST(ProjectErrors, NotAnObject) { EXPECT_ERROR_MENTIONS(json::array({1, 2}), "JSON object"); }
 
 class ProjectFileErrors : public ::testing::Test {
  protected:
@@ -405,8 +408,10 @@ TEST(ProjectModelErrors, BadLayerArguments) {
   };
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 8, "unit": 3}])"), json::array({4})),
            {"layer 1", "unknown argument 'unit'", "units"});
-  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": "8"}])"), json::array({4})), {"layer 1", "'units'", "wrong type"});
-  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 0}])"), json::array({4})), {"layer 1", "units must be a positive"});
+  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": "8"}])"), json::array({4})),
+           {"layer 1", "'units'", "wrong type"});
+  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 0}])"), json::array({4})),
+           {"layer 1", "units must be a positive"});
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 4, "activation": "gelu"}])"), json::array({4})),
            {"layer 1", "gelu"});
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 4, "kernel_initializer": "lecun"}])"), json::array({4})),

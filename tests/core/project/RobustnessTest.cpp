@@ -6,8 +6,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,10 +48,10 @@ std::string projectError(const json& j) {
   return errorOf([&] { Project::fromJson(j, "p.json"); });
 }
 
-#define EXPECT_MENTIONS(msg, ...)                                                               \
-  do {                                                                                          \
-    const std::string m_ = (msg);                                                               \
-    ASSERT_FALSE(m_.empty()) << "expected a UserError";                                         \
+#define EXPECT_MENTIONS(msg, ...)                                                                              \
+  do {                                                                                                         \
+    const std::string m_ = (msg);                                                                              \
+    ASSERT_FALSE(m_.empty()) << "expected a UserError";                                                        \
     for (const char* w_ : {__VA_ARGS__}) EXPECT_NE(m_.find(w_), std::string::npos) << w_ << " not in: " << m_; \
   } while (0)
 
@@ -75,7 +75,8 @@ TEST(NumericRanges, OptimizerArgumentsFollowKeras) {
            {"beta_2", 1, "(beta_2 in the file's training › optimizer section) must be in [0, 1)"},
            {"beta_1", -0.1, "got -0.1"},
            {"epsilon", 0, "(epsilon in the file's training › optimizer section) must be a positive finite number"},
-           {"learning_rate", -1, "(learning_rate in the file's training › optimizer section) must be a positive finite number"}}) {
+           {"learning_rate", -1,
+            "(learning_rate in the file's training › optimizer section) must be a positive finite number"}}) {
     json j = valid();
     j["training"]["optimizer"][key] = value;
     EXPECT_MENTIONS(projectError(j), want);
@@ -91,16 +92,20 @@ TEST(NumericRanges, OptimizerArgumentsFollowKeras) {
 TEST(NumericRanges, NotANumberAndInfinityAreRefused) {
   Project p = Project::fromJson(valid(), "p.json");
   p.training.warmupEpochs = std::nan("");
-  EXPECT_MENTIONS(errorOf([&] { validate(p, "command line"); }), "command line: Training screen › Warm-up (warmup_epochs in the file's training section)", "got nan");
+  EXPECT_MENTIONS(errorOf([&] { validate(p, "command line"); }),
+                  "command line: Training screen › Warm-up (warmup_epochs in the file's training section)", "got nan");
   p = Project::fromJson(valid(), "p.json");
   p.training.optimizer.learningRate = INFINITY;
-  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Training screen › Base rate (learning_rate in the file's training › optimizer section) must be a positive finite number");
+  EXPECT_MENTIONS(
+      errorOf([&] { validate(p); }),
+      "Training screen › Base rate (learning_rate in the file's training › optimizer section) must be a positive finite number");
   p = Project::fromJson(valid(), "p.json");
   p.data.validationSplit = std::nan("");
   EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Data screen › Validation split (validation_split in the file's data section)");
   p = Project::fromJson(valid(), "p.json");
   p.distribute.threadsPerDevice = -5;
-  EXPECT_MENTIONS(errorOf([&] { validate(p); }), "Devices screen › Threads per device (threads_per_device in the file's distribute section)", "got -5");
+  EXPECT_MENTIONS(errorOf([&] { validate(p); }),
+                  "Devices screen › Threads per device (threads_per_device in the file's distribute section)", "got -5");
 }
 
 TEST(NumericRanges, IntegersMustBeWholeAndInRange) {
@@ -112,13 +117,15 @@ TEST(NumericRanges, IntegersMustBeWholeAndInRange) {
   EXPECT_EQ(Project::fromJson(j, "p.json").training.epochs, 3);
   j = valid();
   j["training"]["batch_size"] = 1e300;
-  EXPECT_MENTIONS(projectError(j), "Training screen › Batch size (batch_size in the file's training section) is out of range", "1e+300");
+  EXPECT_MENTIONS(projectError(j), "Training screen › Batch size (batch_size in the file's training section) is out of range",
+                  "1e+300");
   j = valid();
   j["training"]["seed"] = -1;
   EXPECT_MENTIONS(projectError(j), "Training screen › Seed (seed in the file's training section)");
   j = valid();
   j["data"]["samples"] = int64_t{1} << 40;
-  EXPECT_MENTIONS(projectError(j), "Data screen › Samples (samples in the file's data section) must be at least 1 and at most 268435456");
+  EXPECT_MENTIONS(projectError(j),
+                  "Data screen › Samples (samples in the file's data section) must be at least 1 and at most 268435456");
 }
 
 TEST(NumericRanges, LayerUnitsAreWholeAndFitInMemory) {
@@ -208,8 +215,8 @@ TEST(AtomicFileTest, WritesTheWholeFile) {
 
 TEST(AtomicFileTest, MissingFolderAndFolderTargetsAreNamed) {
   TempDir dir;
-  EXPECT_MENTIONS(errorOf([&] { writeFileAtomically((dir.path / "no" / "f").string(), "x", "report file"); }),
-                  "report file", "does not exist");
+  EXPECT_MENTIONS(errorOf([&] { writeFileAtomically((dir.path / "no" / "f").string(), "x", "report file"); }), "report file",
+                  "does not exist");
   EXPECT_MENTIONS(errorOf([&] { checkCanWrite((dir.path / "no" / "f").string(), "report file"); }), "does not exist");
   EXPECT_MENTIONS(errorOf([&] { writeFileAtomically(dir.path.string(), "x", "weights file"); }), "it is a folder");
 }

@@ -2,11 +2,11 @@
 // XDG_DATA_DIRS; the example listing names a damaged file by its path and lists the rest.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
-#include <unistd.h>
 #include <fstream>
+#include <optional>
 
 #include "project/SharedData.h"
 
@@ -21,12 +21,16 @@ struct ScopedEnv {
   std::optional<std::string> old;
   ScopedEnv(const char* n, const char* value) : name(n) {
     if (const char* o = std::getenv(n)) old = o;
-    if (value) setenv(n, value, 1);
-    else unsetenv(n);
+    if (value)
+      setenv(n, value, 1);
+    else
+      unsetenv(n);
   }
   ~ScopedEnv() {
-    if (old) setenv(name.c_str(), old->c_str(), 1);
-    else unsetenv(name.c_str());
+    if (old)
+      setenv(name.c_str(), old->c_str(), 1);
+    else
+      unsetenv(name.c_str());
   }
 };
 

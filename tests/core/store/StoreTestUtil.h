@@ -101,7 +101,7 @@ inline ml::StepEvent makeStep(int64_t step, int replicas, int64_t stepsPerEpoch 
     rs.samples = 64 + (r == 0 ? 1 : 0);
     rs.start = e.wallTime - e.stepTime + 1e-6 * r;
     rs.phases = {0.002 + 1e-6 * r, 0.004 + 2e-6 * r, 0.0011 + 3e-6 * static_cast<double>(step % 7),
-                 0.0005 * r, 0.0003, 0.0002 * static_cast<double>(step % 2)};
+                 0.0005 * r,       0.0003,           0.0002 * static_cast<double>(step % 2)};
     e.replicas.push_back(rs);
   }
   return e;

@@ -25,8 +25,8 @@ namespace {
 constexpr double kMicro = 5.1e-7;  // phase timings are stored in whole microseconds
 
 // Records one complete run through the recorder and returns its id.
-int64_t recordRun(const std::string& db, const std::string& name, int replicas, int steps,
-                  int epochs, RunStatus status = RunStatus::Finished) {
+int64_t recordRun(const std::string& db, const std::string& name, int replicas, int steps, int epochs,
+                  RunStatus status = RunStatus::Finished) {
   auto ch = std::make_shared<Channel>();
   Recorder rec(db, ch);
   RunStarted s = makeStarted(name, replicas);
@@ -45,8 +45,7 @@ int64_t recordRun(const std::string& db, const std::string& name, int replicas, 
 }
 
 int64_t countRows(sql::Db& db, const std::string& table, int64_t run) {
-  auto q = db.prepare("SELECT count(*) FROM " + table + " WHERE " +
-                      (table == "runs" ? "id" : "run_id") + "=?");
+  auto q = db.prepare("SELECT count(*) FROM " + table + " WHERE " + (table == "runs" ? "id" : "run_id") + "=?");
   q.bind(1, run);
   q.step();
   return q.getInt(0);
@@ -61,8 +60,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
   RunStarted started = makeStarted("round trip", replicas);
   std::vector<StepEvent> steps;
   for (int i = 1; i <= 30; ++i) steps.push_back(makeStep(i, replicas));
-  std::vector<EpochEvent> epochs = {makeEpoch(1, replicas), makeEpoch(2, replicas, false),
-                                    makeEpoch(3, replicas)};
+  std::vector<EpochEvent> epochs = {makeEpoch(1, replicas), makeEpoch(2, replicas, false), makeEpoch(3, replicas)};
   std::vector<DeviceSample> samples;
   for (int i = 0; i < 6; ++i) samples.push_back({0.1 * i + 0.05, i % replicas, 0.3 + 0.1 * i, 1e6 * i});
   RunFinished fin{RunStatus::Diverged, "loss became NaN at step 30", 4.25, 30, 0.61, 0.83};
@@ -96,8 +94,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
   EXPECT_DOUBLE_EQ(*d.summary.finalValLoss, 0.61);
   EXPECT_NEAR(*d.summary.secondsPerEpoch, (1.26 + 1.27 + 1.28) / 3, 1e-12);
   EXPECT_EQ(d.summary.epochsDone, 3);
-  double now = std::chrono::duration<double>(
-                   std::chrono::system_clock::now().time_since_epoch()).count();
+  double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   EXPECT_NEAR(d.summary.created, now, 60);
   ASSERT_TRUE(d.summary.finished);
   EXPECT_GE(*d.summary.finished, d.summary.created);
@@ -285,11 +282,9 @@ TEST(StoreEdit, DeleteRemovesEveryRowOfTheRunInEveryTable) {
     store.tagRun(id, "t");
     store.addArtifact(id, "/tmp/weights.mlw", "weights", "0123abcd", 4096);
   }
-  const std::vector<std::string> tables = {"runs",   "steps",          "replica_steps", "epochs",
-                                           "device_samples", "tags", "artifacts"};
+  const std::vector<std::string> tables = {"runs", "steps", "replica_steps", "epochs", "device_samples", "tags", "artifacts"};
   // Every table a run can have rows in is listed here (a new table must be added).
-  int64_t userTables = store.db().queryInt(
-      "SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
+  int64_t userTables = store.db().queryInt("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
   // sweeps and sweep_points refer to runs without owning rows of them (a point's run_id becomes
   // NULL when its run is deleted: tested in SweepTest).
   EXPECT_EQ(userTables, static_cast<int64_t>(tables.size()) + 2);
@@ -347,8 +342,7 @@ TEST(StorePaths, DefaultStorePathFollowsEnvironment) {
   EXPECT_EQ(defaultStorePath(), "/data/mirrorlab/runs.sqlite");
   unsetenv("XDG_DATA_HOME");
   setenv("HOME", std::getenv("HOME") ? std::getenv("HOME") : "/home/u", 1);
-  EXPECT_EQ(defaultStorePath(), std::string(std::getenv("HOME")) +
-                                    "/.local/share/mirrorlab/runs.sqlite");
+  EXPECT_EQ(defaultStorePath(), std::string(std::getenv("HOME")) + "/.local/share/mirrorlab/runs.sqlite");
   if (oldDb) setenv("MIRRORLAB_DB", keepDb.c_str(), 1);
   if (oldXdg) setenv("XDG_DATA_HOME", keepXdg.c_str(), 1);
 }

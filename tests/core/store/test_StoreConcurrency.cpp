@@ -24,8 +24,7 @@ TEST(StoreConcurrency, ReaderQueriesWhileRecorderWrites) {
   const std::string db = dir.file("runs.sqlite");
   const int kSteps = 6000;
   auto ch = std::make_shared<Channel>();
-  Recorder rec(db, ch, RecorderOptions{.wait = std::chrono::milliseconds(20),
-                                       .commitEvery = std::chrono::milliseconds(50)});
+  Recorder rec(db, ch, RecorderOptions{.wait = std::chrono::milliseconds(20), .commitEvery = std::chrono::milliseconds(50)});
   ch->tryPush(storetest::makeStarted("watched", 4));
   auto id = rec.waitForRunId(std::chrono::seconds(5));
   ASSERT_TRUE(id);
@@ -150,6 +149,5 @@ TEST(StoreCrash, SigkillKeepsTheFileIntactAndLosesAtMostASecond) {
   EXPECT_EQ(store.loadSteps(runs[0].id, curves.back().step, curves.back().step)[0].replicas.size(),
             4u);  // a step and its replica rows are committed together
   EXPECT_EQ(store.db().queryText("PRAGMA integrity_check"), "ok");
-  std::cout << "pushed " << pushed.back().step << " steps, committed " << curves.back().step
-            << ", required " << mustHave << "\n";
+  std::cout << "pushed " << pushed.back().step << " steps, committed " << curves.back().step << ", required " << mustHave << "\n";
 }

@@ -205,8 +205,9 @@ TEST(StoreFiles, ForeignSqliteDatabasesAreRejectedAndUnchanged) {
   const std::string tables = dir.file("shop.db");
   {
     sql::Db db = sql::Db::open(tables, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    db.exec("CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);"
-            "INSERT INTO customers(name) VALUES('Ada'),('Grace');");
+    db.exec(
+        "CREATE TABLE customers(id INTEGER PRIMARY KEY, name TEXT);"
+        "INSERT INTO customers(name) VALUES('Ada'),('Grace');");
   }
   expectRejected(tables, "not a Mirrorlab run store");
 
@@ -282,7 +283,7 @@ TEST(StoreFiles, ReadOnlyLocationFailsAtOpen) {
   }
   storetest::TempDir dir;
   EXPECT_THROW(RunStore::open(dir.path().string()), UserError);  // a folder, not a file
-  if (geteuid() != 0) {  // root writes through permissions
+  if (geteuid() != 0) {                                          // root writes through permissions
     const std::string path = dir.file("ro.sqlite");
     writeStore(path, 5);
     chmod(path.c_str(), 0444);

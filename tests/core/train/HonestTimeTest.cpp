@@ -29,7 +29,8 @@ TEST(LrScaling, GlobalBatchModeWithAnUnchangedBatchChangesNothing) {
   const auto plan = ml::planRun(project("cpu:3", 16, false, "linear"), 3, 178);
   EXPECT_EQ(plan.globalBatch, 16);
   EXPECT_DOUBLE_EQ(plan.lr, 0.01);
-  EXPECT_NE(plan.sentence().find("0.01 was set for a global batch of 16 and the global batch is still 16, so linear scaling changes nothing"),
+  EXPECT_NE(plan.sentence().find(
+                "0.01 was set for a global batch of 16 and the global batch is still 16, so linear scaling changes nothing"),
             std::string::npos)
       << plan.sentence();
 }
@@ -38,7 +39,8 @@ TEST(LrScaling, PerDeviceModeScalesWithTheGlobalBatch) {
   const auto plan = ml::planRun(project("cpu:3", 16, true, "linear"), 3, 178);
   EXPECT_EQ(plan.globalBatch, 48);
   EXPECT_DOUBLE_EQ(plan.lr, 0.03);
-  EXPECT_NE(plan.sentence().find("0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03"),
+  EXPECT_NE(plan.sentence().find(
+                "0.01 was set for a global batch of 16; the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03"),
             std::string::npos)
       << plan.sentence();
   const auto sq = ml::planRun(project("cpu:4", 16, true, "sqrt"), 4, 178);

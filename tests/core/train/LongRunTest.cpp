@@ -180,7 +180,8 @@ TEST(Faults, AnInjectedNanNamesItsReplicaAndStep) {
   const ml::RunFinished f = t.run();
   EXPECT_EQ(f.status, ml::RunStatus::Diverged);
   EXPECT_EQ(f.steps, 4);
-  EXPECT_NE(f.message.find("non-finite gradient at step 4 (epoch 1) on replica 1 (cpu:1) (an injected nan fault)"), std::string::npos)
+  EXPECT_NE(f.message.find("non-finite gradient at step 4 (epoch 1) on replica 1 (cpu:1) (an injected nan fault)"),
+            std::string::npos)
       << f.message;
 }
 

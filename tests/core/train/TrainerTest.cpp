@@ -48,9 +48,10 @@ TEST(RunPlan, SpellsOutReplicasBatchAndLearningRate) {
   EXPECT_EQ(plan.perReplicaBatch, 64);
   EXPECT_DOUBLE_EQ(plan.lr, 0.004);
   EXPECT_EQ(plan.stepsPerEpoch, 235);
-  EXPECT_EQ(plan.sentence(),
-            "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for a global batch of 64; the global batch "
-            "is 256, so linear scaling gives 0.001 x 4 = 0.004), 1 epoch warm-up");
+  EXPECT_EQ(
+      plan.sentence(),
+      "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for a global batch of 64; the global batch "
+      "is 256, so linear scaling gives 0.001 x 4 = 0.004), 1 epoch warm-up");
 }
 
 TEST(RunPlan, ImpossibleBatchesAreUserErrorsAndSmallOnesWarn) {
@@ -122,7 +123,7 @@ TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
   auto p = makeProject("cpu:2", 60);
   p.training.lrScaling = "linear";
   p.training.lrReferenceBatch = 30;  // the rate was set for 30: a global batch of 60 doubles it
-  p.training.warmupEpochs = 1;  // 10 steps of 60 over 600 samples
+  p.training.warmupEpochs = 1;       // 10 steps of 60 over 600 samples
   ml::TelemetryHub hub;
   auto ch = hub.subscribe();
   ml::TrainerOptions o;

@@ -48,9 +48,7 @@ int gpuCount() {
   return e ? std::atoi(e) : 2;
 }
 
-double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double nowSeconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
 
@@ -77,7 +75,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_probe(mlcuda_gpu_info* gpus, int capacity, ml
   return ok();
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int, mlcuda_gpu_sample*) { return status(MLCUDA_ERR_NVML, "fake plugin: no NVML"); }
+MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int, mlcuda_gpu_sample*) {
+  return status(MLCUDA_ERR_NVML, "fake plugin: no NVML");
+}
 
 MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int, mlcuda_context** ctx) {
   *ctx = nullptr;
@@ -144,8 +144,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context*, const float* x
   if (n == 0) return ok();
   if (b)
     for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, x, int(in), w, int(out), b ? 1.0f : 0.0f,
-              y, int(out));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, x, int(in), w, int(out),
+              b ? 1.0f : 0.0f, y, int(out));
   ml::activationForward(static_cast<ml::Act>(act), y, n, out);
   return ok();
 }
@@ -155,12 +155,14 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context*, const float* 
                                                   int fused) {
   if (n == 0) return ok();
   if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dy, int(out), 1.0f, dw, int(out));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dy, int(out), 1.0f, dw,
+              int(out));
   if (db)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < out; ++j) db[j] += dy[r * out + j];
   if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dy, int(out), w, int(out), 0.0f, dx, int(in));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dy, int(out), w, int(out), 0.0f, dx,
+                int(in));
   return ok();
 }
 
@@ -238,8 +240,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context*, float* p, const flo
   }
   return ok();
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context*, float* p, const float* g, float* m, float* v, int64_t n, float scale,
-                                             float lr, double b1, double b2, float eps, int64_t t) {
+MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context*, float* p, const float* g, float* m, float* v, int64_t n,
+                                             float scale, float lr, double b1, double b2, float eps, int64_t t) {
   if (t < 1) return status(MLCUDA_ERR_INVALID_ARGUMENT, "iteration counts from 1");
   const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, double(t))) / (1.0 - std::pow(b1, double(t))));
   const float fb1 = float(b1), fb2 = float(b2);
