@@ -2,11 +2,14 @@
 #pragma once
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <span>
+#include <vector>
 
 #include "data/Dataset.h"
 #include "project/Project.h"
 #include "random/Rng.h"
+#include "telemetry/Channel.h"
 
 namespace mltest {
 
@@ -39,6 +42,34 @@ inline ml::ModelSpec makeModel(bool dropout, int features = 12) {
   m.layers.push_back({"Dense", "", {{"units", 8}, {"activation", "tanh"}}});
   m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
   return m;
+}
+
+// A small training project over the data above (kind "spirals" only names it: the tests hand the
+// data in): 2 epochs, adam at its default rate, the default seed (42).
+inline ml::Project makeProject(const std::string& name, ml::ModelSpec model, const std::string& devices, int64_t batch) {
+  ml::Project p;
+  p.name = name;
+  p.model = std::move(model);
+  p.data.kind = "spirals";
+  p.training.epochs = 2;
+  p.training.batchSize = batch;
+  p.training.optimizer.name = "adam";
+  p.distribute.devices = devices;
+  return p;
+}
+
+// makeClassification(train) to train on and, when validation > 0, another draw to validate on.
+inline std::shared_ptr<const ml::DataSplit> makeSplit(int64_t train, int64_t validation = 0) {
+  auto s = std::make_shared<ml::DataSplit>();
+  s->train = makeClassification(train);
+  if (validation > 0) s->validation = makeClassification(validation, 12, 99);
+  return s;
+}
+
+inline std::vector<ml::Event> drainAll(ml::Channel& ch) {
+  std::vector<ml::Event> out;
+  ch.drain(out);
+  return out;
 }
 
 // max |a - b| / max |b|; infinite when the sizes differ or a value is not finite, so that a

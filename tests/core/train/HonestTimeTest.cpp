@@ -12,16 +12,11 @@
 namespace {
 
 ml::Project project(const std::string& devices, int64_t batch, bool perDevice, const std::string& rule) {
-  ml::Project p;
-  p.name = "honest";
-  p.model = mltest::makeModel(true);
-  p.data.kind = "spirals";
+  auto p = mltest::makeProject("honest", mltest::makeModel(true), devices, batch);
   p.training.epochs = 3;
-  p.training.batchSize = batch;
   p.training.perDeviceBatch = perDevice;
   p.training.lrScaling = rule;
   p.training.optimizer.learningRate = 0.01;
-  p.distribute.devices = devices;
   return p;
 }
 

@@ -18,32 +18,19 @@
 namespace {
 
 ml::Project project(const std::string& devices, int units = 16) {
-  ml::Project p;
-  p.name = "long run test";
-  p.model.inputShape = {12};
-  p.model.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
-  if (units > 16) p.model.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
-  p.model.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
-  p.data.kind = "spirals";  // not loaded: the tests hand the data in
-  p.training.epochs = 2;
-  p.training.batchSize = 48;
-  p.training.optimizer.name = "adam";
+  ml::ModelSpec m;
+  m.inputShape = {12};
+  m.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
+  if (units > 16) m.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
+  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  auto p = mltest::makeProject("long run test", std::move(m), devices, 48);
   p.training.seed = 7;
-  p.distribute.devices = devices;
   return p;
 }
 
-std::shared_ptr<const ml::DataSplit> data(int64_t n = 480) {
-  auto s = std::make_shared<ml::DataSplit>();
-  s->train = mltest::makeClassification(n);
-  return s;
-}
+std::shared_ptr<const ml::DataSplit> data(int64_t n = 480) { return mltest::makeSplit(n); }
 
-std::vector<ml::Event> drain(ml::Channel& ch) {
-  std::vector<ml::Event> out;
-  ch.drain(out);
-  return out;
-}
+std::vector<ml::Event> drain(ml::Channel& ch) { return mltest::drainAll(ch); }
 
 TEST(Checkpoint, RoundTripsEveryFieldAndRefusesADamagedFile) {
   ml::Checkpoint c;

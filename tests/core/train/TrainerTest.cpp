@@ -10,32 +10,15 @@
 
 namespace {
 
+using mltest::drainAll;
+
 ml::Project makeProject(const std::string& devices, int64_t batch) {
-  ml::Project p;
-  p.name = "trainer test";
-  p.model = mltest::makeModel(true);
-  p.data.kind = "spirals";  // not loaded: the tests hand the data in
-  p.training.epochs = 2;
-  p.training.batchSize = batch;
-  p.training.optimizer.name = "adam";
+  auto p = mltest::makeProject("trainer test", mltest::makeModel(true), devices, batch);
   p.training.optimizer.learningRate = 0.01;
-  p.training.seed = 42;
-  p.distribute.devices = devices;
   return p;
 }
 
-std::shared_ptr<const ml::DataSplit> makeData(int64_t n = 600) {
-  auto s = std::make_shared<ml::DataSplit>();
-  s->train = mltest::makeClassification(n);
-  s->validation = mltest::makeClassification(200, 12, 99);
-  return s;
-}
-
-std::vector<ml::Event> drainAll(ml::Channel& ch) {
-  std::vector<ml::Event> out;
-  ch.drain(out);
-  return out;
-}
+std::shared_ptr<const ml::DataSplit> makeData(int64_t n = 600) { return mltest::makeSplit(n, 200); }
 
 TEST(RunPlan, SpellsOutReplicasBatchAndLearningRate) {
   auto p = makeProject("cpu:4", 64);
