@@ -103,11 +103,10 @@ class Backend {
   // ---- the sharded optimizer update (ZeRO stage 1) ----
   // Before the first step: replica r keeps optimizer state only for owned[r] (disjoint ranges of
   // the flat buffer; update() is then called on exactly those, with from == r). Returns "" when
-  // the backend can, else why not, in words for the user.
+  // the backend can, else why not, in words for the user (the caller names the field).
   virtual std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& /*owned*/) {
-    return "distribute.shard_optimizer: the sharded optimizer update runs on CPU devices only; turn it off (no "
-           "--shard-optimizer) to train on " +
-           name() + " devices";
+    return "the sharded optimizer update runs on CPU devices only; turn it off (no --shard-optimizer) to train on " + name() +
+           " devices";
   }
   // The all-gather: copies replica `from`'s parameters [offset, offset + count) into replica r's.
   virtual void gatherParameters(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) {}

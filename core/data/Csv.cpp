@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "Limits.h"
 
 namespace ml {
@@ -19,7 +20,8 @@ namespace {
 // Whole regular files only (data.path: /dev/zero would read until memory runs out); the floats
 // parsed from the text take at most twice its size.
 std::string readText(const std::string& path) {
-  std::string text = readRegularFile(path, "CSV file", "check data.path in the project");
+  std::string text =
+      readRegularFile(path, "CSV file", "check " + fieldInWords("data.path") + " or " + fieldInWords("data.test_path"));
   requireMemory(3.0 * static_cast<double>(text.size()), "CSV file '" + path + "'", "use a smaller file");
   return text;
 }
@@ -133,7 +135,7 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
         std::string cols;
         for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
         throw UserError("CSV file '" + path + "' has no label column '" + clipText(labelColumn, 40) + "'; its columns are: " +
-                        clipText(cols, 200) + ". Choose one of them as the Label column on the Data screen");
+                        clipText(cols, 200) + ". Choose one of them as " + fieldInWords("data.label_column"));
       }
       labelIndex = static_cast<size_t>(it - header.begin());
       if (header.size() < 2)

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "data/Csv.h"
 #include "data/Idx.h"
 #include "data/Synthetic.h"
@@ -61,7 +62,8 @@ std::string fashionFile(const std::string& dir, const std::string& base) {
   if (fs::exists(raw)) return raw;
   throw UserError("Fashion-MNIST not found at " + gz +
                   ": install the Debian package dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) "
-                  "or set data.path in the project");
+                  "or set " +
+                  fieldInWords("data.path") + " to the folder that holds it");
 }
 
 DataSplit loadFashionMnist(const DataSpec& spec) {
@@ -80,9 +82,11 @@ DataSplit loadFashionMnist(const DataSpec& spec) {
 
 DataSplit loadIdx(const DataSpec& spec) {
   if (spec.trainImages.empty() || spec.trainLabels.empty())
-    throw UserError("data kind 'idx' needs data.trainImages and data.trainLabels (paths to IDX files, gzip or raw)");
+    throw UserError("IDX files as the data set need " + fieldInWords("data.train_images") + " and " +
+                    fieldInWords("data.train_labels") + " (paths to IDX files, gzip or raw)");
   if (spec.testImages.empty() != spec.testLabels.empty())
-    throw UserError("data.testImages and data.testLabels go together: set both or neither");
+    throw UserError(fieldInWords("data.test_images") + " and " + fieldInWords("data.test_labels") +
+                    " go together: set both or neither");
   DataSplit split;
   split.train = readIdxPair(spec.trainImages, spec.trainLabels, "IDX train (" + spec.trainImages + ")");
   if (!spec.testImages.empty()) {
@@ -96,12 +100,11 @@ DataSplit loadIdx(const DataSpec& spec) {
 // Reads both CSV files raw, then decides classification on all labels together and standardises
 // with the statistics of the training part only (after any hold-out split).
 DataSplit loadCsv(const DataSpec& spec) {
-  if (spec.path.empty())
-    throw UserError("no CSV file chosen: set the Training file on the Data screen to the CSV file to train on");
+  if (spec.path.empty()) throw UserError("no CSV file chosen: set " + fieldInWords("data.path") + " to the CSV file to train on");
   for (const std::string* f : {&spec.path, &spec.testPath})
     if (!f->empty() && std::filesystem::is_directory(*f))
-      throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as the " +
-                      (f == &spec.path ? "Training file" : "Test file") + " on the Data screen");
+      throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as " +
+                      fieldInWords(f == &spec.path ? "data.path" : "data.test_path"));
   DataSplit split;
   split.train = readCsv(spec.path, spec.labelColumn, false, false);
   std::optional<Dataset> test;
@@ -142,18 +145,21 @@ DataSplit loadData(const DataSpec& spec) {
     if (spec.validationSplit > 0.0) return splitValidation(std::move(all), spec.validationSplit, spec.seed);
     return DataSplit{std::move(all), std::nullopt};
   }
-  throw UserError("data.kind '" + spec.kind + "' is unknown: use one of fashion-mnist, idx, csv, spirals, blobs");
+  throw UserError(fieldInWords("data.kind") + " '" + spec.kind +
+                  "' is unknown: use one of fashion-mnist, idx, csv, spirals, blobs");
 }
 
 DataSplit splitValidation(Dataset all, double share, uint64_t seed) {
   if (!(share >= 0.0 && share < 1.0))
-    throw UserError("data.validationSplit is " + std::to_string(share) + ": it must be at least 0 and below 1");
+    throw UserError(fieldInWords("data.validation_split") + " is " + std::to_string(share) +
+                    ": it must be at least 0 and below 1");
   if (share == 0.0) return DataSplit{std::move(all), std::nullopt};
   const int64_t n = all.size;
   const int64_t nVal = std::max<int64_t>(1, std::llround(share * static_cast<double>(n)));
   if (nVal >= n)
     throw UserError("data set '" + all.name + "' has " + std::to_string(n) + " samples, too few to hold out " +
-                    std::to_string(share * 100.0) + "% for validation: lower data.validationSplit or add data");
+                    std::to_string(share * 100.0) + "% for validation: lower " + fieldInWords("data.validation_split") +
+                    " or add data");
   // Fisher-Yates keyed by seed only, so the split is the same for every device count.
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), int64_t{0});

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "distribute/HostCollective.h"
 #include "distribute/HostReplicaSum.h"
 
@@ -43,7 +44,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
   replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
-  if (options_.bucketBytes < 4) throw UserError("bucket size must be at least 4 bytes");
+  if (options_.bucketBytes < 4) throw UserError(fieldInWords("distribute.bucket_bytes") + " must be at least 4 bytes");
   std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
     auto rep = std::make_unique<Replica>();
@@ -71,7 +72,8 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
       rep->owned = ownedRanges(units_, rep->rank, n);
       owned.push_back(rep->owned);
     }
-    if (std::string why = backend_->shardOptimizer(owned); !why.empty()) throw UserError(why);
+    if (std::string why = backend_->shardOptimizer(owned); !why.empty())
+      throw UserError(fieldInWords("distribute.shard_optimizer") + ": " + why);
     sharded_ = true;
     updated_ = std::make_unique<SpinBarrier>(n);
   }

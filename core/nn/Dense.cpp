@@ -20,7 +20,7 @@ Shape Dense::build(const Shape& input) {
   if (input.size() != 1)
     throw UserError("layer '" + name + "' (Dense) expects a flat input but gets shape " + shapeToString(input) +
                     ": add a Flatten layer before it");
-  if (units_ <= 0) throw UserError("layer '" + name + "' (Dense): units must be positive, got " + std::to_string(units_));
+  if (units_ <= 0) throw UserError("layer '" + name + "' (Dense): its Units must be positive, got " + std::to_string(units_));
   // in x units (+ units) must fit int64 before paramCount() multiplies them.
   const auto weights = mulChecked(input[0], units_);
   if (input[0] <= 0 || !weights || !addChecked(*weights, units_))

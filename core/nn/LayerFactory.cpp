@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "JsonFile.h"
 #include "nn/BatchNorm.h"
 #include "nn/Conv2D.h"
@@ -62,35 +63,48 @@ std::string kerasLayerName(const std::string& type) {
   return s;
 }
 
-static void checkArgs(const LayerSpec& s, const std::string& where, const nlohmann::json& allowed) {
+namespace {
+
+// The layer and its arguments as the Model screen shows them (its position, name and type; the
+// layer panel's label of an argument), then the key in the file (FieldNames.h).
+struct Where {
+  size_t index;
+  const LayerSpec& spec;
+  std::string layer() const { return layerInWords(index, spec.name, spec.type); }
+  std::string arg(const std::string& key) const { return layerArgInWords(index, spec.name, spec.type, key); }
+};
+
+}  // namespace
+
+static void checkArgs(const LayerSpec& s, const Where& where, const nlohmann::json& allowed) {
   if (s.args.is_null()) return;
-  if (!s.args.is_object()) throw UserError(where + ": arguments must be a JSON object");
+  if (!s.args.is_object()) throw UserError(where.layer() + ": its arguments must be a JSON object");
   for (auto it = s.args.begin(); it != s.args.end(); ++it) {
     if (!allowed.contains(it.key())) {
       std::string names;
       for (auto a = allowed.begin(); a != allowed.end(); ++a) names += (names.empty() ? "" : ", ") + a.key();
-      throw UserError(where + ": unknown argument '" + it.key() + "' (allowed: " + (names.empty() ? "none" : names) + ")");
+      throw UserError(where.layer() + ": unknown argument '" + it.key() + "' (allowed: " + (names.empty() ? "none" : names) +
+                      ")");
     }
   }
 }
 
 template <typename T>
-static T arg(const LayerSpec& s, const std::string& where, const char* key, const nlohmann::json& defaults) {
+static T arg(const LayerSpec& s, const Where& where, const char* key, const nlohmann::json& defaults) {
   const nlohmann::json& v = s.args.contains(key) ? s.args.at(key) : defaults.at(key);
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     // 2.7 units is not silently 2, and 1e300 is not -9223372036854775808.
     if (v.is_number_float()) {
       const double d = v.get<double>();
-      if (d != std::floor(d)) throw UserError(where + ": argument '" + key + "' must be a whole number, got " + shortDump(v));
-      if (!(d >= -0x1p62 && d <= 0x1p62))
-        throw UserError(where + ": argument '" + key + "' is out of range, got " + shortDump(v));
+      if (d != std::floor(d)) throw UserError(where.arg(key) + " must be a whole number, got " + shortDump(v));
+      if (!(d >= -0x1p62 && d <= 0x1p62)) throw UserError(where.arg(key) + " is out of range, got " + shortDump(v));
       return static_cast<T>(d);
     }
   }
   try {
     return v.get<T>();
   } catch (const nlohmann::json::exception&) {
-    throw UserError(where + ": argument '" + key + "' has the wrong type (" + shortDump(v) + ")");
+    throw UserError(where.arg(key) + " has the wrong type (" + shortDump(v) + ")");
   }
 }
 
@@ -101,30 +115,28 @@ static std::string allowedTypes() {
 }
 
 // Keras' int-or-pair arguments (kernel_size, strides, pool_size): 3 means (3, 3).
-static std::pair<int64_t, int64_t> pairArg(const LayerSpec& s, const std::string& where, const char* key,
-                                           const nlohmann::json& v) {
+static std::pair<int64_t, int64_t> pairArg(const LayerSpec& s, const Where& where, const char* key, const nlohmann::json& v) {
   auto one = [&](const nlohmann::json& e) -> int64_t {
     if (!e.is_number() || e.get<double>() != std::floor(e.get<double>()) || e.get<double>() < 1 || e.get<double>() > 1e6)
-      throw UserError(where + ": argument '" + key + "' must be a positive whole number or a pair of them, got " + shortDump(v));
+      throw UserError(where.arg(key) + " must be a positive whole number or a pair of them, got " + shortDump(v));
     return static_cast<int64_t>(e.get<double>());
   };
   (void)s;
   if (v.is_array()) {
-    if (v.size() != 2)
-      throw UserError(where + ": argument '" + key + "' must be one number or a pair [rows, columns], got " + shortDump(v));
+    if (v.size() != 2) throw UserError(where.arg(key) + " must be one number or a pair [rows, columns], got " + shortDump(v));
     return {one(v[0]), one(v[1])};
   }
   const int64_t k = one(v);
   return {k, k};
 }
 
-static bool paddingArg(const LayerSpec& s, const std::string& where, const nlohmann::json& d) {
+static bool paddingArg(const LayerSpec& s, const Where& where, const nlohmann::json& d) {
   const auto p = arg<std::string>(s, where, "padding", d);
-  if (p != "valid" && p != "same") throw UserError(where + ": padding must be \"valid\" or \"same\", got \"" + p + "\"");
+  if (p != "valid" && p != "same") throw UserError(where.arg("padding") + " must be \"valid\" or \"same\", got \"" + p + "\"");
   return p == "same";
 }
 
-static Window windowArgs(const LayerSpec& s, const std::string& where, const nlohmann::json& d, const char* sizeKey) {
+static Window windowArgs(const LayerSpec& s, const Where& where, const nlohmann::json& d, const char* sizeKey) {
   Window w;
   const nlohmann::json& size = s.args.contains(sizeKey) ? s.args.at(sizeKey) : d.at(sizeKey);
   std::tie(w.kh, w.kw) = pairArg(s, where, sizeKey, size);
@@ -137,20 +149,20 @@ static Window windowArgs(const LayerSpec& s, const std::string& where, const nlo
   return w;
 }
 
-static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const std::string& where, const nlohmann::json& d) {
+static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const Where& where, const nlohmann::json& d) {
   if (s.type == "Conv2D") {
     for (const char* key : {"filters", "kernel_size"})
-      if (!s.args.contains(key))
-        throw UserError(where + ": argument '" + std::string(key) + "' is required (e.g. Conv2D(32, 3))");
+      if (!s.args.contains(key)) throw UserError(where.arg(key) + " is required (e.g. Conv2D(32, 3))");
     const auto filters = arg<int64_t>(s, where, "filters", d);
-    if (filters <= 0) throw UserError(where + ": filters must be a positive integer, got " + std::to_string(filters));
+    if (filters <= 0) throw UserError(where.arg("filters") + " must be a positive integer, got " + std::to_string(filters));
     const Window w = windowArgs(s, where, d, "kernel_size");
     const auto kinit = arg<std::string>(s, where, "kernel_initializer", d);
     const auto binit = arg<std::string>(s, where, "bias_initializer", d);
-    validateInitializer(kinit, where);
-    validateInitializer(binit, where);
+    validateInitializer(kinit, where.arg("kernel_initializer"));
+    validateInitializer(binit, where.arg("bias_initializer"));
     const std::string act = s.args.contains("activation") ? arg<std::string>(s, where, "activation", d) : "linear";
-    return std::make_unique<Conv2D>(filters, w, parseActivation(act, where), arg<bool>(s, where, "use_bias", d), kinit, binit);
+    return std::make_unique<Conv2D>(filters, w, parseActivation(act, where.arg("activation")), arg<bool>(s, where, "use_bias", d),
+                                    kinit, binit);
   }
   if (s.type == "MaxPooling2D" || s.type == "AveragePooling2D")
     return std::make_unique<Pool2D>(s.type == "MaxPooling2D", windowArgs(s, where, d, "pool_size"));
@@ -158,56 +170,59 @@ static std::unique_ptr<Layer> makeSpatialLayer(const LayerSpec& s, const std::st
   if (s.type == "BatchNormalization") {
     const auto momentum = arg<double>(s, where, "momentum", d), epsilon = arg<double>(s, where, "epsilon", d);
     if (!(momentum >= 0.0 && momentum <= 1.0))
-      throw UserError(where + ": momentum must be in [0, 1], got " + shortDump(momentum));
-    if (!(epsilon > 0.0 && epsilon < 1.0)) throw UserError(where + ": epsilon must be in (0, 1), got " + shortDump(epsilon));
+      throw UserError(where.arg("momentum") + " must be in [0, 1], got " + shortDump(momentum));
+    if (!(epsilon > 0.0 && epsilon < 1.0))
+      throw UserError(where.arg("epsilon") + " must be in (0, 1), got " + shortDump(epsilon));
     return std::make_unique<BatchNorm>(momentum, epsilon, arg<bool>(s, where, "center", d), arg<bool>(s, where, "scale", d),
                                        arg<bool>(s, where, "synchronized", d));
   }
   if (s.type == "Reshape") {
-    if (!s.args.contains("target_shape")) throw UserError(where + ": argument 'target_shape' is required, e.g. [28, 28, 1]");
+    if (!s.args.contains("target_shape")) throw UserError(where.arg("target_shape") + " is required, e.g. [28, 28, 1]");
     const auto& t = s.args.at("target_shape");
     Shape target;
     if (t.is_array()) {
       for (const auto& e : t) {
         if (!e.is_number_integer())
-          throw UserError(where + ": target_shape must be a list of whole numbers, got " + shortDump(t));
+          throw UserError(where.arg("target_shape") + " must be a list of whole numbers, got " + shortDump(t));
         target.push_back(e.get<int64_t>());
       }
     }
     if (!t.is_array() || target.empty())
-      throw UserError(where + ": target_shape must be a list of whole numbers, e.g. [28, 28, 1], got " + shortDump(t));
+      throw UserError(where.arg("target_shape") + " must be a list of whole numbers, e.g. [28, 28, 1], got " + shortDump(t));
     return std::make_unique<Reshape>(target);
   }
   return nullptr;
 }
 
 std::unique_ptr<Layer> makeLayer(const LayerSpec& s, size_t index) {
-  const std::string where = "layer " + std::to_string(index + 1) + " '" + s.name + "' (" + s.type + ")";
+  const Where where{index, s};
   const LayerKind* kind = nullptr;
   for (const auto& k : layerKinds())
     if (k.type == s.type) kind = &k;
-  if (!kind) throw UserError(where + ": unknown layer type '" + s.type + "' (allowed: " + allowedTypes() + ")");
+  if (!kind) throw UserError(where.layer() + ": unknown layer type '" + s.type + "' (allowed: " + allowedTypes() + ")");
   checkArgs(s, where, kind->defaults);
   std::unique_ptr<Layer> layer;
   const auto& d = kind->defaults;
   if (s.type == "Dense") {
-    if (!s.args.contains("units")) throw UserError(where + ": argument 'units' is required (a positive integer)");
+    if (!s.args.contains("units")) throw UserError(where.arg("units") + " is required (a positive integer)");
     const auto units = arg<int64_t>(s, where, "units", d);
-    if (units <= 0) throw UserError(where + ": units must be a positive integer, got " + std::to_string(units));
+    if (units <= 0) throw UserError(where.arg("units") + " must be a positive integer, got " + std::to_string(units));
     const auto kinit = arg<std::string>(s, where, "kernel_initializer", d);
     const auto binit = arg<std::string>(s, where, "bias_initializer", d);
-    validateInitializer(kinit, where);
-    validateInitializer(binit, where);
+    validateInitializer(kinit, where.arg("kernel_initializer"));
+    validateInitializer(binit, where.arg("bias_initializer"));
     const std::string act = s.args.contains("activation") ? arg<std::string>(s, where, "activation", d) : "linear";
-    layer = std::make_unique<Dense>(units, parseActivation(act, where), arg<bool>(s, where, "use_bias", d), kinit, binit);
+    layer = std::make_unique<Dense>(units, parseActivation(act, where.arg("activation")), arg<bool>(s, where, "use_bias", d),
+                                    kinit, binit);
   } else if (s.type == "Activation") {
-    if (!s.args.contains("activation")) throw UserError(where + ": argument 'activation' is required");
-    layer = std::make_unique<ActivationLayer>(parseActivation(arg<std::string>(s, where, "activation", d), where));
+    if (!s.args.contains("activation")) throw UserError(where.arg("activation") + " is required");
+    layer =
+        std::make_unique<ActivationLayer>(parseActivation(arg<std::string>(s, where, "activation", d), where.arg("activation")));
   } else if (s.type == "Flatten") {
     layer = std::make_unique<Flatten>();
   } else if (s.type == "Dropout") {
     const auto rate = arg<double>(s, where, "rate", d);
-    if (!(rate >= 0.0 && rate < 1.0)) throw UserError(where + ": rate must be in [0, 1), got " + std::to_string(rate));
+    if (!(rate >= 0.0 && rate < 1.0)) throw UserError(where.arg("rate") + " must be in [0, 1), got " + std::to_string(rate));
     layer = std::make_unique<Dropout>(rate, splitmix64(0xD409u + index));
   } else {
     layer = makeSpatialLayer(s, where, d);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "Error.h"
+#include "FieldNames.h"
 
 namespace ml {
 
@@ -22,7 +23,7 @@ Loss Loss::make(const std::string& name, bool fromLogits) {
     l.kind_ = LossKind::BinaryCrossentropy;
   else
     throw UserError(
-        "training.loss: unknown loss '" + name +
+        fieldInWords("training.loss") + ": unknown loss '" + name +
         "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
   return l;
 }
@@ -129,7 +130,7 @@ MetricKind parseMetric(const std::string& name) {
   if (name == "accuracy" || name == "acc") return MetricKind::Accuracy;
   if (name == "mae" || name == "mean_absolute_error") return MetricKind::MeanAbsoluteError;
   if (name == "binary_accuracy") return MetricKind::BinaryAccuracy;
-  throw UserError("training.metrics: unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
+  throw UserError(fieldInWords("training.metrics") + ": unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
 }
 
 MetricKind metricFor(const std::string& name, const Loss& loss) {

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "Error.h"
+#include "FieldNames.h"
 
 namespace ml {
 
@@ -87,8 +88,8 @@ nlohmann::json Pool2D::args() const {
 Shape GlobalAveragePooling2D::build(const Shape& input) {
   if (input.size() != 3)
     throw UserError("layer '" + name + "' (GlobalAveragePooling2D) expects input of shape (height, width, channels) but gets " +
-                    shapeToString(input) +
-                    ": put it after a Conv2D or pooling layer, or set model.input_shape to [height, width, channels]");
+                    shapeToString(input) + ": put it after a Conv2D or pooling layer, or set " +
+                    fieldInWords("model.input_shape") + " to [height, width, channels]");
   inputShape = input;
   outputShape = {input[2]};
   return outputShape;

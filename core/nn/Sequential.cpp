@@ -7,6 +7,7 @@
 #include <set>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "Limits.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
@@ -26,18 +27,20 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
 
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
-    throw UserError("model.input_shape is missing: give the shape of one sample, e.g. [28, 28] or [2]");
+    throw UserError(fieldInWords("model.input_shape") + " is missing: give the shape of one sample, e.g. [28, 28] or [2]");
   for (int64_t d : spec_.inputShape)
-    if (d <= 0) throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " must be positive");
+    if (d <= 0)
+      throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(spec_.inputShape, false) +
+                      ": every size must be positive");
   int64_t features = 1;
   for (int64_t d : spec_.inputShape) {
     const auto f = mulChecked(features, d);
     if (!f || *f > kMaxFeatures)
-      throw UserError("model.input_shape " + shapeToString(spec_.inputShape, false) + " has more than " +
+      throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(spec_.inputShape, false) + ": more than " +
                       std::to_string(kMaxFeatures) + " values per sample: give the shape of one sample, e.g. [28, 28]");
     features = *f;
   }
-  if (spec_.layers.empty()) throw UserError("model.layers is empty: add at least one layer (e.g. Dense)");
+  if (spec_.layers.empty()) throw UserError(fieldInWords("model.layers") + " is empty: add at least one layer (e.g. Dense)");
   // Keras-style names: dense, dense_1, dense_2...
   std::map<std::string, int> counts;
   std::set<std::string> used;
@@ -59,9 +62,19 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   int64_t total = 0;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     if (!seen.insert(spec_.layers[i].name).second)
-      throw UserError("layer " + std::to_string(i + 1) + ": the name '" + spec_.layers[i].name + "' is used twice");
+      throw UserError(layerArgInWords(i, "", spec_.layers[i].type, "name") + ": the name '" + spec_.layers[i].name +
+                      "' is used twice: give each layer its own name");
     auto layer = makeLayer(spec_.layers[i], i);
-    shape = layer->build(shape);
+    try {
+      shape = layer->build(shape);
+    } catch (const UserError& e) {
+      // A layer names itself "layer 'dense' (Dense)"; the Model screen adds its position.
+      const LayerSpec& l = spec_.layers[i];
+      std::string msg = e.what();
+      const std::string own = "layer '" + l.name + "' (" + l.type + ")";
+      if (msg.rfind(own, 0) == 0) throw UserError(layerOnScreen(i, l.name, l.type) + msg.substr(own.size()));
+      throw;
+    }
     if (layer->paramCount() > 0) ranges_.push_back({i, total, layer->paramCount()});
     const auto sum = addChecked(total, layer->paramCount());
     if (!sum) throw UserError("the model has more parameters than any machine holds: use fewer or smaller layers");

@@ -48,7 +48,8 @@ Shape Reshape::build(const Shape& input) {
     if (target_[i] == -1 && unknown < 0)
       unknown = static_cast<int64_t>(i);
     else if (target_[i] <= 0)
-      throw UserError(who + ": target_shape " + shapeToString(target_, false) + " must hold positive sizes (and at most one -1)");
+      throw UserError(who + ": its Target shape " + shapeToString(target_, false) +
+                      " must hold positive sizes (and at most one -1)");
     else
       known *= target_[i];
   }
@@ -58,14 +59,14 @@ Shape Reshape::build(const Shape& input) {
     if (total % known != 0)
       throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) +
                       " values, which do not divide into " + shapeToString(target_, false) +
-                      ": choose a target_shape whose sizes multiply to " + std::to_string(total));
+                      ": choose a Target shape whose sizes multiply to " + std::to_string(total));
     out[static_cast<size_t>(unknown)] = total / known;
   } else if (known != total) {
-    throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) + " values but target_shape " +
-                    shapeToString(target_, false) + " holds " + std::to_string(known) + ": choose sizes that multiply to " +
-                    std::to_string(total) + " (or use -1 for one of them)");
+    throw UserError(who + ": its input " + shapeToString(input) + " has " + std::to_string(total) +
+                    " values but its Target shape " + shapeToString(target_, false) + " holds " + std::to_string(known) +
+                    ": choose sizes that multiply to " + std::to_string(total) + " (or use -1 for one of them)");
   }
-  if (target_.empty()) throw UserError(who + ": target_shape is empty: give the shape of one sample, e.g. [28, 28, 1]");
+  if (target_.empty()) throw UserError(who + ": its Target shape is empty: give the shape of one sample, e.g. [28, 28, 1]");
   inputShape = input;
   outputShape = out;
   return outputShape;

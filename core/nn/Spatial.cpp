@@ -2,6 +2,7 @@
 #include "nn/Spatial.h"
 
 #include "Error.h"
+#include "FieldNames.h"
 
 namespace ml {
 
@@ -12,11 +13,12 @@ Geometry spatialGeometry(const std::string& layer, const std::string& type, cons
     std::string fix = input.size() == 1
                           ? "it needs images (height, width, channels); flat data (CSV, or after Flatten/Dense) has none: "
                             "use Dense layers, or a Reshape to [height, width, channels] before it"
-                          : "set model.input_shape to [height, width, channels], e.g. [28, 28, 1], or add a Reshape before it";
+                          : "set " + fieldInWords("model.input_shape") +
+                                " to [height, width, channels], e.g. [28, 28, 1], or add a Reshape before it";
     if (input.size() == 2)
-      fix = "a grey image needs a channels axis: set model.input_shape to [" + std::to_string(input[0]) + ", " +
-            std::to_string(input[1]) + ", 1], or add Reshape [" + std::to_string(input[0]) + ", " + std::to_string(input[1]) +
-            ", 1] before it";
+      fix = "a grey image needs a channels axis: set " + fieldInWords("model.input_shape") + " to [" + std::to_string(input[0]) +
+            ", " + std::to_string(input[1]) + ", 1], or add Reshape [" + std::to_string(input[0]) + ", " +
+            std::to_string(input[1]) + ", 1] before it";
     throw UserError(who + " expects input of shape (height, width, channels) but gets " + shapeToString(input) + ": " + fix);
   }
   Geometry g;

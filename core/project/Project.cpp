@@ -10,10 +10,10 @@
 
 #include "AtomicFile.h"
 #include "Error.h"
+#include "FieldNames.h"
 #include "JsonFile.h"
 #include "Limits.h"
 #include "nn/LayerFactory.h"
-#include "project/FieldNames.h"
 
 namespace ml {
 
@@ -222,7 +222,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
       else if (c.is_string())
         parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
       else
-        throw UserError(source + ": training.checkpoint_every must be a text such as \"1 epoch\" or \"500 steps\"");
+        r.fail("training.checkpoint_every", "must be a text such as \"1 epoch\" or \"500 steps\"");
     }
     r.get(t, "training", "checkpoint_keep", p.training.checkpointKeep, "a positive integer");
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");

@@ -68,8 +68,8 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
   const std::string lastName = last >= 0 ? m->layer(static_cast<size_t>(last)).name : "";
   if (loss.isClassification() && data.numClasses <= 0) {
     fc.problems.push_back({FitProblem::Where::Loss, last,
-                           "Model screen: the project's loss (" + p.training.loss + ") needs class labels, but " + data.name +
-                               " has numeric targets. Click Fit to data to use mean squared error."});
+                           "Training screen, Loss: " + p.training.loss + " needs class labels, but " + data.name +
+                               " has numeric targets. Click Fit to data on the Model screen to use mean squared error."});
   } else if (loss.kind() == LossKind::BinaryCrossentropy) {
     const int64_t want = data.targetDim == 1 && data.numClasses == 2 ? 1 : data.targetDim;
     if (m->outFeatures() != want)

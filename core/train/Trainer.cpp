@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "Error.h"
+#include "FieldNames.h"
 #include "JsonFile.h"
 #include "Limits.h"
 #include "nn/WeightsFile.h"
@@ -53,24 +54,26 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   plan.replicas = replicas;
   plan.accumulate = t.accumulate;
   plan.trainSamples = trainSamples;
-  if (t.batchSize < 1 || t.accumulate < 1 || replicas < 1) throw UserError("batch size and accumulate must be at least 1");
+  if (t.batchSize < 1 || t.accumulate < 1 || replicas < 1)
+    throw UserError(fieldInWords("training.batch_size") + " and " + fieldInWords("training.accumulate") + " must be at least 1");
   if (t.perDeviceBatch) {
     const auto g = mulChecked(t.batchSize, int64_t{replicas} * t.accumulate);
     if (!g || *g > kMaxBatch)
       throw UserError("a per-device batch of " + std::to_string(t.batchSize) + " x " + std::to_string(replicas) + " replicas x " +
                       std::to_string(t.accumulate) + " micro-batches is more than " + std::to_string(kMaxBatch) +
-                      " samples per update: use a smaller batch");
+                      " samples per update: lower " + fieldInWords("training.batch_size"));
     plan.globalBatch = *g;
   } else {
     plan.globalBatch = t.batchSize;
   }
   if (plan.globalBatch > trainSamples)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " is larger than the training set (" +
-                    std::to_string(trainSamples) + " samples): choose a batch size of at most " + std::to_string(trainSamples));
+                    std::to_string(trainSamples) + " samples): set " + fieldInWords("training.batch_size") + " to at most " +
+                    std::to_string(trainSamples));
   if (plan.globalBatch < t.accumulate)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " cannot be split into " + std::to_string(t.accumulate) +
-                    " micro-batches: on the Training screen, set Batch size to at least " + std::to_string(t.accumulate) +
-                    " or lower Accumulation");
+                    " micro-batches: set " + fieldInWords("training.batch_size") + " to at least " +
+                    std::to_string(t.accumulate) + " or lower " + fieldInWords("training.accumulate"));
   plan.microBatch = (plan.globalBatch + t.accumulate - 1) / t.accumulate;
   plan.perReplicaBatch = (plan.microBatch + replicas - 1) / replicas;
   plan.smallestShard = (plan.globalBatch / t.accumulate) / replicas;
@@ -114,36 +117,41 @@ EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs)
 
 void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m, const Dataset& data) {
   const int64_t k = m.outFeatures();
-  const std::string last = "the last layer '" + m.layer(m.layerCount() - 1).name + "'";
+  // The last layer as the Model screen lists it; its Units where it has them (Dense).
+  const size_t lastIndex = m.layerCount() - 1;
+  const Layer& lastLayer = m.layer(lastIndex);
+  const std::string last = lastLayer.type() == "Dense" ? layerArgInWords(lastIndex, lastLayer.name, lastLayer.type(), "units")
+                                                       : layerInWords(lastIndex, lastLayer.name, lastLayer.type());
+  const std::string lossField = fieldInWords("training.loss") + " is " + loss.name();
   if (m.inFeatures() != data.featureCount())
-    throw UserError("the model's input_shape " + shapeToString(m.inputShape(), false) + " does not fit the data set '" +
-                    data.name + "', whose samples have shape " + shapeToString(data.sampleShape, false) +
-                    ": set model.input_shape to " + shapeToString(data.sampleShape, false));
+    throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(m.inputShape(), false) +
+                    " but it does not fit the data set '" + data.name + "', whose samples have shape " +
+                    shapeToString(data.sampleShape, false) + ": set it to " + shapeToString(data.sampleShape, false));
   const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
   switch (loss.kind()) {
     case LossKind::SparseCategoricalCrossentropy:
       if (data.numClasses <= 0)
-        throw UserError("training.loss " + loss.name() + " needs class labels, but '" + data.name +
+        throw UserError(lossField + ", which needs class labels, but '" + data.name +
                         "' has regression targets: use mean_squared_error");
       if (k != data.numClasses || data.targetDim != 1)
-        throw UserError(last + " has " + std::to_string(k) + " outputs but the data set has " + std::to_string(data.numClasses) +
-                        " classes: give it " + std::to_string(data.numClasses) + " units");
+        throw UserError(last + " gives " + std::to_string(k) + " outputs but the data set has " +
+                        std::to_string(data.numClasses) + " classes: give the layer " + std::to_string(data.numClasses) +
+                        " units");
       break;
     case LossKind::CategoricalCrossentropy:
       // Keras' convention: categorical_crossentropy takes one-hot rows, sparse_categorical_crossentropy class indices.
       if (classLabels)
-        throw UserError("training.loss categorical_crossentropy expects one-hot labels (" + std::to_string(k) +
+        throw UserError(lossField + ", which expects one-hot labels (" + std::to_string(k) +
                         " values per sample, such as [0, 1, 0]), but the data set '" + data.name +
                         "' has integer class labels (one class index per sample): use sparse_categorical_crossentropy, "
                         "which takes class indices (as in Keras: sparse_* for integer labels, the plain loss for one-hot rows)");
       if (data.targetDim != k)
-        throw UserError("training.loss categorical_crossentropy expects " + std::to_string(k) +
-                        " one-hot values per sample (one per output of " + last + ") but '" + data.name + "' has " +
-                        std::to_string(data.targetDim) + " target values per sample");
+        throw UserError(lossField + ", which expects " + std::to_string(k) + " one-hot values per sample (one per output of " +
+                        last + ") but '" + data.name + "' has " + std::to_string(data.targetDim) + " target values per sample");
       break;
     case LossKind::BinaryCrossentropy:
       if (data.targetDim != k)
-        throw UserError("training.loss binary_crossentropy compares each of the " + std::to_string(k) + " outputs of " + last +
+        throw UserError(lossField + ", which compares each of the " + std::to_string(k) + " outputs of " + last +
                         " with a 0/1 target, but '" + data.name + "' has " + std::to_string(data.targetDim) +
                         " target value(s) per sample" +
                         (classLabels && data.numClasses > 2
@@ -151,13 +159,13 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
                                    std::to_string(data.numClasses) + " softmax units"
                              : ": give it " + std::to_string(data.targetDim) + " unit(s) with a sigmoid"));
       if (classLabels && data.numClasses > 2)
-        throw UserError("training.loss binary_crossentropy needs labels 0 and 1, but '" + data.name + "' has " +
+        throw UserError(lossField + ", which needs labels 0 and 1, but '" + data.name + "' has " +
                         std::to_string(data.numClasses) + " classes: use sparse_categorical_crossentropy with " +
                         std::to_string(data.numClasses) + " softmax units");
       break;
     case LossKind::MeanSquaredError:
       if (data.targetDim != k)
-        throw UserError(last + " has " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
+        throw UserError(last + " gives " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
                         std::to_string(data.targetDim) + " value(s) per sample" +
                         (classLabels ? ": these are class labels, use sparse_categorical_crossentropy with " +
                                            std::to_string(data.numClasses) + " units (or 1 unit to regress the class index)"
@@ -165,9 +173,10 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
       break;
   }
   if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
-    throw UserError("training.metrics mae compares each of the " + std::to_string(k) + " outputs of " + last +
-                    " with a target value, but '" + data.name + "' has " + std::to_string(data.targetDim) +
-                    " value(s) per sample" + (classLabels ? " (class labels): use accuracy for classification" : ""));
+    throw UserError(fieldInWords("training.metrics") + " is mae, which compares each of the " + std::to_string(k) +
+                    " outputs of " + last + " with a target value, but '" + data.name + "' has " +
+                    std::to_string(data.targetDim) + " value(s) per sample" +
+                    (classLabels ? " (class labels): use accuracy for classification" : ""));
 }
 
 Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, TelemetryHub& hub, TrainerOptions options)
@@ -208,7 +217,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   try {
     strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices));
   } catch (const UserError& e) {
-    throw UserError(std::string("distribute.faults: ") + e.what());
+    throw UserError(fieldInWords("distribute.faults") + ": " + e.what());
   }
   if (options_.resume) restore(*options_.resume);
 }

@@ -72,12 +72,12 @@ expect_fail "missing project" "cannot open project file" "$CLI" train "$T/none.j
 echo '{"model": ' > "$T/bad.json"
 expect_fail "invalid json" "not valid JSON" "$CLI" train "$T/bad.json"
 sed 's/"units": 32/"unitz": 32/' "$T/sp.json" > "$T/b2.json"
-expect_fail "unknown argument" "unknown argument 'unitz'" "$CLI" train "$T/b2.json"
+expect_fail "unknown argument" "Model screen › layer 1 'dense' (Dense) (entry 1 of layers in the file's model section): unknown argument 'unitz'" "$CLI" train "$T/b2.json"
 sed 's/"epochs": 3/"epochs": "three"/' "$T/sp.json" > "$T/b3.json"
 expect_fail "wrong type" "Training screen › Epochs (epochs in the file's training section) must be a positive integer" "$CLI" train "$T/b3.json"
 sed 's/"units": 3,/"units": 4,/' "$T/sp.json" > "$T/b4.json"
 expect_fail "wrong output size" "Set its Units to 3" "$CLI" train "$T/b4.json"
-expect_fail "impossible batch" "larger than the training set" "$CLI" train "$T/sp.json" --batch-size 5000
+expect_fail "impossible batch" "larger than the training set (720 samples): set Training screen › Batch size (batch_size in the file's training section) to at most 720" "$CLI" train "$T/sp.json" --batch-size 5000
 expect_fail "missing data set" "dataset-fashion-mnist" "$CLI" train "$SRC/projects/fashion-mlp.json" --data-path "$T/nowhere"
 expect_fail "bad devices" "use cpu:N" "$CLI" train "$T/sp.json" --devices cpu:zero
 # GPU devices: without a GPU the refusal carries the probe's reason (as `devices` prints it); with

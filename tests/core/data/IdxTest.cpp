@@ -168,7 +168,12 @@ TEST(Idx, LoadDataIdxKindWithTestSet) {
   EXPECT_EQ(s.validation->numClasses, 4);
 
   spec.testLabels.clear();
-  EXPECT_NE(userErrorOf([&] { ml::loadData(spec); }).find("testLabels"), std::string::npos);
+  const std::string half = userErrorOf([&] { ml::loadData(spec); });
+  EXPECT_NE(half.find("Data screen › Test images (test_images in the file's data section) and Data screen › Test labels "
+                      "(test_labels in the file's data section) go together"),
+            std::string::npos)
+      << half;
+  EXPECT_EQ(half.find("testLabels"), std::string::npos) << half;
 }
 
 TEST(Idx, LoadDataFashionMissingSaysHowToInstall) {
@@ -179,7 +184,9 @@ TEST(Idx, LoadDataFashionMissingSaysHowToInstall) {
   const std::string msg = userErrorOf([&] { ml::loadData(spec); });
   EXPECT_NE(msg.find("Fashion-MNIST not found at " + spec.path), std::string::npos) << msg;
   EXPECT_NE(msg.find("sudo apt-get install dataset-fashion-mnist"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("data.path"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("set Data screen › Folder / Training file (path in the file's data section) to the folder"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Idx, RealFashionMnist) {

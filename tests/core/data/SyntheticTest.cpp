@@ -78,10 +78,22 @@ TEST(Synthetic, DeterministicBySeed) {
 }
 
 TEST(Synthetic, BadArgumentsNameTheField) {
-  EXPECT_NE(userErrorOf([] { ml::makeSpirals(100, 0, 0.1, 1); }).find("data.classes"), std::string::npos);
-  EXPECT_NE(userErrorOf([] { ml::makeSpirals(2, 3, 0.1, 1); }).find("data.samples"), std::string::npos);
-  EXPECT_NE(userErrorOf([] { ml::makeBlobs(100, 2, 0, 0.1, 1); }).find("data.features"), std::string::npos);
-  EXPECT_NE(userErrorOf([] { ml::makeBlobs(100, 2, 2, -1.0, 1); }).find("data.noise"), std::string::npos);
+  EXPECT_NE(userErrorOf([] {
+              ml::makeSpirals(100, 0, 0.1, 1);
+            }).find("Data screen › Classes (classes in the file's data section) is 0"),
+            std::string::npos);
+  EXPECT_NE(userErrorOf([] {
+              ml::makeSpirals(2, 3, 0.1, 1);
+            }).find("Data screen › Samples (samples in the file's data section) is 2: it must be at least Classes (3)"),
+            std::string::npos);
+  EXPECT_NE(userErrorOf([] {
+              ml::makeBlobs(100, 2, 0, 0.1, 1);
+            }).find("Data screen › Features (features in the file's data section) is 0"),
+            std::string::npos);
+  EXPECT_NE(userErrorOf([] {
+              ml::makeBlobs(100, 2, 2, -1.0, 1);
+            }).find("Data screen › Noise (noise in the file's data section) must be"),
+            std::string::npos);
 }
 
 TEST(Synthetic, LoadDataKindsAndUnknownKind) {

@@ -318,12 +318,19 @@ TEST(ConvLayers, ImpossibleShapesAreRefusedWithTheLayerTheShapeAndTheFix) {
   EXPECT_NE(e.find("flat data"), std::string::npos) << e;
   e = refusal(modelSpec({28, 28}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}})}));
   EXPECT_NE(e.find("[28, 28, 1]"), std::string::npos) << e;
+  EXPECT_NE(e.find("set Model screen › Input shape (input_shape in the file's model section) to"), std::string::npos) << e;
+  EXPECT_NE(e.find("Model screen › layer 1 'conv2d' (Conv2D) expects input"), std::string::npos) << e;
   e = refusal(modelSpec({28, 28, 1}, {layerSpec("Reshape", {{"target_shape", {27, 27}}})}));
   EXPECT_NE(e.find("multiply to 784"), std::string::npos) << e;
   e = refusal(modelSpec({28, 28, 1}, {layerSpec("Conv2D", {{"filters", 4}})}));
-  EXPECT_NE(e.find("'kernel_size' is required"), std::string::npos) << e;
+  EXPECT_NE(e.find("Model screen › layer 1 'conv2d' (Conv2D) › Kernel size (kernel_size of entry 1 of layers in the file's "
+                   "model section) is required"),
+            std::string::npos)
+      << e;
   e = refusal(modelSpec({28, 28, 1}, {layerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"padding", "full"}})}));
-  EXPECT_NE(e.find("padding must be"), std::string::npos) << e;
+  EXPECT_NE(e.find("› Padding (padding of entry 1 of layers in the file's model section) must be \"valid\" or \"same\""),
+            std::string::npos)
+      << e;
 }
 
 }  // namespace

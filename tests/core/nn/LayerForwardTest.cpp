@@ -363,7 +363,10 @@ TEST(LossValues, NamesAndErrors) {
     Loss::make("hinge", false);
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.loss"), std::string::npos) << e.what();
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Training screen › Loss (loss in the file's training section): unknown loss 'hinge'"), std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("training.loss"), std::string::npos) << m;
   }
 }
 

@@ -240,7 +240,10 @@ TEST(Optimizer, UnknownNameThrowsNamingTheField) {
     Optimizer::make(spec("adagrad"), 3);
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("training.optimizer.name"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Training screen › Optimizer (name in the file's training › optimizer section)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(std::string(e.what()).find("training.optimizer.name"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("adagrad"), std::string::npos) << e.what();
   }
 }

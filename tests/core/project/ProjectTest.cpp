@@ -382,7 +382,9 @@ std::string modelError(const json& layers, const json& inputShape = json::array(
 
 TEST(ProjectModelErrors, UnknownLayerType) {
   const std::string msg = modelError(json::parse(R"([{"type": "Flatten"}, {"type": "Conv3D", "filters": 8}])"));
-  EXPECT_NE(msg.find("layer 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Model screen › layer 2 'conv3d' (Conv3D) (entry 2 of layers in the file's model section)"),
+            std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("unknown layer type 'Conv3D'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Conv2D"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Dense"), std::string::npos) << msg;  // lists what is allowed
@@ -390,13 +392,15 @@ TEST(ProjectModelErrors, UnknownLayerType) {
 
 TEST(ProjectModelErrors, DenseWithoutUnits) {
   const std::string msg = modelError(json::parse(R"([{"type": "Flatten"}, {"type": "Dense", "activation": "relu"}])"));
-  EXPECT_NE(msg.find("layer 2 'dense' (Dense)"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("'units' is required"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Model screen › layer 2 'dense' (Dense) › Units (units of entry 2 of layers in the file's model "
+                     "section) is required"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(ProjectModelErrors, DenseAfter2DInputWithoutFlatten) {
   const std::string msg = modelError(json::parse(R"([{"type": "Dense", "units": 8, "name": "hidden"}])"));
-  EXPECT_NE(msg.find("'hidden' (Dense)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Model screen › layer 1 'hidden' (Dense)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("(None, 28, 28)"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Flatten"), std::string::npos) << msg;
 }
@@ -407,18 +411,20 @@ TEST(ProjectModelErrors, BadLayerArguments) {
     for (const char* w : wants) EXPECT_NE(msg.find(w), std::string::npos) << "\"" << w << "\" not in: " << msg;
   };
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 8, "unit": 3}])"), json::array({4})),
-           {"layer 1", "unknown argument 'unit'", "units"});
-  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": "8"}])"), json::array({4})),
-           {"layer 1", "'units'", "wrong type"});
+           {"Model screen › layer 1 'dense' (Dense) (entry 1 of layers", "unknown argument 'unit'", "units"});
+  const char* units = "Model screen › layer 1 'dense' (Dense) › Units (units of entry 1 of layers in the file's model section)";
+  expectIn(modelError(json::parse(R"([{"type": "Dense", "units": "8"}])"), json::array({4})), {units, "wrong type"});
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 0}])"), json::array({4})),
-           {"layer 1", "units must be a positive"});
+           {units, "must be a positive integer, got 0"});
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 4, "activation": "gelu"}])"), json::array({4})),
-           {"layer 1", "gelu"});
+           {"layer 1 'dense' (Dense) › Activation (activation of entry 1", "gelu"});
   expectIn(modelError(json::parse(R"([{"type": "Dense", "units": 4, "kernel_initializer": "lecun"}])"), json::array({4})),
-           {"layer 1", "lecun"});
-  expectIn(modelError(json::parse(R"([{"type": "Dropout", "rate": 1.5}])"), json::array({4})), {"layer 1", "rate"});
-  expectIn(modelError(json::parse(R"([{"type": "Activation"}])"), json::array({4})), {"layer 1", "'activation' is required"});
-  expectIn(modelError(json::array()), {"model.layers is empty"});
+           {"layer 1 'dense' (Dense) › Kernel initializer (kernel_initializer of entry 1", "lecun"});
+  expectIn(modelError(json::parse(R"([{"type": "Dropout", "rate": 1.5}])"), json::array({4})),
+           {"Model screen › layer 1 'dropout' (Dropout) › Rate (rate of entry 1", "must be in [0, 1)"});
+  expectIn(modelError(json::parse(R"([{"type": "Activation"}])"), json::array({4})),
+           {"layer 1 'activation' (Activation) › Activation (activation of entry 1", "is required"});
+  expectIn(modelError(json::array()), {"Model screen › Layers (layers in the file's model section) is empty"});
 }
 
 }  // namespace

@@ -135,8 +135,9 @@ TEST(NumericRanges, LayerUnitsAreWholeAndFitInMemory) {
     m.layers[0].args["units"] = units;
     return errorOf([&] { Sequential s(m); });
   };
-  EXPECT_MENTIONS(modelError(2.7), "argument 'units' must be a whole number, got 2.7");
-  EXPECT_MENTIONS(modelError(1e300), "argument 'units' is out of range");
+  EXPECT_MENTIONS(modelError(2.7),
+                  "› Units (units of entry 1 of layers in the file's model section) must be a whole number, got 2.7");
+  EXPECT_MENTIONS(modelError(1e300), "› Units (units of entry 1 of layers in the file's model section) is out of range");
   EXPECT_MENTIONS(modelError(int64_t{1} << 62), "more weights than any machine holds");
   ::setenv("MIRRORLAB_MEMORY_LIMIT_MB", "64", 1);
   const std::string big = modelError(2000000000);
@@ -151,7 +152,8 @@ TEST(Limits, DataSetsAskForTheirMemoryFirst) {
   ::setenv("MIRRORLAB_MEMORY_LIMIT_MB", "64", 1);
   const std::string msg = errorOf([] { makeBlobs(int64_t{1} << 28, 3, 100000, 0.1, 1); });
   ::unsetenv("MIRRORLAB_MEMORY_LIMIT_MB");
-  EXPECT_MENTIONS(msg, "blobs of 268435456 samples x 100000 features needs 97.66 TiB of memory", "lower data.samples");
+  EXPECT_MENTIONS(msg, "blobs of 268435456 samples x 100000 features needs 97.66 TiB of memory",
+                  "lower Data screen › Samples (samples in the file's data section) or Data screen › Features");
 }
 
 TEST(Limits, CheckedArithmeticAndClippedText) {

@@ -230,10 +230,15 @@ TEST(TrainerPreflight, LossAndMetricMustFitTheLabels) {
     return std::string();
   };
   const std::string cat = message("categorical_crossentropy", "accuracy");
-  EXPECT_NE(cat.find("training.loss categorical_crossentropy expects one-hot labels"), std::string::npos) << cat;
+  EXPECT_NE(cat.find("Training screen › Loss (loss in the file's training section) is categorical_crossentropy, which "
+                     "expects one-hot labels"),
+            std::string::npos)
+      << cat;
   EXPECT_NE(cat.find("use sparse_categorical_crossentropy"), std::string::npos) << cat;
   const std::string mae = message("sparse_categorical_crossentropy", "mae");
-  EXPECT_NE(mae.find("training.metrics mae"), std::string::npos) << mae;
+  EXPECT_NE(mae.find("Training screen › Metrics (metrics in the file's training section) is mae, which compares each"),
+            std::string::npos)
+      << mae;
   EXPECT_NE(mae.find("use accuracy"), std::string::npos) << mae;
   const std::string mse = message("mean_squared_error", "accuracy");
   EXPECT_NE(mse.find("these are class labels, use sparse_categorical_crossentropy"), std::string::npos) << mse;

@@ -1,5 +1,5 @@
 // fieldInWords: the screen and field of each project file key (see the header).
-#include "project/FieldNames.h"
+#include "FieldNames.h"
 
 #include <map>
 
@@ -63,6 +63,13 @@ const std::map<std::string, Place>& places() {
       {"distribute.allreduce", {"Devices screen", "All-reduce"}},
       {"distribute.bucket_bytes", {"Devices screen", "Gradient bucket"}},
       {"distribute.threads_per_device", {"Devices screen", "Threads per device"}},
+      {"distribute.shard_optimizer", {"Devices screen", "Shard the optimizer update"}},
+      {"distribute.faults", {"Run menu", "Inject a Fault"}},
+      // Fields the file and the command line set but no screen shows.
+      {"training.checkpoint_every", {"", "Checkpoint interval"}},
+      {"training.checkpoint_keep", {"", "Checkpoints kept"}},
+      {"distribute.hang_seconds", {"", "Hang timeout"}},
+      {"distribute.straggler_factor", {"", "Straggler factor"}},
   };
   return m;
 }
@@ -82,17 +89,13 @@ std::string fieldInWords(const std::string& path) {
   if (path.rfind("model.layers[", 0) == 0) {
     const size_t close = path.find(']');
     if (close != std::string::npos) {
-      const std::string index = path.substr(13, close - 13);
-      int n = 0;
+      size_t index = 0;
       try {
-        n = std::stoi(index) + 1;
+        index = static_cast<size_t>(std::stoul(path.substr(13, close - 13)));
       } catch (...) {
       }
       const std::string rest = close + 2 < path.size() ? path.substr(close + 2) : "";
-      std::string out = "Model screen › layer " + std::to_string(n);
-      if (!rest.empty()) out += " › " + rest;
-      return out + " (" + (rest.empty() ? "" : rest + " of ") + "entry " + std::to_string(n) +
-             " of layers in the file's model section)";
+      return rest.empty() ? layerInWords(index, "", "") : layerArgInWords(index, "", "", rest);
     }
   }
   // One value of the input shape: "model.input_shape[1]".
@@ -117,6 +120,30 @@ std::string fieldInWords(const std::string& path) {
       path != "description")
     return out + "(the file's " + path + " section)";
   return out + "(" + key + " " + sectionInWords(section) + ")";
+}
+
+std::string argLabel(const std::string& key) {
+  std::string label = key;
+  for (char& c : label)
+    if (c == '_') c = ' ';
+  if (!label.empty() && label[0] >= 'a' && label[0] <= 'z') label[0] = static_cast<char>(label[0] - 'a' + 'A');
+  return label;
+}
+
+std::string layerOnScreen(size_t index, const std::string& name, const std::string& type) {
+  std::string out = "Model screen › layer " + std::to_string(index + 1);
+  if (!name.empty()) out += " '" + name + "'";
+  if (!type.empty()) out += " (" + type + ")";
+  return out;
+}
+
+std::string layerInWords(size_t index, const std::string& name, const std::string& type) {
+  return layerOnScreen(index, name, type) + " (entry " + std::to_string(index + 1) + " of layers in the file's model section)";
+}
+
+std::string layerArgInWords(size_t index, const std::string& name, const std::string& type, const std::string& key) {
+  return layerOnScreen(index, name, type) + " › " + argLabel(key) + " (" + key + " of entry " + std::to_string(index + 1) +
+         " of layers in the file's model section)";
 }
 
 }  // namespace ml
