@@ -9,6 +9,7 @@
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "Format.h"
 #include "data/Csv.h"
 #include "data/Idx.h"
 #include "data/Synthetic.h"
@@ -151,14 +152,14 @@ DataSplit loadData(const DataSpec& spec) {
 
 DataSplit splitValidation(Dataset all, double share, uint64_t seed) {
   if (!(share >= 0.0 && share < 1.0))
-    throw UserError(fieldInWords("data.validation_split") + " is " + std::to_string(share) +
+    throw UserError(fieldInWords("data.validation_split") + " is " + formatNumber("%g", share) +
                     ": it must be at least 0 and below 1");
   if (share == 0.0) return DataSplit{std::move(all), std::nullopt};
   const int64_t n = all.size;
   const int64_t nVal = std::max<int64_t>(1, std::llround(share * static_cast<double>(n)));
   if (nVal >= n)
     throw UserError("data set '" + all.name + "' has " + std::to_string(n) + " samples, too few to hold out " +
-                    std::to_string(share * 100.0) + "% for validation: lower " + fieldInWords("data.validation_split") +
+                    formatNumber("%g", share * 100.0) + "% for validation: lower " + fieldInWords("data.validation_split") +
                     " or add data");
   // Fisher-Yates keyed by seed only, so the split is the same for every device count.
   std::vector<int64_t> perm(static_cast<size_t>(n));

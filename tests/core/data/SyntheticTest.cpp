@@ -144,5 +144,9 @@ TEST(Synthetic, SplitValidationPartitionsAndIsKeyedBySeed) {
   EXPECT_EQ(ml::splitValidation(all, 0.3, 5).validation->x, a.validation->x);
   EXPECT_NE(ml::splitValidation(all, 0.3, 6).validation->x, a.validation->x);
   EXPECT_FALSE(ml::splitValidation(all, 0.0, 5).validation.has_value());
-  EXPECT_NE(userErrorOf([&] { ml::splitValidation(all, 1.0, 5); }).find("validationSplit"), std::string::npos);
+  const std::string whole = userErrorOf([&] { ml::splitValidation(all, 1.0, 5); });
+  EXPECT_NE(whole.find("Data screen › Validation split (validation_split in the file's data section) is 1: it must be at least 0 "
+                       "and below 1"),
+            std::string::npos)
+      << whole;
 }

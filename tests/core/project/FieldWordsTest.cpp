@@ -186,7 +186,7 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
       {"unknown data set", [] { ml::loadData(spec("imagenet")); }, "Data screen › Data set",
        "(kind in the file's data section) 'imagenet' is unknown"},
       {"validation share", [] { ml::loadData(spec("spirals", [](D& d) { d.validationSplit = 1.5; })); },
-       "Data screen › Validation split", "(validation_split in the file's data section) is 1.5"},
+       "Data screen › Validation split", "(validation_split in the file's data section) is 1.5:"},
       {"validation share of a tiny set",
        [] {
          ml::loadData(spec("spirals", [](D& d) {
