@@ -219,9 +219,15 @@ Project Project::fromJson(const json& j, const std::string& source) {
       const json& c = t.at("checkpoint_every");
       if (c.is_number_integer())
         p.training.checkpointEvery = c.get<int64_t>();
-      else if (c.is_string())
-        parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
-      else
+      else if (c.is_string()) {
+        try {
+          parseCheckpointEvery(c.get<std::string>(), p.training.checkpointEvery, p.training.checkpointInSteps);
+        } catch (const UserError&) {
+          r.fail("training.checkpoint_every", "is '" + clipText(c.get<std::string>(), 40) +
+                                                  "': write a whole number of steps or epochs, such as \"500 steps\" or "
+                                                  "\"1 epoch\"");
+        }
+      } else
         r.fail("training.checkpoint_every", "must be a text such as \"1 epoch\" or \"500 steps\"");
     }
     r.get(t, "training", "checkpoint_keep", p.training.checkpointKeep, "a positive integer");

@@ -68,6 +68,8 @@ TEST(FieldWords, EveryKindOfMistakeNamesScreenFieldAndFile) {
       {"/training/batchsize", 8, "'batchsize' in the file's training section is not a known field"},
       {"/training/optimizer/lr", 0.1, "'lr' in the file's training › optimizer section"},
       {"/name", 5, "Model screen › Project name (name at the top of the file)"},
+      {"/training/checkpoint_every", "often",
+       "Checkpoint interval (checkpoint_every in the file's training section) is 'often': write a whole number"},
   };
   // A dotted path (training.batch_size, model.layers[0]) outside the parentheses that explain it.
   const std::regex bareDotted(R"(\b(model|data|training|distribute)\.[a-z_]+)");
