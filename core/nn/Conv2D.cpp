@@ -73,7 +73,7 @@ Conv2D::Conv2D(int64_t filters, Window win, Act act, bool useBias, std::string k
 Shape Conv2D::build(const Shape& input) {
   if (act_ == Act::Softmax)
     throw UserError("layer '" + name +
-                    "' (Conv2D): activation softmax is not offered on a convolution: use relu (or linear) "
+                    "' (Conv2D): its Activation softmax is not offered on a convolution: use relu (or linear) "
                     "and put the softmax on the last Dense layer");
   g_ = spatialGeometry(name, type(), input, win_, "kernel");
   const auto k = mulChecked(patch(), filters_);

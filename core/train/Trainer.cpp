@@ -183,7 +183,11 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
     : project_(std::move(project)), data_(std::move(data)), hub_(hub), options_(std::move(options)) {
   validate(project_);
   StrategyOptions so;
-  so.devices = parseDevices(project_.distribute.devices);
+  try {
+    so.devices = parseDevices(project_.distribute.devices);
+  } catch (const UserError& e) {
+    throw UserError(fieldInWords("distribute.devices") + ": " + e.what());
+  }
   so.allreduce = project_.distribute.allreduce;
   so.bucketBytes = project_.distribute.bucketBytes;
   so.threadsPerDevice = project_.distribute.threadsPerDevice;

@@ -162,6 +162,8 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
          }));
        },
        "Training screen › Accumulation", "(accumulate in the file's training section)"},
+      {"device list", [] { train(trainable([](json& j) { j["distribute"]["devices"] = "cpu:zero"; })); },
+       "Devices screen › Devices", "(devices in the file's distribute section): device list 'cpu:zero'"},
       {"fault", [] { train(trainable([](json& j) { j["distribute"]["faults"] = {"explode"}; })); }, "Run menu › Inject a Fault",
        "(faults in the file's distribute section): fault 'explode'"},
       // nn/: the optimizer, the model and its layers.
