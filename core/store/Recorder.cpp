@@ -201,6 +201,10 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(ev.checksum));
           store_.addArtifact(*run, ev.path, "checkpoint", hex, ev.bytes);
           for (const auto& gone : ev.removed) store_.removeArtifact(*run, gone);
+        } else if constexpr (std::is_same_v<T, RunPaused>) {
+          store_.addEvent(*run, RunEvent{"pause", ev.step, ev.wallTime, ev.seconds, std::nullopt, {}});
+        } else if constexpr (std::is_same_v<T, WatchdogWarning>) {
+          store_.addEvent(*run, RunEvent{"straggler", ev.step, ev.wallTime, ev.lateSeconds, ev.replica, ev.message});
         } else if constexpr (std::is_same_v<T, RunFinished>) {
           store_.finishRun(*run, ev);
           store_.setDroppedEvents(*run, channel_->dropped());
