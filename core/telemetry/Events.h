@@ -107,7 +107,6 @@ struct DeviceSample {
 // time: every other time in a run (wall, step, epoch, throughput) leaves it out, so wallTime is
 // the training time at which the pause began and the pause itself is only this event.
 struct RunPaused {
-  int64_t step = 0;  // the last step finished before the pause
   double wallTime = 0;
   double seconds = 0;  // how long it was paused, in real time
 };

@@ -299,7 +299,7 @@ double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_ - pau
 
 // Blocks while paused; the time is taken out of the run's clock and reported as its own event, so
 // no step, epoch, throughput or utilization figure includes it.
-void Trainer::waitWhilePaused(int64_t step) {
+void Trainer::waitWhilePaused() {
   const double at = wall();
   const int64_t from = steadyNs();
   {
@@ -309,7 +309,6 @@ void Trainer::waitWhilePaused(int64_t step) {
   const int64_t ns = steadyNs() - from;
   pausedNs_ += ns;
   RunPaused ev;
-  ev.step = step;
   ev.wallTime = at;
   ev.seconds = static_cast<double>(ns) * 1e-9;
   hub_.publish(ev);
@@ -506,7 +505,7 @@ RunFinished Trainer::run() {
         return at;
       };
       for (int64_t i = resumedEpoch ? from.stepInEpoch : 0; i < spe && step < totalSteps; ++i) {
-        if (paused_.load()) waitWhilePaused(step);
+        if (paused_.load()) waitWhilePaused();
         if (cancel_.load()) {
           std::string reason;
           {

@@ -117,7 +117,7 @@ class Trainer {
   std::atomic<int64_t> hangNs_{0};  // steady time the watchdog stopped the run (0: it did not)
   int64_t t0_ = 0;
   int64_t pausedNs_ = 0;  // real time spent paused: wall() leaves it out
-  void waitWhilePaused(int64_t step);
+  void waitWhilePaused();
 };
 
 // Refuses (UserError) a loss, metric or input shape that does not fit the data: sparse vs one-hot

@@ -280,8 +280,9 @@ TEST(StoreRoundTrip, PausesAndStragglerWarningsAreStoredInOrder) {
   auto ch = std::make_shared<Channel>();
   Recorder rec(db, ch);
   ch->tryPush(makeStarted("events", 3));
-  for (int i = 1; i <= 12; ++i) ch->tryPush(makeStep(i, 3));
-  ch->tryPush(RunPaused{4, 0.75, 2.25});
+  for (int i = 1; i <= 4; ++i) ch->tryPush(makeStep(i, 3));
+  ch->tryPush(RunPaused{0.75, 2.25});  // after step 4
+  for (int i = 5; i <= 9; ++i) ch->tryPush(makeStep(i, 3));
   WatchdogWarning w;
   w.replica = 2;
   w.device = "cpu:2";
@@ -292,7 +293,9 @@ TEST(StoreRoundTrip, PausesAndStragglerWarningsAreStoredInOrder) {
   w.message = "replica 2 (cpu:2) is a straggler: it reaches the all-reduce 31.0 ms after the others";
   w.wallTime = 1.9;
   ch->tryPush(w);
-  ch->tryPush(RunPaused{11, 2.5, 0.5});
+  for (int i = 10; i <= 11; ++i) ch->tryPush(makeStep(i, 3));
+  ch->tryPush(RunPaused{2.5, 0.5});  // after step 11
+  ch->tryPush(makeStep(12, 3));
   RunFinished f;
   f.steps = 12;
   ch->tryPush(f);

@@ -109,9 +109,6 @@ TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
   ASSERT_EQ(paused.pauses.size(), 1u);
   EXPECT_GE(paused.pauses[0].seconds, 1.9);
   EXPECT_LT(paused.pauses[0].seconds, 4.0);
-  // It names the last step before it: one in epoch 2 (188 steps of 32 per epoch of 6000 samples).
-  EXPECT_GE(paused.pauses[0].step, 189);
-  EXPECT_LE(paused.pauses[0].step, 376);
   // The epoch that held the pause: its time, throughput and the run's total leave the 2 s out.
   // "Within noise": the unpaused epochs of both runs bound what an epoch takes on this machine now.
   size_t held = 0;
