@@ -323,6 +323,20 @@ static QString uiCostText(const ml::RunDetail& d) {
       .arg(d.uiDrawMs.value_or(0) / secs, 0, 'f', 1);
 }
 
+// What the stored events say about a run's figures: its pauses (left out of every time) and the
+// watchdog's straggler warnings, one line each; "" when there were none.
+static QString eventsText(const ml::RunDetail& d) {
+  QStringList lines;
+  int pauses = 0;
+  for (const auto& e : d.events) pauses += e.kind == "pause";
+  if (pauses > 0)
+    lines << RunsView::tr("Paused %n time(s), %1 s in all: left out of every time and speed shown.", nullptr, pauses)
+                 .arg(d.pausedSeconds(), 0, 'f', 1);
+  for (const auto& e : d.events)
+    if (e.kind == "straggler") lines << RunsView::tr("Step %1: %2").arg(e.step).arg(q(e.message));
+  return lines.join(QLatin1Char('\n'));
+}
+
 void RunsView::showComparison() {
   // Scaling against the baseline.
   scaling_->setRowCount(static_cast<int>(compared_.size()));
@@ -335,7 +349,10 @@ void RunsView::showComparison() {
     const auto sc = ml::scalingVs(baseTp, tp);
     const bool isBase = static_cast<int>(i) == base;
     const QStringList cells = {
-        QStringLiteral("#%1 %2%3").arg(d.summary.id).arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString()),
+        QStringLiteral("#%1 %2%3%4")
+            .arg(d.summary.id)
+            .arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString(),
+                 d.pausedSeconds() > 0 ? tr(" · paused %1 s").arg(d.pausedSeconds(), 0, 'f', 1) : QString()),
         QString::number(tp.replicas),
         tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
         tp.secondsPerEpoch > 0 ? QString::number(tp.secondsPerEpoch, 'f', 2) : QStringLiteral("—"),
@@ -346,6 +363,7 @@ void RunsView::showComparison() {
       auto* item = new QTableWidgetItem(cells[c]);
       if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setForeground(c == 0 ? OverlayChart::runColor(static_cast<int>(i)) : QColor(0x1f, 0x2d, 0x3d));
+      if (c == 0) item->setToolTip(eventsText(d));
       scaling_->setItem(static_cast<int>(i), c, item);
     }
   }

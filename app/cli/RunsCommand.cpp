@@ -220,6 +220,17 @@ int show(const RunsArgs& a) {
     std::printf("  (no steps recorded)\n");
   else
     printReplicas(d);
+  if (!d.events.empty()) {
+    std::printf("\nEvents (pauses are left out of every time above)\n");
+    Table t({"STEP", "EVENT", "SECONDS", "DETAIL"});
+    char secs[32];
+    for (const auto& e : d.events) {
+      std::snprintf(secs, sizeof secs, "%.3f", e.seconds);
+      t.add({std::to_string(e.step), e.kind == "pause" ? "paused" : e.kind, secs,
+             e.kind == "pause" ? "after this step" : e.message});
+    }
+    t.print("  ");
+  }
   if (!d.artifacts.empty()) {
     std::printf("\nArtifacts\n");
     Table t({"KIND", "PATH", "CHECKSUM", "BYTES"});

@@ -181,6 +181,7 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
         if constexpr (std::is_same_v<T, RunStarted>) {
           if (run && !finished)
             store_.finishRun(*run, RunStatus::Interrupted, "a new run started on the same channel before this one finished");
+          lastStepSeen_ = ev.resumeRun ? ev.resumeStep : 0;
           if (ev.resumeRun) {
             store_.resumeRun(*ev.resumeRun, ev.resumeStep, ev.resumeEpochsDone, ev.resumeWall);
             run = *ev.resumeRun;
@@ -192,6 +193,7 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
           return;  // nothing to attach it to: telemetry from before the recorder started
         } else if constexpr (std::is_same_v<T, StepEvent>) {
           store_.appendSteps(*run, std::span<const StepEvent>(&ev, 1));
+          lastStepSeen_ = ev.step;
         } else if constexpr (std::is_same_v<T, EpochEvent>) {
           store_.appendEpochs(*run, std::span<const EpochEvent>(&ev, 1));
         } else if constexpr (std::is_same_v<T, DeviceSample>) {
@@ -201,6 +203,11 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
           std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(ev.checksum));
           store_.addArtifact(*run, ev.path, "checkpoint", hex, ev.bytes);
           for (const auto& gone : ev.removed) store_.removeArtifact(*run, gone);
+        } else if constexpr (std::is_same_v<T, RunPaused>) {
+          // Events arrive in the order they happened: the pause follows the last step recorded.
+          store_.addEvent(*run, RunEvent{"pause", lastStepSeen_, ev.wallTime, ev.seconds, std::nullopt, {}});
+        } else if constexpr (std::is_same_v<T, WatchdogWarning>) {
+          store_.addEvent(*run, RunEvent{"straggler", ev.step, ev.wallTime, ev.lateSeconds, ev.replica, ev.message});
         } else if constexpr (std::is_same_v<T, RunFinished>) {
           store_.finishRun(*run, ev);
           store_.setDroppedEvents(*run, channel_->dropped());

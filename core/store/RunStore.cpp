@@ -330,7 +330,32 @@ RunDetail RunStore::loadRun(int64_t run) {
     while (q.step())
       d.artifacts.push_back(Artifact{q.getInt(0), q.getText(1), q.getText(2), q.getText(3), q.getOptInt(4), q.getDouble(5)});
   }
+  {
+    auto q = db_.prepare("SELECT kind, step, wall_time, seconds, replica, message FROM run_events WHERE run_id=? ORDER BY seq");
+    q.bind(1, run);
+    while (q.step()) {
+      const auto replica = q.getOptInt(4);
+      d.events.push_back(RunEvent{q.getText(0), q.getInt(1), q.getDouble(2), q.getDouble(3),
+                                  replica ? std::optional<int>(static_cast<int>(*replica)) : std::nullopt, q.getText(5)});
+    }
+  }
   return d;
+}
+
+double RunDetail::pausedSeconds() const {
+  double s = 0;
+  for (const auto& e : events)
+    if (e.kind == "pause") s += e.seconds;
+  return s;
+}
+
+void RunStore::addEvent(int64_t run, const RunEvent& e) {
+  auto q = db_.prepare(
+      "INSERT INTO run_events(run_id, seq, kind, step, wall_time, seconds, replica, message) "
+      "VALUES(?1, (SELECT coalesce(max(seq), 0) + 1 FROM run_events WHERE run_id=?1), ?2, ?3, ?4, ?5, ?6, ?7)");
+  std::optional<int64_t> replica;
+  if (e.replica) replica = *e.replica;
+  q.bindAll(run, e.kind, e.step, e.wallTime, e.seconds, replica, e.message).run();
 }
 
 std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
@@ -433,7 +458,7 @@ void RunStore::setNote(int64_t run, const std::string& note) {
 void RunStore::deleteRun(int64_t run) {
   sql::Transaction tx(db_);
   requireRun(run);
-  for (const char* table : {"replica_steps", "steps", "epochs", "device_samples", "tags", "artifacts"}) {
+  for (const char* table : {"replica_steps", "steps", "epochs", "device_samples", "tags", "artifacts", "run_events"}) {
     auto d = db_.prepare(std::string("DELETE FROM ") + table + " WHERE run_id=?");
     d.bind(1, run).run();
   }
@@ -455,7 +480,7 @@ std::string checkpointFolder(const std::string& storePath, int64_t runId) {
 void RunStore::resumeRun(int64_t run, int64_t fromStep, int epochsDone, double wall) {
   sql::Transaction tx(db_);
   requireRun(run);
-  for (const char* table : {"replica_steps", "steps"}) {
+  for (const char* table : {"replica_steps", "steps", "run_events"}) {
     auto d = db_.prepare(std::string("DELETE FROM ") + table + " WHERE run_id=? AND step>?");
     d.bindAll(run, fromStep).run();
   }

@@ -63,6 +63,17 @@ struct Artifact {
   double created = 0;
 };
 
+// What happened to a run besides its steps, in order: a pause ("pause": seconds paused after
+// step) or a watchdog warning ("straggler": seconds late, the replica, the message).
+struct RunEvent {
+  std::string kind;
+  int64_t step = 0;
+  double wallTime = 0;  // the run's clock (paused time excluded)
+  double seconds = 0;
+  std::optional<int> replica;
+  std::string message;
+};
+
 struct RunDetail {
   RunSummary summary;
   std::string error;
@@ -85,6 +96,8 @@ struct RunDetail {
   std::vector<EpochEvent> epochs;
   std::vector<ReplicaShare> replicas;
   std::vector<Artifact> artifacts;
+  std::vector<RunEvent> events;
+  double pausedSeconds() const;  // summed over the "pause" events
 };
 
 class RunStore {
@@ -113,6 +126,7 @@ class RunStore {
   void finishRun(int64_t run, RunStatus status, const std::string& message);
   void setDroppedEvents(int64_t run, uint64_t dropped);
   void setUiCost(int64_t run, int64_t frames, double drawMs);
+  void addEvent(int64_t run, const RunEvent& event);  // numbered after the run's last one
   // Runs still "running" whose process (on this host) is gone become "interrupted".
   int markInterruptedRuns();
 

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -152,11 +152,27 @@ CREATE TABLE sweep_points(
     R"sql(
 ALTER TABLE replica_steps ADD COLUMN allgather_us INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // v6: what happened to a run besides its steps: pauses (taken out of every time figure) and the
+    // watchdog's straggler warnings, in the order they happened.
+    R"sql(
+CREATE TABLE run_events(
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  wall_time REAL NOT NULL,
+  seconds REAL NOT NULL,
+  replica INTEGER,
+  message TEXT NOT NULL DEFAULT '',
+  PRIMARY KEY(run_id, seq)
+) WITHOUT ROWID;
+)sql",
 };
 
 // Tables a store of each version must hold (checked when opening).
 inline constexpr const char* kTablesV1[] = {"runs", "steps", "replica_steps", "epochs", "device_samples"};
 inline constexpr const char* kTablesV2[] = {"tags", "artifacts"};
 inline constexpr const char* kTablesV4[] = {"sweeps", "sweep_points"};
+inline constexpr const char* kTablesV6[] = {"run_events"};
 
 }  // namespace ml::store

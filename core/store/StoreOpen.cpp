@@ -177,6 +177,8 @@ void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
       for (const char* t : store::kTablesV2) need(t);
     if (version >= 4)
       for (const char* t : store::kTablesV4) need(t);
+    if (version >= 6)
+      for (const char* t : store::kTablesV6) need(t);
     for (const auto& t : tables) db.queryInt("SELECT count(*) FROM (SELECT 1 FROM \"" + t + "\" LIMIT 1)");
     if (version >= 1) db.queryInt("SELECT count(*) FROM runs");
     quickCheck(db, path, size, tables);

@@ -272,6 +272,59 @@ TEST(StoreEdit, RenameTagNoteAndFilters) {
   }
 }
 
+// Pauses and straggler warnings are stored in the order they happened, read back field by field;
+// a resume drops those after its checkpoint, as it drops the steps.
+TEST(StoreRoundTrip, PausesAndStragglerWarningsAreStoredInOrder) {
+  storetest::TempDir dir;
+  const std::string db = dir.file("runs.sqlite");
+  auto ch = std::make_shared<Channel>();
+  Recorder rec(db, ch);
+  ch->tryPush(makeStarted("events", 3));
+  for (int i = 1; i <= 4; ++i) ch->tryPush(makeStep(i, 3));
+  ch->tryPush(RunPaused{0.75, 2.25});  // after step 4
+  for (int i = 5; i <= 9; ++i) ch->tryPush(makeStep(i, 3));
+  WatchdogWarning w;
+  w.replica = 2;
+  w.device = "cpu:2";
+  w.phase = "backward";
+  w.step = 9;
+  w.lateSeconds = 0.031;
+  w.typicalSeconds = 0.004;
+  w.message = "replica 2 (cpu:2) is a straggler: it reaches the all-reduce 31.0 ms after the others";
+  w.wallTime = 1.9;
+  ch->tryPush(w);
+  for (int i = 10; i <= 11; ++i) ch->tryPush(makeStep(i, 3));
+  ch->tryPush(RunPaused{2.5, 0.5});  // after step 11
+  ch->tryPush(makeStep(12, 3));
+  RunFinished f;
+  f.steps = 12;
+  ch->tryPush(f);
+  rec.stop();
+  ASSERT_EQ(rec.error(), "");
+  RunStore store = RunStore::open(db);
+  const int64_t id = rec.runId().value();
+  RunDetail d = store.loadRun(id);
+  ASSERT_EQ(d.events.size(), 3u);
+  EXPECT_EQ(d.events[0].kind, "pause");
+  EXPECT_EQ(d.events[0].step, 4);
+  EXPECT_DOUBLE_EQ(d.events[0].wallTime, 0.75);
+  EXPECT_DOUBLE_EQ(d.events[0].seconds, 2.25);
+  EXPECT_FALSE(d.events[0].replica.has_value());
+  EXPECT_EQ(d.events[1].kind, "straggler");
+  EXPECT_EQ(d.events[1].step, 9);
+  EXPECT_EQ(d.events[1].replica, 2);
+  EXPECT_DOUBLE_EQ(d.events[1].seconds, 0.031);
+  EXPECT_EQ(d.events[1].message, w.message);
+  EXPECT_EQ(d.events[2].step, 11);
+  EXPECT_DOUBLE_EQ(d.pausedSeconds(), 2.75);
+
+  store.resumeRun(id, 8, 0, 1.0);
+  d = store.loadRun(id);
+  ASSERT_EQ(d.events.size(), 1u);
+  EXPECT_EQ(d.events[0].step, 4);
+  EXPECT_DOUBLE_EQ(d.pausedSeconds(), 2.25);
+}
+
 TEST(StoreEdit, DeleteRemovesEveryRowOfTheRunInEveryTable) {
   storetest::TempDir dir;
   const std::string db = dir.file("runs.sqlite");
@@ -281,8 +334,10 @@ TEST(StoreEdit, DeleteRemovesEveryRowOfTheRunInEveryTable) {
   for (int64_t id : {a, b}) {
     store.tagRun(id, "t");
     store.addArtifact(id, "/tmp/weights.mlw", "weights", "0123abcd", 4096);
+    store.addEvent(id, RunEvent{"pause", 3, 1.5, 2.0, std::nullopt, {}});
   }
-  const std::vector<std::string> tables = {"runs", "steps", "replica_steps", "epochs", "device_samples", "tags", "artifacts"};
+  const std::vector<std::string> tables = {"runs",           "steps", "replica_steps", "epochs",
+                                           "device_samples", "tags",  "artifacts",     "run_events"};
   // Every table a run can have rows in is listed here (a new table must be added).
   int64_t userTables = store.db().queryInt("SELECT count(*) FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'");
   // sweeps and sweep_points refer to runs without owning rows of them (a point's run_id becomes
