@@ -11,6 +11,7 @@
 #include <QLineEdit>
 #include <QRegularExpressionValidator>
 #include <QScrollArea>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QToolButton>
@@ -98,6 +99,9 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
     item->setToolTip(q(k.help));
   }
   palette_->setCurrentRow(0);
+  // Wide enough for the longest layer name ("BatchNormalization"): the palette never scrolls sideways.
+  palette_->setMinimumWidth(palette_->sizeHintForColumn(0) + 2 * palette_->frameWidth() +
+                            palette_->verticalScrollBar()->sizeHint().width() + 4);
   paletteHelp_ = pageHint(QString(), this);
   auto* paletteBox = new QWidget(this);
   auto* pv = new QVBoxLayout(paletteBox);

@@ -33,10 +33,12 @@ class WelcomeTest : public QObject {
     QVERIFY2(w.welcomePage()->problems().isEmpty(), qPrintable(w.welcomePage()->problems()));
     QStringList names;
     for (auto* b : exampleButtons(w)) names << b->text();
-    QCOMPARE(names, QStringList({QStringLiteral("Fashion-MNIST MLP"), QStringLiteral("Fashion-MNIST wide MLP"),
+    // In file-name order: fashion-cnn-bn.json, fashion-cnn.json, fashion-mlp.json, ...
+    QCOMPARE(names, QStringList({QStringLiteral("Fashion-MNIST CNN with BatchNorm"), QStringLiteral("Fashion-MNIST CNN"),
+                                 QStringLiteral("Fashion-MNIST MLP"), QStringLiteral("Fashion-MNIST wide MLP"),
                                  QStringLiteral("Spirals")}));
     // The Spirals card opens the shipped file itself and shows its model.
-    exampleButtons(w).at(2)->click();
+    exampleButtons(w).at(4)->click();
     QCOMPARE(QFileInfo(w.document()->path()).canonicalFilePath(),
              QFileInfo(QStringLiteral(MIRRORLAB_SOURCE_DIR "/projects/spirals.json")).canonicalFilePath());
     QCOMPARE(w.document()->project().name, std::string("Spirals"));

@@ -243,10 +243,16 @@ TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
   Lesson lesson = shipped("one-slow-device");
   EXPECT_EQ(lesson.experiments.at(1).apply(lesson.project).distribute.faults, std::vector<std::string>{"slow:cpu:1=3x"});
   LessonRunnerOptions opts;
-  opts.maxSteps = 10;
-  LessonRunner runner(lesson, opts);
-  const LessonOutcome out = runner.run();
-  ASSERT_TRUE(out.completed) << out.message;
+  opts.maxSteps = 40;  // the figures are means: enough steps that one preempted step does not decide them
+  // The two experiments run one after the other; on a shared machine a burst of load can land on
+  // the even one alone. Up to three tries: a lesson whose slow device is not slower fails all three.
+  LessonOutcome out;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    LessonRunner runner(lesson, opts);
+    out = runner.run();
+    ASSERT_TRUE(out.completed) << out.message;
+    if (out.figures.at("step_ms_slow").value > 1.5 * out.figures.at("step_ms_even").value) break;
+  }
   expectAllFilled(out);
   const double slowStep = out.figures.at("step_ms_slow").value, evenStep = out.figures.at("step_ms_even").value;
   EXPECT_GT(slowStep, 1.5 * evenStep) << "the slow replica sets the pace";

@@ -118,8 +118,10 @@ TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
     noise = std::max(noise, plain.epochs[i].seconds);
     if (i != held) noise = std::max(noise, paused.epochs[i].seconds);
   }
+  // A counted pause would add its 2 s; half of it above the slowest unpaused epoch is the bound
+  // (a loaded machine makes epochs vary by more than 2x, never by seconds).
   const auto& e = paused.epochs[held];
-  EXPECT_LT(e.seconds, 2 * noise + 0.2) << "epoch " << e.epoch << " took " << e.seconds << " s";
+  EXPECT_LT(e.seconds, noise + 1.0) << "epoch " << e.epoch << " took " << e.seconds << " s";
   // Load on a shared machine moves every epoch; what is not a step (shuffling, checksums) does
   // not grow by 2 s. A counted pause would put the whole 2 s there.
   double overhead = 0;
@@ -128,7 +130,7 @@ TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
     if (i != held) overhead = std::max(overhead, paused.epochs[i].seconds - paused.stepSum[i + 1]);
   }
   EXPECT_LT(e.seconds - paused.stepSum[held + 1], overhead + 1.0);
-  EXPECT_GT(e.samplesPerSec, 6000 / (2 * noise + 0.2));
+  EXPECT_GT(e.samplesPerSec, 6000 / (noise + 1.0));
   // Training time runs on across the pause without a jump: the last epoch ends at about the sum.
   double sum = 0;
   for (const auto& ep : paused.epochs) sum += ep.seconds;
