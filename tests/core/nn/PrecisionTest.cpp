@@ -20,26 +20,26 @@ namespace {
 const float kInf = std::numeric_limits<float>::infinity();
 
 TEST(Float16Rounding, SubnormalsUnderflowAndOverflowAsOnAGpu) {
-  EXPECT_EQ(roundToFloat16(0x1p-24f), 0x1p-24f);               // the smallest subnormal stays
-  EXPECT_EQ(roundToFloat16(0x1p-25f), 0.0f);                   // half of it: the tie goes to even (0)
-  EXPECT_EQ(roundToFloat16(0x1.8p-25f), 0x1p-24f);             // above half rounds up
-  EXPECT_EQ(roundToFloat16(0x1.fp-26f), 0.0f);                 // below half: lost
-  EXPECT_EQ(roundToFloat16(1e-9f), 0.0f);                      // far below 2^-24
+  EXPECT_EQ(roundToFloat16(0x1p-24f), 0x1p-24f);    // the smallest subnormal stays
+  EXPECT_EQ(roundToFloat16(0x1p-25f), 0.0f);        // half of it: the tie goes to even (0)
+  EXPECT_EQ(roundToFloat16(0x1.8p-25f), 0x1p-24f);  // above half rounds up
+  EXPECT_EQ(roundToFloat16(0x1.fp-26f), 0.0f);      // below half: lost
+  EXPECT_EQ(roundToFloat16(1e-9f), 0.0f);           // far below 2^-24
   EXPECT_EQ(roundToFloat16(-1e-9f), -0.0f);
-  EXPECT_TRUE(std::signbit(roundToFloat16(-1e-9f)));           // the sign survives underflow
-  EXPECT_EQ(roundToFloat16(0x3p-25f), 0x2p-24f);               // 1.5 quanta: tie to even (2)
-  EXPECT_EQ(roundToFloat16(0x5p-25f), 0x2p-24f);               // 2.5 quanta: tie to even (2)
-  EXPECT_EQ(roundToFloat16(0x1p-14f - 0x1p-25f), 0x1p-14f);    // 1023.5 quanta: up to the smallest normal
+  EXPECT_TRUE(std::signbit(roundToFloat16(-1e-9f)));         // the sign survives underflow
+  EXPECT_EQ(roundToFloat16(0x3p-25f), 0x2p-24f);             // 1.5 quanta: tie to even (2)
+  EXPECT_EQ(roundToFloat16(0x5p-25f), 0x2p-24f);             // 2.5 quanta: tie to even (2)
+  EXPECT_EQ(roundToFloat16(0x1p-14f - 0x1p-25f), 0x1p-14f);  // 1023.5 quanta: up to the smallest normal
   EXPECT_EQ(roundToFloat16(0x1p-14f), 0x1p-14f);
-  EXPECT_EQ(roundToFloat16(65504.0f), 65504.0f);               // the largest float16
-  EXPECT_EQ(roundToFloat16(65519.0f), 65504.0f);               // below the halfway point
-  EXPECT_EQ(roundToFloat16(65520.0f), kInf);                   // halfway: ties to the even 2^16 = inf
+  EXPECT_EQ(roundToFloat16(65504.0f), 65504.0f);  // the largest float16
+  EXPECT_EQ(roundToFloat16(65519.0f), 65504.0f);  // below the halfway point
+  EXPECT_EQ(roundToFloat16(65520.0f), kInf);      // halfway: ties to the even 2^16 = inf
   EXPECT_EQ(roundToFloat16(-65520.0f), -kInf);
   EXPECT_EQ(roundToFloat16(1e6f), kInf);
   EXPECT_EQ(roundToFloat16(kInf), kInf);
   EXPECT_TRUE(std::isnan(roundToFloat16(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_EQ(roundToFloat16(1.0f + 0x1p-11f), 1.0f);             // tie between 1 and 1 + 2^-10: even
-  EXPECT_EQ(roundToFloat16(1.0f + 0x3p-11f), 1.0f + 0x1p-9f);   // tie between odd and even: even
+  EXPECT_EQ(roundToFloat16(1.0f + 0x1p-11f), 1.0f);            // tie between 1 and 1 + 2^-10: even
+  EXPECT_EQ(roundToFloat16(1.0f + 0x3p-11f), 1.0f + 0x1p-9f);  // tie between odd and even: even
   EXPECT_EQ(roundToFloat16(1.0f + 0x1.1p-11f), 1.0f + 0x1p-10f);
 }
 
@@ -64,12 +64,12 @@ TEST(Float16Rounding, AgreesWithTheCompilersFloat16OnRandomBits) {
 #endif
 
 TEST(Bfloat16Rounding, NearestEvenWithFloat32sRange) {
-  EXPECT_EQ(roundToBfloat16(1.0f + 0x1p-8f), 1.0f);             // tie: even
-  EXPECT_EQ(roundToBfloat16(1.0f + 0x3p-8f), 1.0f + 0x1p-6f);   // tie between odd and even: even
+  EXPECT_EQ(roundToBfloat16(1.0f + 0x1p-8f), 1.0f);            // tie: even
+  EXPECT_EQ(roundToBfloat16(1.0f + 0x3p-8f), 1.0f + 0x1p-6f);  // tie between odd and even: even
   EXPECT_EQ(roundToBfloat16(1.0f + 0x1.1p-8f), 1.0f + 0x1p-7f);
-  EXPECT_EQ(roundToBfloat16(0x1p-24f), 0x1p-24f);               // no float16-style underflow
+  EXPECT_EQ(roundToBfloat16(0x1p-24f), 0x1p-24f);             // no float16-style underflow
   EXPECT_NEAR(roundToBfloat16(1e-30f), 1e-30f, 1e-30 / 256);  // tiny values keep 8 significant bits
-  EXPECT_EQ(roundToBfloat16(65520.0f), 65536.0f);               // no float16-style overflow
+  EXPECT_EQ(roundToBfloat16(65520.0f), 65536.0f);             // no float16-style overflow
   EXPECT_EQ(roundToBfloat16(std::numeric_limits<float>::max()), kInf);
   EXPECT_TRUE(std::isnan(roundToBfloat16(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_EQ(roundToBfloat16(-kInf), -kInf);

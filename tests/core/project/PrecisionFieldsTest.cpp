@@ -70,9 +70,8 @@ TEST(ProjectPrecision, UnknownPolicyNamesTheFieldAndTheAllowedNames) {
   json j = validJson();
   j["training"]["precision"] = "fp16";
   const std::string msg = errorOf(j);
-  for (const char* want :
-       {"p.json", "Training screen › Precision", "(precision in the file's training section)", "'fp16'",
-        "float32, mixed_bfloat16, mixed_float16"})
+  for (const char* want : {"p.json", "Training screen › Precision", "(precision in the file's training section)", "'fp16'",
+                           "float32, mixed_bfloat16, mixed_float16"})
     EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
   j["training"]["precision"] = 16;
   EXPECT_NE(errorOf(j).find("Training screen › Precision"), std::string::npos) << errorOf(j);
