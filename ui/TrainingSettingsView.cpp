@@ -130,6 +130,24 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   right->addRow(tr("β₂"), beta2_);
   right->addRow(tr("ρ"), rho_);
   right->addRow(tr("ε"), epsilon_);
+  precision_ = new QComboBox(page);
+  precision_->setObjectName(QStringLiteral("Precision"));
+  precision_->addItem(tr("float32"), QStringLiteral("float32"));
+  precision_->addItem(tr("mixed_bfloat16 — bfloat16 compute"), QStringLiteral("mixed_bfloat16"));
+  precision_->addItem(tr("mixed_float16 — float16 compute"), QStringLiteral("mixed_float16"));
+  lossScaling_ = new QCheckBox(tr("Dynamic loss scaling"), page);
+  lossScale_ = dspin(1, 1e9, 0, 1024, page);
+  lossScale_->setObjectName(QStringLiteral("LossScale"));
+  lossScale_->setPrefix(tr("start at "));
+  lossGrowth_ = new QSpinBox(page);
+  lossGrowth_->setRange(1, std::numeric_limits<int>::max());
+  lossGrowth_->setPrefix(tr("double after "));
+  lossGrowth_->setSuffix(tr(" finite steps"));
+  right->addRow(sectionTitle(tr("Precision")));
+  right->addRow(tr("Precision"), precision_);
+  right->addRow(QString(), lossScaling_);
+  right->addRow(tr("Loss scale"), lossScale_);
+  right->addRow(tr("Loss scale growth"), lossGrowth_);
   columns->addLayout(left);
   columns->addLayout(right);
   columns->addStretch(1);
@@ -149,6 +167,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   bindSpin(accumulate_, tr("accumulation"));
   bindSpin(seed_, tr("seed"));
   bindSpin(refBatch_, tr("reference batch"));
+  bindSpin(lossGrowth_, tr("loss scale growth"));
   setToolTips();
   for (auto [s, w] : {std::pair{lr_, tr("learning rate")},
                       {warmup_, tr("warm-up")},
@@ -156,11 +175,16 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
                       {beta1_, tr("beta 1")},
                       {beta2_, tr("beta 2")},
                       {rho_, tr("rho")},
-                      {epsilon_, tr("epsilon")}})
+                      {epsilon_, tr("epsilon")},
+                      {lossScale_, tr("loss scale")}})
     bindD(s, w);
-  for (auto [c, w] : {std::pair{batchMode_, tr("batch mode")}, {scaling_, tr("scaling rule")}, {optimizer_, tr("optimizer")}})
+  for (auto [c, w] : {std::pair{batchMode_, tr("batch mode")},
+                      {scaling_, tr("scaling rule")},
+                      {optimizer_, tr("optimizer")},
+                      {precision_, tr("precision")}})
     connect(c, &QComboBox::currentIndexChanged, this, [this, w = w] { write(w, QString()); });
   connect(nesterov_, &QCheckBox::toggled, this, [this] { write(tr("Nesterov"), QString()); });
+  connect(lossScaling_, &QCheckBox::toggled, this, [this] { write(tr("loss scaling"), QString()); });
   connect(doc_, &ProjectDocument::changed, this, &TrainingSettingsView::refresh);
   refresh();
 }
@@ -184,6 +208,16 @@ void TrainingSettingsView::setToolTips() {
   rho_->setToolTip(tr("RMSprop's decay of the running mean of the squared gradients (Keras default 0.9)."));
   epsilon_->setToolTip(tr("Added to the denominator so that a near-zero second moment cannot blow up the step (Keras 1e-7)."));
   momentum_->setToolTip(tr("Share of the previous update added to this one."));
+  precision_->setToolTip(
+      tr("Keras' mixed-precision policies: Dense layers compute in bfloat16 or float16 (inputs, weights and outputs "
+         "rounded, sums in float32); the weights, the optimizer, softmax, the loss and the all-reduce stay float32. "
+         "bfloat16 keeps float32's range; float16 loses gradients below 2^-24 and overflows above 65504, which "
+         "loss scaling handles. CPU devices."));
+  lossScaling_->setToolTip(
+      tr("float16 only: multiply the loss by a scale so that small gradients survive, divide the summed gradients by "
+         "it; on an inf/NaN gradient skip the update on every replica and halve the scale."));
+  lossScale_->setToolTip(tr("The initial loss scale (Keras: 2^15 = 32768)."));
+  lossGrowth_->setToolTip(tr("Finite steps in a row after which the loss scale doubles (Keras: 2000)."));
 }
 
 void TrainingSettingsView::write(const QString& what, const QString& key) {
@@ -206,6 +240,10 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.optimizer.beta2 = beta2_->value();
   t.optimizer.rho = rho_->value();
   t.optimizer.epsilon = epsilon_->value();
+  t.precision = precision_->currentData().toString().toStdString();
+  t.lossScaling = lossScaling_->isChecked();
+  t.lossScale = lossScale_->value();
+  t.lossScaleGrowthSteps = lossGrowth_->value();
   doc_->edit(tr("Change %1").arg(what), p, key.isEmpty() ? QString() : QStringLiteral("training.") + key);
 }
 
@@ -229,6 +267,16 @@ void TrainingSettingsView::refresh() {
   beta2_->setValue(t.optimizer.beta2);
   rho_->setValue(t.optimizer.rho);
   epsilon_->setValue(t.optimizer.epsilon);
+  precision_->setCurrentIndex(std::max(0, precision_->findData(q(t.precision))));
+  lossScaling_->setChecked(t.lossScaling);
+  lossScale_->setValue(t.lossScale);
+  lossGrowth_->setValue(static_cast<int>(std::min<int64_t>(t.lossScaleGrowthSteps, std::numeric_limits<int>::max())));
+  const bool half = t.precision == "mixed_float16";
+  optForm_->setRowVisible(lossScaling_, half);
+  optForm_->setRowVisible(lossScale_, half);
+  optForm_->setRowVisible(lossGrowth_, half);
+  lossScale_->setEnabled(t.lossScaling);
+  lossGrowth_->setEnabled(t.lossScaling);
   const QString opt = q(t.optimizer.name);
   optForm_->setRowVisible(momentum_, opt != QLatin1String("adam"));
   optForm_->setRowVisible(nesterov_, opt == QLatin1String("sgd"));

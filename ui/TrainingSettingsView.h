@@ -1,5 +1,6 @@
 // The Training screen: epochs, batch size (global or per device), learning rate with its scaling
-// rule and warm-up, optimizer and its arguments, accumulation, seed — and, live, the sentence
+// rule and warm-up, optimizer and its arguments, accumulation, seed, the precision policy and its
+// loss scaling — and, live, the sentence
 // from core's RunPlan that spells out what will happen, with its warnings.
 #pragma once
 #include <memory>
@@ -33,10 +34,10 @@ class TrainingSettingsView : public QWidget {
   std::shared_ptr<DataCache> cache_;
   void setToolTips();
   bool refreshing_ = false;
-  QSpinBox *epochs_, *batch_, *accumulate_, *seed_, *refBatch_;
-  QComboBox *batchMode_, *scaling_, *optimizer_;
-  QDoubleSpinBox *lr_, *warmup_, *momentum_, *beta1_, *beta2_, *rho_, *epsilon_;
-  QCheckBox* nesterov_;
+  QSpinBox *epochs_, *batch_, *accumulate_, *seed_, *refBatch_, *lossGrowth_;
+  QComboBox *batchMode_, *scaling_, *optimizer_, *precision_;
+  QDoubleSpinBox *lr_, *warmup_, *momentum_, *beta1_, *beta2_, *rho_, *epsilon_, *lossScale_;
+  QCheckBox *nesterov_, *lossScaling_;
   QFormLayout* optForm_;
   QLabel* sentence_;
   QLabel* warnings_;

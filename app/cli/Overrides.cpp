@@ -71,6 +71,15 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--lr-scaling", lrScaling, "Scale the learning rate with the replicas: none, linear or sqrt")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}));
   c->add_option("--warmup-epochs", warmupEpochs, "Ramp the learning rate from the base rate to the scaled one over E epochs");
+  c->add_option("--precision", precision,
+                "Compute precision: float32, mixed_bfloat16 or mixed_float16 (Dense layers compute in the low format, "
+                "weights, optimizer, softmax, loss and all-reduce stay float32; CPU devices)")
+      ->check(CLI::IsMember({"float32", "mixed_bfloat16", "mixed_float16"}));
+  c->add_option("--loss-scale", lossScale,
+                "mixed_float16: the initial dynamic loss scale (default 32768), or none to train without loss scaling");
+  c->add_option("--loss-scale-growth-steps", lossScaleGrowthSteps,
+                "mixed_float16: finite steps in a row after which the loss scale doubles (default 2000)")
+      ->check(positiveWhole());
   c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(positiveWhole());
   c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")
       ->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
@@ -103,6 +112,19 @@ void Overrides::apply(ml::Project& p) const {
   if (lrScaling) p.training.lrScaling = *lrScaling;
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
   if (accumulate) p.training.accumulate = *accumulate;
+  if (precision) p.training.precision = *precision;
+  if (lossScale && *lossScale == "none") {
+    p.training.lossScaling = false;
+  } else if (lossScale) {
+    char* end = nullptr;
+    const double v = std::strtod(lossScale->c_str(), &end);
+    if (lossScale->empty() || *end != '\0' || !(v > 0) || !std::isfinite(v))
+      throw ml::UserError("--loss-scale must be a positive number (the initial scale, 32768 by default) or none, got '" +
+                          *lossScale + "'");
+    p.training.lossScaling = true;
+    p.training.lossScale = v;
+  }
+  if (lossScaleGrowthSteps) p.training.lossScaleGrowthSteps = *lossScaleGrowthSteps;
   if (allreduce) p.distribute.allreduce = *allreduce;
   if (bucketKb) {
     if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22))

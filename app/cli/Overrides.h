@@ -28,6 +28,8 @@ struct Overrides {
   std::optional<int> checkpointKeep;
   std::optional<double> hangSeconds, stragglerFactor;
   std::vector<std::string> inject;
+  std::optional<std::string> precision, lossScale;
+  std::optional<int64_t> lossScaleGrowthSteps;
   bool shardOptimizer = false;
 
   void addTo(CLI::App* cmd, bool training);

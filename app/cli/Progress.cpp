@@ -39,6 +39,7 @@ void Progress::drawBar(const ml::StepEvent& s, bool final) {
   std::fprintf(out_, "%s%ld/%ld [%s] - %s - loss: %.4f - %s: %.4f - %.0f samples/s", tty_ ? "\r\033[K" : "",
                static_cast<long>(s.stepInEpoch), static_cast<long>(s.stepsPerEpoch), bar.c_str(), timing, lossSum_ / n,
                metric_.c_str(), metricSum_ / n, elapsed > 0 ? static_cast<double>(samples_) / elapsed : 0.0);
+  if (s.lossScale > 0) std::fprintf(out_, " - loss scale: %.10g (%lld skipped)", s.lossScale, static_cast<long long>(skipped_));
   barOpen_ = true;
   std::fflush(out_);
 }
@@ -57,6 +58,7 @@ void Progress::onEvent(const ml::Event& e) {
       epochStartWall_ = s->wallTime - s->stepTime;
       lossSum_ = metricSum_ = 0;
       samples_ = 0;
+      skipped_ = 0;
       lastDraw_ = -1;
       if (!quiet_) std::fprintf(out_, "Epoch %d/%d\n", s->epoch, epochs_);
     }
@@ -64,6 +66,14 @@ void Progress::onEvent(const ml::Event& e) {
     metricSum_ += s->metric * static_cast<double>(s->samples);
     samples_ += s->samples;
     last_ = *s;
+    if (s->skipped) {
+      ++skipped_;
+      if (!quiet_) {
+        std::fprintf(out_, "%sstep %lld: a gradient overflowed at loss scale %.10g: update skipped, scale halved\n",
+                     tty_ && barOpen_ ? "\r\033[K" : "", static_cast<long long>(s->step), s->lossScale);
+        barOpen_ = false;
+      }
+    }
     if (!quiet_ && tty_ && (s->wallTime - lastDraw_ >= 0.1 || s->stepInEpoch == s->stepsPerEpoch)) {
       drawBar(*s, false);
       lastDraw_ = s->wallTime;

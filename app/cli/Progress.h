@@ -25,6 +25,7 @@ class Progress {
   double epochStartWall_ = 0, lastDraw_ = -1, lastStepWall_ = 0;
   double lossSum_ = 0, metricSum_ = 0;
   int64_t samples_ = 0;
+  int64_t skipped_ = 0;  // loss-scaled steps skipped this epoch
   ml::StepEvent last_;
   bool barOpen_ = false;
 };

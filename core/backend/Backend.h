@@ -20,6 +20,7 @@
 #include "nn/Layer.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "telemetry/Events.h"
 
@@ -92,6 +93,19 @@ class Backend {
   virtual void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) = 0;
   // Checks the whole accumulated gradient (a replica whose last micro-batch was empty).
   virtual void checkGradients(int r) = 0;
+  // Dynamic loss scaling: forwardLoss multiplies the loss gradient by this (1: none), and
+  // reducedFinite says whether the all-reduced gradients [offset, offset + count), read from
+  // replica `from` as update() reads them, are all finite. Backends without mixed precision refuse
+  // it in supportsPrecision and keep these defaults.
+  virtual void setLossScale(int /*r*/, float /*scale*/) {}
+  virtual bool reducedFinite(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) { return true; }
+  // "" when the backend computes in this precision, else why not, in words for the user.
+  virtual std::string supportsPrecision(Precision p) const {
+    return p == Precision::Float32
+               ? ""
+               : std::string("training.precision ") + toString(p) +
+                     " runs on CPU devices (cpu:N) only in this version: use float32 on " + name() + " devices";
+  }
   // The optimizer: beginUpdate once, then update() over disjoint ranges covering the buffer. The
   // range's gradients are read from replica `from` (a scattering collective leaves each chunk
   // with its owner); backends without host collectives get one whole range with from == r.

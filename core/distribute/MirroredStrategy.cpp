@@ -63,6 +63,18 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
   backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
+  if (std::string why = backend_->supportsPrecision(options_.precision); !why.empty()) throw UserError(why);
+  for (auto& rep : replicas_) applyPrecision(*rep->model, options_.precision);
+  lossScaled_ = options_.precision == Precision::MixedFloat16 && options_.lossScaling.enabled;
+  if (lossScaled_) {
+    const LossScaling& ls = options_.lossScaling;
+    if (!(ls.initial > 0 && std::isfinite(static_cast<float>(ls.initial))))
+      throw UserError("the initial loss scale must be a positive number a float can hold (32768 by default), got " +
+                      std::to_string(ls.initial));
+    if (ls.growthSteps < 1)
+      throw UserError("the loss scale's growth period must be at least 1 step, got " + std::to_string(ls.growthSteps));
+    lossScale_ = ls.initial;
+  }
   spins_ = spinBudget(n);
   collective_ = makeCollective();
   units_ = updateUnits(buckets_, params, n);
@@ -340,6 +352,7 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   int64_t most = 0;
   for (int m = 0; m < K; ++m) most = std::max(most, shardOf(B, m, K, r.rank, n).rows());
   backend_->prepare(r.rank, K, most, job.data->targetDim, true);
+  backend_->setLossScale(r.rank, job.lossScale);
   collective_->beginStep(r.rank);
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     const int ready = completeBuckets(layer);
@@ -386,6 +399,13 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
 void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
   const int n = replicas();
   backend_->mark(r.rank, Mark::CommEnd);
+  r.skipped = false;
+  if (lossScaled_ && !reducedGradientsFinite(r)) {
+    // Every replica reads the same summed bits, so every replica skips this same step.
+    r.skipped = true;
+    backend_->mark(r.rank, Mark::UpdateEnd);
+    return;
+  }
   backend_->beginUpdate(r.rank, job.lr);
   if (sharded_) {
     for (const GradBucket& u : r.owned) backend_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
@@ -403,6 +423,23 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
     backend_->update(r.rank, 0, replicas_[0]->model->paramCount(), r.rank, job.gradScale);
   }
   backend_->mark(r.rank, Mark::UpdateEnd);
+}
+
+// Whether the all-reduced gradient is finite everywhere, read where update() reads it: each
+// chunk from its owner after a scattering collective, else this replica's own summed buffer.
+bool MirroredStrategy::reducedGradientsFinite(Replica& r) {
+  const int n = replicas();
+  if (!collective_->scatters()) return backend_->reducedFinite(r.rank, 0, replicas_[0]->model->paramCount(), r.rank);
+  for (const GradBucket& u : units_) {
+    const size_t len = static_cast<size_t>(u.count);
+    for (int c = 0; c < n; ++c) {
+      const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
+      if (a != b && !backend_->reducedFinite(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a),
+                                             AllReduce::chunkOwner(c, n)))
+        return false;
+    }
+  }
+  return true;
 }
 
 // The all-gather: every chunk this replica does not own is copied from its owner, who has updated
@@ -454,7 +491,10 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.indices = indices;
   job.accumulate = accumulate;
   job.lr = lr;
+  job.lossScale = lossScaled_ ? static_cast<float>(lossScale_) : 1.0f;
   job.gradScale = 1.0f / static_cast<float>(indices.size());
+  // Loss-scaled, the summed gradients are of the loss times the scale: one multiply unscales and averages.
+  if (lossScaled_) job.gradScale = static_cast<float>(1.0 / (static_cast<double>(indices.size()) * lossScale_));
   job.step = step;
   replicaSum_->newStep();
   runJob(job);
@@ -481,7 +521,34 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
       res.badWhat = r->badWhat;
     }
   }
+  if (lossScaled_) applyLossScaling(res);
   return res;
+}
+
+// Keras' dynamic loss scale, decided once per step on the caller's thread from the replicas'
+// common verdict on the summed gradients: a skipped step halves the scale (never below 1) and is
+// not a divergence unless the scale was already 1; growthSteps finite steps in a row double it.
+void MirroredStrategy::applyLossScaling(StepResult& res) {
+  res.lossScale = lossScale_;
+  res.skipped = replicas_[0]->skipped;
+  for (const auto& r : replicas_)
+    if (r->skipped != res.skipped) throw UserError("internal: the replicas disagree on skipping a loss-scaled step");
+  if (res.skipped) {
+    if (lossScale_ > 1.0) {
+      res.finite = true;
+      res.badReplica = -1;
+      res.badWhat.clear();
+    } else if (res.finite) {
+      res.finite = false;
+      res.badReplica = 0;
+      res.badWhat = "gradient";
+    }
+    lossScale_ = std::max(1.0, lossScale_ / 2);
+    goodSteps_ = 0;
+  } else if (++goodSteps_ >= options_.lossScaling.growthSteps) {
+    if (std::isfinite(static_cast<float>(lossScale_ * 2))) lossScale_ *= 2;
+    goodSteps_ = 0;
+  }
 }
 
 void MirroredStrategy::evalReplica(Replica& r, const Job& job) {

@@ -20,6 +20,7 @@
 #include "distribute/Faults.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "telemetry/Events.h"
 
@@ -43,6 +44,11 @@ struct StrategyOptions {
   // ZeRO stage 1: each replica updates only the chunks of the summed gradient it owns and keeps
   // optimizer state for those alone; the updated parameters are then all-gathered.
   bool shardOptimizer = false;
+  // Mixed precision (nn/Precision.h): the layers' compute format; weights, optimizer and the
+  // all-reduce stay float32. Loss scaling is decided on the all-reduced gradients, so every
+  // replica skips the same steps and keeps the same scale.
+  Precision precision = Precision::Float32;
+  LossScaling lossScaling;
 };
 
 // Where a replica is in its step, published by the replica's own thread (relaxed atomics: one
@@ -65,6 +71,10 @@ struct StepResult {
   bool finite = true;
   int badReplica = -1;  // first replica with a non-finite loss or gradient
   std::string badWhat;  // "loss" or "gradient"
+  // Loss scaling: the scale this step used (0 without loss scaling) and whether its summed
+  // gradients held an inf/NaN, so that no replica updated and the scale was halved.
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 struct EvalResult {
@@ -125,6 +135,10 @@ class MirroredStrategy {
   bool shardedOptimizer() const { return sharded_; }
   bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
   bool bucketsInline() const { return collective_->inlineBuckets(); }
+  Precision precision() const { return options_.precision; }
+  // The loss scale of the next step (0 without loss scaling), and finite steps since it last changed.
+  double lossScale() const { return lossScaled_ ? lossScale_ : 0.0; }
+  int64_t lossScaleGoodSteps() const { return goodSteps_; }
 
   // Same seed on every replica: identical initial weights.
   void initialize(uint64_t seed);
@@ -171,6 +185,7 @@ class MirroredStrategy {
     std::atomic<int64_t> phaseSinceNs{0};
     double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0;
     std::vector<GradBucket> owned;  // sharded: the ranges this replica updates
+    bool skipped = false;           // loss scaling: the summed gradients were not finite
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -180,6 +195,7 @@ class MirroredStrategy {
     int accumulate = 1;
     float lr = 0;
     float gradScale = 1;
+    float lossScale = 1;
     uint64_t step = 0;
     float* outputs = nullptr;
   };
@@ -195,6 +211,8 @@ class MirroredStrategy {
   void applyUpdate(Replica& r, const Job& job);
   void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);
+  bool reducedGradientsFinite(Replica& r);
+  void applyLossScaling(StepResult& res);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
   void enter(Replica& r, StepPhase phase);
@@ -214,6 +232,9 @@ class MirroredStrategy {
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
   bool sharded_ = false;
+  bool lossScaled_ = false;                     // mixed_float16 with loss scaling on
+  double lossScale_ = 1;                        // the next step's scale
+  int64_t goodSteps_ = 0;                       // finite steps since the scale last changed
   std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
   bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)

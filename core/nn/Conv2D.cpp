@@ -111,42 +111,72 @@ int64_t Conv2D::chunkRows(int64_t n) const {
 // x (n, h, w, c) -> y (n, oh, ow, filters)
 void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
+  const bool low = precision_ != Precision::Float32;
+  const float* w = w_;
+  if (low) {
+    wq_.resize(static_cast<size_t>(kernelSize()));
+    roundCopy(precision_, w_, wq_.data(), wq_.size());
+    w = wq_.data();
+  }
   cols_.resize(static_cast<size_t>(chunk * pos * P));
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
     im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));  // = the rounded input's windows
     float* out = y + i0 * pos * F;
     if (useBias_)
       for (int64_t r = 0; r < rows; ++r) std::copy(b_, b_ + F, out + r * F);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P), 1.0f,
-                cols_.data(), static_cast<int>(P), w_, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
+                cols_.data(), static_cast<int>(P), w, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
+    if (low) roundTo(precision_, out, static_cast<size_t>(rows * F));
   }
   activationForward(act_, y, n * pos, F);
+  if (low && act_ != Act::Softmax) roundTo(precision_, y, static_cast<size_t>(n * pos * F));
 }
 
 // dy (n, oh, ow, filters) -> dz (in place); dW += cols^T dz, db += sum dz, dx = col2im(dz W^T)
 void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   activationBackward(act_, y, dy, dy, n * pos, F);
+  // Low precision: dz rounded, the kernel and bias gradients summed over the chunks into scratch,
+  // rounded once and added; the rounded kernel of forward; dx rounded after col2im's sums.
+  const bool low = precision_ != Precision::Float32;
+  float *dw = dw_, *db = db_;
+  const float* w = w_;
+  if (low) {
+    roundTo(precision_, dy, static_cast<size_t>(n * pos * F));
+    dwq_.assign(static_cast<size_t>(kernelSize()), 0.0f);
+    dbq_.assign(static_cast<size_t>(F), 0.0f);
+    dw = dwq_.data();
+    db = dbq_.data();
+    w = wq_.data();
+  }
   cols_.resize(static_cast<size_t>(chunk * pos * P));
   if (dx) dcols_.resize(static_cast<size_t>(chunk * pos * P));
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
     const float* dz = dy + i0 * pos * F;
     im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(P), static_cast<int>(F), static_cast<int>(rows), 1.0f,
-                cols_.data(), static_cast<int>(P), dz, static_cast<int>(F), 1.0f, dw_, static_cast<int>(F));
+                cols_.data(), static_cast<int>(P), dz, static_cast<int>(F), 1.0f, dw, static_cast<int>(F));
     if (useBias_)
       for (int64_t r = 0; r < rows; ++r)
-        for (int64_t f = 0; f < F; ++f) db_[f] += dz[r * F + f];
+        for (int64_t f = 0; f < F; ++f) db[f] += dz[r * F + f];
     if (dx) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(P), static_cast<int>(F), 1.0f,
-                  dz, static_cast<int>(F), w_, static_cast<int>(F), 0.0f, dcols_.data(), static_cast<int>(P));
+                  dz, static_cast<int>(F), w, static_cast<int>(F), 0.0f, dcols_.data(), static_cast<int>(P));
       float* dxi = dx + i0 * inFeatures();
       std::fill(dxi, dxi + m * inFeatures(), 0.0f);
       col2imAdd(dcols_.data(), m, g_, win_, dxi);
     }
   }
+  if (!low) return;
+  roundTo(precision_, dwq_.data(), dwq_.size());
+  for (size_t i = 0; i < dwq_.size(); ++i) dw_[i] += dwq_[i];
+  if (useBias_)
+    for (int64_t f = 0; f < F; ++f) db_[f] += roundOne(precision_, dbq_[static_cast<size_t>(f)]);
+  if (dx) roundTo(precision_, dx, static_cast<size_t>(n * inFeatures()));
 }
 
 bool Conv2D::gradientsFinite() const {

@@ -8,6 +8,7 @@
 
 #include "nn/Activations.h"
 #include "nn/Layer.h"
+#include "nn/Precision.h"
 #include "nn/Spatial.h"
 
 namespace ml {
@@ -32,6 +33,9 @@ class Conv2D : public Layer {
   const Geometry& geometry() const { return g_; }
   // Multiply-adds of the forward pass per sample (the benchmarks' FLOP count is twice this).
   int64_t macsPerSample() const { return g_.oh * g_.ow * patch() * filters_; }
+  // mixed_*: as Dense (nn/Precision.h): windows, kernel, outputs and gradients rounded to the low
+  // format, float32 sums, the kernel and its gradient buffer float32.
+  void setPrecision(Precision p) { precision_ = p; }
 
  private:
   int64_t patch() const { return win_.kh * win_.kw * g_.c; }
@@ -46,6 +50,10 @@ class Conv2D : public Layer {
   Geometry g_;
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
   std::vector<float> cols_, dcols_;  // im2col scratch of one chunk of samples
+  Precision precision_ = Precision::Float32;
+  // Low precision: the rounded kernel of the last forward (backward uses it), and the micro-batch's
+  // kernel and bias gradients, summed over the chunks in float32 and rounded once.
+  std::vector<float> wq_, dwq_, dbq_;
 };
 
 // x (n, h, w, c) -> cols (n * oh * ow, kh * kw * c), zeros where the window leaves the image.

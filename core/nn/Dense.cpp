@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <atomic>
+#include <vector>
 
 #include "Error.h"
 #include "Limits.h"
@@ -71,6 +72,7 @@ Dense::BackwardPlan Dense::choosePlan(int64_t in, int64_t out, int64_t n, int th
 // GEMM), then the activation by rows (softmax needs whole rows).
 void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
   if (n == 0) return;
+  if (precision_ != Precision::Float32) return forwardLow(x, y, n);
   const int64_t in = inFeatures(), out = units_;
   auto columns = [&](int64_t lo, int64_t hi) {
     if (useBias_) {
@@ -114,6 +116,7 @@ void Dense::inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t
 // dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
 void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (n == 0) return;
+  if (precision_ != Precision::Float32) return backwardLow(y, dy, dx, n);
   const int64_t out = units_;
   if (ThreadTeam* team = ThreadTeam::current(); team && team->size() > 1 && n >= 2 * team->size())
     return backwardOnTeam(y, x, dy, dx, n);
@@ -147,6 +150,51 @@ void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx,
     team.split(in, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, n, lo, hi); });
   else if (dx)
     inputGrad(dz, dx, n, 0, in);
+}
+
+// Mixed precision, as a GPU computing in the low format: the rounded input and kernel multiplied
+// with float32 accumulation (a product of two bfloat16 or two float16 values is exact in float32),
+// plus the bias, rounded once; the activation in float32, its output rounded again except softmax's
+// (its probabilities feed the float32 loss). One thread: the team's column split is float32's.
+void Dense::forwardLow(const float* x, float* y, int64_t n) {
+  const int64_t in = inFeatures(), out = units_;
+  xq_.resize(static_cast<size_t>(n * in));
+  wq_.resize(static_cast<size_t>(in * out));
+  roundCopy(precision_, x, xq_.data(), xq_.size());
+  roundCopy(precision_, w_, wq_.data(), wq_.size());
+  if (useBias_)
+    for (int64_t r = 0; r < n; ++r) std::copy(b_, b_ + out, y + r * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(out), static_cast<int>(in), 1.0f,
+              xq_.data(), static_cast<int>(in), wq_.data(), static_cast<int>(out), useBias_ ? 1.0f : 0.0f, y,
+              static_cast<int>(out));
+  roundTo(precision_, y, static_cast<size_t>(n * out));
+  activationForward(act_, y, n, out);
+  if (act_ != Act::Softmax) roundTo(precision_, y, static_cast<size_t>(n * out));
+}
+
+// dz = act'(dy) rounded to the low format (where float16 loses gradients below 2^-24: loss scaling
+// lifts them); the micro-batch's dW = x^T dz and db = sum(dz) come out rounded, as a low-precision
+// GEMM's would, and are added to the float32 gradients; dx = dz W^T rounded. Uses forward's
+// rounded input and kernel (the weights do not change between a forward and its backward).
+void Dense::backwardLow(const float* y, float* dz, float* dx, int64_t n) {
+  const int64_t in = inFeatures(), out = units_;
+  if (!fusedSoftmax_) activationBackward(act_, y, dz, dz, n, out);
+  roundTo(precision_, dz, static_cast<size_t>(n * out));
+  dwq_.resize(static_cast<size_t>(in * out));
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(out), static_cast<int>(n), 1.0f,
+              xq_.data(), static_cast<int>(in), dz, static_cast<int>(out), 0.0f, dwq_.data(), static_cast<int>(out));
+  roundTo(precision_, dwq_.data(), dwq_.size());
+  for (size_t i = 0; i < dwq_.size(); ++i) dw_[i] += dwq_[i];
+  if (useBias_) {
+    std::vector<float> sum(static_cast<size_t>(out), 0.0f);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < out; ++j) sum[static_cast<size_t>(j)] += dz[r * out + j];
+    for (int64_t j = 0; j < out; ++j) db_[j] += roundOne(precision_, sum[static_cast<size_t>(j)]);
+  }
+  if (!dx) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(in), static_cast<int>(out), 1.0f, dz,
+              static_cast<int>(out), wq_.data(), static_cast<int>(out), 0.0f, dx, static_cast<int>(in));
+  roundTo(precision_, dx, static_cast<size_t>(n * in));
 }
 
 bool Dense::gradientsFinite() const {

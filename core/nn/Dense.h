@@ -1,7 +1,10 @@
 // Dense: y = act(x W + b), kernel W (in, out) as in Keras, bias b (out).
 #pragma once
+#include <vector>
+
 #include "nn/Activations.h"
 #include "nn/Layer.h"
+#include "nn/Precision.h"
 
 namespace ml {
 
@@ -32,6 +35,10 @@ class Dense : public Layer {
   // Forces a plan for every Dense (benchmarks and tests); Auto restores the choice by shape.
   static void forcePlan(BackwardPlan plan);
   const float* bias() const { return b_; }
+  // mixed_*: inputs, weights, outputs and gradients rounded to the low precision, the products
+  // accumulated in float32, the kernel and its gradient kept in float32 (nn/Precision.h).
+  void setPrecision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
 
  private:
   int64_t units_;
@@ -43,10 +50,16 @@ class Dense : public Layer {
   float* b_ = nullptr;
   float* dw_ = nullptr;
   float* db_ = nullptr;
+  Precision precision_ = Precision::Float32;
+  // Low precision: the rounded input and kernel of the last forward (backward uses them), and the
+  // micro-batch's kernel gradient before it is rounded and added to the float32 one.
+  std::vector<float> xq_, wq_, dwq_;
 
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
   void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db
   void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);        // columns [lo, hi) of dx
+  void forwardLow(const float* x, float* y, int64_t n);
+  void backwardLow(const float* y, float* dz, float* dx, int64_t n);
 };
 
 }  // namespace ml

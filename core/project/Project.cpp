@@ -14,6 +14,7 @@
 #include "JsonFile.h"
 #include "Limits.h"
 #include "nn/LayerFactory.h"
+#include "nn/Precision.h"
 
 namespace ml {
 
@@ -148,6 +149,12 @@ json Project::toJson() const {
   if (training.checkpointEvery != 1 || training.checkpointInSteps)
     out["training"]["checkpoint_every"] = checkpointEveryText(training.checkpointEvery, training.checkpointInSteps);
   if (training.checkpointKeep != 3) out["training"]["checkpoint_keep"] = training.checkpointKeep;
+  if (training.precision != "float32") out["training"]["precision"] = training.precision;
+  if (!training.lossScaling)
+    out["training"]["loss_scale"] = "none";
+  else if (training.lossScale != 32768.0)
+    out["training"]["loss_scale"] = training.lossScale;
+  if (training.lossScaleGrowthSteps != 2000) out["training"]["loss_scale_growth_steps"] = training.lossScaleGrowthSteps;
   if (distribute.hangSeconds != 60) out["distribute"]["hang_seconds"] = distribute.hangSeconds;
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
   if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
@@ -214,7 +221,8 @@ Project Project::fromJson(const json& j, const std::string& source) {
     const json& t = j.at("training");
     r.onlyKeys(t, "training",
                {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics", "seed", "lr_scaling",
-                "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every", "checkpoint_keep"});
+                "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every", "checkpoint_keep", "precision",
+                "loss_scale", "loss_scale_growth_steps"});
     if (t.contains("checkpoint_every")) {
       const json& c = t.at("checkpoint_every");
       if (c.is_number_integer())
@@ -241,6 +249,16 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(t, "training", "lr_reference_batch", p.training.lrReferenceBatch, "a global batch size (0: the batch_size field)");
     r.get(t, "training", "warmup_epochs", p.training.warmupEpochs, "a number of epochs");
     r.get(t, "training", "accumulate", p.training.accumulate, "a positive integer");
+    r.get(t, "training", "precision", p.training.precision, "one of float32, mixed_bfloat16, mixed_float16");
+    if (t.contains("loss_scale") && t.at("loss_scale").is_string()) {
+      if (t.at("loss_scale").get<std::string>() != "none")
+        r.fail("training.loss_scale", "must be a positive number (the initial scale, 32768 by default) or \"none\", got " +
+                                          shortDump(t.at("loss_scale")));
+      p.training.lossScaling = false;
+    } else {
+      r.get(t, "training", "loss_scale", p.training.lossScale, "a positive number (the initial scale) or \"none\"");
+    }
+    r.get(t, "training", "loss_scale_growth_steps", p.training.lossScaleGrowthSteps, "a positive integer");
     if (t.contains("metrics")) {
       if (!t.at("metrics").is_array()) r.fail("training.metrics", "must be an array such as [\"accuracy\"]");
       p.training.metrics.clear();
@@ -341,6 +359,12 @@ void validate(const Project& p, const std::string& source) {
   if (t.lrScaling != "none" && t.lrScaling != "linear" && t.lrScaling != "sqrt")
     fail("training.lr_scaling", "is '" + clipText(t.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
   range("training.warmup_epochs", t.warmupEpochs, 0, 1e6, false, " epochs (0: no warm-up)");
+  if (!parsePrecision(t.precision))
+    fail("training.precision", "is '" + clipText(t.precision, 40) + "' (allowed: " + kPrecisionNames + ")");
+  if (t.lossScaling)
+    positive("training.loss_scale", t.lossScale,
+             " (the initial loss scale of mixed_float16, 32768 by default; \"none\" turns loss scaling off)");
+  count("training.loss_scale_growth_steps", t.lossScaleGrowthSteps, 1, int64_t{1} << 40);
   if (t.lrReferenceBatch < 0) fail("training.lr_reference_batch", "must be 0 (the batch_size field) or a global batch size");
   for (size_t i = 0; i < p.model.inputShape.size(); ++i)
     count("model.input_shape[" + std::to_string(i) + "]", p.model.inputShape[i], 1, kMaxFeatures);

@@ -32,6 +32,14 @@ struct TrainingSpec {
   int64_t checkpointEvery = 1;
   bool checkpointInSteps = false;
   int checkpointKeep = 3;
+  // Compute precision (nn/Precision.h): float32 | mixed_bfloat16 | mixed_float16. Master weights,
+  // the optimizer, softmax, losses and the all-reduce stay float32 under every policy.
+  std::string precision = "float32";
+  // Dynamic loss scaling, used by mixed_float16 only (bfloat16 has float32's range and needs none):
+  // lossScaling false is "loss_scale": "none" in the file.
+  bool lossScaling = true;
+  double lossScale = 32768.0;           // the initial scale, 2^15
+  int64_t lossScaleGrowthSteps = 2000;  // finite steps in a row that double the scale
 };
 
 struct DistributeSpec {

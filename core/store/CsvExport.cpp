@@ -65,10 +65,10 @@ void RunStore::exportCsv(int64_t run, const std::string& dir) {
   if (ec) throw UserError("cannot create the folder " + dir + " (" + ec.message() + "); choose a writable folder for --csv");
   std::vector<StepEvent> steps = loadSteps(run, 0, INT64_MAX);
 
-  CsvFile s(fs::path(dir) / "steps.csv", "step,epoch,loss,metric,lr,samples,step_time,wall_time");
+  CsvFile s(fs::path(dir) / "steps.csv", "step,epoch,loss,metric,lr,samples,step_time,wall_time,loss_scale,skipped");
   for (const StepEvent& e : steps) {
     s.num(e.step).num(int64_t(e.epoch)).num(e.loss).num(e.metric).num(e.lr).num(e.samples);
-    s.num(e.stepTime).num(e.wallTime).endRow();
+    s.num(e.stepTime).num(e.wallTime).num(e.lossScale).num(int64_t(e.skipped ? 1 : 0)).endRow();
   }
   s.close();
 

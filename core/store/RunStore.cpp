@@ -83,7 +83,7 @@ RunStore::Inserts& RunStore::inserts() {
     inserts_ = std::make_unique<Inserts>();
     inserts_->step = db_.prepare(
         "INSERT OR REPLACE INTO steps(run_id, step, epoch, loss, metric, lr, samples, step_time, "
-        "wall_time) VALUES(?,?,?,?,?,?,?,?,?)");
+        "wall_time, loss_scale, skipped) VALUES(?,?,?,?,?,?,?,?,?,nullif(?,0),?)");
     inserts_->replica = db_.prepare(
         "INSERT OR REPLACE INTO replica_steps(run_id, step, replica, samples, start_us, "
         "forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us) "
@@ -137,7 +137,9 @@ void RunStore::appendSteps(int64_t run, std::span<const StepEvent> steps) {
   sql::Transaction tx(db_);
   auto& ins = inserts();
   for (const StepEvent& e : steps) {
-    ins.step.bindAll(run, e.step, e.epoch, e.loss, e.metric, e.lr, e.samples, e.stepTime, e.wallTime);
+    // A loss scale of 0 (no loss scaling) is stored as NULL (nullif in the statement).
+    ins.step.bindAll(run, e.step, e.epoch, e.loss, e.metric, e.lr, e.samples, e.stepTime, e.wallTime, e.lossScale,
+                     e.skipped ? 1 : 0);
     ins.step.run();
     for (const ReplicaStep& r : e.replicas) {
       const PhaseTimes& p = r.phases;
@@ -365,7 +367,7 @@ std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
   int64_t perEpoch = spe.step() ? spe.getInt(0) : 0;
   int64_t expected = spe.getInt(1);
   auto q = db_.prepare(
-      "SELECT step, epoch, loss, metric, lr, samples, step_time, wall_time FROM steps "
+      "SELECT step, epoch, loss, metric, lr, samples, step_time, wall_time, coalesce(loss_scale, 0), skipped FROM steps "
       "WHERE run_id=? ORDER BY step");
   q.bind(1, run);
   std::vector<StepEvent> out;
@@ -380,6 +382,8 @@ std::vector<StepEvent> RunStore::loadCurves(int64_t run) {
     e.samples = q.getInt(5);
     e.stepTime = q.getDouble(6);
     e.wallTime = q.getDouble(7);
+    e.lossScale = q.getDouble(8);
+    e.skipped = q.getInt(9) != 0;
     e.stepsPerEpoch = perEpoch;
     e.stepInEpoch = perEpoch > 0 ? e.step - int64_t(e.epoch - 1) * perEpoch : 0;
   }

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -166,6 +166,12 @@ CREATE TABLE run_events(
   message TEXT NOT NULL DEFAULT '',
   PRIMARY KEY(run_id, seq)
 ) WITHOUT ROWID;
+)sql",
+    // v7: dynamic loss scaling (mixed_float16): the scale of each step (NULL without loss scaling)
+    // and whether its update was skipped for an inf/NaN gradient.
+    R"sql(
+ALTER TABLE steps ADD COLUMN loss_scale REAL;
+ALTER TABLE steps ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 

@@ -79,6 +79,10 @@ struct StepEvent {
   double stepTime = 0;  // wall time of the step
   double wallTime = 0;  // when the step ended
   std::vector<ReplicaStep> replicas;
+  // Dynamic loss scaling (mixed_float16): the scale this step's loss was multiplied by (0: no
+  // loss scaling), and whether its summed gradients overflowed so that the update was skipped.
+  double lossScale = 0;
+  bool skipped = false;
 };
 
 struct EpochEvent {

@@ -192,6 +192,14 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.bucketBytes = project_.distribute.bucketBytes;
   so.threadsPerDevice = project_.distribute.threadsPerDevice;
   so.shardOptimizer = project_.distribute.shardOptimizer;
+  so.precision = parsePrecision(project_.training.precision).value_or(Precision::Float32);  // validated above
+  so.lossScaling.enabled = project_.training.lossScaling;
+  so.lossScaling.initial = project_.training.lossScale;
+  so.lossScaling.growthSteps = project_.training.lossScaleGrowthSteps;
+  if (so.precision != Precision::Float32 && so.devices.kind != DeviceKind::Cpu)
+    throw UserError(fieldInWords("training.precision") + " is " + project_.training.precision +
+                    ", which runs on CPU devices (cpu:N) only in this version: choose float32 for " +
+                    project_.distribute.devices + " or train on cpu:N");
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
@@ -372,6 +380,8 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"bucket_bytes", project_.distribute.bucketBytes},
           {"buckets", s.bucketCount()},
           {"shard_optimizer", s.shardedOptimizer()},
+          {"precision", toString(s.precision())},
+          {"loss_scale", s.lossScale() > 0 ? nlohmann::json(s.lossScale()) : nlohmann::json("none")},
           {"seed", t.seed},
           {"epochs", t.epochs},
           {"max_steps", options_.maxSteps},
@@ -400,6 +410,22 @@ std::vector<std::string> Trainer::startLines() const {
   if (plan_.warmupEpochs > 0)
     lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
   lines.push_back(lr);
+  if (s.precision() != Precision::Float32) {
+    const bool half = s.precision() == Precision::MixedFloat16;
+    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense layers compute in " +
+                    (half ? "float16" : "bfloat16") +
+                    " (inputs, weights and outputs rounded, float32 accumulation); weights, optimizer, softmax, loss and "
+                    "all-reduce stay float32; ";
+    if (!half)
+      p += "no loss scaling (bfloat16 has float32's range)";
+    else if (s.lossScale() > 0)
+      p += "dynamic loss scale from " + fmtNum(s.lossScale()) +
+           ", halved with the update skipped on an inf/NaN gradient, doubled after " +
+           std::to_string(project_.training.lossScaleGrowthSteps) + " finite steps";
+    else
+      p += "no loss scaling (gradients below 2^-24 become 0)";
+    lines.push_back(p);
+  }
   if (s.replicas() > 1) {
     char b[96];
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
@@ -545,6 +571,7 @@ RunFinished Trainer::run() {
           return finish(RunStatus::Diverged,
                         "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
                             ") on replica " + std::to_string(r.badReplica) + " (" + dev.label() + ")" +
+                            (r.skipped ? " even at loss scale 1" : "") +
                             (faults.nanStep == step ? " (an injected nan fault)" : ": lower the learning rate"));
         }
         StepEvent ev;
@@ -558,6 +585,8 @@ RunFinished Trainer::run() {
         ev.lr = lr;
         ev.stepTime = t2 - t;
         ev.wallTime = t2;
+        ev.lossScale = r.lossScale;
+        ev.skipped = r.skipped;
         for (auto& rs : r.replicas) {
           rs.start -= static_cast<double>(pausedNs_) * 1e-9;  // the strategy's clock runs on through pauses
           // The sharded update's all-gather is the all-reduce's second half, moved after the update.

@@ -2,6 +2,8 @@
 // the sync check reports equal checksums, the run is stored and listed, two runs overlay, and
 // Stop ends a run as cancelled.
 #include <QAction>
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QLabel>
 #include <QSignalSpy>
 #include <QTableView>
@@ -9,6 +11,7 @@
 
 #include "DashboardView.h"
 #include "MainWindow.h"
+#include "ProjectDocument.h"
 #include "RunTableModel.h"
 #include "RunsView.h"
 #include "TrainingSession.h"
@@ -94,6 +97,37 @@ class TrainingTest : public QObject {
     w.showPage(mlui::MainWindow::RunsPage);
     QTRY_COMPARE_WITH_TIMEOUT(w.runsView()->model()->rowCount(), 1, 10000);
     QCOMPARE(w.runsView()->model()->run(0)->status, std::string("finished"));
+  }
+
+  void precisionChoiceTrainsWithLossScaling() {
+    // The Training screen's Precision choice reaches the project and the run: mixed_float16 from a
+    // loss scale that overflows stores skipped steps with halving scales, as they happened.
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("spirals.json"))));
+    w.resize(1400, 900);
+    w.show();
+    auto* precision = w.findChild<QComboBox*>(QStringLiteral("Precision"));
+    auto* scale = w.findChild<QDoubleSpinBox*>(QStringLiteral("LossScale"));
+    QVERIFY(precision && scale);
+    QVERIFY(scale->isHidden());  // float32: no loss-scale rows
+    precision->setCurrentIndex(precision->findData(QStringLiteral("mixed_float16")));
+    QCOMPARE(w.document()->project().training.precision, std::string("mixed_float16"));
+    QVERIFY(!scale->isHidden());
+    scale->setValue(16777216.0);
+    QCOMPARE(w.document()->project().training.lossScale, 16777216.0);
+    const auto f = train(w, 30);
+    QCOMPARE(f.status, ml::RunStatus::Finished);
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    const auto steps = store.loadSteps(w.session()->lastRunId().value_or(-1), 1, 30);
+    QCOMPARE(steps.size(), size_t(30));
+    QCOMPARE(steps[0].lossScale, 16777216.0);
+    QVERIFY(steps[0].skipped);
+    QCOMPARE(steps[1].lossScale, 8388608.0);
+    int skipped = 0;
+    for (const auto& s : steps) skipped += s.skipped ? 1 : 0;
+    QVERIFY2(skipped >= 3 && skipped < 30, qPrintable(QString::number(skipped)));
+    precision->setCurrentIndex(precision->findData(QStringLiteral("mixed_bfloat16")));
+    QVERIFY(scale->isHidden());  // bfloat16 needs no loss scaling
   }
 
   void overlaysTwoRuns() {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "Error.h"
+#include "tensor/Finite.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -88,6 +89,8 @@ void CpuBackend::forwardLoss(int r, int, int64_t rows, const StepContext& ctx) {
   const float* out = p.model->forward(p.x.data(), rows, c);
   float* dout = p.model->outputGrad(rows);
   p.sums.lossSum += loss_.compute(out, p.y.data(), rows, k, dout);
+  if (p.lossScale != 1.0f)
+    for (int64_t i = 0; i < rows * k; ++i) dout[i] *= p.lossScale;
   p.sums.metricSum += metricSum(metric_, out, p.y.data(), rows, k, p.targetDim);
 }
 
@@ -106,6 +109,10 @@ void CpuBackend::backward(int r, int64_t rows, const StepContext& ctx, const std
 
 void CpuBackend::checkGradients(int r) {
   if (!rep(r).model->gradientsFinite()) rep(r).sums.gradientsFinite = false;
+}
+
+bool CpuBackend::reducedFinite(int, int64_t offset, int64_t count, int from) {
+  return allFinite(rep(from).model->grads().data() + offset, static_cast<size_t>(count));
 }
 
 void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gradScale) {

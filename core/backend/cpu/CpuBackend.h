@@ -41,6 +41,9 @@ class CpuBackend : public Backend {
   void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
   void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
   void checkGradients(int r) override;
+  void setLossScale(int r, float scale) override { rep(r).lossScale = scale; }
+  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
+  std::string supportsPrecision(Precision) const override { return {}; }
   void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
   ReplicaSums finishStep(int r, int micro) override;
@@ -59,6 +62,7 @@ class CpuBackend : public Backend {
     std::vector<int64_t> ids;  // global sample ids of the staged rows
     int64_t targetDim = 1;
     ReplicaSums sums;
+    float lossScale = 1;  // dynamic loss scaling: multiplies the loss gradient
     // Mark times (seconds on the steady clock): start, then per micro-batch start/forward/backward ends.
     double start = 0, commEnd = 0, updateEnd = 0;
     std::vector<double> micro;  // 3 per micro-batch

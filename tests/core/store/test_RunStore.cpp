@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 
 #include <gtest/gtest.h>
@@ -59,7 +60,11 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
   const int replicas = 3;
   RunStarted started = makeStarted("round trip", replicas);
   std::vector<StepEvent> steps;
-  for (int i = 1; i <= 30; ++i) steps.push_back(makeStep(i, replicas));
+  for (int i = 1; i <= 30; ++i) {
+    steps.push_back(makeStep(i, replicas));
+    if (i > 10) steps.back().lossScale = std::ldexp(1.0, 15 - i / 7);  // loss scaling from step 11 (none before)
+    steps.back().skipped = i % 7 == 0;
+  }
   std::vector<EpochEvent> epochs = {makeEpoch(1, replicas), makeEpoch(2, replicas, false), makeEpoch(3, replicas)};
   std::vector<DeviceSample> samples;
   for (int i = 0; i < 6; ++i) samples.push_back({0.1 * i + 0.05, i % replicas, 0.3 + 0.1 * i, 1e6 * i});
@@ -136,6 +141,8 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const StepEvent &a = steps[i], &b = back[i];
     EXPECT_EQ(b.step, a.step);
+    EXPECT_EQ(b.lossScale, a.lossScale) << "step " << a.step;
+    EXPECT_EQ(b.skipped, a.skipped) << "step " << a.step;
     EXPECT_EQ(b.epoch, a.epoch);
     EXPECT_EQ(b.stepInEpoch, a.stepInEpoch);
     EXPECT_EQ(b.stepsPerEpoch, a.stepsPerEpoch);
@@ -371,7 +378,7 @@ TEST(StoreExport, CsvFilesWithHeadersAndEveryRow) {
   };
   auto steps = lines(out + "/steps.csv");
   ASSERT_EQ(steps.size(), 26u);
-  EXPECT_EQ(steps[0], "step,epoch,loss,metric,lr,samples,step_time,wall_time");
+  EXPECT_EQ(steps[0], "step,epoch,loss,metric,lr,samples,step_time,wall_time,loss_scale,skipped");
   StepEvent first = makeStep(1, 2);
   EXPECT_EQ(std::stod(steps[1].substr(steps[1].find(',', 2) + 1)), first.loss);
   auto reps = lines(out + "/replica_steps.csv");

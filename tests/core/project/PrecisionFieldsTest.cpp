@@ -1,0 +1,95 @@
+// The precision policy and loss-scale fields of a project: defaults that keep old files' text,
+// round trips, and refusals that name the Training screen field and what is allowed.
+#include <gtest/gtest.h>
+
+#include "Error.h"
+#include "project/Project.h"
+
+namespace ml {
+namespace {
+
+using nlohmann::json;
+
+json validJson() {
+  return json::parse(R"({
+    "schema_version": 1, "name": "t",
+    "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
+    "data": {"kind": "spirals"},
+    "training": {"epochs": 1, "batch_size": 8},
+    "distribute": {"devices": "cpu:2"}
+  })");
+}
+
+std::string errorOf(const json& j) {
+  try {
+    Project::fromJson(j, "p.json");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ProjectPrecision, DefaultIsFloat32AndIsNotWritten) {
+  const Project p = Project::fromJson(validJson());
+  EXPECT_EQ(p.training.precision, "float32");
+  EXPECT_TRUE(p.training.lossScaling);
+  EXPECT_EQ(p.training.lossScale, 32768.0);
+  EXPECT_EQ(p.training.lossScaleGrowthSteps, 2000);
+  const json out = p.toJson();
+  EXPECT_FALSE(out["training"].contains("precision"));
+  EXPECT_FALSE(out["training"].contains("loss_scale"));
+  EXPECT_FALSE(out["training"].contains("loss_scale_growth_steps"));
+}
+
+TEST(ProjectPrecision, PoliciesAndLossScaleRoundTrip) {
+  for (const char* name : {"float32", "mixed_bfloat16", "mixed_float16"}) {
+    json j = validJson();
+    j["training"]["precision"] = name;
+    j["training"]["loss_scale"] = 1024;
+    j["training"]["loss_scale_growth_steps"] = 50;
+    const Project p = Project::fromJson(j);
+    EXPECT_EQ(p.training.precision, name);
+    EXPECT_EQ(p.training.lossScale, 1024.0);
+    EXPECT_EQ(p.training.lossScaleGrowthSteps, 50);
+    const Project back = Project::fromJson(p.toJson());
+    EXPECT_EQ(back.toJson(), p.toJson());
+    EXPECT_EQ(back.training.precision, name);
+    EXPECT_EQ(back.training.lossScale, 1024.0);
+    EXPECT_EQ(back.training.lossScaleGrowthSteps, 50);
+  }
+  json j = validJson();
+  j["training"]["precision"] = "mixed_float16";
+  j["training"]["loss_scale"] = "none";
+  const Project p = Project::fromJson(j);
+  EXPECT_FALSE(p.training.lossScaling);
+  EXPECT_EQ(p.toJson()["training"]["loss_scale"], "none");
+  EXPECT_FALSE(Project::fromJson(p.toJson()).training.lossScaling);
+}
+
+TEST(ProjectPrecision, UnknownPolicyNamesTheFieldAndTheAllowedNames) {
+  json j = validJson();
+  j["training"]["precision"] = "fp16";
+  const std::string msg = errorOf(j);
+  for (const char* want : {"p.json", "Training screen › Precision", "(precision in the file's training section)", "'fp16'",
+                           "float32, mixed_bfloat16, mixed_float16"})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
+  j["training"]["precision"] = 16;
+  EXPECT_NE(errorOf(j).find("Training screen › Precision"), std::string::npos) << errorOf(j);
+}
+
+TEST(ProjectPrecision, ZeroNegativeOrNonNumericLossScalesAreRefused) {
+  for (const json& bad : {json(0), json(-2.0), json("dynamic"), json(true)}) {
+    json j = validJson();
+    j["training"]["precision"] = "mixed_float16";
+    j["training"]["loss_scale"] = bad;
+    const std::string msg = errorOf(j);
+    EXPECT_NE(msg.find("Training screen › Loss scale"), std::string::npos) << bad << ": " << msg;
+    EXPECT_NE(msg.find("none"), std::string::npos) << bad << ": " << msg;
+  }
+  json j = validJson();
+  j["training"]["loss_scale_growth_steps"] = 0;
+  EXPECT_NE(errorOf(j).find("Training screen › Loss scale growth"), std::string::npos) << errorOf(j);
+}
+
+}  // namespace
+}  // namespace ml

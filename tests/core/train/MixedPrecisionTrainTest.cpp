@@ -1,0 +1,92 @@
+// Mixed precision through the trainer: the step events carry the loss scale and the skipped
+// steps as they happened, and a policy the chosen devices cannot run is refused by its field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "Error.h"
+#include "TestData.h"
+#include "train/Trainer.h"
+
+namespace {
+
+using mltest::drainAll;
+
+ml::Project makeProject(const std::string& devices, const std::string& precision) {
+  auto p = mltest::makeProject("mixed precision", mltest::makeModel(false), devices, 32);
+  p.training.optimizer.learningRate = 0.01;
+  p.training.precision = precision;
+  return p;
+}
+
+TEST(MixedPrecisionTrainer, StepEventsCarryTheScaleAndTheSkippedSteps) {
+  ml::Project p = makeProject("cpu:2", "mixed_float16");
+  p.training.lossScale = std::ldexp(1.0, 24);  // overflows float16 until it has halved enough
+  p.training.lossScaleGrowthSteps = 4;
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  o.maxSteps = 24;
+  ml::Trainer t(p, mltest::makeSplit(600, 100), hub, o);
+  const auto fin = t.run();
+  ASSERT_EQ(fin.status, ml::RunStatus::Finished) << fin.message;
+  std::vector<ml::StepEvent> steps;
+  for (const auto& e : drainAll(*ch))
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) steps.push_back(*s);
+  ASSERT_EQ(steps.size(), 24u);
+  // Each event's scale follows from the ones before: halved after a skipped step, doubled after 4
+  // finite steps in a row, unchanged otherwise.
+  EXPECT_EQ(steps[0].lossScale, std::ldexp(1.0, 24));
+  EXPECT_TRUE(steps[0].skipped);
+  int skipped = 0, finiteRun = 0;
+  for (size_t k = 1; k < steps.size(); ++k) {
+    const ml::StepEvent& prev = steps[k - 1];
+    skipped += prev.skipped ? 1 : 0;
+    finiteRun = prev.skipped ? 0 : finiteRun + 1;
+    double want = prev.lossScale;
+    if (prev.skipped) want /= 2;
+    if (finiteRun == 4) {
+      want *= 2;
+      finiteRun = 0;
+    }
+    EXPECT_EQ(steps[k].lossScale, want) << "step " << steps[k].step;
+  }
+  EXPECT_GE(skipped, 3);
+  EXPECT_LT(skipped, 20);
+  for (const auto& s : steps) EXPECT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
+}
+
+TEST(MixedPrecisionTrainer, Bfloat16AndFloat32RunsHaveNoLossScale) {
+  for (const char* precision : {"float32", "mixed_bfloat16"}) {
+    ml::TelemetryHub hub;
+    auto ch = hub.subscribe(1 << 14);
+    ml::TrainerOptions o;
+    o.maxSteps = 3;
+    ml::Trainer t(makeProject("cpu:2", precision), mltest::makeSplit(600), hub, o);
+    ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+    for (const auto& e : drainAll(*ch)) {
+      if (const auto* s = std::get_if<ml::StepEvent>(&e)) {
+        EXPECT_EQ(s->lossScale, 0.0) << precision;
+        EXPECT_FALSE(s->skipped) << precision;
+      } else if (const auto* st = std::get_if<ml::RunStarted>(&e)) {
+        EXPECT_EQ(st->description.find("precision ") != std::string::npos, std::string(precision) != "float32")
+            << st->description;
+      }
+    }
+  }
+}
+
+TEST(MixedPrecisionTrainer, AGpuRunWithAMixedPolicyIsRefusedByItsField) {
+  ml::TelemetryHub hub;
+  try {
+    ml::Trainer t(makeProject("gpu:0", "mixed_bfloat16"), mltest::makeSplit(100), hub);
+    FAIL() << "a GPU run with mixed_bfloat16 was accepted";
+  } catch (const ml::UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("Training screen › Precision"), std::string::npos) << m;
+    EXPECT_NE(m.find("cpu:N"), std::string::npos) << m;
+    EXPECT_NE(m.find("float32"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
