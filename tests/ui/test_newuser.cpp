@@ -171,8 +171,12 @@ class NewUserTest : public QObject {
     auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
     const auto run = store.loadRun(*id);
     QVERIFY(run.seconds);
-    QVERIFY2(*run.seconds < realSeconds - 1.8,
-             qPrintable(QStringLiteral("%1 s stored of %2 s").arg(*run.seconds).arg(realSeconds)));
+    // The pause is stored as its own event; the trainer notices it at the next step boundary, so
+    // it may be a little shorter than the 2 s the button was held (more so on a loaded machine).
+    const double paused = run.pausedSeconds();
+    QVERIFY2(paused > 1.5 && paused < 3.0, qPrintable(QStringLiteral("%1 s paused").arg(paused)));
+    QVERIFY2(*run.seconds <= realSeconds - paused + 0.01,
+             qPrintable(QStringLiteral("%1 s stored of %2 s, %3 s paused").arg(*run.seconds).arg(realSeconds).arg(paused)));
     QCOMPARE(run.epochs.size(), size_t(12));
     double epochSum = 0;
     for (const auto& e : run.epochs) {
@@ -182,7 +186,8 @@ class NewUserTest : public QObject {
     QVERIFY(epochSum <= *run.seconds + 1e-6);
     // The utilization chart shows the pause as a gap of real time, not a line across it.
     auto* util = w.dashboard()->utilizationChart();
-    QVERIFY(util->pausedSeconds() >= 1.9);
+    QVERIFY2(std::abs(util->pausedSeconds() - paused) < 1e-9,
+             qPrintable(QStringLiteral("the chart left out %1 s, the store %2 s").arg(util->pausedSeconds()).arg(paused)));
     bool gap = false;
     for (auto it = util->deviceGraph(0)->data()->constBegin(); it != util->deviceGraph(0)->data()->constEnd(); ++it)
       gap |= qIsNaN(it->value);
