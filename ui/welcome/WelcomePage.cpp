@@ -1,6 +1,8 @@
 // The welcome page: three cards (examples, the first lesson, a CSV import) under a one-line idea.
 #include "welcome/WelcomePage.h"
 
+#include <algorithm>
+
 #include <QDebug>
 #include <QFrame>
 #include <QHBoxLayout>
@@ -33,6 +35,10 @@ static QVBoxLayout* card(QHBoxLayout* row, const QString& iconName, const QStrin
   auto* t = new QLabel(text);
   t->setWordWrap(true);
   setRole(t, "pageHint");
+  t->ensurePolished();  // the role's font, before measuring
+  // Room for every line at the card's narrowest: a layout sizes a wrapped label by its one-line
+  // hint and would cut the last line when the card is narrower than that hint assumed.
+  t->setMinimumHeight(t->heightForWidth(f->minimumWidth() - 44));
   v->addWidget(t);
   row->addWidget(f, 1);
   return v;
@@ -123,6 +129,7 @@ void WelcomePage::refresh() {
   QStringList problems;
   const ml::SharedDataDir dir = ml::findSharedData();
   const auto list = ml::listExampleProjects(dir.projectsDir);
+  int widest = 0;
   for (const auto& e : list) {
     if (!e.error.empty()) {
       problems << tr("Example %1 cannot be read: %2").arg(q(e.path), q(e.error));
@@ -132,12 +139,16 @@ void WelcomePage::refresh() {
     b->setObjectName(QStringLiteral("WelcomeExample"));
     b->setToolTip(q(e.path));
     b->setStyleSheet(QStringLiteral("text-align: left; padding: 6px 10px;"));
+    b->setMinimumWidth(b->sizeHint().width());  // the whole name: the card widens instead of cutting it
+    widest = std::max(widest, b->minimumWidth());
     connect(b, &QPushButton::clicked, this, [this, path = q(e.path)] { Q_EMIT openExampleRequested(path); });
     examples_->addWidget(b);
   }
   if (list.empty())
     problems << tr("No example projects were found. Searched:\n%1").arg(q(ml::describeSharedDataSearch()).trimmed());
   examples_->addStretch(1);
+  const QMargins m = examples_->contentsMargins();
+  examples_->parentWidget()->setMinimumWidth(std::max(220, widest + m.left() + m.right() + 4));  // + the card's border
   try {
     const auto lessons = ml::loadLessons(ml::defaultLessonsDir());
     lessonTitle_->setText(lessons.empty() ? tr("No lessons found.")
