@@ -22,7 +22,9 @@ static QString q(const std::string& s) { return QString::fromStdString(s); }
 static QVBoxLayout* card(QHBoxLayout* row, const QString& iconName, const QString& title, const QString& text) {
   auto* f = new QFrame;
   setRole(f, "card");
-  f->setMinimumWidth(220);  // three cards fit beside each other in a 1024 px window
+  // Three cards fit beside each other in a 1024 px window: the examples card takes the width of
+  // its longest name (refresh()), the other two give it room.
+  f->setMinimumWidth(180);
   auto* v = new QVBoxLayout(f);
   v->setContentsMargins(22, 20, 22, 20);
   v->setSpacing(10);
@@ -148,7 +150,7 @@ void WelcomePage::refresh() {
     problems << tr("No example projects were found. Searched:\n%1").arg(q(ml::describeSharedDataSearch()).trimmed());
   examples_->addStretch(1);
   const QMargins m = examples_->contentsMargins();
-  examples_->parentWidget()->setMinimumWidth(std::max(220, widest + m.left() + m.right() + 4));  // + the card's border
+  examples_->parentWidget()->setMinimumWidth(std::max(180, widest + m.left() + m.right() + 4));  // + the card's border
   try {
     const auto lessons = ml::loadLessons(ml::defaultLessonsDir());
     lessonTitle_->setText(lessons.empty() ? tr("No lessons found.")
