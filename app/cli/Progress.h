@@ -22,7 +22,7 @@ class Progress {
   std::string metric_;
   int replicas_ = 1;
   int epochs_ = 0;
-  double epochStartWall_ = 0, lastDraw_ = -1, lastStepWall_ = 0;
+  double epochStartWall_ = 0, lastDraw_ = -1;
   double lossSum_ = 0, metricSum_ = 0;
   int64_t samples_ = 0;
   int64_t skipped_ = 0;  // loss-scaled steps skipped this epoch
