@@ -14,6 +14,7 @@
 #include "export/WeightsNpz.h"
 #include "nn/Summary.h"
 #include "nn/WeightsFile.h"
+#include "train/FitCheck.h"
 #include "train/Trainer.h"
 
 namespace mlcli {

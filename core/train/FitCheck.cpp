@@ -1,6 +1,8 @@
 // Model-against-data checks in the words of the studio's screens, and the one-step fix.
 #include "train/FitCheck.h"
 
+#include "Error.h"
+#include "FieldNames.h"
 #include "data/Dataset.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
@@ -127,6 +129,70 @@ Project fitToData(const Project& in, const DataFacts& data) {
       p.model.layers.pop_back();
   }
   return p;
+}
+
+void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m, const Dataset& data) {
+  const int64_t k = m.outFeatures();
+  // The last layer as the Model screen lists it; its Units where it has them (Dense).
+  const size_t lastIndex = m.layerCount() - 1;
+  const Layer& lastLayer = m.layer(lastIndex);
+  const std::string last = lastLayer.type() == "Dense" ? layerArgInWords(lastIndex, lastLayer.name, lastLayer.type(), "units")
+                                                       : layerInWords(lastIndex, lastLayer.name, lastLayer.type());
+  const std::string lossField = fieldInWords("training.loss") + " is " + loss.name();
+  if (m.inFeatures() != data.featureCount())
+    throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(m.inputShape(), false) +
+                    " but it does not fit the data set '" + data.name + "', whose samples have shape " +
+                    shapeToString(data.sampleShape, false) + ": set it to " + shapeToString(data.sampleShape, false));
+  const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
+  switch (loss.kind()) {
+    case LossKind::SparseCategoricalCrossentropy:
+      if (data.numClasses <= 0)
+        throw UserError(lossField + ", which needs class labels, but '" + data.name +
+                        "' has regression targets: use mean_squared_error");
+      if (k != data.numClasses || data.targetDim != 1)
+        throw UserError(last + " gives " + std::to_string(k) + " outputs but the data set has " +
+                        std::to_string(data.numClasses) + " classes: give the layer " + std::to_string(data.numClasses) +
+                        " units");
+      break;
+    case LossKind::CategoricalCrossentropy:
+      // Keras' convention: categorical_crossentropy takes one-hot rows, sparse_categorical_crossentropy class indices.
+      if (classLabels)
+        throw UserError(lossField + ", which expects one-hot labels (" + std::to_string(k) +
+                        " values per sample, such as [0, 1, 0]), but the data set '" + data.name +
+                        "' has integer class labels (one class index per sample): use sparse_categorical_crossentropy, "
+                        "which takes class indices (as in Keras: sparse_* for integer labels, the plain loss for one-hot rows)");
+      if (data.targetDim != k)
+        throw UserError(lossField + ", which expects " + std::to_string(k) + " one-hot values per sample (one per output of " +
+                        last + ") but '" + data.name + "' has " + std::to_string(data.targetDim) + " target values per sample");
+      break;
+    case LossKind::BinaryCrossentropy:
+      if (data.targetDim != k)
+        throw UserError(lossField + ", which compares each of the " + std::to_string(k) + " outputs of " + last +
+                        " with a 0/1 target, but '" + data.name + "' has " + std::to_string(data.targetDim) +
+                        " target value(s) per sample" +
+                        (classLabels && data.numClasses > 2
+                             ? " (" + std::to_string(data.numClasses) + " classes): use sparse_categorical_crossentropy with " +
+                                   std::to_string(data.numClasses) + " softmax units"
+                             : ": give it " + std::to_string(data.targetDim) + " unit(s) with a sigmoid"));
+      if (classLabels && data.numClasses > 2)
+        throw UserError(lossField + ", which needs labels 0 and 1, but '" + data.name + "' has " +
+                        std::to_string(data.numClasses) + " classes: use sparse_categorical_crossentropy with " +
+                        std::to_string(data.numClasses) + " softmax units");
+      break;
+    case LossKind::MeanSquaredError:
+      if (data.targetDim != k)
+        throw UserError(last + " gives " + std::to_string(k) + " outputs but the targets of '" + data.name + "' have " +
+                        std::to_string(data.targetDim) + " value(s) per sample" +
+                        (classLabels ? ": these are class labels, use sparse_categorical_crossentropy with " +
+                                           std::to_string(data.numClasses) + " units (or 1 unit to regress the class index)"
+                                     : ": give it " + std::to_string(data.targetDim) + " units"));
+      break;
+  }
+  if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
+    throw UserError(fieldInWords("training.metrics") + " is mae, which compares each of the " + std::to_string(k) +
+                    " outputs of " + last + " with a target value, but '" + data.name + "' has " +
+                    std::to_string(data.targetDim) + " value(s) per sample" +
+                    (classLabels ? " (class labels): use accuracy for classification" : ""));
 }
 
 }  // namespace ml

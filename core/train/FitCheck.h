@@ -7,11 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "nn/Loss.h"
 #include "project/Project.h"
 
 namespace ml {
 
 struct Dataset;
+class Sequential;
 
 // What the fit depends on, known without loading the data for generated sets and Fashion-MNIST.
 struct DataFacts {
@@ -40,5 +42,9 @@ FitCheck checkFit(const Project& p, const DataFacts& data);
 // The project with the input shape, the last layer's units (and activation) and the loss set so
 // that the model fits the data; unchanged when it already fits.
 Project fitToData(const Project& p, const DataFacts& data);
+
+// Refuses (UserError) a loss, metric or input shape that does not fit the data: sparse vs one-hot
+// labels, outputs vs classes or target values. Reading past the label buffer is the alternative.
+void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& model, const Dataset& data);
 
 }  // namespace ml

@@ -120,9 +120,6 @@ class Trainer {
   void waitWhilePaused();
 };
 
-// Refuses (UserError) a loss, metric or input shape that does not fit the data: sparse vs one-hot
-// labels, outputs vs classes or target values. Reading past the label buffer is the alternative.
-void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& model, const Dataset& data);
 // Evaluates a data set (all samples, in order) with the strategy.
 EvalResult evaluateAll(MirroredStrategy& s, const Dataset& data, float* outputs = nullptr);
 // Per-epoch shuffle: a permutation of [0, n) keyed by (seed, epoch), independent of replicas.
