@@ -32,7 +32,10 @@ struct PhaseTimes {
   double wait = 0;       // waiting for the slowest replica to finish its backward
   double optimizer = 0;  // the optimizer update
   double allgather = 0;  // sharded optimizer: waiting for the owners' updates, copying their parameters
-  double total() const { return forward + backward + allreduce + wait + optimizer + allgather; }
+  // More than one worker (process): the cross-worker hop of the hierarchical all-reduce (MPI), on
+  // the replica that carries it; its exposed part is here, not in allreduce.
+  double network = 0;
+  double total() const { return forward + backward + allreduce + wait + optimizer + allgather + network; }
   double compute() const { return forward + backward + optimizer; }
 };
 
@@ -48,8 +51,13 @@ struct RunStarted {
   std::string runName;
   std::string projectJson;           // the whole project as it was run (so it can be re-run)
   std::string configJson;            // the effective configuration (devices, batches, lr rule, ...)
-  std::vector<std::string> devices;  // "cpu:0 (simulated)", "gpu:0 NVIDIA H200", ...
-  int replicas = 1;
+  std::vector<std::string> devices;  // "cpu:0 (simulated)", "gpu:0 NVIDIA H200", ...; with several
+                                     // workers one per replica of every worker: "vm/worker2/cpu:1 (simulated)"
+  int replicas = 1;                  // in all, every worker's
+  // Workers (processes launched by mpirun, each with replicas / workers local replicas) and the
+  // host each runs on, by rank. One worker: {} (this process's host is in the run's host info).
+  int workers = 1;
+  std::vector<std::string> hosts;
   int64_t globalBatch = 0;
   int64_t perReplicaBatch = 0;  // the largest shard
   double baseLr = 0;
