@@ -59,6 +59,8 @@ class Collective {
   virtual void finish(int rank) = 0;
   // Seconds this replica's thread spent in collectives inside bucketsReady (timed as all-reduce).
   virtual double inlineSeconds(int /*rank*/) const { return 0; }
+  // Seconds of this replica's step spent in the cross-worker hop (MPI), several workers only.
+  virtual double networkSeconds(int /*rank*/) const { return 0; }
   // Ring's reduce-scatter: chunk c of each unit stays with its owner, where the optimizer reads it.
   virtual bool scatters() const { return false; }
   virtual bool onCommThreads() const { return false; }

@@ -17,6 +17,7 @@ class AllReduce {
   explicit AllReduce(int participants);
   virtual ~AllReduce() = default;
   virtual std::string name() const = 0;
+  virtual std::string describe() const { return name() + " over host memory"; }  // the run's start line
   virtual void allReduce(int rank, std::span<float> data) = 0;
   // Reduce-scatter alone, for algorithms that have that phase (ring): on return every
   // participant has finished adding, and chunk c of the buffer (see chunkBegin) holds the
@@ -29,6 +30,10 @@ class AllReduce {
     return false;
   }
   virtual bool scatters() const { return false; }  // reduceScatter leaves chunks with owners
+  // A new step starts on this participant (before its first call of the step).
+  virtual void beginStep(int /*rank*/) {}
+  // Seconds this participant spent this step in the cross-worker hop (several workers only).
+  virtual double networkSeconds(int /*rank*/) const { return 0; }
   int participants() const { return n_; }
   // The n chunks of a buffer of len elements: chunk c is [chunkBegin(c), chunkBegin(c + 1)).
   static size_t chunkBegin(size_t len, int c, int n) { return len * static_cast<size_t>(c) / static_cast<size_t>(n); }

@@ -1,6 +1,7 @@
 // Parsing of fault-injection specs: kind[:device][=factor][@step=N].
 #include "distribute/Faults.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "Error.h"
@@ -10,13 +11,14 @@ namespace ml {
 namespace {
 
 constexpr const char* kForms =
-    "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20) "
-    "or kill@step=N (kill@step=30)";
+    "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20), "
+    "fail:DEVICE@step=N (fail:cpu:1@step=5) or kill@step=N (kill@step=30), each with @worker=K to pick one of several workers";
 
 struct Parsed {
   std::string kind, device;
   double factor = 0;
   int64_t step = 0;
+  int worker = 0;  // 1-based; 0: every worker
 };
 
 [[noreturn]] void bad(const std::string& spec, const std::string& why) {
@@ -33,10 +35,14 @@ int64_t wholeNumber(const std::string& spec, const std::string& text) {
 Parsed parseOne(const std::string& spec) {
   Parsed p;
   std::string rest = spec;
-  if (const auto at = rest.find('@'); at != std::string::npos) {
+  for (auto at = rest.rfind('@'); at != std::string::npos; at = rest.rfind('@')) {
     const std::string tail = rest.substr(at + 1);
-    if (tail.rfind("step=", 0) != 0) bad(spec, "after '@' write step=N");
-    p.step = wholeNumber(spec, tail.substr(5));
+    if (tail.rfind("step=", 0) == 0 && p.step == 0)
+      p.step = wholeNumber(spec, tail.substr(5));
+    else if (tail.rfind("worker=", 0) == 0 && p.worker == 0)
+      p.worker = static_cast<int>(std::min<int64_t>(wholeNumber(spec, tail.substr(7)), 1 << 20));
+    else
+      bad(spec, "after '@' write step=N or worker=K, each once");
     rest = rest.substr(0, at);
   }
   if (const auto eq = rest.find('='); eq != std::string::npos) {
@@ -57,7 +63,7 @@ Parsed parseOne(const std::string& spec) {
   } else if (p.kind == "slow") {
     if (p.device.empty() || p.factor == 0) bad(spec, "slow needs a device and a factor");
     if (p.step != 0) bad(spec, "slow applies from the first step: leave out @step");
-  } else if (p.kind == "hang" || p.kind == "nan") {
+  } else if (p.kind == "hang" || p.kind == "nan" || p.kind == "fail") {
     if (p.device.empty() || p.step == 0) bad(spec, p.kind + " needs a device and @step=N");
     if (p.factor != 0) bad(spec, p.kind + " takes no factor");
   } else {
@@ -70,11 +76,15 @@ Parsed parseOne(const std::string& spec) {
 
 void checkFaultSyntax(const std::string& spec) { parseOne(spec); }
 
-FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices) {
+FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker, int workers) {
   FaultPlan plan;
   plan.slow.assign(static_cast<size_t>(devices.size()), 1.0);
   for (const auto& spec : specs) {
     const Parsed p = parseOne(spec);
+    if (p.worker > workers)
+      bad(spec, "this run has " + std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") +
+                    (workers == 1 ? " (several only under mpirun -np W)" : ""));
+    if (p.worker != 0 && p.worker != worker + 1) continue;  // another worker's
     int replica = -1;
     if (!p.device.empty()) {
       for (int r = 0; r < devices.size(); ++r)
@@ -84,6 +94,7 @@ FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& d
     if (p.kind == "slow") plan.slow[static_cast<size_t>(replica)] = p.factor;
     if (p.kind == "hang") plan.hangReplica = replica, plan.hangStep = p.step;
     if (p.kind == "nan") plan.nanReplica = replica, plan.nanStep = p.step;
+    if (p.kind == "fail") plan.failReplica = replica, plan.failStep = p.step;
     if (p.kind == "kill") plan.killStep = p.step;
     plan.specs.push_back(spec);
   }

@@ -1,7 +1,9 @@
 // Fault injection, for teaching and for tests: a slow replica, a replica that hangs, a replica
-// whose gradient becomes NaN, a process that dies. Parsed from the --inject flag or the project's
-// "faults" field ("slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:1@step=20", "kill@step=30");
-// the strategy plays the first three on the replica's own thread, the trainer the last one.
+// whose gradient becomes NaN, a replica whose step fails with an error (as a device error would),
+// a process that dies. Parsed from the --inject flag or the project's "faults" field
+// ("slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:1@step=20", "fail:cpu:1@step=5",
+// "kill@step=30"); the strategy plays the first four on the replica's own thread, the trainer the
+// last one. With several workers, "@worker=K" (1-based) plays a fault on worker K only.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -17,6 +19,8 @@ struct FaultPlan {
   int64_t hangStep = 0;
   int nanReplica = -1;  // this replica's gradient becomes NaN at nanStep
   int64_t nanStep = 0;
+  int failReplica = -1;  // this replica's step fails with an error at failStep
+  int64_t failStep = 0;
   int64_t killStep = 0;            // the process dies (SIGKILL) after this step; 0: never
   std::vector<std::string> specs;  // as given, for the store's label
   bool empty() const { return specs.empty(); }
@@ -27,7 +31,9 @@ struct FaultPlan {
 
 // Throws UserError naming the spec, what is wrong and the accepted forms. A device must be one of
 // the run's devices ("cpu:3" on a cpu:2 run is refused).
-FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices);
+// Of several workers, this process is worker `worker` (0-based) of `workers`: faults for another
+// worker are left out (and a worker number past the last is refused).
+FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker = 0, int workers = 1);
 // One spec's syntax only (no device list): for the project's validation.
 void checkFaultSyntax(const std::string& spec);
 

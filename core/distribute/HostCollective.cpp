@@ -56,6 +56,7 @@ void HostCollective::beginStep(int rank) {
   Slot& s = slot(rank);
   s.inlineDone = 0;
   s.inlineSeconds = 0;
+  algo_->beginStep(rank);
   if (mode_ != Mode::Threads) return;
   s.ready.store(0, std::memory_order_relaxed);
   s.reduced.store(0, std::memory_order_relaxed);

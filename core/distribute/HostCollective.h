@@ -25,12 +25,13 @@ class HostCollective : public Collective {
   ~HostCollective() override;
 
   std::string name() const override { return algo_->name(); }
-  std::string describe() const override { return algo_->name() + " over host memory"; }
+  std::string describe() const override { return algo_->describe(); }
   std::string threadNote() const override;
   void beginStep(int rank) override;
   void bucketsReady(int rank, int upTo) override;
   void finish(int rank) override;
   double inlineSeconds(int rank) const override { return slot(rank).inlineSeconds; }
+  double networkSeconds(int rank) const override { return algo_->networkSeconds(rank); }
   bool scatters() const override { return algo_->scatters(); }
   bool onCommThreads() const override { return mode_ == Mode::Threads; }
   bool inlineBuckets() const override { return mode_ == Mode::Inline; }

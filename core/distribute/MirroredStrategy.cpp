@@ -13,8 +13,10 @@
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "distribute/CrossWorker.h"
 #include "distribute/HostCollective.h"
 #include "distribute/HostReplicaSum.h"
+#include "distribute/Workers.h"
 
 namespace ml {
 
@@ -43,6 +45,11 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
                                    StrategyOptions options)
     : loss_(loss), metric_(metric), options_(std::move(options)), t0_(steadyNs()) {
   const int n = options_.devices.size();
+  if (options_.workers && options_.workers->size() > 1) {
+    workers_ = options_.workers;
+    worker_ = workers_->rank();
+    workerCount_ = workers_->size();
+  }
   replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
   if (options_.bucketBytes < 4) throw UserError(fieldInWords("distribute.bucket_bytes") + " must be at least 4 bytes");
   std::vector<Sequential*> hosts;
@@ -75,6 +82,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
       throw UserError("the loss scale's growth period must be at least 1 step, got " + std::to_string(ls.growthSteps));
     lossScale_ = ls.initial;
   }
+  refuseAcrossWorkers();
   spins_ = spinBudget(n);
   collective_ = makeCollective();
   units_ = updateUnits(buckets_, params, n);
@@ -154,9 +162,17 @@ int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, 
 // thread without a core of its own could only preempt a compute thread).
 std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   const int n = replicas();
-  if (n == 1) return std::make_unique<NoCollective>();
-  if (!backend_->deviceCollective().empty()) return backend_->makeDeviceCollective(buckets_, failure_);
-  auto algorithm = makeAllReduce(options_.allreduce, n);
+  std::unique_ptr<AllReduce> algorithm;
+  if (workers_) {
+    // Several workers: the local sum, the cross-worker hop on replica 0, the local copy.
+    auto h = std::make_unique<HierarchicalAllReduce>(n, *workers_, failure_);
+    hierarchical_ = h.get();
+    algorithm = std::move(h);
+  } else {
+    if (n == 1) return std::make_unique<NoCollective>();
+    if (!backend_->deviceCollective().empty()) return backend_->makeDeviceCollective(buckets_, failure_);
+    algorithm = makeAllReduce(options_.allreduce, n);
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto mode = HostCollective::Mode::Whole;
   if (buckets_.size() > 1)
@@ -166,6 +182,43 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   Backend* b = backend_.get();
   return std::make_unique<HostCollective>(
       std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
+}
+
+// What does not cross processes yet is refused before anything runs, with the way out.
+void MirroredStrategy::refuseAcrossWorkers() const {
+  const std::string& algo = options_.allreduce;
+  if (!workers_) {
+    if (algo == "mpi" || algo == "hierarchical")
+      throw UserError("all-reduce '" + algo +
+                      "' sums across workers (processes): run under mpirun -np W (or mirrorlab-cli train --workers W); "
+                      "in one process use ring or reduce");
+    return;
+  }
+  const std::string who = workerName(worker_, workerCount_) + ": ";
+  if (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())
+    throw UserError(who +
+                    "training on GPUs across workers (NCCL bootstrapped through MPI) is not built yet; "
+                    "use simulated CPU devices (cpu:N) on every worker");
+  if (crossReplica_)
+    throw UserError(who +
+                    "synchronized BatchNormalization across workers is not built yet; "
+                    "set \"synchronized\": false or train in one process");
+  if (options_.shardOptimizer)
+    throw UserError(who + fieldInWords("distribute.shard_optimizer") +
+                    " across workers is not built yet; turn it off or train in one process");
+  if (algo == "mpi" && replicas() > 1)
+    throw UserError(who + "all-reduce 'mpi' is the flat form, one replica per worker (--devices cpu:1), but this worker has " +
+                    std::to_string(replicas()) + " local replicas; use 'hierarchical' (the default across workers)");
+}
+
+std::string MirroredStrategy::replicaLabel(int g) const {
+  const int n = replicas();
+  const std::string dev = options_.devices.devices[static_cast<size_t>(g % n)].label();
+  if (!workers_) return dev;
+  const int w = g / n;
+  const auto hosts = workers_->hosts();
+  const std::string host = w < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(w)] : std::string("?");
+  return host + "/worker" + std::to_string(w + 1) + "/" + dev;
 }
 
 MirroredStrategy::~MirroredStrategy() {
@@ -185,6 +238,8 @@ std::string MirroredStrategy::threadPolicy() const {
 void MirroredStrategy::enter(Replica& r, StepPhase phase) {
   r.phaseSinceNs.store(steadyNs() - t0_, std::memory_order_relaxed);
   r.phase.store(static_cast<int>(phase), std::memory_order_relaxed);
+  // Where this worker is, for the message another worker gives if this one stops answering.
+  if (workers_ && r.rank == 0) workers_->setProgress(r.step.load(std::memory_order_relaxed), toString(phase));
 }
 
 ReplicaProgress MirroredStrategy::progress(int rank) const {
@@ -228,6 +283,9 @@ void MirroredStrategy::playFaults(Replica& r, const Job& job, int64_t computeSta
   }
   if (r.rank == faults_.hangReplica && static_cast<int64_t>(job.step) == faults_.hangStep)
     while (!faultsReleased_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (r.rank == faults_.failReplica && static_cast<int64_t>(job.step) == faults_.failStep)
+    throw UserError("an injected failure on " + options_.devices.devices[static_cast<size_t>(r.rank)].label() + " in step " +
+                    std::to_string(job.step) + " (fail fault)");
   if (r.rank == faults_.nanReplica && static_cast<int64_t>(job.step) == faults_.nanStep) {
     auto g = backend_->hostGradients(r.rank);
     if (!g.empty()) g.back() = std::numeric_limits<float>::quiet_NaN();
@@ -245,6 +303,7 @@ void MirroredStrategy::initialize(uint64_t seed) {
 void MirroredStrategy::broadcastParameters() {
   backend_->pullParameters();
   auto src = replicas_[0]->model->params();
+  if (workers_) workers_->broadcast(src, 0, "the broadcast of worker 1's parameters");
   for (size_t r = 1; r < replicas_.size(); ++r) std::copy(src.begin(), src.end(), replicas_[r]->model->params().begin());
   backend_->pushParameters();
 }
@@ -253,6 +312,17 @@ std::vector<uint64_t> MirroredStrategy::checksums() const {
   backend_->pullParameters();  // the checksums are of the parameters on the devices
   std::vector<uint64_t> out;
   for (const auto& r : replicas_) out.push_back(r->model->checksum());
+  if (!workers_) return out;
+  // Every worker's, by global replica: each 64-bit sum as two exact 32-bit halves in a double sum.
+  std::vector<double> all(2 * static_cast<size_t>(globalReplicas()), 0.0);
+  for (int r = 0; r < replicas(); ++r) {
+    all[2 * static_cast<size_t>(globalIndex(r))] = static_cast<double>(out[static_cast<size_t>(r)] >> 32);
+    all[2 * static_cast<size_t>(globalIndex(r)) + 1] = static_cast<double>(out[static_cast<size_t>(r)] & 0xffffffffu);
+  }
+  workers_->allReduce(std::span<double>(all), "the gathering of the replicas' checksums");
+  out.clear();
+  for (size_t g = 0; g < all.size() / 2; ++g)
+    out.push_back((static_cast<uint64_t>(all[2 * g]) << 32) | static_cast<uint64_t>(all[2 * g + 1]));
   return out;
 }
 
@@ -344,13 +414,13 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
 }
 
 void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
-  const int n = replicas(), K = job.accumulate;
+  const int n = replicas(), K = job.accumulate, G = globalReplicas(), g = globalIndex(r.rank);
   const int64_t B = static_cast<int64_t>(job.indices.size());
   // The backend timestamps the step's start right away (a GPU records it on an idle stream), so
   // its phase times are placed on the host clock from r.start.
   backend_->mark(r.rank, Mark::StepStart);
   int64_t most = 0;
-  for (int m = 0; m < K; ++m) most = std::max(most, shardOf(B, m, K, r.rank, n).rows());
+  for (int m = 0; m < K; ++m) most = std::max(most, shardOf(B, m, K, g, G).rows());
   backend_->prepare(r.rank, K, most, job.data->targetDim, true);
   backend_->setLossScale(r.rank, job.lossScale);
   collective_->beginStep(r.rank);
@@ -369,7 +439,7 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   ctx.replica = r.rank;
   ctx.peers = n;
   for (int m = 0; m < K; ++m) {
-    const Shard s = shardOf(B, m, K, r.rank, n);
+    const Shard s = shardOf(B, m, K, g, G);
     ctx.micro = m;
     const bool last = m == K - 1, run = s.rows() > 0 || joinAll;
     backend_->mark(r.rank, Mark::MicroStart, m);
@@ -478,13 +548,111 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   r.phases.allgather = r.gather;
   r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
   r.backwardEnd = r.start + t.backwardEnd;
-  r.commEnd = replicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates
+  r.network = collective_->networkSeconds(r.rank);
+  r.commEnd = globalReplicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates
+}
+
+// One replica's results of a step, as every worker sees them after the exchange.
+struct MirroredStrategy::Outcome {
+  double lossSum = 0, metricSum = 0, samples = 0, start = 0;
+  PhaseTimes phases;
+  double inlineComm = 0, backwardEnd = 0, commEnd = 0;
+  int bad = 0;  // 0 finite, 1 the loss, 2 a gradient
+  bool skipped = false;
+};
+
+namespace {
+constexpr size_t kHeader = 2;  // stop votes, failed workers
+constexpr size_t kFields = 14;
+}  // namespace
+
+// After the local step: every worker's replicas' outcomes, its stop vote and whether it failed,
+// summed across the workers (each slot is written by one worker only, so the sums are exact).
+// A failure anywhere is thrown on every worker with the failing worker's message.
+std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::string& localFailure, uint64_t step) {
+  const size_t G = static_cast<size_t>(globalReplicas());
+  std::vector<Outcome> out(G);
+  if (!workers_) {
+    for (const auto& r : replicas_) {
+      Outcome& o = out[static_cast<size_t>(r->rank)];
+      o.lossSum = r->lossSum;
+      o.metricSum = r->metricSum;
+      o.samples = static_cast<double>(r->samples);
+      o.start = r->start;
+      o.phases = r->phases;
+      o.inlineComm = r->inlineComm;
+      o.backwardEnd = r->backwardEnd;
+      o.commEnd = r->commEnd;
+      o.bad = r->finite ? 0 : (r->badWhat == "loss" ? 1 : 2);
+      o.skipped = r->skipped;
+    }
+    return out;
+  }
+  std::vector<double> v(kHeader + kFields * G, 0.0);
+  v[0] = stopVote_.load(std::memory_order_relaxed) ? 1 : 0;
+  v[1] = localFailure.empty() ? 0 : 1;
+  if (localFailure.empty()) {
+    for (const auto& r : replicas_) {
+      double* f = v.data() + kHeader + kFields * static_cast<size_t>(globalIndex(r->rank));
+      const double fields[kFields] = {r->lossSum,
+                                      r->metricSum,
+                                      static_cast<double>(r->samples),
+                                      r->start,
+                                      r->phases.forward,
+                                      r->phases.backward,
+                                      r->phases.optimizer,
+                                      r->network,
+                                      r->inlineComm,
+                                      r->backwardEnd,
+                                      r->commEnd,
+                                      r->finite ? 0.0 : (r->badWhat == "loss" ? 1.0 : 2.0),
+                                      r->skipped ? 1.0 : 0.0,
+                                      r->phases.allgather};
+      std::copy(fields, fields + kFields, f);
+    }
+  }
+  workers_->allReduce(std::span<double>(v), "the exchange of step " + std::to_string(step) + "'s results");
+  if (v[1] > 0) {
+    const auto messages = workers_->allGather(localFailure, "the messages of step " + std::to_string(step) + "'s failure");
+    for (size_t w = 0; w < messages.size(); ++w)
+      if (!messages[w].empty())
+        throw UserError(w == static_cast<size_t>(worker_) ? messages[w]
+                                                          : workerName(static_cast<int>(w), workerCount_) + ": " + messages[w]);
+    throw UserError("a worker failed in step " + std::to_string(step));
+  }
+  stopVotes_ = static_cast<int>(v[0] + 0.5);
+  for (size_t g = 0; g < G; ++g) {
+    const double* f = v.data() + kHeader + kFields * g;
+    Outcome& o = out[g];
+    o.lossSum = f[0];
+    o.metricSum = f[1];
+    o.samples = f[2];
+    o.start = f[3];
+    o.phases.forward = f[4];
+    o.phases.backward = f[5];
+    o.phases.optimizer = f[6];
+    o.phases.network = f[7];
+    o.inlineComm = f[8];
+    o.backwardEnd = f[9];
+    o.commEnd = f[10];
+    o.bad = static_cast<int>(f[11] + 0.5);
+    o.skipped = f[12] > 0.5;
+    o.phases.allgather = f[13];
+  }
+  return out;
 }
 
 StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int64_t> indices, int accumulate, float lr,
                                        uint64_t step) {
   if (indices.empty()) throw UserError("a training step needs at least one sample");
   if (accumulate < 1) throw UserError("accumulate must be at least 1");
+  if (workers_ && !clockSynced_) {
+    // Every worker leaves this sum at nearly the same instant: their clocks start together.
+    double one = 1;
+    workers_->allReduce(std::span<double>(&one, 1), "the start of training");
+    t0_.store(steadyNs());
+    clockSynced_ = true;
+  }
   Job job;
   job.kind = JobKind::Train;
   job.data = &data;
@@ -497,28 +665,43 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   if (lossScaled_) job.gradScale = static_cast<float>(1.0 / (static_cast<double>(indices.size()) * lossScale_));
   job.step = step;
   replicaSum_->newStep();
-  runJob(job);
+  if (hierarchical_) hierarchical_->setStep(step);
+  std::string localFailure;
+  try {
+    runJob(job);
+  } catch (const std::exception& e) {
+    // One process: the step's failure. Several workers: a lost worker ends the group at once;
+    // any other failure is shared at the exchange, so every worker stops with the same message.
+    if (!workers_ || (hierarchical_ && hierarchical_->lost())) throw;
+    localFailure = e.what();
+  }
+  const std::vector<Outcome> all = exchange(localFailure, step);
 
   StepResult res;
+  res.stopVotes = stopVotes_;
   double maxBackwardEnd = 0;
-  for (const auto& r : replicas_) maxBackwardEnd = std::max(maxBackwardEnd, r->backwardEnd);
-  for (const auto& r : replicas_) {
-    res.lossSum += r->lossSum;
-    res.metricSum += r->metricSum;
-    res.samples += r->samples;
+  for (const Outcome& o : all) maxBackwardEnd = std::max(maxBackwardEnd, o.backwardEnd);
+  for (size_t g = 0; g < all.size(); ++g) {
+    const Outcome& o = all[g];
+    res.lossSum += o.lossSum;
+    res.metricSum += o.metricSum;
+    res.samples += static_cast<int64_t>(o.samples);
     ReplicaStep rs;
-    rs.replica = r->rank;
-    rs.samples = r->samples;
-    rs.start = r->start;
-    rs.phases = r->phases;
-    const double exposed = std::max(0.0, r->commEnd - r->backwardEnd);
-    rs.phases.wait = std::clamp(maxBackwardEnd - r->backwardEnd, 0.0, exposed);
-    rs.phases.allreduce = exposed - rs.phases.wait + r->inlineComm;
+    rs.replica = static_cast<int>(g);
+    rs.samples = static_cast<int64_t>(o.samples);
+    rs.start = o.start;
+    rs.phases = o.phases;
+    const double exposed = std::max(0.0, o.commEnd - o.backwardEnd);
+    rs.phases.wait = std::clamp(maxBackwardEnd - o.backwardEnd, 0.0, exposed);
+    const double allreduce = exposed - rs.phases.wait + o.inlineComm;
+    // The cross-worker hop is part of the all-reduce's time; shown on its own.
+    rs.phases.network = std::min(o.phases.network, allreduce);
+    rs.phases.allreduce = allreduce - rs.phases.network;
     res.replicas.push_back(rs);
-    if (!r->finite && res.finite) {
+    if (o.bad != 0 && res.finite) {
       res.finite = false;
-      res.badReplica = r->rank;
-      res.badWhat = r->badWhat;
+      res.badReplica = static_cast<int>(g);
+      res.badWhat = o.bad == 1 ? "loss" : "gradient";
     }
   }
   if (lossScaled_) applyLossScaling(res);
@@ -555,7 +738,7 @@ void MirroredStrategy::evalReplica(Replica& r, const Job& job) {
   r.lossSum = r.metricSum = 0;
   r.samples = 0;
   guarded(r, [&] {
-    const auto [lo, hi] = shardRange(static_cast<int64_t>(job.indices.size()), r.rank, replicas());
+    const auto [lo, hi] = shardRange(static_cast<int64_t>(job.indices.size()), globalIndex(r.rank), globalReplicas());
     const int64_t k = r.model->outFeatures();
     constexpr int64_t kChunk = 1024;
     backend_->prepare(r.rank, 1, std::min(kChunk, hi - lo), job.data->targetDim, false);
@@ -575,13 +758,36 @@ EvalResult MirroredStrategy::evaluate(const Dataset& data, std::span<const int64
   job.data = &data;
   job.indices = indices;
   job.outputs = outputs;
-  runJob(job);
+  const size_t outLen = outputs ? indices.size() * static_cast<size_t>(replicas_[0]->model->outFeatures()) : 0;
+  // Several workers: each writes its replicas' rows; the rest stay zero for the sum below.
+  if (workers_ && outputs) std::fill(outputs, outputs + outLen, 0.0f);
+  std::string localFailure;
+  try {
+    runJob(job);
+  } catch (const std::exception& e) {
+    if (!workers_) throw;
+    localFailure = e.what();
+  }
   EvalResult res;
   for (const auto& r : replicas_) {
     res.lossSum += r->lossSum;
     res.metricSum += r->metricSum;
     res.samples += r->samples;
   }
+  if (!workers_) return res;
+  std::vector<double> v = {localFailure.empty() ? 0.0 : 1.0, res.lossSum, res.metricSum, static_cast<double>(res.samples)};
+  workers_->allReduce(std::span<double>(v), "the sums of an evaluation");
+  if (v[0] > 0) {
+    const auto messages = workers_->allGather(localFailure, "the messages of an evaluation's failure");
+    for (size_t w = 0; w < messages.size(); ++w)
+      if (!messages[w].empty())
+        throw UserError(w == static_cast<size_t>(worker_) ? messages[w]
+                                                          : workerName(static_cast<int>(w), workerCount_) + ": " + messages[w]);
+  }
+  res.lossSum = v[1];
+  res.metricSum = v[2];
+  res.samples = static_cast<int64_t>(v[3]);
+  if (outputs) workers_->allReduce(std::span<float>(outputs, outLen), "the outputs of an evaluation");
   return res;
 }
 

@@ -26,7 +26,9 @@
 
 namespace ml {
 
-class HostReplicaSum;  // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
+class HostReplicaSum;         // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
+class HierarchicalAllReduce;  // distribute/CrossWorker.h: the all-reduce of several workers
+class WorkerGroup;            // distribute/Workers.h
 
 // Who reduces the gradient buckets of host-memory collectives as backward completes them.
 enum class BucketComm {
@@ -49,6 +51,10 @@ struct StrategyOptions {
   // replica skips the same steps and keeps the same scale.
   Precision precision = Precision::Float32;
   LossScaling lossScaling;
+  // Several workers (processes, e.g. launched by mpirun): this process holds `devices` as its
+  // local replicas, worker k's replica r is global replica k*N + r, every batch is split across
+  // all of them and the all-reduce is hierarchical (CrossWorker.h). Not owned; null: one process.
+  WorkerGroup* workers = nullptr;
 };
 
 // Where a replica is in its step, published by the replica's own thread (relaxed atomics: one
@@ -75,6 +81,9 @@ struct StepResult {
   // gradients held an inf/NaN, so that no replica updated and the scale was halved.
   double lossScale = 0;
   bool skipped = false;
+  // Several workers: how many asked to stop (requestStop) before this step's exchange; every
+  // worker sees the same count after the same step, so all of them stop together.
+  int stopVotes = 0;
 };
 
 struct EvalResult {
@@ -110,7 +119,17 @@ class MirroredStrategy {
   MirroredStrategy(const MirroredStrategy&) = delete;
   MirroredStrategy& operator=(const MirroredStrategy&) = delete;
 
-  int replicas() const { return static_cast<int>(replicas_.size()); }
+  int replicas() const { return static_cast<int>(replicas_.size()); }  // this process's (local) replicas
+  // Several workers: every worker's replicas (replicas() * workers); the index of local replica r.
+  int globalReplicas() const { return replicas() * workerCount_; }
+  int globalIndex(int r) const { return worker_ * replicas() + r; }
+  int workerCount() const { return workerCount_; }
+  int worker() const { return worker_; }
+  WorkerGroup* workers() const { return workers_; }
+  // Global replica g by name: "cpu:1", or with several workers "host/worker2/cpu:1".
+  std::string replicaLabel(int g) const;
+  // Several workers: this worker votes to stop after the step in progress (see StepResult::stopVotes).
+  void requestStop() { stopVote_.store(true, std::memory_order_relaxed); }
   // A device may hold the parameters: model(r) brings them to the host first. After changing a
   // model's parameters, call broadcastParameters() (it also sends them to the devices).
   Sequential& model(int r = 0) {
@@ -183,7 +202,7 @@ class MirroredStrategy {
     std::atomic<int64_t> stepsDone{0}, step{0};
     std::atomic<int> phase{0}, bucketsHanded{0};
     std::atomic<int64_t> phaseSinceNs{0};
-    double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0;
+    double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0, network = 0;
     std::vector<GradBucket> owned;  // sharded: the ranges this replica updates
     bool skipped = false;           // loss scaling: the summed gradients were not finite
   };
@@ -201,6 +220,9 @@ class MirroredStrategy {
   };
 
   std::unique_ptr<Collective> makeCollective();
+  void refuseAcrossWorkers() const;
+  struct Outcome;  // one replica's results of a step, local or from another worker
+  std::vector<Outcome> exchange(const std::string& localFailure, uint64_t step);
   void computeLoop(Replica& r);
   void runJob(const Job& job);
   void runOne(Replica& r, const Job& job);
@@ -245,7 +267,15 @@ class MirroredStrategy {
   FaultPlan faults_;
   std::atomic<bool> faultsReleased_{false};
   uint64_t seed_ = 0;  // keys dropout masks (with the step and the global sample index)
-  const int64_t t0_;
+  // The strategy's clock (ns of steady_clock); with several workers reset on all of them at once
+  // before the first step, so their timelines line up. Read by the watchdog's thread.
+  std::atomic<int64_t> t0_;
+  bool clockSynced_ = false;
+  WorkerGroup* workers_ = nullptr;
+  int worker_ = 0, workerCount_ = 1;
+  HierarchicalAllReduce* hierarchical_ = nullptr;  // owned by collective_
+  std::atomic<bool> stopVote_{false};
+  int stopVotes_ = 0;  // the last exchange's
 };
 
 // Part r of n of a range of size `size`: [lo, hi), sizes differ by at most one.

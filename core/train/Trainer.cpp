@@ -13,6 +13,7 @@
 #include "FieldNames.h"
 #include "JsonFile.h"
 #include "Limits.h"
+#include "distribute/Workers.h"
 #include "nn/WeightsFile.h"
 #include "project/LrScaling.h"
 #include "random/Rng.h"
@@ -132,6 +133,9 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.lossScaling.enabled = project_.training.lossScaling;
   so.lossScaling.initial = project_.training.lossScale;
   so.lossScaling.growthSteps = project_.training.lossScaleGrowthSteps;
+  so.workers = options_.workers && options_.workers->size() > 1 ? options_.workers : nullptr;
+  if (so.workers && options_.resume)
+    throw UserError("resuming a run across workers is not built yet: resume it in one process (without mpirun)");
   if (so.precision != Precision::Float32 && so.devices.kind != DeviceKind::Cpu)
     throw UserError(fieldInWords("training.precision") + " is " + project_.training.precision +
                     ", which runs on CPU devices (cpu:N) only in this version: choose float32 for " +
@@ -139,7 +143,8 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
-  plan_ = planRun(project_, so.devices.size(), train.size);
+  // Every worker's replicas share each batch: the plan is of all of them.
+  plan_ = planRun(project_, so.devices.size() * (so.workers ? so.workers->size() : 1), train.size);
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
   // Check that the model fits the data before any time is spent. A loss or metric of the wrong
   // kind for the labels (mean squared error or categorical_crossentropy on class indices, mae on
@@ -157,13 +162,13 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   if (!fit.fits()) throw UserError(fit.summary());
   checkLossFitsData(loss, metric, strategy_->model(0), train);
   if (!strategy_->onGpu())
-    requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * plan_.replicas,
-                  "a per-replica batch of " + std::to_string(plan_.perReplicaBatch) + " on " + std::to_string(plan_.replicas) +
-                      " replica(s) (activations and their gradients)",
+    requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * strategy_->replicas(),
+                  "a per-replica batch of " + std::to_string(plan_.perReplicaBatch) + " on " +
+                      std::to_string(strategy_->replicas()) + " replica(s) (activations and their gradients)",
                   "use a smaller batch");
   strategy_->initialize(project_.training.seed);
   try {
-    strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices));
+    strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices, strategy_->worker(), strategy_->workerCount()));
   } catch (const UserError& e) {
     throw UserError(fieldInWords("distribute.faults") + ": " + e.what());
   }
@@ -298,9 +303,14 @@ nlohmann::json Trainer::effectiveConfig() const {
   const auto& t = project_.training;
   const auto& s = *strategy_;
   nlohmann::json names = nlohmann::json::array();
-  for (const auto& d : s.options().devices.devices) names.push_back(d.label());
+  for (int g = 0; g < s.globalReplicas(); ++g) names.push_back(s.replicaLabel(g));
   const auto pj = project_.toJson();
+  nlohmann::json hosts = nlohmann::json::array();
+  if (s.workers())
+    for (const auto& h : s.workers()->hosts()) hosts.push_back(h);
   return {{"devices", project_.distribute.devices},
+          {"workers", s.workerCount()},
+          {"hosts", hosts},
           {"device_names", names},
           {"replicas", plan_.replicas},
           {"global_batch", plan_.globalBatch},
@@ -312,7 +322,7 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"warmup_epochs", plan_.warmupEpochs},
           {"optimizer", pj["training"]["optimizer"]},
           {"accumulate", t.accumulate},
-          {"allreduce", s.replicas() > 1 ? s.allReduceName() : "none"},
+          {"allreduce", s.globalReplicas() > 1 ? s.allReduceName() : "none"},
           {"bucket_bytes", project_.distribute.bucketBytes},
           {"buckets", s.bucketCount()},
           {"shard_optimizer", s.shardedOptimizer()},
@@ -331,6 +341,16 @@ nlohmann::json Trainer::effectiveConfig() const {
 std::vector<std::string> Trainer::startLines() const {
   const auto& s = *strategy_;
   std::vector<std::string> lines;
+  if (const WorkerGroup* w = s.workers()) {
+    // "worker 1 of 2 on host vm, 2 local replicas; 4 replicas in all on 1 host (Open MPI v4.1.4)"
+    auto hosts = w->hosts();
+    std::sort(hosts.begin(), hosts.end());
+    const auto distinct = std::unique(hosts.begin(), hosts.end()) - hosts.begin();
+    lines.push_back(workerName(w->rank(), w->size()) + " on host " + w->host() + ", " + std::to_string(s.replicas()) +
+                    " local replica" + (s.replicas() == 1 ? "" : "s") + "; " + std::to_string(s.globalReplicas()) +
+                    " replicas in all on " + std::to_string(distinct) + " host" + (distinct == 1 ? "" : "s") + " (" +
+                    w->engine() + ")");
+  }
   lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + ")");
   std::string batch = "global batch " + std::to_string(plan_.globalBatch);
   if (plan_.replicas > 1 || plan_.accumulate > 1) {
@@ -362,7 +382,7 @@ std::vector<std::string> Trainer::startLines() const {
       p += "no loss scaling (gradients below 2^-24 become 0)";
     lines.push_back(p);
   }
-  if (s.replicas() > 1) {
+  if (s.globalReplicas() > 1) {
     char b[96];
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
                   s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
@@ -385,7 +405,7 @@ RunFinished Trainer::run() {
   const Dataset& train = data_->train;
   const Dataset* val = data_->validation ? &*data_->validation : nullptr;
   const auto& tr = project_.training;
-  const int n = s.replicas();
+  const int n = s.globalReplicas();  // every worker's replicas: each step's timings hold them all
   const int64_t spe = plan_.stepsPerEpoch;
   const int64_t totalSteps = options_.maxSteps > 0 ? std::min<int64_t>(options_.maxSteps, spe * tr.epochs) : spe * tr.epochs;
   const int epochs = static_cast<int>((totalSteps + spe - 1) / spe);
@@ -395,11 +415,14 @@ RunFinished Trainer::run() {
   started.runName = options_.runName.empty() ? project_.name : options_.runName;
   started.projectJson = project_.toJson().dump();
   started.configJson = effectiveConfig().dump();
-  for (size_t i = 0; i < s.options().devices.devices.size(); ++i) {
-    const auto& d = s.options().devices.devices[i];
-    started.devices.push_back(d.label() + (d.kind == DeviceKind::Cpu ? " (simulated)" : " " + s.deviceName(static_cast<int>(i))));
+  for (int g = 0; g < n; ++g) {
+    const auto& d = s.options().devices.devices[static_cast<size_t>(g % s.replicas())];
+    started.devices.push_back(s.replicaLabel(g) +
+                              (d.kind == DeviceKind::Cpu ? " (simulated)" : " " + s.deviceName(g % s.replicas())));
   }
   started.replicas = n;
+  started.workers = s.workerCount();
+  if (s.workers()) started.hosts = s.workers()->hosts();
   started.globalBatch = plan_.globalBatch;
   started.perReplicaBatch = plan_.perReplicaBatch;
   started.baseLr = plan_.baseLr;
@@ -431,6 +454,7 @@ RunFinished Trainer::run() {
   double bestLoss = from.bestLoss;
   int sinceBest = from.sinceBest;
   const int64_t every = std::max<int64_t>(1, tr.checkpointEvery);
+  bool stopAgreed = false;  // several workers: a stop vote was counted, every worker stops now
 
   WatchdogOptions wo;
   wo.hangSeconds = project_.distribute.hangSeconds;
@@ -480,8 +504,12 @@ RunFinished Trainer::run() {
         return at;
       };
       for (int64_t i = resumedEpoch ? from.stepInEpoch : 0; i < spe && step < totalSteps; ++i) {
-        if (paused_.load()) waitWhilePaused();
-        if (cancel_.load()) {
+        // Several workers stop together: a cancel here is a vote, counted at the next step's
+        // exchange, after which every worker ends at the same step (a worker that left alone
+        // would leave the others waiting in the all-reduce). Pausing is not offered across workers.
+        if (paused_.load() && !s.workers()) waitWhilePaused();
+        if (cancel_.load() && s.workers() && !stopAgreed) s.requestStop();
+        if (cancel_.load() && (!s.workers() || stopAgreed)) {
           std::string reason;
           {
             std::lock_guard lock(abortMu_);
@@ -501,12 +529,15 @@ RunFinished Trainer::run() {
             s.trainStep(train, std::span<const int64_t>(order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
                         tr.accumulate, static_cast<float>(lr), static_cast<uint64_t>(step));
         const double t2 = wall();
+        if (r.stopVotes > 0) {  // every worker sees the same votes after the same step
+          stopAgreed = true;
+          cancel_.store(true);
+        }
         if (watchdog && watchdog->fired()) continue;  // the cancel check above ends the run with the diagnosis
         if (!r.finite) {
-          const auto& dev = s.options().devices.devices[static_cast<size_t>(r.badReplica)];
           return finish(RunStatus::Diverged,
                         "non-finite " + r.badWhat + " at step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
-                            ") on replica " + std::to_string(r.badReplica) + " (" + dev.label() + ")" +
+                            ") on replica " + std::to_string(r.badReplica) + " (" + s.replicaLabel(r.badReplica) + ")" +
                             (r.skipped ? " even at loss scale 1" : "") +
                             (faults.nanStep == step ? " (an injected nan fault)" : ": lower the learning rate"));
         }
@@ -575,7 +606,7 @@ RunFinished Trainer::run() {
         if (ep.checksums[r] != ep.checksums[0]) {
           ep.inSync = false;
           hub_.publish(ep);
-          return finish(RunStatus::Failed, "replica " + std::to_string(r) + " (" + s.options().devices.devices[r].label() +
+          return finish(RunStatus::Failed, "replica " + std::to_string(r) + " (" + s.replicaLabel(static_cast<int>(r)) +
                                                ") is out of sync with replica 0 after epoch " + std::to_string(epoch) +
                                                " (weight checksums differ)");
         }

@@ -64,6 +64,9 @@ struct TrainerOptions {
   std::optional<Checkpoint> resume;
   std::function<void()> onKill;  // an injected kill (kill@step=N); default: SIGKILL to this process
   bool watchdog = true;          // false only to measure what the watchdog costs (bench_telemetry)
+  // Several workers (mpirun): this process is one of them and trains its devices as local
+  // replicas of one run (see MirroredStrategy). Not owned; null: one process.
+  WorkerGroup* workers = nullptr;
 };
 
 class Trainer {

@@ -24,8 +24,10 @@ static std::string seconds(double s) {
 
 Watchdog::Watchdog(const MirroredStrategy& strategy, WatchdogOptions options, std::function<void(const std::string&)> onHang)
     : s_(strategy), o_(options), onHang_(std::move(onHang)) {
-  late_.resize(static_cast<size_t>(s_.replicas()));
-  flagged_.assign(static_cast<size_t>(s_.replicas()), false);
+  // Straggler checks cover every worker's replicas (each step's timings hold them all); the hang
+  // check watches this process's replicas (a lost worker is named by the worker group's timeout).
+  late_.resize(static_cast<size_t>(s_.globalReplicas()));
+  flagged_.assign(static_cast<size_t>(s_.globalReplicas()), false);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -38,9 +40,7 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-std::string Watchdog::label(int r) const {
-  return "replica " + std::to_string(r) + " (" + s_.options().devices.devices[static_cast<size_t>(r)].label() + ")";
-}
+std::string Watchdog::label(int r) const { return "replica " + std::to_string(r) + " (" + s_.replicaLabel(r) + ")"; }
 
 // The replicas not in the all-reduce are the ones holding the others up; the waiting ones wait for
 // the first bucket the slowest of them has not handed in yet.
@@ -111,7 +111,7 @@ void Watchdog::loop() {
 
 std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
   const int n = static_cast<int>(ev.replicas.size());
-  if (n < 2) return std::nullopt;
+  if (n < 2 || n > static_cast<int>(late_.size())) return std::nullopt;
   std::vector<double> arrive, compute;
   for (const auto& r : ev.replicas) {
     arrive.push_back(r.start + r.phases.forward + r.phases.backward);
@@ -139,7 +139,7 @@ std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
       const auto& ph = ev.replicas[static_cast<size_t>(r)].phases;
       WatchdogWarning w;
       w.replica = r;
-      w.device = s_.options().devices.devices[static_cast<size_t>(r)].label();
+      w.device = s_.replicaLabel(r);
       w.phase = ph.backward >= ph.forward ? "backward" : "forward";
       w.step = ev.step;
       w.lateSeconds = late;
@@ -155,8 +155,8 @@ std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
           w.phase.c_str());
       w.message = b;
       const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-      if (s_.options().devices.kind == DeviceKind::Cpu && n > cores)
-        w.message += " (" + std::to_string(n) + " simulated devices share " + std::to_string(cores) +
+      if (s_.options().devices.kind == DeviceKind::Cpu && s_.replicas() > cores)
+        w.message += " (" + std::to_string(s_.replicas()) + " simulated devices share " + std::to_string(cores) +
                      " cores here: the scheduler alone can hold a replica back)";
       out = w;
     }
