@@ -81,8 +81,10 @@ void Overrides::addTo(CLI::App* c, bool training) {
                 "mixed_float16: finite steps in a row after which the loss scale doubles (default 2000)")
       ->check(positiveWhole());
   c->add_option("--accumulate", accumulate, "Micro-batches per update (gradient accumulation)")->check(positiveWhole());
-  c->add_option("--allreduce", allreduce, "All-reduce algorithm: ring or reduce-to-one")
-      ->check(CLI::IsMember({"ring", "reduce-to-one", "nccl"}));
+  c->add_option("--allreduce", allreduce,
+                "All-reduce algorithm: ring or reduce-to-one (nccl on GPUs); across workers (mpirun) hierarchical, the "
+                "default there, or mpi (flat: one replica per worker)")
+      ->check(CLI::IsMember({"ring", "reduce-to-one", "nccl", "hierarchical", "mpi"}));
   c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(positiveWhole());
   c->add_flag("--shard-optimizer", shardOptimizer,
               "Sharded optimizer update (ZeRO stage 1): each replica updates 1/N of the parameters and keeps 1/N of the "

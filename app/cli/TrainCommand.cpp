@@ -7,6 +7,8 @@
 #include <fstream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "AtomicFile.h"
 #include "Commands.h"
 #include "Error.h"
@@ -14,6 +16,7 @@
 #include "Progress.h"
 #include "RunRecording.h"
 #include "data/Dataset.h"
+#include "distribute/MpiWorkers.h"
 #include "export/WeightsNpz.h"
 #include "learn/ScalingExperiment.h"
 #include "nn/WeightsFile.h"
@@ -36,6 +39,9 @@ struct TrainArgs {
   std::string saveWeights, saveInitialWeights, report, name;
   std::optional<int64_t> resume;
   RecordingArgs rec;
+  int workers = 0;            // --workers W: start W workers under mpirun
+  double workerTimeout = 30;  // --worker-timeout
+  bool abortAfter = false;    // several workers: the run failed, some may still wait in a collective
 };
 
 // --resume continues the stored run as it was: only where it runs (devices, data path), the
@@ -75,13 +81,16 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
 }
 
 // Runs one training to the end with progress on stdout; returns the finish event.
+// With several workers (silent: not worker 1, which alone prints and records) an interrupt is a
+// vote to stop: every worker ends after the same step (SIGTERM is how mpirun passes Ctrl-C on).
 ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
-                            std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps) {
+                            std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps, bool silent = false) {
   auto progressCh = hub.subscribe(1 << 16);
   const std::string metric = trainer.project().training.metrics.empty() ? "accuracy" : trainer.project().training.metrics.front();
   Progress progress(stdout, quiet, metric == "acc" ? "accuracy" : metric);
   gInterrupted.store(false);
   auto old = std::signal(SIGINT, onSigint);
+  auto oldTerm = std::signal(SIGTERM, trainer.strategy().workers() ? onSigint : SIG_DFL);
   ml::RunFinished fin;
   std::thread worker([&] {
     fin = trainer.run();
@@ -109,7 +118,7 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
     batch.clear();
     progressCh->drain(batch);
     for (const auto& e : batch) {
-      progress.onEvent(e);
+      if (!silent) progress.onEvent(e);
       if (epochs)
         if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs->push_back(*ep);
       if (steps)
@@ -125,8 +134,51 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
   }
   worker.join();
   std::signal(SIGINT, old);
+  std::signal(SIGTERM, oldTerm);
   if (recording) recording->finish();
   return fin;
+}
+
+// --workers W: this command again, as W workers under mpirun (as root, with Open MPI's consent).
+[[noreturn]] void relaunchUnderMpirun(int workers) {
+  const auto& argv = commandLine();
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers), "--oversubscribe"};
+  if (geteuid() == 0) args.push_back("--allow-run-as-root");
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  args.push_back(n > 0 ? std::string(exe, static_cast<size_t>(n)) : argv.at(0));
+  for (size_t i = 1; i < argv.size(); ++i) {
+    if (argv[i] == "--workers") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--workers=", 0) == 0) continue;
+    args.push_back(argv[i]);
+  }
+  std::vector<char*> cargs;
+  for (auto& a : args) cargs.push_back(a.data());
+  cargs.push_back(nullptr);
+  std::fflush(stdout);
+  execvp("mpirun", cargs.data());
+  throw ml::UserError("--workers " + std::to_string(workers) +
+                      " starts the workers with mpirun, which was not found: install Open MPI (scripts/deps.sh installs "
+                      "openmpi-bin) or start them yourself with mpirun -np W mirrorlab-cli train ...");
+}
+
+// An error every worker throws alike (after agree()): each ends on its own, worker 1 prints it.
+class AgreedError : public ml::UserError {
+ public:
+  using ml::UserError::UserError;
+};
+
+// Several workers agree before training: every worker's error (the project, the data, the
+// store...) is gathered, and if any failed all stop with the same message, printed once.
+void agree(ml::WorkerGroup& group, const std::string& mine, const std::string& what) {
+  const auto all = group.allGather(mine, what);
+  std::string msg;
+  for (size_t w = 0; w < all.size(); ++w)
+    if (!all[w].empty()) msg += (msg.empty() ? "" : "; ") + ml::workerName(static_cast<int>(w), group.size()) + ": " + all[w];
+  if (!msg.empty()) throw AgreedError(msg);
 }
 
 int exitCodeFor(const ml::RunFinished& f) {
@@ -137,10 +189,68 @@ int exitCodeFor(const ml::RunFinished& f) {
   }
 }
 
+int trainOne(TrainArgs& a, ml::MpiWorkers* group);
+
 int train(TrainArgs& a) {
+  const bool underMpi = ml::launchedByMpi();
+  if (a.workers > 1 && !underMpi) relaunchUnderMpirun(a.workers);
+  if (!underMpi) return trainOne(a, nullptr);
+  std::unique_ptr<ml::MpiWorkers> group;
+  try {
+    group = ml::startMpiWorkers(a.workerTimeout);
+  } catch (const ml::UserError&) {
+    // Every worker fails alike here (no MPI to agree through): the first prints it.
+    const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+    if (rank && std::string(rank) != "0") return 2;
+    throw;
+  }
+  if (a.workers > 1 && group->size() != a.workers)
+    throw ml::UserError("--workers " + std::to_string(a.workers) + " but mpirun started " + std::to_string(group->size()) +
+                        ": give one or the other");
+  if (group->size() == 1) {
+    const int rc = trainOne(a, nullptr);
+    group->finish();
+    return rc;
+  }
+  int rc = 1;
+  try {
+    rc = trainOne(a, group.get());
+  } catch (const AgreedError& e) {
+    // Start-up errors are agreed on, so every worker throws the same one: worker 1 prints it.
+    if (group->rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    group->finish();
+    return 2;
+  } catch (const std::exception& e) {
+    // This worker alone: say which, then stop the others (they may be waiting for it).
+    std::fprintf(stderr, "error: %s%s\n", group->rank() == 0 ? "" : (ml::workerName(group->rank(), group->size()) + ": ").c_str(),
+                 e.what());
+    if (group->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(5));  // worker 1 records first
+    group->abortAll(dynamic_cast<const ml::UserError*>(&e) && !dynamic_cast<const ml::WorkerLost*>(&e) ? 2 : 1);
+  }
+  if (!a.abortAfter) {
+    group->finish();
+    return rc;
+  }
+  // The run failed: worker 1 has recorded it; stop any worker still waiting in a collective.
+  // The others give worker 1 time to record before they go.
+  if (group->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(5));
+  group->abortAll(rc);
+  return rc;  // not reached
+}
+
+int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   ml::Project p;
   ml::TrainerOptions opts;
   std::string source = a.project;
+  const bool lead = !group || group->rank() == 0;  // prints and records
+  if (!lead) {
+    a.quiet = true;
+    a.rec.noRecord = true;
+    a.saveWeights.clear();
+    a.saveInitialWeights.clear();
+    a.report.clear();
+  }
+  if (group && a.resume) throw ml::UserError("resuming a run across workers is not built yet: resume it without mpirun");
   if (a.resume) {
     if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
     if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
@@ -151,13 +261,33 @@ int train(TrainArgs& a) {
     source = "run " + std::to_string(*a.resume);
     opts.resume = std::move(src.checkpoint);
     if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
-  } else {
-    if (a.project.empty())
-      throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
-    p = ml::Project::load(a.project);
+  } else if (a.project.empty()) {
+    throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
   }
-  a.o.apply(p);
-  auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
+  std::shared_ptr<const ml::DataSplit> data;
+  std::string loadError;
+  try {
+    if (!a.resume) p = ml::Project::load(a.project);
+    a.o.apply(p);
+    data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
+  } catch (const ml::UserError& e) {
+    if (!group) throw;
+    loadError = e.what();
+  }
+  if (group) {
+    agree(*group, loadError, "the start-up check of the project and data");
+    // Every worker must train the same project on the same data: compare what each loaded.
+    const std::string mine = "devices " + p.distribute.devices + ", " + std::to_string(data->train.size) +
+                             " training samples, project fingerprint " +
+                             std::to_string(std::hash<std::string>{}(p.toJson().dump()));
+    const auto all = group->allGather(mine, "the comparison of the workers' projects");
+    for (size_t w = 1; w < all.size(); ++w)
+      if (all[w] != all[0])
+        throw AgreedError("the workers do not train the same thing: " + ml::workerName(0, group->size()) + " has " + all[0] +
+                          ", " + ml::workerName(static_cast<int>(w), group->size()) + " has " + all[w] +
+                          ": run the same command with the same project and data on every worker");
+    opts.workers = group;
+  }
   ml::TelemetryHub hub;
   opts.maxSteps = a.steps.value_or(0);
   opts.runName = a.name;
@@ -170,18 +300,25 @@ int train(TrainArgs& a) {
     if (recordingPtr) recordingPtr->waitForStep(step, std::chrono::seconds(10));
   };
   // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
-  auto trainer = [&] {
+  std::unique_ptr<ml::Trainer> trainer;
+  std::unique_ptr<RunRecording> recording;
+  std::string startError;
+  try {
     try {
-      return std::make_unique<ml::Trainer>(p, data, hub, opts);
+      trainer = std::make_unique<ml::Trainer>(p, data, hub, opts);
     } catch (const ml::UserError& e) {
       throw ml::UserError(source + ": " + e.what());
     }
-  }();
-  // Before training: an output that cannot be written fails now, not after an hour.
-  if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
-  if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
-  // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
-  auto recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
+    // Before training: an output that cannot be written fails now, not after an hour.
+    if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
+    if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
+    // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
+    recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
+  } catch (const ml::UserError& e) {
+    if (!group) throw;
+    startError = e.what();
+  }
+  if (group) agree(*group, startError, "the start-up check of the trainers and the run store");
   recordingPtr = recording.get();
   if (!a.saveInitialWeights.empty()) {
     const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
@@ -191,7 +328,9 @@ int train(TrainArgs& a) {
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
-  const ml::RunFinished fin = runTraining(*trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps);
+  const ml::RunFinished fin =
+      runTraining(*trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps, !lead);
+  if (group && fin.status == ml::RunStatus::Failed) a.abortAfter = true;
   const bool recorded = !recording || recording->report();
   if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
     const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveWeights);
@@ -297,6 +436,13 @@ int scale(ScaleArgs& a) {
 
 }  // namespace
 
+namespace {
+std::vector<std::string> gCommandLine;
+}
+
+const std::vector<std::string>& commandLine() { return gCommandLine; }
+void setCommandLine(int argc, char** argv) { gCommandLine.assign(argv, argv + argc); }
+
 int guarded(const std::function<int()>& f) {
   try {
     return f();
@@ -329,6 +475,15 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   c->add_option("--report", a->report,
                 "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
   c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
+  c->add_option("--workers", a->workers,
+                "Train as W workers (processes) under mpirun, each with the devices of --devices as its local replicas: "
+                "one run of W x N replicas (same as mpirun -np W mirrorlab-cli train ...)")
+      ->check(CLI::Range(1, 1024));
+  c->add_option("--worker-timeout", a->workerTimeout,
+                "Several workers: seconds a worker waits for the others in a collective before it names the one that did not "
+                "come and stops the run")
+      ->check(positiveFinite())
+      ->capture_default_str();
   a->rec.addTo(c);
   c->callback([a, &exitCode] { exitCode = guarded([&] { return train(*a); }); });
 }

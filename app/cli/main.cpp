@@ -6,6 +6,7 @@
 #include "RunsCommand.h"
 
 int main(int argc, char** argv) {
+  mlcli::setCommandLine(argc, argv);
   CLI::App app{"Mirrorlab: synchronous data-parallel (mirrored) training on CPU devices and GPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("mirrorlab-cli ") + MIRRORLAB_VERSION);

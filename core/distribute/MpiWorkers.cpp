@@ -169,7 +169,8 @@ std::unique_ptr<MpiWorkers> startMpiWorkers(double timeoutSeconds) {
   resolve(api.interrupt, "mlmpi_interrupt");
   resolve(api.abort, "mlmpi_abort");
   resolve(api.finalize, "mlmpi_finalize");
-  if (!missing.empty()) throw UserError("the MPI plugin " + path + " lacks " + missing + ": install the plugin of the same build");
+  if (!missing.empty())
+    throw UserError("the MPI plugin " + path + " lacks " + missing + ": install the plugin of the same build");
   char err[1024] = {};
   if (api.init(timeoutSeconds, err, sizeof err) != 0) throw UserError(std::string("MPI could not start: ") + err);
   return std::make_unique<PluginWorkers>(api, timeoutSeconds);

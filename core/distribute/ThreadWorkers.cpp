@@ -18,7 +18,7 @@ struct Hub {
   std::condition_variable cv;
   uint64_t generation = 0;
   int arrived = 0;
-  int leaving = 0;  // workers still reading the last call's result
+  int leaving = 0;                 // workers still reading the last call's result
   std::vector<const void*> slots;  // each worker's buffer this call
   std::vector<char> arrivedMask;
   std::vector<double> sumD;
@@ -27,8 +27,13 @@ struct Hub {
   std::vector<std::string> progress;
   std::string interrupted;
   Hub(int w, double t, std::string h)
-      : n(w), timeout(t), host(std::move(h)), slots(static_cast<size_t>(w)), arrivedMask(static_cast<size_t>(w)),
-        strings(static_cast<size_t>(w)), progress(static_cast<size_t>(w)) {}
+      : n(w),
+        timeout(t),
+        host(std::move(h)),
+        slots(static_cast<size_t>(w)),
+        arrivedMask(static_cast<size_t>(w)),
+        strings(static_cast<size_t>(w)),
+        progress(static_cast<size_t>(w)) {}
 };
 
 class ThreadWorker : public WorkerGroup {
@@ -74,7 +79,8 @@ class ThreadWorker : public WorkerGroup {
   std::vector<std::string> allGather(const std::string& mine, const std::string& what) override {
     std::vector<std::string> out;
     collective(&mine, what, [&](Hub& h) {
-      for (int r = 0; r < h.n; ++r) h.strings[static_cast<size_t>(r)] = *static_cast<const std::string*>(h.slots[static_cast<size_t>(r)]);
+      for (int r = 0; r < h.n; ++r)
+        h.strings[static_cast<size_t>(r)] = *static_cast<const std::string*>(h.slots[static_cast<size_t>(r)]);
     });
     out = hub_->strings;
     leave();
@@ -130,7 +136,8 @@ class ThreadWorker : public WorkerGroup {
         for (int r = 0; r < h.n; ++r)
           if (!h.arrivedMask[static_cast<size_t>(r)] && r != rank_) {
             missing = workerName(r, h.n);
-            if (!h.progress[static_cast<size_t>(r)].empty()) missing += " (last seen in " + h.progress[static_cast<size_t>(r)] + ")";
+            if (!h.progress[static_cast<size_t>(r)].empty())
+              missing += " (last seen in " + h.progress[static_cast<size_t>(r)] + ")";
             break;
           }
         fail(lock, (missing.empty() ? std::string("a worker") : missing) + " did not reach " + what + " within " +

@@ -50,8 +50,6 @@ class WorkerGroup {
 };
 
 // "worker 2 of 3" (1-based, as people count).
-inline std::string workerName(int rank, int size) {
-  return "worker " + std::to_string(rank + 1) + " of " + std::to_string(size);
-}
+inline std::string workerName(int rank, int size) { return "worker " + std::to_string(rank + 1) + " of " + std::to_string(size); }
 
 }  // namespace ml

@@ -387,8 +387,9 @@ void validate(const Project& p, const std::string& source) {
     range("data.noise", p.data.noise, 0, 1e6, false, "");
   }
   const auto& a = p.distribute.allreduce;
-  if (a != "ring" && a != "reduce-to-one" && a != "nccl")
-    fail("distribute.allreduce", "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl)");
+  if (a != "ring" && a != "reduce-to-one" && a != "nccl" && a != "hierarchical" && a != "mpi")
+    fail("distribute.allreduce",
+         "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl; across workers hierarchical, mpi)");
   if (p.distribute.devices.size() > 256)
     fail("distribute.devices",
          "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");

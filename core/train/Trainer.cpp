@@ -557,7 +557,7 @@ RunFinished Trainer::run() {
         for (auto& rs : r.replicas) {
           rs.start -= static_cast<double>(pausedNs_) * 1e-9;  // the strategy's clock runs on through pauses
           // The sharded update's all-gather is the all-reduce's second half, moved after the update.
-          arTime += rs.phases.allreduce + rs.phases.allgather;
+          arTime += rs.phases.allreduce + rs.phases.allgather + rs.phases.network;  // the cross-worker hop is all-reduce
           waitTime += rs.phases.wait;
           allTime += rs.phases.total();
           utilCompute[static_cast<size_t>(rs.replica)] += rs.phases.compute();

@@ -27,6 +27,15 @@ done
 grep -q "copies" learn.txt || { cat learn.txt; fail "learn list does not show the installed lessons"; }
 "$P/bin/mirrorlab-cli" train "$P/share/mirrorlab/projects/spirals.json" --devices cpu:2 --steps 20 --db "$T/runs.sqlite" > train.txt
 "$P/bin/mirrorlab-cli" runs list --db "$T/runs.sqlite" | grep -q "finished" || { cat train.txt; fail "the spirals run was not recorded"; }
+# Several workers: the installed CLI finds the installed MPI plugin (lib/mirrorlab) under mpirun.
+if [ -f "$BUILD/app/libmirrorlab_mpi.so" ]; then
+  [ -f "$P/lib/mirrorlab/libmirrorlab_mpi.so" ] || fail "the MPI plugin is not installed in lib/mirrorlab"
+  root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
+  OMPI_MCA_btl_vader_single_copy_mechanism=none mpirun "${root[@]}" --oversubscribe -np 2 "$P/bin/mirrorlab-cli" train \
+    "$P/share/mirrorlab/projects/spirals.json" --devices cpu:1 --steps 10 --no-record > mpi.txt 2>&1 ||
+    { cat mpi.txt; fail "the installed CLI under mpirun -np 2"; }
+  grep -q "worker 1 of 2" mpi.txt || { cat mpi.txt; fail "the installed CLI under mpirun does not run as 2 workers"; }
+fi
 bash -c "source '$P/share/bash-completion/completions/mirrorlab-cli'; COMP_WORDS=(mirrorlab-cli tr); COMP_CWORD=1; _mirrorlab_cli; [[ \${COMPREPLY[*]} == *train* ]]" \
   || fail "bash completion does not complete 'tr' to train"
 man -l "$P/share/man/man1/mirrorlab-cli.1.gz" 2>/dev/null | grep -q "mirrorlab-cli train" || fail "the man page lacks the train command"

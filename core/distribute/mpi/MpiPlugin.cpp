@@ -275,8 +275,9 @@ __attribute__((visibility("default"))) int mlmpi_allgather(const char* mine, int
   if (!g) return 1;
   int mylen = static_cast<int>(std::min<int64_t>(len, INT_MAX / 2 / std::max(1, g->size)));
   std::vector<int> lens(static_cast<size_t>(g->size));
-  int rc = collective(what, err, errLen,
-                      [&](MPI_Request& req) { return MPI_Iallgather(&mylen, 1, MPI_INT, lens.data(), 1, MPI_INT, g->comm, &req); });
+  int rc = collective(what, err, errLen, [&](MPI_Request& req) {
+    return MPI_Iallgather(&mylen, 1, MPI_INT, lens.data(), 1, MPI_INT, g->comm, &req);
+  });
   if (rc != 0) return rc;
   std::vector<int> displs(static_cast<size_t>(g->size));
   int total = 0;
@@ -289,8 +290,7 @@ __attribute__((visibility("default"))) int mlmpi_allgather(const char* mine, int
     return MPI_Iallgatherv(mine, mylen, MPI_CHAR, buf.data(), lens.data(), displs.data(), MPI_CHAR, g->comm, &req);
   });
   if (rc != 0) return rc;
-  for (int r = 0; r < g->size; ++r)
-    sink(ctx, r, buf.data() + displs[static_cast<size_t>(r)], lens[static_cast<size_t>(r)]);
+  for (int r = 0; r < g->size; ++r) sink(ctx, r, buf.data() + displs[static_cast<size_t>(r)], lens[static_cast<size_t>(r)]);
   return 0;
 }
 
@@ -310,9 +310,7 @@ __attribute__((visibility("default"))) void mlmpi_interrupt(const char* reason) 
   g->hasInterrupt.store(true);
 }
 
-__attribute__((visibility("default"))) void mlmpi_abort(int code) {
-  MPI_Abort(g ? g->comm : MPI_COMM_WORLD, code);
-}
+__attribute__((visibility("default"))) void mlmpi_abort(int code) { MPI_Abort(g ? g->comm : MPI_COMM_WORLD, code); }
 
 __attribute__((visibility("default"))) void mlmpi_finalize() {
   if (!g) return;

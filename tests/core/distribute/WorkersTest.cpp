@@ -175,7 +175,8 @@ TEST_P(AcrossWorkers, WorkersTimesReplicasGiveTheWeightsOfOneReplica) {
       for (const auto& rs : r.replicas) samples += rs.samples;
       EXPECT_EQ(samples, l.batch);
       // The loss is every worker's: the same as one replica's to rounding.
-      EXPECT_NEAR(r.lossSum, ref.steps[static_cast<size_t>(k)].lossSum, 1e-3 * std::abs(ref.steps[static_cast<size_t>(k)].lossSum));
+      EXPECT_NEAR(r.lossSum, ref.steps[static_cast<size_t>(k)].lossSum,
+                  1e-3 * std::abs(ref.steps[static_cast<size_t>(k)].lossSum));
       EXPECT_EQ(r.lossSum, got[0].steps[static_cast<size_t>(k)].lossSum);
     }
   }
@@ -187,7 +188,7 @@ TEST_P(AcrossWorkers, WorkersTimesReplicasGiveTheWeightsOfOneReplica) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, AcrossWorkers,
                          ::testing::Values(Layout{2, 2, 64, 1, "ring"}, Layout{3, 1, 50, 1, "mpi"}, Layout{2, 3, 13, 1, "ring"},
-                                           Layout{2, 3, 29, 2, "reduce"}, Layout{3, 2, 40, 3, "ring"}));
+                                           Layout{2, 3, 29, 2, "reduce-to-one"}, Layout{3, 2, 40, 3, "ring"}));
 
 TEST(AcrossWorkers, EvaluationSplitsAcrossEveryWorkerAndGathersTheOutputs) {
   auto one = makeStrategy(1, nullptr);
@@ -350,8 +351,10 @@ TEST(AcrossWorkers, TheTrainerRunsOneRunOverEveryWorker) {
     EXPECT_LT(relDiff(o.weights, std::vector<float>(refW.begin(), refW.end())), 1e-5);
     EXPECT_EQ(o.weights, got[0].weights);
     ASSERT_FALSE(o.lines.empty());
-    EXPECT_EQ(o.lines[0].rfind("worker " + std::to_string(w + 1) + " of 2 on host localhost, 2 local replicas; 4 replicas in all on 1 host", 0),
-              0u)
+    EXPECT_EQ(
+        o.lines[0].rfind(
+            "worker " + std::to_string(w + 1) + " of 2 on host localhost, 2 local replicas; 4 replicas in all on 1 host", 0),
+        0u)
         << o.lines[0];
     int steps = 0;
     for (const auto& e : o.events) {
