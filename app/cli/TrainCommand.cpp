@@ -7,7 +7,10 @@
 #include <fstream>
 #include <thread>
 
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "AtomicFile.h"
 #include "Commands.h"
@@ -113,6 +116,13 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
     }
     if (gInterrupted.load() && !cancelSent) {
       trainer.requestCancel();
+      // Under mpirun a signal means the job is being stopped (Ctrl-C, or a worker died without
+      // --enable-recovery): mpirun kills every worker a second later, so nobody waits any more;
+      // worker 1 records the run failed with what it knows.
+      if (ml::WorkerGroup* w = trainer.strategy().workers())
+        w->interrupt(
+            "mpirun is stopping the workers (a signal: Ctrl-C, or another worker ended; start mpirun with "
+            "--enable-recovery to have a lost worker named after --worker-timeout)");
       cancelSent = true;
     }
     batch.clear();
@@ -140,9 +150,20 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
 }
 
 // --workers W: this command again, as W workers under mpirun (as root, with Open MPI's consent).
-[[noreturn]] void relaunchUnderMpirun(int workers) {
+// --workers W: this command again as W workers under mpirun, as a child: mpirun started with
+// --enable-recovery exits 0 whatever its workers did, so worker 1 writes its exit status to a file
+// this process reads back (MIRRORLAB_WORKERS_STATUS).
+int relaunchUnderMpirun(int workers) {
   const auto& argv = commandLine();
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers), "--oversubscribe"};
+  char statusPath[] = "/tmp/mirrorlab-workers-XXXXXX";
+  const int fd = mkstemp(statusPath);
+  if (fd < 0) throw ml::UserError("--workers: cannot create a temporary file in /tmp for the workers' exit status");
+  close(fd);
+  setenv("MIRRORLAB_WORKERS_STATUS", statusPath, 1);
+  // --enable-recovery: a worker that dies does not take the others down at once, so they name it
+  // (after --worker-timeout) and worker 1 records the run failed with that reason.
+  std::vector<std::string> args = {
+      "mpirun", "-np", std::to_string(workers), "--oversubscribe", "--enable-recovery", "-x", "MIRRORLAB_WORKERS_STATUS"};
   if (geteuid() == 0) args.push_back("--allow-run-as-root");
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -159,10 +180,41 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
   std::fflush(stdout);
-  execvp("mpirun", cargs.data());
-  throw ml::UserError("--workers " + std::to_string(workers) +
-                      " starts the workers with mpirun, which was not found: install Open MPI (scripts/deps.sh installs "
-                      "openmpi-bin) or start them yourself with mpirun -np W mirrorlab-cli train ...");
+  std::fflush(stderr);
+  const pid_t child = fork();
+  if (child == 0) {
+    execvp("mpirun", cargs.data());
+    std::fprintf(stderr,
+                 "error: --workers %d starts the workers with mpirun, which was not found: install Open MPI "
+                 "(scripts/deps.sh installs openmpi-bin) or start them yourself with mpirun -np W mirrorlab-cli train ...\n",
+                 workers);
+    std::_Exit(127);
+  }
+  // Ctrl-C reaches mpirun and the workers (one process group): mpirun stops them; this one waits.
+  auto oldInt = std::signal(SIGINT, SIG_IGN);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::signal(SIGINT, oldInt);
+  std::ifstream in(statusPath);
+  int rc = -1;
+  in >> rc;
+  std::remove(statusPath);
+  const int mpirunRc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  if (mpirunRc == 127 && rc < 0) return 2;  // mpirun missing: said above
+  if (rc >= 0) return rc != 0 ? rc : mpirunRc;
+  std::fprintf(stderr, "error: worker 1 ended without an exit status (killed?); mpirun exited %d\n", mpirunRc);
+  return mpirunRc != 0 ? mpirunRc : 1;
+}
+
+// Worker 1 under --workers: its exit status, for the process that started mpirun.
+void reportWorkersStatus(int rc) {
+  const char* path = std::getenv("MIRRORLAB_WORKERS_STATUS");
+  if (!path || !*path) return;
+  if (FILE* f = std::fopen(path, "w")) {
+    std::fprintf(f, "%d\n", rc);
+    std::fclose(f);
+  }
 }
 
 // An error every worker throws alike (after agree()): each ends on its own, worker 1 prints it.
@@ -193,7 +245,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group);
 
 int train(TrainArgs& a) {
   const bool underMpi = ml::launchedByMpi();
-  if (a.workers > 1 && !underMpi) relaunchUnderMpirun(a.workers);
+  if (a.workers > 1 && !underMpi) return relaunchUnderMpirun(a.workers);
   if (!underMpi) return trainOne(a, nullptr);
   std::unique_ptr<ml::MpiWorkers> group;
   try {
@@ -209,24 +261,29 @@ int train(TrainArgs& a) {
                         ": give one or the other");
   if (group->size() == 1) {
     const int rc = trainOne(a, nullptr);
+    reportWorkersStatus(rc);
     group->finish();
     return rc;
   }
+  const bool lead = group->rank() == 0;
   int rc = 1;
   try {
     rc = trainOne(a, group.get());
   } catch (const AgreedError& e) {
     // Start-up errors are agreed on, so every worker throws the same one: worker 1 prints it.
-    if (group->rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    if (lead) std::fprintf(stderr, "error: %s\n", e.what());
+    if (lead) reportWorkersStatus(2);
     group->finish();
     return 2;
   } catch (const std::exception& e) {
     // This worker alone: say which, then stop the others (they may be waiting for it).
-    std::fprintf(stderr, "error: %s%s\n", group->rank() == 0 ? "" : (ml::workerName(group->rank(), group->size()) + ": ").c_str(),
-                 e.what());
-    if (group->rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(5));  // worker 1 records first
-    group->abortAll(dynamic_cast<const ml::UserError*>(&e) && !dynamic_cast<const ml::WorkerLost*>(&e) ? 2 : 1);
+    std::fprintf(stderr, "error: %s%s\n", lead ? "" : (ml::workerName(group->rank(), group->size()) + ": ").c_str(), e.what());
+    rc = dynamic_cast<const ml::UserError*>(&e) && !dynamic_cast<const ml::WorkerLost*>(&e) ? 2 : 1;
+    if (lead) reportWorkersStatus(rc);
+    if (!lead) std::this_thread::sleep_for(std::chrono::seconds(5));  // worker 1 records first
+    group->abortAll(rc);
   }
+  if (lead) reportWorkersStatus(rc);
   if (!a.abortAfter) {
     group->finish();
     return rc;

@@ -109,6 +109,26 @@ has "$out" "stuck in backward of step 3" && ok || bad "the hang does not say whe
 r=$(runs "$T/h.sqlite")
 [ "${r%% *}" = 1 ] && has "$r" "failed" && ok || bad "the store after a hang: $r"
 
+# A worker killed (SIGKILL) after step 3. Under --workers (mpirun --enable-recovery) the
+# survivor names it after --worker-timeout and records the run failed; with a plain mpirun, which
+# kills every worker a second later, the run is stored failed or (if the kill was faster)
+# interrupted, never finished or left running.
+start=$(date +%s)
+out=$("$CLI" train "$T/sp.json" --workers 2 --devices cpu:1 --db "$T/k.sqlite" --worker-timeout 3 \
+      --inject kill@step=3@worker=2 2>&1)
+rc=$?
+took=$(( $(date +%s) - start ))
+[ $rc -ne 0 ] && ok || bad "a killed worker: exit 0"
+has "$out" "worker 2 of 2 stopped answering" && ok || bad "the killed worker is not named: $out"
+[ $took -lt 60 ] && ok || bad "a killed worker took $took s to end with --worker-timeout 3"
+r=$(runs "$T/k.sqlite")
+has "$r" "1 failed" && ok || bad "the store after a killed worker: $r"
+"${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/k2.sqlite" --inject kill@step=3@worker=2 >/dev/null 2>&1 &&
+  bad "a killed worker under plain mpirun: exit 0"
+"$CLI" runs list --db "$T/k2.sqlite" >/dev/null 2>&1  # opening marks a run left running interrupted
+r=$(runs "$T/k2.sqlite")
+{ has "$r" "1 failed" || has "$r" "1 interrupted"; } && ok || bad "the store after a killed worker under plain mpirun: $r"
+
 # --- bad input: one message, non-zero exit, nothing stored -------------------------------------------
 out=$("${MPI[@]}" -np 1 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/b.sqlite" : \
       -np 1 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/b.sqlite" 2>&1)

@@ -144,6 +144,20 @@ std::string diagnose(const std::string& what, int64_t myCall) {
   return out.empty() ? head + ": the network or MPI stopped making progress" : head + ": " + out;
 }
 
+// The workers whose heartbeats stopped (more than two periods ago), for an interrupted wait.
+std::string silentPeers() {
+  std::lock_guard lock(g->mu);
+  const double t = now();
+  std::string out;
+  for (int r = 0; r < g->size; ++r) {
+    const Peer& p = g->peers[static_cast<size_t>(r)];
+    if (r != g->rank && p.lastSeen > 0 && t - p.lastSeen > 2.2 * kBeatSeconds)
+      out += (out.empty() ? "" : "; ") + workerName(r) + " stopped answering " + secondsText(t - p.lastSeen) +
+             " ago (last seen in " + p.where + ")";
+  }
+  return out;
+}
+
 // Completes req, or returns 1 (timeout: err says who) or 2 (interrupted).
 int waitFor(MPI_Request& req, const std::string& what, int64_t myCall, char* err, size_t errLen) {
   const double start = now(), deadline = start + g->timeout;
@@ -156,8 +170,13 @@ int waitFor(MPI_Request& req, const std::string& what, int64_t myCall, char* err
     }
     if (done) return 0;
     if (g->hasInterrupt.load(std::memory_order_relaxed)) {
-      std::lock_guard lock(g->mu);
-      setError(err, errLen, g->interrupted + " (during " + what + ")");
+      std::string why;
+      {
+        std::lock_guard lock(g->mu);
+        why = g->interrupted + " (during " + what + ")";
+      }
+      if (const std::string silent = silentPeers(); !silent.empty()) why += ": " + silent;
+      setError(err, errLen, why);
       return 2;
     }
     const double t = now();
