@@ -184,9 +184,10 @@ int waitFor(MPI_Request& req, const std::string& what, int64_t myCall, char* err
       setError(err, errLen, diagnose(what, myCall));
       return 1;
     }
-    const double waited = t - start;
-    if (waited < 0.001) continue;  // a bucket's sum is usually this quick: spin
-    std::this_thread::sleep_for(std::chrono::microseconds(waited < 0.1 ? 20 : 200));
+    // Open MPI moves a non-blocking collective on only inside MPI_Test: poll without pause, as a
+    // blocking MPI_Allreduce would, for 50 ms (a few MB at shared-memory speed); a longer wait
+    // is a straggler or a lost worker, polled every 50 us without holding a core.
+    if (t - start > 0.05) std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 
