@@ -49,6 +49,10 @@ struct LearnArgs {
   // what-if
   std::string source, link = "pcie4", devices = "1,2,4,8", algo = "ring";
   double overlap = 0.0;
+  int workers = 0;  // what-if: 0 = the run's (a stored multi-worker run) or 1
+  std::string crossLink = "100gbe";
+  int measuredWorkers = 1;      // what-if from a stored run: its workers
+  double measuredNetwork = -1;  // and its median cross-worker time per step (seconds), when it had several
   std::optional<int64_t> batch;
   bool perDevice = false;
   int64_t profileSteps = 20;
@@ -185,7 +189,7 @@ std::vector<int> parseCounts(const std::string& s) {
 }
 
 // The compute profile: from a stored run's steps, or from a short run of the project on one device.
-ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
+ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
   if (allDigits(a.source) && !fs::exists(a.source)) {
     const int64_t id = std::stoll(a.source);
     ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
@@ -195,6 +199,21 @@ ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
                               "run " + std::to_string(id));
     const auto steps = store.loadSteps(id, 1, std::numeric_limits<int64_t>::max());
     const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
+    // A multi-worker run: how long its cross-worker hop took per step (the replica that carried it).
+    const auto config = nlohmann::json::parse(run.configJson, nullptr, false);
+    if (config.is_object() && config.value("workers", 1) > 1) {
+      a.measuredWorkers = config.value("workers", 1);
+      std::vector<double> per;
+      for (const auto& st : steps) {
+        double most = 0;
+        for (const auto& r : st.replicas) most = std::max(most, r.phases.network);
+        per.push_back(most);
+      }
+      if (!per.empty()) {
+        std::sort(per.begin(), per.end());
+        a.measuredNetwork = per[per.size() / 2];
+      }
+    }
     return ml::profileFromSteps(steps, grad,
                                 "run " + std::to_string(id) + " (" + std::to_string(run.summary.replicas) + " replica(s))");
   }
@@ -221,9 +240,10 @@ ml::ComputeProfile profileFor(const LearnArgs& a, ml::Project& project) {
                               std::to_string(steps.size()) + " steps of '" + project.name + "' on cpu:1");
 }
 
-int whatIf(const LearnArgs& a) {
+int whatIf(LearnArgs& a) {
   ml::Project project;
   const ml::ComputeProfile prof = profileFor(a, project);
+  const int workers = a.workers > 0 ? a.workers : a.measuredWorkers;
   ml::WhatIfOptions o;
   o.devices = parseCounts(a.devices);
   o.algo = ml::parseCollectiveAlgo(a.algo);
@@ -239,8 +259,13 @@ int whatIf(const LearnArgs& a) {
   } else {
     o.link = ml::linkPreset(a.link);
   }
+  o.workers = workers;
+  if (workers > 1) o.crossLink = ml::linkPreset(a.crossLink);
   const ml::WhatIfResult r = ml::predictScaling(prof, o);
   std::printf("What-if for '%s' (MODELLED, not measured)\n", project.name.c_str());
+  if (workers > 1)
+    std::printf("%d workers (machines), each with the device counts below, joined by %s (%.3g GB/s, %.3g us per message)\n",
+                workers, o.crossLink.name.c_str(), o.crossLink.bandwidth / 1e9, o.crossLink.latency * 1e6);
   std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of gradients\n", r.link.name.c_str(),
               r.link.bandwidth / 1e9, r.link.latency * 1e6, ml::toString(r.algo),
               static_cast<double>(prof.gradientBytes) / 1024.0);
@@ -254,6 +279,15 @@ int whatIf(const LearnArgs& a) {
                 row.allreduceSeconds * 1e3, row.exposedSeconds * 1e3, row.stepSeconds * 1e3, row.samplesPerSecond, row.speedup,
                 row.efficiency * 100, row.syncShare * 100, r.label.c_str());
   std::printf("\n%s\n", r.assumptions.c_str());
+  if (workers > 1) {
+    std::printf("cross-worker ring per step (modelled, %s): %.3f ms\n", o.crossLink.name.c_str(),
+                r.rows.front().crossSeconds * 1e3);
+    if (a.measuredNetwork >= 0)
+      std::printf(
+          "cross-worker hop measured in run %s (%d workers, MPI): %.3f ms per step (median of the steps; the part "
+          "not hidden behind backward)\n",
+          a.source.c_str(), a.measuredWorkers, a.measuredNetwork * 1e3);
+  }
   return 0;
 }
 
@@ -294,8 +328,15 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
 
   auto* w = app.add_subcommand("what-if", "Modelled step time and efficiency for N devices on a link (alpha-beta model)");
   w->add_option("source", a->source, "Project file, or a stored run id whose steps give the compute time")->required();
-  w->add_option("--link", a->link, "nvlink | pcie4 | 100gbe | 10gbe | host (measured here)")
-      ->check(CLI::IsMember({"nvlink", "pcie4", "100gbe", "10gbe", "host"}));
+  w->add_option("--link", a->link,
+                "Between the devices of a machine: nvlink | pcie4 | ib-hdr | 100gbe | 10gbe | host (measured here)")
+      ->check(CLI::IsMember({"nvlink", "pcie4", "ib-hdr", "100gbe", "10gbe", "host"}));
+  w->add_option("--workers", a->workers,
+                "Workers (machines): --devices are then per worker and the all-reduce hierarchical, its cross-worker "
+                "ring over --cross-link (default: the stored run's workers, else 1)")
+      ->check(CLI::Range(1, 4096));
+  w->add_option("--cross-link", a->crossLink, "Between the workers: ib-hdr | 100gbe | 10gbe (default 100gbe)")
+      ->check(CLI::IsMember({"ib-hdr", "100gbe", "10gbe"}));
   w->add_option("--devices", a->devices, "Device counts, e.g. 1,2,4,8");
   w->add_option("--algo", a->algo, "ring | reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
   w->add_option("--overlap", a->overlap, "Share of the all-reduce hidden behind backward, 0..1 (default 0)")

@@ -21,6 +21,7 @@ const std::vector<Link>& linkPresets() {
   static const std::vector<Link> links = {
       {"nvlink", "NVLink", 300e9, 2e-6, false},
       {"pcie4", "PCIe 4.0 x16", 25e9, 5e-6, false},
+      {"ib-hdr", "InfiniBand HDR", 25e9, 1.5e-6, false},
       {"100gbe", "100 Gb/s Ethernet", 12.5e9, 10e-6, false},
       {"10gbe", "10 Gb/s Ethernet", 1.25e9, 30e-6, false},
   };
@@ -166,15 +167,24 @@ WhatIfResult predictScaling(const ComputeProfile& profile, const WhatIfOptions& 
   res.algo = o.algo;
   res.profile = profile;
   res.overlap = std::clamp(o.overlap, 0.0, 1.0);
-  for (int n : o.devices) {
-    if (n < 1 || n > 4096) throw UserError("what-if: a device count must be 1..4096, got " + std::to_string(n));
+  const int W = o.workers;
+  if (W < 1 || W > 4096) throw UserError("what-if: the number of workers must be 1..4096, got " + std::to_string(W));
+  if (W > 1 && !(o.crossLink.bandwidth > 0)) throw UserError("what-if: several workers need a link between them");
+  for (int local : o.devices) {
+    if (local < 1 || local > 4096) throw UserError("what-if: a device count must be 1..4096, got " + std::to_string(local));
+    const int n = local * W;
     WhatIfRow r;
     r.devices = n;
     r.globalBatch = o.perDeviceBatch ? o.batch * n : o.batch;
     r.perReplicaBatch = (r.globalBatch + n - 1) / n;
     const double shard = static_cast<double>(r.perReplicaBatch);
     r.computeSeconds = shard * profile.perSample() + profile.optimizerPerStep;
-    r.allreduceSeconds = estimateAllReduce(o.algo, n, static_cast<double>(profile.gradientBytes), o.link).seconds;
+    const double bytes = static_cast<double>(profile.gradientBytes);
+    r.allreduceSeconds = estimateAllReduce(o.algo, local, bytes, o.link).seconds;
+    if (W > 1) {
+      r.crossSeconds = estimateAllReduce(CollectiveAlgo::Ring, W, bytes, o.crossLink).seconds;
+      r.allreduceSeconds += r.crossSeconds;
+    }
     const double hidden = std::min(res.overlap * r.allreduceSeconds, shard * profile.backwardPerSample);
     r.exposedSeconds = r.allreduceSeconds - hidden;
     r.stepSeconds = r.computeSeconds + r.exposedSeconds;
@@ -190,8 +200,11 @@ WhatIfResult predictScaling(const ComputeProfile& profile, const WhatIfOptions& 
   }
   std::ostringstream s;
   s << "Modelled, not measured: compute per sample from " << profile.source << ", " << toString(o.algo) << " all-reduce of "
-    << profile.gradientBytes << " bytes over " << o.link.name << " (alpha-beta model), "
-    << (o.perDeviceBatch ? "per-device batch " : "global batch ") << o.batch << ", "
+    << profile.gradientBytes << " bytes over " << o.link.name;
+  if (W > 1)
+    s << " on each of " << W << " workers, then a ring across the workers over " << o.crossLink.name
+      << " (hierarchical; device counts are per worker)";
+  s << " (alpha-beta model), " << (o.perDeviceBatch ? "per-device batch " : "global batch ") << o.batch << ", "
     << static_cast<int>(std::lround(res.overlap * 100)) << "% of the all-reduce hidden behind backward.";
   res.assumptions = s.str();
   return res;

@@ -16,15 +16,16 @@ inline constexpr const char* kMeasuredLabel = "measured";
 
 // A link between devices: alpha (latency per message, seconds) and bandwidth (bytes/second).
 struct Link {
-  std::string id;         // nvlink | pcie4 | 100gbe | 10gbe | host
+  std::string id;         // nvlink | pcie4 | ib-hdr | 100gbe | 10gbe | host
   std::string name;       // "NVLink", "host memory (measured)"
   double bandwidth = 0;   // bytes per second, one direction
   double latency = 0;     // alpha, seconds per message
   bool measured = false;  // true only for the host link timed on this machine
 };
 
-// NVLink (300 GB/s, 2 us), PCIe 4.0 x16 (25 GB/s, 5 us), 100 Gb/s Ethernet (12.5 GB/s, 10 us),
-// 10 Gb/s Ethernet (1.25 GB/s, 30 us). Nominal figures, for the what-if only.
+// NVLink (300 GB/s, 2 us), PCIe 4.0 x16 (25 GB/s, 5 us), InfiniBand HDR (200 Gb/s: 25 GB/s,
+// 1.5 us), 100 Gb/s Ethernet (12.5 GB/s, 10 us), 10 Gb/s Ethernet (1.25 GB/s, 30 us). Nominal
+// figures, for the what-if only; the last three are links between machines.
 const std::vector<Link>& linkPresets();
 // One of linkPresets() by id; throws UserError listing the ids.
 Link linkPreset(const std::string& id);
@@ -92,6 +93,11 @@ struct WhatIfOptions {
   // Share of the all-reduce hidden behind backward (buckets start while backward runs), in
   // [0, 1]; never more than the backward time itself.
   double overlap = 0.0;
+  // Several workers (machines): `devices` are then per worker, every row has workers x devices
+  // replicas, and the all-reduce is hierarchical: the local one over `link`, then a ring across
+  // the workers over `crossLink` (the network between machines).
+  int workers = 1;
+  Link crossLink;
 };
 
 struct WhatIfRow {
@@ -99,7 +105,8 @@ struct WhatIfRow {
   int64_t globalBatch = 0;
   int64_t perReplicaBatch = 0;  // the largest shard
   double computeSeconds = 0;    // forward + backward of the largest shard + optimizer
-  double allreduceSeconds = 0;  // one all-reduce of the gradients
+  double allreduceSeconds = 0;  // one all-reduce of the gradients (with several workers: local + cross)
+  double crossSeconds = 0;      // several workers: the cross-worker ring of it
   double exposedSeconds = 0;    // the part not hidden behind backward
   double stepSeconds = 0;
   double samplesPerSecond = 0;

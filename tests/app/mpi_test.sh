@@ -77,6 +77,11 @@ devs=$(/usr/bin/python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); 
 has "$devs" "\"workers\":2" && ok || bad "the stored configuration does not say 2 workers: $devs"
 has "$devs" "/worker2/cpu:1" && ok || bad "the stored device names do not name worker 2's replicas: $devs"
 
+# what-if from the stored 2-worker run: its workers by default, the cross-worker ring over a
+# network preset, and the hop it measured beside the model.
+out=$("$CLI" what-if 1 --db "$T/a.sqlite" --devices 1,2 --cross-link ib-hdr 2>&1) || bad "what-if of a 2-worker run failed: $out"
+has "$out" "2 workers (machines), each with the device counts below, joined by InfiniBand HDR" && ok || bad "what-if: $out"
+has "$out" "cross-worker hop measured in run 1 (2 workers, MPI)" && ok || bad "what-if does not show the measured hop: $out"
 out=$("${MPI[@]}" -np 3 "$CLI" train "$T/sp.json" --devices cpu:2 --no-record --save-weights "$T/w3x2.npz" 2>&1) || bad "-np 3 failed: $out"
 d=$(close "$T/w3x2.npz" "$T/one.npz") && ok || bad "3 workers x cpu:2 (batch 25, 2 micro-batches) differ from one replica by $d"
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --allreduce mpi --no-record --save-weights "$T/flat.npz" 2>&1) ||

@@ -34,7 +34,9 @@ TEST(CostModel, OneDeviceNeverCommunicates) {
 }
 
 TEST(CostModel, LinkPresets) {
-  ASSERT_EQ(linkPresets().size(), 4u);
+  ASSERT_EQ(linkPresets().size(), 5u);
+  EXPECT_DOUBLE_EQ(linkPreset("ib-hdr").bandwidth, 25e9);
+  EXPECT_DOUBLE_EQ(linkPreset("ib-hdr").latency, 1.5e-6);
   EXPECT_DOUBLE_EQ(linkPreset("nvlink").bandwidth, 300e9);
   EXPECT_DOUBLE_EQ(linkPreset("nvlink").latency, 2e-6);
   EXPECT_DOUBLE_EQ(linkPreset("100gbe").bandwidth, 12.5e9);
@@ -84,6 +86,41 @@ TEST(CostModel, WhatIfMatchesHandComputedStep) {
   o.overlap = 1.0;
   const WhatIfResult t = predictScaling(prof, o);
   EXPECT_NEAR(t.rows[1].exposedSeconds, 0.00498 - 64e-6, 1e-12);
+}
+
+// Several workers: device counts are per worker, the all-reduce is the local one plus a ring
+// across the workers over the network link.
+TEST(CostModel, WhatIfAcrossWorkersAddsTheCrossWorkerRing) {
+  ComputeProfile prof;
+  prof.forwardPerSample = 1e-4;
+  prof.backwardPerSample = 2e-4;
+  prof.optimizerPerStep = 1e-3;
+  prof.gradientBytes = 4'000'000;
+  prof.source = "test";
+  WhatIfOptions o;
+  o.link = linkPreset("nvlink");
+  o.devices = {1, 4};
+  o.batch = 256;
+  o.workers = 2;
+  o.crossLink = linkPreset("10gbe");
+  const WhatIfResult r = predictScaling(prof, o);
+  ASSERT_EQ(r.rows.size(), 2u);
+  // 2 workers x 1 device: no local sum; the cross ring: 2 * 30 us + 4e6 / 1.25e9 = 3.26 ms.
+  EXPECT_EQ(r.rows[0].devices, 2);
+  EXPECT_EQ(r.rows[0].perReplicaBatch, 128);
+  EXPECT_NEAR(r.rows[0].crossSeconds, 0.00326, 1e-12);
+  EXPECT_NEAR(r.rows[0].allreduceSeconds, 0.00326, 1e-12);
+  // 2 workers x 4 devices: local ring on NVLink 6 * 2 us + 1.5 * 4e6 / 300e9 = 12 us + 20 us, plus the cross ring.
+  EXPECT_EQ(r.rows[1].devices, 8);
+  EXPECT_EQ(r.rows[1].perReplicaBatch, 32);
+  EXPECT_NEAR(r.rows[1].allreduceSeconds, 0.00326 + 32e-6, 1e-12);
+  EXPECT_NEAR(r.rows[1].computeSeconds, 32 * 3e-4 + 1e-3, 1e-12);
+  EXPECT_NE(r.assumptions.find("across the workers over 10 Gb/s Ethernet"), std::string::npos) << r.assumptions;
+  // InfiniBand HDR between the machines makes the same step faster.
+  o.crossLink = linkPreset("ib-hdr");
+  EXPECT_LT(predictScaling(prof, o).rows[1].stepSeconds, r.rows[1].stepSeconds);
+  o.crossLink = Link{};
+  EXPECT_THROW(predictScaling(prof, o), UserError);
 }
 
 TEST(CostModel, MoreDevicesMeanLessComputeAndMoreCommunication) {
