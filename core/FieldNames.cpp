@@ -73,6 +73,7 @@ const std::map<std::string, Place>& places() {
       {"training.checkpoint_keep", {"", "Checkpoints kept"}},
       {"distribute.hang_seconds", {"", "Hang timeout"}},
       {"distribute.straggler_factor", {"", "Straggler factor"}},
+      {"distribute.workers", {"", "Workers"}},
   };
   return m;
 }

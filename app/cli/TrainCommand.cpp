@@ -15,6 +15,7 @@
 #include "AtomicFile.h"
 #include "Commands.h"
 #include "Error.h"
+#include "FieldNames.h"
 #include "Overrides.h"
 #include "Progress.h"
 #include "RunRecording.h"
@@ -168,14 +169,8 @@ int relaunchUnderMpirun(int workers) {
   char exe[4096];
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   args.push_back(n > 0 ? std::string(exe, static_cast<size_t>(n)) : argv.at(0));
-  for (size_t i = 1; i < argv.size(); ++i) {
-    if (argv[i] == "--workers") {
-      ++i;
-      continue;
-    }
-    if (argv[i].rfind("--workers=", 0) == 0) continue;
-    args.push_back(argv[i]);
-  }
+  // --workers stays: under mpirun it is checked against the number of workers started.
+  for (size_t i = 1; i < argv.size(); ++i) args.push_back(argv[i]);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);
@@ -245,7 +240,16 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group);
 
 int train(TrainArgs& a) {
   const bool underMpi = ml::launchedByMpi();
-  if (a.workers > 1 && !underMpi) return relaunchUnderMpirun(a.workers);
+  // The project may ask for several workers (distribute.workers); --workers overrides it.
+  int want = a.workers;
+  if (want == 0 && !a.resume && !a.project.empty() && !underMpi) {
+    try {
+      want = ml::Project::load(a.project).distribute.workers;
+    } catch (const ml::UserError&) {
+      want = 1;  // trainOne reports the project's error
+    }
+  }
+  if (want > 1 && !underMpi) return relaunchUnderMpirun(want);
   if (!underMpi) return trainOne(a, nullptr);
   std::unique_ptr<ml::MpiWorkers> group;
   try {
@@ -343,6 +347,13 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
         throw AgreedError("the workers do not train the same thing: " + ml::workerName(0, group->size()) + " has " + all[0] +
                           ", " + ml::workerName(static_cast<int>(w), group->size()) + " has " + all[w] +
                           ": run the same command with the same project and data on every worker");
+    const int asked = a.workers > 0 ? a.workers : p.distribute.workers;
+    if (asked > 1 && asked != group->size())
+      throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
+                        (a.workers > 0 ? std::string("--workers") : ml::fieldInWords("distribute.workers")) +
+                        ") but mpirun started " + std::to_string(group->size()) + ": give mpirun -np " + std::to_string(asked) +
+                        " or change the project");
+    p.distribute.workers = group->size();  // what runs, as stored with the run
     opts.workers = group;
   }
   ml::TelemetryHub hub;

@@ -84,6 +84,26 @@ std::string kerasMetrics(const TrainingSpec& t) {
   return out + "]";
 }
 
+// The project trains as WORKERS processes: TensorFlow's form of it.
+constexpr const char* kMultiWorkerStrategy = R"PY(def make_strategy():
+    """MultiWorkerMirroredStrategy: WORKERS processes (one per machine), as Mirrorlab's
+        mpirun -np WORKERS --host host1,host2 mirrorlab-cli train PROJECT
+    Start this program once per worker, each with TF_CONFIG naming every worker and its own index:
+        TF_CONFIG='{"cluster": {"worker": ["host1:12345", "host2:12345"]},
+                    "task": {"type": "worker", "index": 0}}' python3 this_program.py   # on host1
+        (index 1 on host2). Each worker reads the same data; the strategy splits every global batch
+    over all workers' replicas and all-reduces the gradients across them (ring collectives)."""
+    if "TF_CONFIG" not in os.environ:
+        sys.exit(f"this project trains as {WORKERS} workers: start this program on each with TF_CONFIG set "
+                 "(see make_strategy's docstring)")
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+    # On CPUs each worker is one replica (TensorFlow does not split a worker's CPU into several).
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+
+
+)PY";
+
 constexpr const char* kHelpers = R"PY(
 
 class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
@@ -175,6 +195,11 @@ std::string generateTensorFlowProgram(const Project& p) {
       "(" + batchWords + ") is split into strategy.num_replicas_in_sync per-replica batches; each replica computes",
       "gradients on its part, an all-reduce sums them across the replicas, and every replica applies the same",
       "update, so the copies stay identical. Requires TensorFlow 2 and Keras other than 3.7.0 (keras!=3.7.0)."};
+  if (p.distribute.workers > 1) {
+    mapping.push_back("Several workers: the project trains as " + std::to_string(p.distribute.workers) +
+                      " processes (distribute.workers); here tf.distribute.MultiWorkerMirroredStrategy,");
+    mapping.push_back("one process per worker configured by TF_CONFIG, replaces MirroredStrategy (see make_strategy).");
+  }
   for (const auto& d : tfDifferences(p, model)) mapping.push_back(d);
   std::string out = headerComment(p, "TensorFlow/Keras", mapping);
   out += "\"\"\"Run: python3 " + file +
@@ -189,6 +214,9 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
          " (logical CPU devices when there is no GPU)\n";
+  if (p.distribute.workers > 1)
+    out += "WORKERS = " + std::to_string(p.distribute.workers) +
+           "  # the project's workers (processes): tf.distribute.MultiWorkerMirroredStrategy, see make_strategy\n";
   if (t.perDeviceBatch)
     out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) +
            "  # the project's batch per device and micro-batch: global = this x num_replicas_in_sync x ACCUMULATE\n";
@@ -226,7 +254,13 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
   for (size_t i = 0; i < model.layers.size(); ++i) out += "        " + kerasLayer(model.layers[i], i) + ",\n";
   out += "    ])\n\n\ndef make_optimizer(learning_rate):\n    return " + kerasOptimizer(t.optimizer) + "\n";
-  out += kHelpers;
+  std::string helpers = kHelpers;
+  if (p.distribute.workers > 1) {
+    // Several workers: MultiWorkerMirroredStrategy, the cluster described by TF_CONFIG.
+    const size_t from = helpers.find("def make_strategy():"), to = helpers.find("def load_weights(");
+    helpers.replace(from, to - from, kMultiWorkerStrategy);
+  }
+  out += helpers;
   out += R"PY(
 
 def main():

@@ -159,6 +159,7 @@ json Project::toJson() const {
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
   if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
   if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
+  if (distribute.workers != 1) out["distribute"]["workers"] = distribute.workers;
   return out;
 }
 
@@ -294,7 +295,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     const json& d = j.at("distribute");
     r.onlyKeys(d, "distribute",
                {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
-                "shard_optimizer"});
+                "shard_optimizer", "workers"});
     r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
     r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
     if (d.contains("faults")) {
@@ -310,6 +311,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
     r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
+    r.get(d, "distribute", "workers", p.distribute.workers, "a whole number of workers (processes), 1 or more");
   }
   validate(p, source);
   return p;
@@ -395,6 +397,7 @@ void validate(const Project& p, const std::string& source) {
          "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
   count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
   count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
+  count("distribute.workers", p.distribute.workers, 1, 1024);
   count("training.checkpoint_every", t.checkpointEvery, 1, int64_t{1} << 40);
   count("training.checkpoint_keep", t.checkpointKeep, 1, 1000);
   range("distribute.hang_seconds", p.distribute.hangSeconds, 0.05, 1e6, false,

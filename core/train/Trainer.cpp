@@ -134,6 +134,12 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.lossScaling.initial = project_.training.lossScale;
   so.lossScaling.growthSteps = project_.training.lossScaleGrowthSteps;
   so.workers = options_.workers && options_.workers->size() > 1 ? options_.workers : nullptr;
+  const int processes = options_.workers ? options_.workers->size() : 1;
+  if (project_.distribute.workers > 1 && project_.distribute.workers != processes)
+    throw UserError(fieldInWords("distribute.workers") + " is " + std::to_string(project_.distribute.workers) + " but " +
+                    (processes == 1 ? std::string("this is one process: train it with mirrorlab-cli train (it starts the workers "
+                                                  "under mpirun), or set it to 1 to train in one process")
+                                    : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
   if (so.workers && options_.resume)
     throw UserError("resuming a run across workers is not built yet: resume it in one process (without mpirun)");
   if (so.precision != Precision::Float32 && so.devices.kind != DeviceKind::Cpu)

@@ -94,6 +94,19 @@ if [ "$(id -u)" = 0 ]; then :; fi
 out=$("$CLI" train "$T/sp.json" --devices cpu:2 --workers 2 --no-record --save-weights "$T/self.npz" 2>&1) || bad "--workers 2 failed: $out"
 cmp -s "$T/self.npz" "$T/w2x2.npz" && ok || bad "--workers 2 did not give the bits of mpirun -np 2"
 
+# A project that asks for 2 workers (distribute.workers) starts them itself; mpirun with another
+# count is refused; a program that trains in one process (scale) says how to run it.
+sed 's/"bucket_bytes": 128}/"bucket_bytes": 128, "workers": 2}/' "$T/sp.json" > "$T/sp2.json"
+out=$("$CLI" train "$T/sp2.json" --no-record --save-weights "$T/proj2.npz" 2>&1) || bad "a project with 2 workers failed: $out"
+has "$out" "worker 1 of 2 on host" && ok || bad "a project with 2 workers did not start 2: $out"
+cmp -s "$T/proj2.npz" "$T/flat.npz" && ok || bad "distribute.workers 2 x cpu:1 differs from mpirun -np 2 x cpu:1"
+out=$("${MPI[@]}" -np 3 "$CLI" train "$T/sp2.json" --no-record 2>&1)
+rc=$?
+[ $rc -eq 2 ] && has "$out" "the project asks for 2 workers" && ok || bad "mpirun -np 3 of a 2-worker project (exit $rc): $out"
+out=$("$CLI" scale "$T/sp2.json" --devices cpu:1,2 --steps 3 --no-record 2>&1)
+rc=$?
+[ $rc -ne 0 ] && has "$out" "workers" && has "$out" "mirrorlab-cli train" && ok || bad "scale of a 2-worker project (exit $rc): $out"
+
 # --- failures during training --------------------------------------------------------------------
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/f.sqlite" --inject fail:cpu:1@step=4@worker=2 2>&1)
 rc=$?

@@ -98,6 +98,27 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   EXPECT_NE(uneven.find("global batch (100) does not split evenly over 3 replicas"), std::string::npos);
 }
 
+// A project of several workers: MultiWorkerMirroredStrategy configured by TF_CONFIG, still valid Python.
+TEST(CodeGen, TensorFlowProgramOfSeveralWorkersUsesMultiWorkerMirroredStrategy) {
+  Project p = Project::load(projectPath("fashion-mlp.json"));
+  p.distribute.workers = 3;
+  const std::string code = generateTensorFlowProgram(p);
+  for (const char* needle : {"WORKERS = 3", "tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)",
+                             "\"TF_CONFIG\" not in os.environ", "\"task\": {\"type\": \"worker\", \"index\": 0}",
+                             "mpirun -np WORKERS", "Several workers: the project trains as 3 processes"})
+    EXPECT_NE(code.find(needle), std::string::npos) << needle;
+  EXPECT_EQ(code.find("tf.distribute.MirroredStrategy("), std::string::npos);  // the single-worker form is gone
+  EXPECT_EQ(code.find("def make_strategy():"), code.rfind("def make_strategy():"));
+  TempDir dir("codegen-mw");
+  writeFile(dir.path() / "mw.py", code);
+  const CommandResult r = runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "mw.py").string());
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  // One worker: the project file does not even mention it.
+  p.distribute.workers = 1;
+  EXPECT_EQ(p.toJson()["distribute"].count("workers"), 0u);
+  EXPECT_EQ(generateTensorFlowProgram(p).find("MultiWorker"), std::string::npos);
+}
+
 TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
   Project p = Project::load(projectPath("spirals.json"));
   const std::string code = generatePyTorchProgram(p);

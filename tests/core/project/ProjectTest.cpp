@@ -126,11 +126,8 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       j["training"]["warmup_epochs"] = 1.5;
       j["training"]["accumulate"] = 3;
       j["training"]["metrics"] = json::array({"accuracy", "mae"});
-      j["distribute"] = {{"devices", "gpu:0,1"},
-                         {"allreduce", "nccl"},
-                         {"bucket_bytes", 4096},
-                         {"threads_per_device", 2},
-                         {"shard_optimizer", true}};
+      j["distribute"] = {{"devices", "gpu:0,1"},    {"allreduce", "nccl"},     {"bucket_bytes", 4096},
+                         {"threads_per_device", 2}, {"shard_optimizer", true}, {"workers", 4}};
       j["model"]["layers"][1]["name"] = "hidden";
       j["model"]["layers"][1]["kernel_initializer"] = "he_normal";
       SCOPED_TRACE(d.dump() + " " + o.dump());
@@ -154,6 +151,21 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       EXPECT_FALSE(q.model.layers[1].args.contains("name"));
       EXPECT_FALSE(q.model.layers[1].args.contains("type"));
     }
+}
+
+TEST(ProjectValidation, WorkersMustBeAWholeNumberFromOne) {
+  json j = Project().toJson();
+  j["distribute"]["workers"] = 0;
+  try {
+    Project::fromJson(j);
+    ADD_FAILURE() << "0 workers accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("workers"), std::string::npos) << e.what();
+  }
+  j["distribute"]["workers"] = "two";
+  EXPECT_THROW(Project::fromJson(j), UserError);
+  j["distribute"]["workers"] = 3;
+  EXPECT_EQ(Project::fromJson(j).distribute.workers, 3);
 }
 
 TEST(ProjectRoundTrip, SaveAndLoadFile) {
