@@ -67,13 +67,13 @@ const std::map<std::string, Place>& places() {
       {"distribute.bucket_bytes", {"Devices screen", "Gradient bucket"}},
       {"distribute.threads_per_device", {"Devices screen", "Threads per device"}},
       {"distribute.shard_optimizer", {"Devices screen", "Shard the optimizer update"}},
+      {"distribute.workers", {"Devices screen", "Workers"}},
       {"distribute.faults", {"Run menu", "Inject a Fault"}},
       // Fields the file and the command line set but no screen shows.
       {"training.checkpoint_every", {"", "Checkpoint interval"}},
       {"training.checkpoint_keep", {"", "Checkpoints kept"}},
       {"distribute.hang_seconds", {"", "Hang timeout"}},
       {"distribute.straggler_factor", {"", "Straggler factor"}},
-      {"distribute.workers", {"", "Workers"}},
   };
   return m;
 }

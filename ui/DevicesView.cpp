@@ -1,10 +1,14 @@
 // Devices: probed once on a worker thread (the CUDA plugin may take a moment to load).
 #include "DevicesView.h"
 
+#include <QApplication>
 #include <QButtonGroup>
 #include <QCheckBox>
+#include <QClipboard>
+#include <QFileInfo>
 #include <QGridLayout>
 #include <QLabel>
+#include <QPushButton>
 #include <QRadioButton>
 #include <QScrollArea>
 #include <QSpinBox>
@@ -123,6 +127,41 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
   });
   v->addWidget(ar);
 
+  // Several workers (processes, one per machine): mirrorlab-cli starts them under mpirun.
+  v->addWidget(sectionTitle(tr("Workers (machines)")));
+  auto* wk = card(page);
+  auto* wg = new QGridLayout(wk);
+  wg->setContentsMargins(14, 10, 14, 10);
+  wg->addWidget(new QLabel(tr("Workers"), wk), 0, 0);
+  workers_ = new QSpinBox(wk);
+  workers_->setObjectName(QStringLiteral("WorkerCount"));
+  workers_->setRange(1, 1024);
+  workers_->setAccessibleName(tr("Number of workers (processes)"));
+  workers_->setToolTip(
+      tr("Each worker is a process (usually one per machine) with the devices above as its local "
+         "replicas; every batch is split over all of them and the all-reduce is hierarchical: "
+         "local first, then across the workers with MPI"));
+  wg->addWidget(workers_, 0, 1, Qt::AlignLeft);
+  copyCommand_ = new QPushButton(tr("Copy the command"), wk);
+  copyCommand_->setObjectName(QStringLiteral("CopyMpirunCommand"));
+  copyCommand_->setToolTip(tr("Copies the mpirun line that trains this project on a cluster (a hostfile lists the machines)"));
+  wg->addWidget(copyCommand_, 0, 2, Qt::AlignLeft);
+  wg->setColumnStretch(3, 1);
+  workersInfo_ = new QLabel(wk);
+  workersInfo_->setObjectName(QStringLiteral("WorkersInfo"));
+  setRole(workersInfo_, "caption");
+  workersInfo_->setWordWrap(true);
+  workersInfo_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  wg->addWidget(workersInfo_, 1, 0, 1, 4);
+  v->addWidget(wk);
+  connect(workers_, &QSpinBox::valueChanged, this, [this](int w) {
+    if (refreshing_) return;
+    ml::Project p = doc_->project();
+    p.distribute.workers = w;
+    doc_->edit(tr("Change workers"), p, QStringLiteral("workers"));
+  });
+  connect(copyCommand_, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(mpirunCommand()); });
+
   path_ = new QLabel(page);
   path_->setObjectName(QStringLiteral("PathLine"));
   path_->setWordWrap(true);
@@ -216,6 +255,18 @@ void DevicesView::refresh() {
     if (b->property("algo").toString() == QLatin1String("nccl")) b->setEnabled(!report_.gpus.empty());
   }
   bucket_->setValue(static_cast<int>(d.bucketBytes / 1024));
+  workers_->setValue(d.workers);
+  const int local = error.isEmpty() ? list.size() : 1;
+  workersInfo_->setText(
+      d.workers == 1 ? tr("One worker: every replica is a thread of this program. With more, mirrorlab-cli starts them under "
+                          "mpirun (Open MPI) and they train as one run; the studio trains one worker.")
+                     : tr("%1 workers × %2 local replica(s) = %3 replicas in all. The all-reduce sums locally, then across the "
+                          "workers with MPI. Train it with the command below (Copy the command); the run is recorded in the run "
+                          "store and appears in Runs.\n%4")
+                           .arg(d.workers)
+                           .arg(local)
+                           .arg(d.workers * local)
+                           .arg(mpirunCommand()));
   shard_->setChecked(d.shardOptimizer);
   shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
   const int n = gpu ? 0 : cpuCount_->value();
@@ -245,6 +296,14 @@ void DevicesView::refresh() {
     path_->setText(plan);
   }
   refreshing_ = false;
+}
+
+QString DevicesView::mpirunCommand() const {
+  const ml::Project& p = doc_->project();
+  const QString file = doc_->path().isEmpty() ? tr("PROJECT.json") : QFileInfo(doc_->path()).fileName();
+  return QStringLiteral("mpirun -np %1 --hostfile hosts mirrorlab-cli train %2 --devices %3")
+      .arg(std::max(1, p.distribute.workers))
+      .arg(file, q(p.distribute.devices));
 }
 
 void DevicesView::writeDevices() {

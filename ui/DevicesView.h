@@ -8,6 +8,7 @@
 class QButtonGroup;
 class QCheckBox;
 class QLabel;
+class QPushButton;
 class QSpinBox;
 class QVBoxLayout;
 
@@ -23,6 +24,8 @@ class DevicesView : public QWidget {
   const ml::DeviceReport& report() const { return report_; }
   QLabel* reasonLabel() const { return reason_; }
   QLabel* pathLabel() const { return path_; }
+  // The line that trains this project as its workers on a cluster (mpirun with a hostfile).
+  QString mpirunCommand() const;
 
  Q_SIGNALS:
   void probeFinished();
@@ -46,6 +49,9 @@ class DevicesView : public QWidget {
   QButtonGroup* algo_;
   QSpinBox* bucket_;
   QCheckBox* shard_;
+  QSpinBox* workers_;
+  QPushButton* copyCommand_;
+  QLabel* workersInfo_;
   QLabel* path_;
 };
 

@@ -1,9 +1,12 @@
 // The model builder: adding through the palette, undo/redo, editing arguments, reordering,
 // a layer that does not fit, and the mirrored copies per device.
+#include <QApplication>
 #include <QCheckBox>
+#include <QClipboard>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QPushButton>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QUndoStack>
@@ -176,6 +179,34 @@ class ModelBuilderTest : public QObject {
     QCOMPARE(copies->tileCount(), 8);
     QCOMPARE(w.modelBuilder()->analysis().replicas, 4);
     QCOMPARE(w.modelBuilder()->analysis().perReplicaBatch, int64_t(32));  // 128 global / 4
+  }
+
+  // The Devices screen's Workers setting edits distribute.workers (undoable), says workers x local
+  // replicas, and "Copy the command" puts the mpirun line for a cluster on the clipboard.
+  void workersSettingWritesTheProjectAndCopiesTheMpirunLine() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    ml::Project p = w.document()->project();
+    p.distribute.devices = "cpu:2";
+    w.document()->edit(QStringLiteral("devices"), p);
+    auto* workers = w.findChild<QSpinBox*>(QStringLiteral("WorkerCount"));
+    auto* info = w.findChild<QLabel*>(QStringLiteral("WorkersInfo"));
+    auto* copy = w.findChild<QPushButton*>(QStringLiteral("CopyMpirunCommand"));
+    QVERIFY(workers && info && copy);
+    QCOMPARE(workers->value(), 1);
+    workers->setValue(3);
+    QCOMPARE(w.document()->project().distribute.workers, 3);
+    QVERIFY2(info->text().contains(QStringLiteral("3 workers × 2 local replica(s) = 6 replicas in all")),
+             qPrintable(info->text()));
+    QApplication::clipboard()->clear();
+    copy->click();
+    const QString line = QApplication::clipboard()->text();
+    QVERIFY2(line.startsWith(QStringLiteral("mpirun -np 3 --hostfile hosts mirrorlab-cli train ")), qPrintable(line));
+    QVERIFY2(line.endsWith(QStringLiteral(" --devices cpu:2")), qPrintable(line));
+    w.document()->undoStack()->undo();
+    QCOMPARE(workers->value(), 1);
+    QCOMPARE(w.document()->project().distribute.workers, 1);
   }
 
   // Ticking "Shard the optimizer update" on the Devices screen divides the optimizer state in the
