@@ -148,13 +148,11 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   shareNumbers_->setObjectName(QStringLiteral("SyncShare"));
   shareNumbers_->setWordWrap(true);
   setRole(shareNumbers_, "caption");
-  auto* phaseLegend = new QLabel(body);
-  QStringList parts;
-  for (Phase p : {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Optimizer, Phase::AllGather})
-    parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
-  phaseLegend->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));
-  phaseLegend->setWordWrap(true);
-  setRole(phaseLegend, "caption");
+  phaseLegend_ = new QLabel(body);
+  phaseLegend_->setObjectName(QStringLiteral("PhaseLegend"));
+  phaseLegend_->setWordWrap(true);
+  setRole(phaseLegend_, "caption");
+  updatePhaseLegend(false);
 
   auto wrap = [body](QWidget* chart, QLabel* caption) {
     auto* w = new QWidget(body);
@@ -169,7 +167,7 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   auto* grid = new ReflowGrid(3, body);
   grid->setSpacing(10);
   for (QWidget* w : {static_cast<QWidget*>(loss_), static_cast<QWidget*>(accuracy_), static_cast<QWidget*>(util_),
-                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend)})
+                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend_)})
     grid->addWidget(w);
   v->addWidget(grid, 1);
 
@@ -291,6 +289,7 @@ void DashboardView::render() {
   dirty_ = false;
   breakdown_->updateBars();
   timeline_->updateBars();
+  updatePhaseLegend(timeline_->barCount(Phase::Network) > 0);
   bool drew = false;
   for (LiveChart* c : charts()) drew = c->drawFrame() || drew;
   if (!sinceNumbers_.isValid() || sinceNumbers_.elapsed() >= 300) {
@@ -322,6 +321,18 @@ void DashboardView::onStraggler(const ml::WatchdogWarning& w) {
                           .arg(w.typicalSeconds * 1e3, 0, 'f', 1));
   straggler_->setToolTip(QString::fromStdString(w.message));
   straggler_->show();
+}
+
+// The timeline's colours; Network (several workers) only while the timeline draws it.
+void DashboardView::updatePhaseLegend(bool network) {
+  if (legendHasNetwork_ == network && !phaseLegend_->text().isEmpty()) return;
+  legendHasNetwork_ = network;
+  QStringList parts;
+  for (Phase p :
+       {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Network, Phase::Optimizer, Phase::AllGather})
+    if (p != Phase::Network || network)
+      parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
+  phaseLegend_->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));
 }
 
 void DashboardView::onRunStarted(const ml::RunStarted& e) {
@@ -431,11 +442,20 @@ void DashboardView::updateNumbers() {
     valValue_->setText(QStringLiteral("—"));
   speedValue_->setText(tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
-  syncShareValue_->setText(QStringLiteral("%1%").arg(ar + wait, 0, 'f', 1));
-  shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
-                             .arg(100 - ar - wait, 0, 'f', 1)
-                             .arg(ar, 0, 'f', 1)
-                             .arg(wait, 0, 'f', 1));
+  const double net = breakdown_->networkShare() * 100;  // several workers only
+  syncShareValue_->setText(QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
+  if (net > 0)
+    shareNumbers_->setText(
+        tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · network %3% · waiting %4%")
+            .arg(100 - ar - net - wait, 0, 'f', 1)
+            .arg(ar, 0, 'f', 1)
+            .arg(net, 0, 'f', 1)
+            .arg(wait, 0, 'f', 1));
+  else
+    shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
+                               .arg(100 - ar - wait, 0, 'f', 1)
+                               .arg(ar, 0, 'f', 1)
+                               .arg(wait, 0, 'f', 1));
   const double elapsed = last_.wallTime;
   const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *
                                            static_cast<double>(std::max<int64_t>(0, started_.totalSteps - last_.step))

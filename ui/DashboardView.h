@@ -45,6 +45,7 @@ class DashboardView : public QWidget {
   UtilizationChart* utilizationChart() const { return util_; }
   StepBreakdownChart* breakdownChart() const { return breakdown_; }
   TimelineChart* timelineChart() const { return timeline_; }
+  QLabel* phaseLegend() const { return phaseLegend_; }
   QLabel* syncLabel() const { return sync_; }
   std::vector<LiveChart*> charts() const;
 
@@ -91,6 +92,9 @@ class DashboardView : public QWidget {
   StepBreakdownChart* breakdown_;
   TimelineChart* timeline_;
   QLabel* shareNumbers_;
+  QLabel* phaseLegend_;
+  bool legendHasNetwork_ = false;
+  void updatePhaseLegend(bool network);
 
   ml::RunStarted started_;
   ml::StepEvent last_;

@@ -323,6 +323,20 @@ static QString uiCostText(const ml::RunDetail& d) {
       .arg(d.uiDrawMs.value_or(0) / secs, 0, 'f', 1);
 }
 
+// Several workers (processes under mpirun): "2 workers on a, b (2 replicas each)"; "" for one.
+static QString workersText(const ml::RunDetail& d) {
+  if (d.workers <= 1) return {};
+  QStringList hosts;
+  for (const auto& h : d.hosts) hosts << q(h);
+  QString text = RunsView::tr("%1 workers").arg(d.workers);
+  if (!hosts.isEmpty()) text += RunsView::tr(" on %1").arg(hosts.join(QStringLiteral(", ")));
+  const int replicas = d.summary.replicas;
+  if (replicas % d.workers == 0)
+    text +=
+        replicas == d.workers ? RunsView::tr(" (1 replica each)") : RunsView::tr(" (%1 replicas each)").arg(replicas / d.workers);
+  return text;
+}
+
 // What the stored events say about a run's figures: its pauses (left out of every time) and the
 // watchdog's straggler warnings, one line each; "" when there were none.
 static QString eventsText(const ml::RunDetail& d) {
@@ -349,9 +363,10 @@ void RunsView::showComparison() {
     const auto sc = ml::scalingVs(baseTp, tp);
     const bool isBase = static_cast<int>(i) == base;
     const QStringList cells = {
-        QStringLiteral("#%1 %2%3%4")
+        QStringLiteral("#%1 %2%3%4%5")
             .arg(d.summary.id)
             .arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString(),
+                 d.workers > 1 ? QStringLiteral(" · ") + workersText(d) : QString(),
                  d.pausedSeconds() > 0 ? tr(" · paused %1 s").arg(d.pausedSeconds(), 0, 'f', 1) : QString()),
         QString::number(tp.replicas),
         tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
@@ -364,6 +379,7 @@ void RunsView::showComparison() {
       if (c > 0) item->setTextAlignment(Qt::AlignRight | Qt::AlignVCenter);
       item->setForeground(c == 0 ? OverlayChart::runColor(static_cast<int>(i)) : QColor(0x1f, 0x2d, 0x3d));
       if (c == 0) item->setToolTip(eventsText(d));
+      if (c == 1) item->setToolTip(workersText(d));
       scaling_->setItem(static_cast<int>(i), c, item);
     }
   }

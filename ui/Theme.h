@@ -15,7 +15,8 @@ class QVBoxLayout;
 
 namespace mlui {
 
-enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer, AllGather };
+// Network: several workers (processes), the cross-worker hop of the all-reduce.
+enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer, AllGather, Network };
 
 QColor deviceColor(int device);
 QColor phaseColor(Phase p);

@@ -175,15 +175,40 @@ void printEpochs(const std::vector<ml::EpochEvent>& epochs) {
   t.print("  ");
 }
 
+// Several workers: the cross-worker hop of the all-reduce gets its own columns (none otherwise).
 void printReplicas(const ml::RunDetail& d) {
-  Table t({"REPLICA", "DEVICE", "STEPS", "SAMPLES", "COMPUTE", "ALLREDUCE", "WAIT", "COMPUTE %", "ALLREDUCE %", "WAIT %"});
+  const bool network =
+      std::any_of(d.replicas.begin(), d.replicas.end(), [](const ml::ReplicaShare& r) { return r.total.network > 0; });
+  std::vector<std::string> header = {"REPLICA", "DEVICE", "STEPS", "SAMPLES", "COMPUTE", "ALLREDUCE"};
+  if (network) header.push_back("NETWORK");
+  header.insert(header.end(), {"WAIT", "COMPUTE %", "ALLREDUCE %"});
+  if (network) header.push_back("NETWORK %");
+  header.push_back("WAIT %");
+  Table t(header);
   for (const auto& r : d.replicas) {
     std::string device = r.replica < int(d.deviceNames.size()) ? d.deviceNames[r.replica] : "";
-    t.add({std::to_string(r.replica), device, std::to_string(r.steps), std::to_string(r.samples), duration(r.total.compute()),
-           duration(r.total.allreduce), duration(r.total.wait), pct(r.computeShare()), pct(r.allreduceShare()),
-           pct(r.waitShare())});
+    std::vector<std::string> row = {std::to_string(r.replica),   device,
+                                    std::to_string(r.steps),     std::to_string(r.samples),
+                                    duration(r.total.compute()), duration(r.total.allreduce)};
+    if (network) row.push_back(duration(r.total.network));
+    row.insert(row.end(), {duration(r.total.wait), pct(r.computeShare()), pct(r.allreduceShare())});
+    if (network) row.push_back(pct(r.networkShare()));
+    row.push_back(pct(r.waitShare()));
+    t.add(row);
   }
   t.print("  ");
+}
+
+// "2 on a, b (2 replicas each)": the workers of a run, their hosts by rank.
+std::string workersText(const ml::RunDetail& d) {
+  std::string out = std::to_string(d.workers);
+  if (!d.hosts.empty()) out += " on " + join(d.hosts, ", ");
+  const int replicas = d.summary.replicas;
+  if (replicas % d.workers == 0)
+    out += " (" + std::to_string(replicas / d.workers) + (replicas / d.workers == 1 ? " replica each)" : " replicas each)");
+  else
+    out += " (" + std::to_string(replicas) + " replicas in all)";
+  return out;
 }
 
 int show(const RunsArgs& a) {
@@ -195,6 +220,7 @@ int show(const RunsArgs& a) {
   if (s.finished) std::printf(", ended %s (%s)", date(*s.finished).c_str(), duration(*s.finished - s.created).c_str());
   std::printf("\n  host      %s (pid %lld)\n", d.host.c_str(), static_cast<long long>(d.pid.value_or(0)));
   std::printf("  devices   %s\n", join(d.deviceNames, ", ").c_str());
+  if (d.workers > 1) std::printf("  workers   %s\n", workersText(d).c_str());
   if (!d.description.empty()) std::printf("  plan      %s\n", d.description.c_str());
   if (!d.error.empty()) std::printf("  message   %s\n", d.error.c_str());
   if (!s.tags.empty()) std::printf("  tags      %s\n", join(s.tags, ", ").c_str());
@@ -290,6 +316,8 @@ int compare(const RunsArgs& a) {
   row("name", [&](size_t k) { return sum(k).name; });
   row("status", [&](size_t k) { return sum(k).status; });
   row("replicas", [&](size_t k) { return std::to_string(sum(k).replicas); });
+  if (std::any_of(runs.begin(), runs.end(), [](const ml::RunDetail& r) { return r.workers > 1; }))
+    row("workers", [&](size_t k) { return std::to_string(runs[k].workers); });
   row("global batch", [&](size_t k) { return std::to_string(sum(k).globalBatch); });
   row("epochs", [&](size_t k) { return std::to_string(sum(k).epochsDone); });
   row("final val loss", [&](size_t k) { return fmt("%.4f", sum(k).finalValLoss); });

@@ -25,8 +25,8 @@ int main(int argc, char** argv) {
     const int n = group->size();
     const int64_t sizes[] = {2, 16384, 669706};  // floats
     if (group->rank() == 0)
-      std::printf("%-12s %8s %14s %12s %14s %12s %9s\n", "buffer", "workers", "MPI median", "MPI bus", "ring median",
-                  "ring bus", "MPI/ring");
+      std::printf("%-12s %8s %14s %12s %14s %12s %9s\n", "buffer", "workers", "MPI median", "MPI bus", "ring median", "ring bus",
+                  "MPI/ring");
     for (int64_t count : sizes) {
       std::vector<float> buf(static_cast<size_t>(count), 1.0f);
       std::vector<double> t;

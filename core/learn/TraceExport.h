@@ -17,8 +17,11 @@ struct TraceOptions {
 };
 
 // The span names, in the order a replica lives through them within one step: backward ends,
-// then the replica waits for the slowest one, then its exposed all-reduce, then the update.
-inline constexpr const char* kTracePhases[6] = {"forward", "backward", "wait", "all-reduce", "optimizer", "all-gather"};
+// then the replica waits for the slowest one, then its exposed all-reduce, then (several workers)
+// the all-reduce's cross-worker hop over the network, then the update, then (sharded optimizer)
+// the all-gather. The network and all-gather spans appear only where they took time.
+inline constexpr const char* kTracePhases[7] = {"forward", "backward",  "wait",      "all-reduce",
+                                                "network", "optimizer", "all-gather"};
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}. ts and dur are microseconds; ts counts from
 // the earliest replica start among the steps. Each span carries args {step, epoch, replica,

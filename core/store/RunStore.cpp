@@ -86,8 +86,8 @@ RunStore::Inserts& RunStore::inserts() {
         "wall_time, loss_scale, skipped) VALUES(?,?,?,?,?,?,?,?,?,nullif(?,0),?)");
     inserts_->replica = db_.prepare(
         "INSERT OR REPLACE INTO replica_steps(run_id, step, replica, samples, start_us, "
-        "forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?,?)");
+        "forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us, network_us) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
     inserts_->epoch = db_.prepare(
         "INSERT OR REPLACE INTO epochs(run_id, epoch, train_loss, train_metric, val_loss, "
         "val_metric, seconds, samples_per_sec, allreduce_share, wait_share, in_sync, checksums, "
@@ -113,12 +113,13 @@ int64_t RunStore::createRun(const RunStarted& s, const nlohmann::json& host) {
   auto q = db_.prepare(
       "INSERT INTO runs(name, created, status, devices, replicas, global_batch, "
       "per_replica_batch, base_lr, lr, epochs, steps_per_epoch, total_steps, pid, pid_start, "
-      "host, description, device_names, project_json, config_json, host_json) "
-      "VALUES(?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+      "host, description, device_names, project_json, config_json, host_json, workers, hosts) "
+      "VALUES(?,?,'running',?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int64_t pid = ::getpid();
   q.bindAll(s.runName, unixNow(), deviceSpec(s), s.replicas, s.globalBatch, s.perReplicaBatch, s.baseLr, s.lr, s.epochs,
             s.stepsPerEpoch, s.totalSteps, pid, processStartTicks(pid), hostName(), s.description,
-            nlohmann::json(s.devices).dump(), s.projectJson, s.configJson, host.dump());
+            nlohmann::json(s.devices).dump(), s.projectJson, s.configJson, host.dump(), std::max(1, s.workers),
+            nlohmann::json(s.hosts).dump());
   q.run();
   int64_t id = db_.lastInsertId();
   for (const auto& tag : s.tags) {
@@ -144,7 +145,8 @@ void RunStore::appendSteps(int64_t run, std::span<const StepEvent> steps) {
     for (const ReplicaStep& r : e.replicas) {
       const PhaseTimes& p = r.phases;
       ins.replica.bindAll(run, e.step, r.replica, r.samples, toMicros(r.start), toMicros(p.forward), toMicros(p.backward),
-                          toMicros(p.allreduce), toMicros(p.wait), toMicros(p.optimizer), toMicros(p.allgather));
+                          toMicros(p.allreduce), toMicros(p.wait), toMicros(p.optimizer), toMicros(p.allgather),
+                          toMicros(p.network));
       ins.replica.run();
     }
   }
@@ -248,7 +250,7 @@ RunDetail RunStore::loadRun(int64_t run) {
     auto q = db_.prepare(
         "SELECT error, project_json, config_json, host_json, host, pid, device_names, "
         "per_replica_batch, base_lr, epochs, steps_per_epoch, total_steps, seconds, steps, "
-        "description, note, dropped_events, ui_frames, ui_draw_ms FROM runs WHERE id=?");
+        "description, note, dropped_events, ui_frames, ui_draw_ms, workers, hosts FROM runs WHERE id=?");
     q.bind(1, run);
     if (!q.step()) requireRun(run);
     d.error = q.getText(0);
@@ -273,6 +275,11 @@ RunDetail RunStore::loadRun(int64_t run) {
     d.droppedEvents = static_cast<uint64_t>(q.getInt(16));
     d.uiFrames = q.getOptInt(17);
     d.uiDrawMs = q.getOptDouble(18);
+    d.workers = std::max<int>(1, static_cast<int>(q.getInt(19)));
+    auto hosts = parseJsonOrDiscarded(q.getText(20));
+    if (hosts.is_array())
+      for (auto& h : hosts)
+        if (h.is_string()) d.hosts.push_back(h.get<std::string>());
   }
   d.summary = summaries({}, run).at(0);
   {
@@ -301,17 +308,17 @@ RunDetail RunStore::loadRun(int64_t run) {
   {
     // Summed here rather than with GROUP BY, which would sort 400,000 rows for a long run.
     auto q = db_.prepare(
-        "SELECT replica, samples, forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us "
-        "FROM replica_steps WHERE run_id=?");
+        "SELECT replica, samples, forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us, "
+        "network_us FROM replica_steps WHERE run_id=?");
     q.bind(1, run);
-    std::vector<std::array<int64_t, 8>> sums;  // steps, samples, six phases in microseconds
+    std::vector<std::array<int64_t, 9>> sums;  // steps, samples, seven phases in microseconds
     while (q.step()) {
       int64_t replica = q.getInt(0);
       if (replica < 0 || replica > 65535) continue;  // not a replica index
       auto r = static_cast<size_t>(replica);
       if (r >= sums.size()) sums.resize(r + 1, {});
       sums[r][0] += 1;
-      for (int c = 1; c < 8; ++c) sums[r][c] += q.getInt(c);
+      for (int c = 1; c < 9; ++c) sums[r][c] += q.getInt(c);
     }
     for (size_t r = 0; r < sums.size(); ++r) {
       if (sums[r][0] == 0) continue;
@@ -319,8 +326,8 @@ RunDetail RunStore::loadRun(int64_t run) {
       s.replica = static_cast<int>(r);
       s.steps = sums[r][0];
       s.samples = sums[r][1];
-      s.total = PhaseTimes{fromMicros(sums[r][2]), fromMicros(sums[r][3]), fromMicros(sums[r][4]),
-                           fromMicros(sums[r][5]), fromMicros(sums[r][6]), fromMicros(sums[r][7])};
+      s.total = PhaseTimes{fromMicros(sums[r][2]), fromMicros(sums[r][3]), fromMicros(sums[r][4]), fromMicros(sums[r][5]),
+                           fromMicros(sums[r][6]), fromMicros(sums[r][7]), fromMicros(sums[r][8])};
       d.replicas.push_back(s);
     }
   }
@@ -396,7 +403,7 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
     if (e.step >= fromStep && e.step <= toStep) out.push_back(std::move(e));
   auto q = db_.prepare(
       "SELECT step, replica, samples, start_us, forward_us, backward_us, allreduce_us, wait_us, "
-      "optimizer_us, allgather_us FROM replica_steps WHERE run_id=? AND step BETWEEN ? AND ? "
+      "optimizer_us, allgather_us, network_us FROM replica_steps WHERE run_id=? AND step BETWEEN ? AND ? "
       "ORDER BY step, replica");
   q.bindAll(run, fromStep, toStep);
   size_t i = 0;
@@ -408,8 +415,8 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
     r.replica = static_cast<int>(q.getInt(1));
     r.samples = q.getInt(2);
     r.start = fromMicros(q.getInt(3));
-    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)), fromMicros(q.getInt(6)),
-                          fromMicros(q.getInt(7)), fromMicros(q.getInt(8)), fromMicros(q.getInt(9))};
+    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)), fromMicros(q.getInt(6)), fromMicros(q.getInt(7)),
+                          fromMicros(q.getInt(8)), fromMicros(q.getInt(9)), fromMicros(q.getInt(10))};
     out[i].replicas.push_back(r);
   }
   return out;

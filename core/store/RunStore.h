@@ -54,6 +54,7 @@ struct ReplicaShare {
   double allreduceShare() const { return total.total() > 0 ? total.allreduce / total.total() : 0; }
   double waitShare() const { return total.total() > 0 ? total.wait / total.total() : 0; }
   double computeShare() const { return total.total() > 0 ? total.compute() / total.total() : 0; }
+  double networkShare() const { return total.total() > 0 ? total.network / total.total() : 0; }
 };
 
 struct Artifact {
@@ -79,6 +80,10 @@ struct RunDetail {
   std::string error;
   std::string projectJson, configJson, hostJson;
   std::string host;  // host name of the writing process
+  // Several workers (processes under mpirun; rank 0 wrote the run): how many, and the host of
+  // each by rank. One worker: 1 and {} (runs stored before workers existed read back so too).
+  int workers = 1;
+  std::vector<std::string> hosts;
   std::optional<int64_t> pid;
   std::vector<std::string> deviceNames;
   int64_t perReplicaBatch = 0;

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -172,6 +172,14 @@ CREATE TABLE run_events(
     R"sql(
 ALTER TABLE steps ADD COLUMN loss_scale REAL;
 ALTER TABLE steps ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // v8: several workers (processes under mpirun) as one run: how many, the host of each by rank
+    // (a JSON array; '[]' for one worker), and the cross-worker hop of the all-reduce per replica
+    // step, its own phase. Runs from before read back as one worker without network time.
+    R"sql(
+ALTER TABLE runs ADD COLUMN workers INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE runs ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE replica_steps ADD COLUMN network_us INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 

@@ -1,5 +1,7 @@
 // The main window opens on the example project with its model summary, and the dashboard can be
-// saved as a picture.
+// saved as a picture; its timeline and step breakdown draw the network phase of a multi-worker run
+// only when a step spent time on it.
+#include <QLabel>
 #include <QListWidget>
 #include <QTableWidget>
 
@@ -8,6 +10,8 @@
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "UiTestUtil.h"
+#include "charts/DeviceCharts.h"
+#include "charts/TimelineChart.h"
 
 class MainWindowTest : public QObject {
   Q_OBJECT
@@ -44,6 +48,75 @@ class MainWindowTest : public QObject {
     QCOMPARE(w.currentPage(), mlui::MainWindow::DashboardPage);
     QTest::keyClick(&w, Qt::Key_1, Qt::ControlModifier);
     QCOMPARE(w.currentPage(), mlui::MainWindow::ModelPage);
+  }
+
+  // The timeline draws the network phase (several workers: the cross-worker hop of the all-reduce)
+  // with its own colour and legend entry, only when a step spent time on it.
+  void timelineShowsTheNetworkPhaseOnlyWhenNonZero() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    auto* dash = w.dashboard();
+    auto run = [&](int workers) {
+      ml::RunStarted s;
+      s.runName = "timeline";
+      s.replicas = 4;
+      s.workers = workers;
+      for (int r = 0; r < 4; ++r) s.devices.push_back("cpu:" + std::to_string(r));
+      s.totalSteps = 3;
+      std::vector<ml::Event> events{s};
+      for (int i = 1; i <= 3; ++i) {
+        ml::StepEvent e;
+        e.step = i;
+        e.epoch = 1;
+        e.samples = 64;
+        e.stepTime = 0.02;
+        e.wallTime = 0.02 * i;
+        for (int r = 0; r < 4; ++r) {
+          ml::ReplicaStep rs;
+          rs.replica = r;
+          rs.start = e.wallTime - e.stepTime;
+          // forward, backward, all-reduce, wait, optimizer, all-gather (none), network: the hop on
+          // local replica 0 of each of two workers (replicas 0 and 2), which the others wait for.
+          const bool hop = workers == 2 && r % 2 == 0;
+          rs.phases = {0.005, 0.007, 0.002, hop ? 0.0 : 0.004, 0.002, 0.0, hop ? 0.004 : 0.0};
+          e.replicas.push_back(rs);
+        }
+        events.push_back(e);
+      }
+      dash->onEvents(events);
+      dash->render();
+    };
+    auto* timeline = dash->timelineChart();
+    run(2);
+    QCOMPARE(timeline->barCount(mlui::Phase::Network), 3 * 2);  // 3 steps x replicas 0 and 2
+    QCOMPARE(timeline->barCount(mlui::Phase::Wait), 3 * 2);     // replicas 1 and 3 wait for the hop
+    QCOMPARE(timeline->barCount(mlui::Phase::AllReduce), 3 * 4);
+    QCOMPARE(timeline->barCount(mlui::Phase::AllGather), 0);
+    QCOMPARE(timeline->barCount(), 3 * 4 * 5);  // forward, backward, all-reduce, optimizer + network or wait
+    const QString network = QStringLiteral("color:%1'>&#9632;</span> network").arg(mlui::phaseColor(mlui::Phase::Network).name());
+    QVERIFY2(dash->phaseLegend()->text().contains(network), qPrintable(dash->phaseLegend()->text()));
+    QVERIFY(mlui::phaseColor(mlui::Phase::Network) != mlui::phaseColor(mlui::Phase::AllReduce));
+    // The step breakdown stacks it per device: 4 ms a step on replicas 0 and 2, none on 1 and 3;
+    // 2 x 4 ms of the 4 x 20 ms of replica step time is network.
+    auto* breakdown = dash->breakdownChart();
+    auto net = breakdown->networkBars()->data();
+    QCOMPARE(net->size(), 4);
+    QVERIFY(qAbs(net->at(0)->value - 4.0) < 1e-9);
+    QCOMPARE(net->at(1)->value, 0.0);
+    QVERIFY(qAbs(net->at(2)->value - 4.0) < 1e-9);
+    QVERIFY(qAbs(breakdown->networkShare() - 0.1) < 1e-9);
+    QVERIFY(qAbs(breakdown->computeShare() - 0.7) < 1e-9);
+    QVERIFY(breakdown->legend->hasItemWithPlottable(breakdown->networkBars()));
+
+    run(1);  // one worker: no network time, no network bar, no legend entry
+    QCOMPARE(timeline->barCount(mlui::Phase::Network), 0);
+    QCOMPARE(timeline->barCount(mlui::Phase::Wait), 3 * 4);
+    QCOMPARE(timeline->barCount(), 3 * 4 * 5);
+    QVERIFY2(!dash->phaseLegend()->text().contains(QStringLiteral("network")), qPrintable(dash->phaseLegend()->text()));
+    QVERIFY(dash->phaseLegend()->text().contains(QStringLiteral("all-reduce")));
+    QCOMPARE(breakdown->networkShare(), 0.0);
+    QVERIFY(!breakdown->legend->hasItemWithPlottable(breakdown->networkBars()));
   }
 
   void dashboardSavesAPicture() {

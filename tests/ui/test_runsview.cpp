@@ -12,6 +12,7 @@
 #include <QSignalSpy>
 #include <QSortFilterProxyModel>
 #include <QTableView>
+#include <QTableWidget>
 
 #include "MainWindow.h"
 #include "RunTableModel.h"
@@ -78,6 +79,57 @@ class RunsViewTest : public QObject {
   // A run stopped by an injected kill after step 75 (epoch 2; a checkpoint after epoch 1) is
   // offered Resume; pressing it continues the same stored run to the end: finished, every step
   // once, and its weights bit-identical to an uninterrupted run's.
+  // A run of 2 workers (rank 0 recorded it) opened in the Runs screen: its row in the scaling
+  // table names the workers and their hosts; a one-worker run's row does not.
+  void showsTheWorkersOfAMultiWorkerRun() {
+    const QString db = dir_.filePath(QStringLiteral("workers.sqlite"));
+    int64_t two = 0, one = 0;
+    {
+      auto store = ml::RunStore::open(db.toStdString());
+      for (int workers : {2, 1}) {
+        ml::RunStarted s;
+        s.runName = workers == 2 ? "across hosts" : "one process";
+        s.projectJson = "{}";
+        s.configJson = R"({"devices":"cpu:2"})";
+        s.replicas = 4;
+        s.workers = workers;
+        if (workers == 2) s.hosts = {"a", "b"};
+        for (int r = 0; r < 4; ++r) s.devices.push_back("cpu:" + std::to_string(r));
+        s.globalBatch = 64;
+        s.epochs = 1;
+        const int64_t id = store.createRun(s, {});
+        ml::EpochEvent e;
+        e.epoch = 1;
+        e.seconds = 0.5;
+        e.samplesPerSec = 1000;
+        store.appendEpochs(id, std::span<const ml::EpochEvent>(&e, 1));
+        store.finishRun(id, ml::RunFinished{ml::RunStatus::Finished, "", 0.5, 10, 0.5, 0.8});
+        (workers == 2 ? two : one) = id;
+      }
+    }
+    mlui::RunsView view([db] { return db; });
+    view.resize(1200, 800);
+    view.show();
+    QSignalSpy refreshed(&view, &mlui::RunsView::refreshed);
+    view.refresh();
+    QVERIFY(refreshed.wait(10000));
+    QSignalSpy loaded(&view, &mlui::RunsView::comparisonLoaded);
+    view.selectRuns({two, one});
+    QVERIFY(loaded.wait(10000) || !loaded.isEmpty());
+    auto* scaling = view.findChild<QTableWidget*>(QStringLiteral("ScalingTable"));
+    QVERIFY(scaling);
+    QTRY_COMPARE_WITH_TIMEOUT(scaling->rowCount(), 2, 5000);
+    int rowTwo = -1, rowOne = -1;
+    for (int r = 0; r < 2; ++r) (scaling->item(r, 0)->text().contains(QStringLiteral("across hosts")) ? rowTwo : rowOne) = r;
+    QVERIFY(rowTwo >= 0 && rowOne >= 0);
+    QVERIFY2(scaling->item(rowTwo, 0)->text().endsWith(QStringLiteral(" · 2 workers on a, b (2 replicas each)")),
+             qPrintable(scaling->item(rowTwo, 0)->text()));
+    QCOMPARE(scaling->item(rowTwo, 1)->text(), QStringLiteral("4"));
+    QCOMPARE(scaling->item(rowTwo, 1)->toolTip(), QStringLiteral("2 workers on a, b (2 replicas each)"));
+    QVERIFY2(!scaling->item(rowOne, 0)->text().contains(QStringLiteral("worker")), qPrintable(scaling->item(rowOne, 0)->text()));
+    QCOMPARE(scaling->item(rowOne, 1)->toolTip(), QString());
+  }
+
   void resumesAnInterruptedRun() {
     const QString db = dir_.filePath(QStringLiteral("resume.sqlite"));
     ml::Project p = uitest::spiralsProject("cpu:2", 3);

@@ -82,9 +82,12 @@ StepBreakdownChart::StepBreakdownChart(QWidget* parent)
   };
   compute_ = makeBars(tr("compute"), Phase::Forward);
   allreduce_ = makeBars(tr("all-reduce"), Phase::AllReduce);
+  network_ = makeBars(tr("network"), Phase::Network);
   wait_ = makeBars(tr("waiting"), Phase::Wait);
   allreduce_->moveAbove(compute_);
-  wait_->moveAbove(allreduce_);
+  network_->moveAbove(allreduce_);
+  wait_->moveAbove(network_);
+  network_->removeFromLegend();  // shown once a step crosses workers
   legend->setVisible(true);
   axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   xAxis->grid()->setVisible(false);
@@ -111,17 +114,19 @@ void StepBreakdownChart::addStep(const ml::StepEvent& e) {
 void StepBreakdownChart::updateBars() {
   if (recent_.empty()) return;
   const int n = static_cast<int>(recent_.back().size());
-  QVector<double> keys(n), compute(n, 0), ar(n, 0), wait(n, 0);
-  double total = 0, arTotal = 0, waitTotal = 0;
+  QVector<double> keys(n), compute(n, 0), ar(n, 0), net(n, 0), wait(n, 0);
+  double total = 0, arTotal = 0, waitTotal = 0, netTotal = 0;
   for (const auto& step : recent_)
     for (const auto& r : step) {
       if (r.replica < 0 || r.replica >= n) continue;
       compute[r.replica] += r.phases.compute();
       ar[r.replica] += r.phases.allreduce;
+      net[r.replica] += r.phases.network;
       wait[r.replica] += r.phases.wait;
       total += r.phases.total();
       arTotal += r.phases.allreduce;
       waitTotal += r.phases.wait;
+      netTotal += r.phases.network;
     }
   const double scale = 1000.0 / static_cast<double>(recent_.size());  // seconds summed -> ms per step
   ymax_ = 0;
@@ -129,22 +134,31 @@ void StepBreakdownChart::updateBars() {
     keys[i] = i + 1;
     compute[i] *= scale;
     ar[i] *= scale;
+    net[i] *= scale;
     wait[i] *= scale;
-    ymax_ = std::max(ymax_, compute[i] + ar[i] + wait[i]);
+    ymax_ = std::max(ymax_, compute[i] + ar[i] + net[i] + wait[i]);
   }
   compute_->setData(keys, compute, true);
   allreduce_->setData(keys, ar, true);
+  network_->setData(keys, net, true);
   wait_->setData(keys, wait, true);
+  if (netTotal > 0)
+    network_->addToLegend();  // false (and nothing changes) when it is there already
+  else
+    network_->removeFromLegend();
   allreduceShare_ = total > 0 ? arTotal / total : 0;
   waitShare_ = total > 0 ? waitTotal / total : 0;
+  networkShare_ = total > 0 ? netTotal / total : 0;
 }
 
 void StepBreakdownChart::clearData() {
   recent_.clear();
   compute_->data()->clear();
   allreduce_->data()->clear();
+  network_->data()->clear();
+  network_->removeFromLegend();
   wait_->data()->clear();
-  allreduceShare_ = waitShare_ = 0;
+  allreduceShare_ = waitShare_ = networkShare_ = 0;
   ymax_ = 1;
   replot(QCustomPlot::rpQueuedReplot);
 }

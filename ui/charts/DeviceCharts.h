@@ -46,8 +46,10 @@ class StepBreakdownChart : public LiveChart {
   // Shares of replica step time over the window, for the numbers next to the chart.
   double allreduceShare() const { return allreduceShare_; }
   double waitShare() const { return waitShare_; }
-  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_; }
+  double networkShare() const { return networkShare_; }  // several workers: the cross-worker hop
+  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_ - networkShare_; }
   QCPBars* computeBars() const { return compute_; }
+  QCPBars* networkBars() const { return network_; }  // in the legend only while some replica has network time
 
  protected:
   void rescaleToData() override;
@@ -55,8 +57,8 @@ class StepBreakdownChart : public LiveChart {
  private:
   static constexpr size_t kWindow = 20;
   std::deque<std::vector<ml::ReplicaStep>> recent_;
-  QCPBars *compute_, *allreduce_, *wait_;
-  double allreduceShare_ = 0, waitShare_ = 0, ymax_ = 1;
+  QCPBars *compute_, *allreduce_, *network_, *wait_;
+  double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, ymax_ = 1;
   int devices_ = 1;
 };
 

@@ -1,6 +1,8 @@
 // Timeline of the last steps, drawn with a reused pool of rectangle items on their own layer.
 #include "charts/TimelineChart.h"
 
+#include <algorithm>
+
 namespace mlui {
 
 TimelineChart::TimelineChart(QWidget* parent)
@@ -31,6 +33,10 @@ void TimelineChart::addStep(const ml::StepEvent& e) {
 
 int TimelineChart::barCount() const { return static_cast<int>(bars_.size()); }
 
+int TimelineChart::barCount(Phase phase) const {
+  return static_cast<int>(std::count_if(bars_.begin(), bars_.end(), [phase](const Bar& b) { return b.phase == phase; }));
+}
+
 void TimelineChart::clearData() {
   recent_.clear();
   bars_.clear();
@@ -48,11 +54,14 @@ void TimelineChart::updateBars() {
   for (const auto& s : recent_)
     for (const auto& r : s.replicas) {
       // The order within a step: compute, then wait for the slowest replica, then the exposed
-      // all-reduce, then the optimizer, then (sharded) the all-gather of the updated parameters.
+      // all-reduce, then (several workers) its cross-worker hop over the network, then the
+      // optimizer, then (sharded) the all-gather of the updated parameters. A phase of zero
+      // (no network with one worker) draws no bar.
       double t = r.start;
-      const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},     {Phase::Backward, r.phases.backward},
-                                                 {Phase::Wait, r.phases.wait},           {Phase::AllReduce, r.phases.allreduce},
-                                                 {Phase::Optimizer, r.phases.optimizer}, {Phase::AllGather, r.phases.allgather}};
+      const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},    {Phase::Backward, r.phases.backward},
+                                                 {Phase::Wait, r.phases.wait},          {Phase::AllReduce, r.phases.allreduce},
+                                                 {Phase::Network, r.phases.network},    {Phase::Optimizer, r.phases.optimizer},
+                                                 {Phase::AllGather, r.phases.allgather}};
       t0_ = std::min(t0_, t);
       for (const auto& [phase, d] : phases) {
         if (d <= 0) continue;

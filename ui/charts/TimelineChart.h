@@ -1,6 +1,6 @@
 // The last ~10 steps as a timeline: one lane per device, each step's phases (forward, backward,
-// wait, all-reduce, optimizer) as coloured bars from the replica's start time. Shows why the
-// fastest replica waits and where the all-reduce sits.
+// wait, all-reduce, network, optimizer, all-gather) as coloured bars from the replica's start
+// time. Shows why the fastest replica waits and where the all-reduce sits.
 #pragma once
 #include <deque>
 #include <vector>
@@ -19,7 +19,8 @@ class TimelineChart : public LiveChart {
   void addStep(const ml::StepEvent& e);
   void updateBars();  // once per frame
   void clearData() override;
-  int barCount() const;  // visible phase bars, for tests
+  int barCount() const;             // visible phase bars, for tests
+  int barCount(Phase phase) const;  // of one phase: the legend shows Network only when it is drawn
 
  protected:
   void rescaleToData() override;

@@ -30,6 +30,7 @@ double seconds(const ml::PhaseTimes& t, Phase p) {
     case Phase::Wait: return t.wait;
     case Phase::Optimizer: return t.optimizer;
     case Phase::AllGather: return t.allgather;
+    case Phase::Network: return t.network;
   }
   return 0;
 }
@@ -47,6 +48,7 @@ QString doing(Phase p) {
     case Phase::AllReduce: return QObject::tr("all-reduce, summing the gradients");
     case Phase::Optimizer: return QObject::tr("applying the same update");
     case Phase::AllGather: return QObject::tr("all-gather, copying the parameters the other replicas updated");
+    case Phase::Network: return QObject::tr("sending the sums to the other workers over the network");
   }
   return {};
 }

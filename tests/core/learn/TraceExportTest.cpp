@@ -98,6 +98,31 @@ TEST(TraceExport, SyntheticRunParsesBackAsChromeTrace) {
   }
 }
 
+// Several workers: the replica carrying the cross-worker hop gets a "network" span (sync) right
+// after its all-reduce, as long as the hop took; a replica without network time gets none.
+TEST(TraceExport, NetworkTimeOfSeveralWorkersIsItsOwnSpanAfterTheAllReduce) {
+  auto steps = syntheticSteps();
+  for (auto& s : steps) s.replicas[0].phases.network = 0.004;
+  const json trace = chromeTrace(steps);
+  std::map<int, std::vector<json>> spans;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") spans[e.at("tid").get<int>()].push_back(e);
+  for (auto& [r, lane] : spans)
+    std::sort(lane.begin(), lane.end(),
+              [](const json& a, const json& b) { return a.at("ts").get<double>() < b.at("ts").get<double>(); });
+  ASSERT_EQ(spans[0].size(), 18u);  // 6 spans x 3 steps
+  ASSERT_EQ(spans[1].size(), 15u);  // no network time: 5 spans x 3 steps
+  const char* order[6] = {"forward", "backward", "wait", "all-reduce", "network", "optimizer"};
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(spans[0][i].at("name").get<std::string>(), order[i]) << "span " << i;
+  const json& net = spans[0][4];
+  EXPECT_EQ(net.at("cat"), "sync");
+  EXPECT_DOUBLE_EQ(net.at("dur").get<double>(), 4000.0);
+  // Back to back: the network span starts where the all-reduce ends, the optimizer where it ends.
+  EXPECT_NEAR(net.at("ts").get<double>(), spans[0][3].at("ts").get<double>() + spans[0][3].at("dur").get<double>(), 1e-6);
+  EXPECT_NEAR(spans[0][5].at("ts").get<double>(), net.at("ts").get<double>() + 4000.0, 1e-6);
+  for (const auto& e : spans[1]) EXPECT_NE(e.at("name"), "network");
+}
+
 TEST(TraceExport, StepsWithoutReplicaTimingsGiveEmptyLanes) {
   std::vector<StepEvent> steps(2);  // as RunStore::loadCurves returns them
   const json t = chromeTrace(steps);

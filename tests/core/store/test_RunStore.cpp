@@ -118,6 +118,8 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
   EXPECT_DOUBLE_EQ(*d.seconds, 4.25);
   EXPECT_EQ(*d.steps, 30);
   EXPECT_EQ(d.droppedEvents, 0u);
+  EXPECT_EQ(d.workers, 1);
+  EXPECT_TRUE(d.hosts.empty());
 
   ASSERT_EQ(d.epochs.size(), epochs.size());
   for (size_t i = 0; i < epochs.size(); ++i) {
@@ -164,6 +166,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
       EXPECT_NEAR(y.phases.wait, x.phases.wait, kMicro);
       EXPECT_NEAR(y.phases.optimizer, x.phases.optimizer, kMicro);
       EXPECT_NEAR(y.phases.allgather, x.phases.allgather, kMicro);
+      EXPECT_EQ(y.phases.network, 0.0);  // one worker: no cross-worker hop
     }
   }
   EXPECT_EQ(store.loadCurves(*id).size(), steps.size());
@@ -202,6 +205,64 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
     EXPECT_EQ(back2[i].memoryBytes, samples[i].memoryBytes);
   }
   EXPECT_EQ(store.samplesThroughEpoch(*id, 1), 10 * 256);
+}
+
+// A run of 2 workers x 2 replicas as rank 0 records it: the workers, their hosts by rank, and the
+// cross-worker hop of each replica step (on local replica 0 of each worker) come back.
+TEST(StoreRoundTrip, MultiWorkerRunKeepsWorkersHostsAndNetworkTime) {
+  storetest::TempDir dir;
+  const std::string db = dir.file("runs.sqlite");
+  RunStarted started = makeStarted("two workers", 4);
+  started.workers = 2;
+  started.hosts = {"a", "b"};
+  started.devices = {"a/worker1/cpu:0 (simulated)", "a/worker1/cpu:1 (simulated)", "b/worker2/cpu:0 (simulated)",
+                     "b/worker2/cpu:1 (simulated)"};
+  std::vector<StepEvent> steps;
+  for (int i = 1; i <= 20; ++i) {
+    steps.push_back(makeStep(i, 4));
+    steps.back().replicas[0].phases.network = (250 + i) * 1e-6;       // 251..270 us
+    steps.back().replicas[2].phases.network = (1000 + 3 * i) * 1e-6;  // 1003..1060 us
+  }
+  auto ch = std::make_shared<Channel>();
+  Recorder rec(db, ch);
+  ch->tryPush(started);
+  for (auto& s : steps) ch->tryPush(s);
+  ch->tryPush(makeEpoch(1, 4));
+  ch->tryPush(RunFinished{RunStatus::Finished, "", 2.0, 20, 0.5, 0.9});
+  rec.stop();
+  ASSERT_EQ(rec.error(), "");
+  const int64_t id = rec.runId().value();
+
+  RunStore store = RunStore::open(db);
+  RunDetail d = store.loadRun(id);
+  EXPECT_EQ(d.workers, 2);
+  EXPECT_EQ(d.hosts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(d.summary.replicas, 4);
+  EXPECT_EQ(d.deviceNames, started.devices);
+  // Stored as whole microseconds, in its own column.
+  auto raw = store.db().prepare("SELECT network_us FROM replica_steps WHERE run_id=? AND step=7 ORDER BY replica");
+  raw.bind(1, id);
+  std::vector<int64_t> us;
+  while (raw.step()) us.push_back(raw.getInt(0));
+  EXPECT_EQ(us, (std::vector<int64_t>{257, 0, 1021, 0}));
+
+  auto back = store.loadSteps(id, 1, 20);
+  ASSERT_EQ(back.size(), 20u);
+  for (size_t i = 0; i < back.size(); ++i) {
+    ASSERT_EQ(back[i].replicas.size(), 4u);
+    EXPECT_DOUBLE_EQ(back[i].replicas[0].phases.network, (250.0 + double(i + 1)) * 1e-6);
+    EXPECT_EQ(back[i].replicas[1].phases.network, 0.0);
+    EXPECT_DOUBLE_EQ(back[i].replicas[2].phases.network, (1000.0 + 3.0 * double(i + 1)) * 1e-6);
+    EXPECT_NEAR(back[i].replicas[0].phases.total(), steps[i].replicas[0].phases.total(), 7 * kMicro);
+  }
+  // Per-replica totals: 20 x 250 + (1 + ... + 20) = 5210 us, 20 x 1000 + 3 x 210 = 20630 us.
+  ASSERT_EQ(d.replicas.size(), 4u);
+  EXPECT_DOUBLE_EQ(d.replicas[0].total.network, 5210e-6);
+  EXPECT_EQ(d.replicas[1].total.network, 0.0);
+  EXPECT_DOUBLE_EQ(d.replicas[2].total.network, 20630e-6);
+  EXPECT_NEAR(d.replicas[2].networkShare(), 20630e-6 / d.replicas[2].total.total(), 1e-12);
+  EXPECT_GT(d.replicas[2].networkShare(), 0.05);
+  EXPECT_EQ(d.replicas[3].networkShare(), 0.0);
 }
 
 TEST(StoreRoundTrip, RecorderStoppedBeforeRunFinishedMarksInterrupted) {
@@ -383,7 +444,7 @@ TEST(StoreExport, CsvFilesWithHeadersAndEveryRow) {
   EXPECT_EQ(std::stod(steps[1].substr(steps[1].find(',', 2) + 1)), first.loss);
   auto reps = lines(out + "/replica_steps.csv");
   ASSERT_EQ(reps.size(), 51u);
-  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather");
+  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather,network");
   auto ep = lines(out + "/epochs.csv");
   ASSERT_EQ(ep.size(), 3u);
   EXPECT_EQ(ep[0].substr(0, 17), "epoch,train_loss,");

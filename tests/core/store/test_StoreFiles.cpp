@@ -178,7 +178,10 @@ TEST(StoreFiles, MigratesVersion1FixtureKeepingItsData) {
   ASSERT_EQ(d.replicas.size(), 2u);
   EXPECT_NEAR(d.replicas[1].total.wait, 5 * 100e-6, 1e-12);
   EXPECT_EQ(d.epochs.at(0).checksums, std::vector<uint64_t>{0xaa});
-  EXPECT_EQ(d.note, "");  // a v2 column, added with its default
+  EXPECT_EQ(d.note, "");    // a v2 column, added with its default
+  EXPECT_EQ(d.workers, 1);  // v8 columns, added with theirs
+  EXPECT_TRUE(d.hosts.empty());
+  EXPECT_EQ(d.replicas[1].total.network, 0.0);
 
   // The v2 tables work on the migrated store, and it opens again without migrating.
   store.tagRun(7, "legacy");
@@ -186,6 +189,67 @@ TEST(StoreFiles, MigratesVersion1FixtureKeepingItsData) {
   store.addArtifact(7, "w.mlw", "weights", "ff");
   RunStore again = RunStore::open(path);
   EXPECT_EQ(again.listRuns({.tag = "legacy"}).size(), 1u);
+  EXPECT_EQ(again.db().queryText("PRAGMA integrity_check"), "ok");
+}
+
+// A version-7 store (made with the shipped migrations 1..7, before workers existed) is upgraded:
+// its run keeps every field and its phase timings, reads back as one worker without network time,
+// and a multi-worker run can then be written beside it.
+TEST(StoreFiles, MigratesVersion7StoreToWorkersAndNetworkTime) {
+  storetest::TempDir dir;
+  const std::string path = dir.file("v7.sqlite");
+  {
+    sql::Db db = sql::Db::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    for (int v = 1; v <= 7; ++v) db.exec(store::kMigrations[v - 1]);
+    db.exec(("PRAGMA application_id=" + std::to_string(store::kApplicationId)).c_str());
+    db.exec("PRAGMA user_version=7");
+    db.exec(R"sql(
+INSERT INTO runs(id, name, created, finished, status, devices, replicas, global_batch, lr,
+  epochs, steps_per_epoch, steps, project_json, config_json, host_json)
+VALUES(3, 'v7 run', 1750000000.0, 1750000010.0, 'finished', 'cpu:2', 2, 64, 0.01,
+  1, 2, 2, '{"name":"v7"}', '{"devices":"cpu:2"}', '{}');
+INSERT INTO steps(run_id, step, epoch, loss, metric, lr, samples, step_time, wall_time, loss_scale, skipped)
+  VALUES(3,1,1,1.5,0.4,0.01,64,0.02,0.02,NULL,0),(3,2,1,1.25,0.5,0.01,64,0.02,0.04,NULL,0);
+INSERT INTO replica_steps(run_id, step, replica, samples, start_us, forward_us, backward_us,
+  allreduce_us, wait_us, optimizer_us, allgather_us)
+  SELECT 3, step, r.value, 32, 0, 4000, 6000, 900 + r.value, 50 * r.value, 300, 0
+  FROM steps, (SELECT 0 AS value UNION ALL SELECT 1) r;
+)sql");
+  }
+  RunStore store = RunStore::open(path);
+  EXPECT_EQ(store.schemaVersion(), 8);
+  ASSERT_EQ(store.listRuns().size(), 1u);
+  RunDetail d = store.loadRun(3);
+  EXPECT_EQ(d.summary.name, "v7 run");
+  EXPECT_EQ(d.summary.replicas, 2);
+  EXPECT_EQ(d.workers, 1);
+  EXPECT_TRUE(d.hosts.empty());
+  ASSERT_EQ(d.replicas.size(), 2u);
+  EXPECT_DOUBLE_EQ(d.replicas[1].total.allreduce, 2 * 901e-6);
+  EXPECT_DOUBLE_EQ(d.replicas[1].total.wait, 2 * 50e-6);
+  EXPECT_EQ(d.replicas[0].total.network, 0.0);
+  EXPECT_EQ(d.replicas[1].total.network, 0.0);
+  auto steps = store.loadSteps(3, 1, 2);
+  ASSERT_EQ(steps.size(), 2u);
+  ASSERT_EQ(steps[1].replicas.size(), 2u);
+  EXPECT_DOUBLE_EQ(steps[1].replicas[0].phases.backward, 6000e-6);
+  EXPECT_EQ(steps[1].replicas[0].phases.network, 0.0);
+
+  // The migrated store takes a run of two workers beside the old one.
+  RunStarted s = storetest::makeStarted("after upgrade", 4);
+  s.workers = 2;
+  s.hosts = {"a", "b"};
+  const int64_t id = store.createRun(s, {});
+  StepEvent e = storetest::makeStep(1, 4);
+  e.replicas[2].phases.network = 0.000125;
+  store.appendSteps(id, std::span<const StepEvent>(&e, 1));
+  RunStore again = RunStore::open(path);
+  RunDetail n = again.loadRun(id);
+  EXPECT_EQ(n.workers, 2);
+  EXPECT_EQ(n.hosts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_DOUBLE_EQ(again.loadSteps(id, 1, 1).at(0).replicas.at(2).phases.network, 125e-6);
+  EXPECT_EQ(again.loadRun(3).workers, 1);
   EXPECT_EQ(again.db().queryText("PRAGMA integrity_check"), "ok");
 }
 
