@@ -287,11 +287,12 @@ void DevicesView::refresh() {
     QString why = gpu                               ? tr("on the GPUs ticked above")
                   : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
                                                     : tr("because no GPU is ticked");
-    QString plan = d.workers > 1 ? tr("Will run (from the command line, under mpirun): %1 workers, each with %2 (%3); all-reduce: "
-                                      "hierarchical, the local replicas sum into replica 0, which sums across the workers with MPI.")
-                                       .arg(d.workers)
-                                       .arg(q(list.describe()), why)
-                                 : tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
+    QString plan = d.workers > 1
+                       ? tr("Will run (from the command line, under mpirun): %1 workers, each with %2 (%3); all-reduce: "
+                            "hierarchical, the local replicas sum into replica 0, which sums across the workers with MPI.")
+                             .arg(d.workers)
+                             .arg(q(list.describe()), why)
+                       : tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
     if (d.shardOptimizer && list.size() > 1)
       plan += gpu ? tr(" The sharded optimizer update runs on CPU devices only: untick it to train on GPUs.")
                   : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "

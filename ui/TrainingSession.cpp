@@ -4,8 +4,12 @@
 #include <chrono>
 #include <thread>
 
+#include <QCoreApplication>
+#include <QFileInfo>
+
 #include "DataCache.h"
 #include "Error.h"
+#include "WorkersLauncher.h"
 #include "export/ExportJob.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
@@ -79,7 +83,12 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
   setState(State::Preparing);
   Q_EMIT statusMessage(tr("Loading data…"));
   const std::string store = storePath.toStdString();
-  worker_ = std::thread([this, projectIn, resumeId, store, maxSteps, cache = cache_] {
+  // A project of several workers is trained by mirrorlab-cli (it starts mpirun): the one beside
+  // the studio, or $MIRRORLAB_CLI.
+  QString cliPath = qEnvironmentVariable("MIRRORLAB_CLI");
+  if (cliPath.isEmpty()) cliPath = QCoreApplication::applicationDirPath() + QStringLiteral("/mirrorlab-cli");
+  const std::string cli = cliPath.toStdString();
+  worker_ = std::thread([this, projectIn, resumeId, store, maxSteps, cli, cache = cache_] {
     std::optional<ml::RunFinished> finished;
     std::optional<int64_t> runId;
     QString error;
@@ -92,6 +101,30 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         ml::ResumeSource src = ml::findResume(rs, *resumeId);
         project = src.project;
         options.resume = std::move(src.checkpoint);
+      }
+      if (project.distribute.workers > 1 && !resumeId) {
+        // Local MPI workers: their run is followed in the store and shown like any other.
+        ml::TelemetryHub hub;
+        auto uiChannel = hub.subscribe(1 << 16);
+        {
+          std::lock_guard lock(mu_);
+          channel_ = uiChannel;
+        }
+        const int workers = project.distribute.workers;
+        QMetaObject::invokeMethod(
+            this,
+            [this, workers] {
+              Q_EMIT statusMessage(tr("Training as %1 workers under mpirun (mirrorlab-cli)…").arg(workers));
+              if (state_ == State::Preparing) setState(State::Running);
+            },
+            Qt::QueuedConnection);
+        const WorkersRun r = runWorkersFollowingStore(cli, project, store, maxSteps, hub, cancel_);
+        hub.closeAll();
+        finished = r.finished;
+        runId = r.runId;
+        QMetaObject::invokeMethod(
+            this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); }, Qt::QueuedConnection);
+        return;
       }
       auto data = cache->get(project);
       if (!cancel_.load()) {

@@ -228,6 +228,39 @@ class TrainingTest : public QObject {
     delete w;
   }
 
+  // A project of 2 workers: the studio has mirrorlab-cli start them under mpirun and shows the run
+  // live from the store: 4 replicas named by worker, every step on the charts, the run finished,
+  // its id the stored one, the weights in sync.
+  void aProjectOfTwoWorkersTrainsUnderMpirunAndIsShownLive() {
+    qputenv("MIRRORLAB_CLI", MIRRORLAB_CLI);
+    qputenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none");  // containers: no ptrace
+    mlui::MainWindow w;
+    ml::Project p = uitest::spiralsProject("cpu:2", 2);
+    p.distribute.workers = 2;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("workers.json"))));
+    w.resize(1400, 900);
+    w.show();
+    std::optional<int64_t> runId;
+    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                              [&](const ml::RunFinished&, std::optional<int64_t> id) { runId = id; });
+    const auto f = train(w);
+    QObject::disconnect(c);
+    QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
+    QCOMPARE(f.steps, int64_t(120));  // 1920 / 32 = 60 steps per epoch, 2 epochs
+    auto* d = w.dashboard();
+    QCOMPARE(d->lossChart()->trainGraph()->dataCount(), 120);
+    QCOMPARE(d->lossChart()->validationGraph()->dataCount(), 2);
+    QCOMPARE(d->breakdownChart()->computeBars()->dataCount(), 4);  // every worker's replicas
+    QVERIFY(runId.has_value());
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    const ml::RunDetail run = store.loadRun(*runId);
+    QCOMPARE(run.summary.status, std::string("finished"));
+    QCOMPARE(run.workers, 2);
+    QCOMPARE(run.deviceNames.size(), size_t(4));
+    QVERIFY2(run.deviceNames[2].find("/worker2/cpu:0") != std::string::npos, run.deviceNames[2].c_str());
+    QVERIFY(!run.epochs.empty() && run.epochs.back().inSync);
+  }
+
   void aMissingDataSetIsShownInADialog() {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();
