@@ -72,6 +72,8 @@ std::string describeLayer(const ml::LayerSpec& l) {
   return {};
 }
 
+int allReplicaCount(const ml::Project& p) { return replicaCount(p) * std::max(1, p.distribute.workers); }
+
 int replicaCount(const ml::Project& p) {
   try {
     return ml::parseDevices(p.distribute.devices).size();
@@ -82,12 +84,12 @@ int replicaCount(const ml::Project& p) {
 
 int64_t globalBatch(const ml::Project& p) {
   const int64_t b = p.training.batchSize;
-  return p.training.perDeviceBatch ? b * replicaCount(p) : b;
+  return p.training.perDeviceBatch ? b * allReplicaCount(p) : b;
 }
 
 int64_t perReplicaBatch(const ml::Project& p) {
   const int64_t micro = globalBatch(p) / std::max(1, p.training.accumulate);
-  const int n = replicaCount(p);
+  const int n = allReplicaCount(p);  // every worker's replicas share each batch
   return (micro + n - 1) / n;
 }
 

@@ -41,8 +41,10 @@ ModelAnalysis analyzeModel(const ml::Project& project);
 std::vector<std::string> layerNames(const ml::ModelSpec& spec);
 // "128, relu" for a Dense, "0.5" for Dropout...
 std::string describeLayer(const ml::LayerSpec& layer);
-// Replicas the project's device list asks for (1 when it does not parse).
+// Replicas the project's device list asks for (1 when it does not parse): one worker's.
 int replicaCount(const ml::Project& project);
+// Several workers (distribute.workers): the replicas of every worker, which share each batch.
+int allReplicaCount(const ml::Project& project);
 // Global and per-replica batch of one micro-batch.
 int64_t globalBatch(const ml::Project& project);
 int64_t perReplicaBatch(const ml::Project& project);

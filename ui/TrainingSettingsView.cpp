@@ -290,9 +290,17 @@ void TrainingSettingsView::refresh() {
   samplesNote_->setText(known ? tr("Planned for %1 training samples.").arg(q(ml::withThousands(samples)))
                               : tr("Load the data set on the Data page for exact step counts."));
   try {
-    const ml::RunPlan plan = ml::planRun(p, replicaCount(p), known ? samples : std::max<int64_t>(globalBatch(p), 1) * 100);
+    const ml::RunPlan plan = ml::planRun(p, allReplicaCount(p), known ? samples : std::max<int64_t>(globalBatch(p), 1) * 100);
     setRole(sentence_, "planSentence");
-    sentence_->setText(q(plan.sentence()));
+    QString text = q(plan.sentence());
+    if (p.distribute.workers > 1)
+      text = tr("%1 workers × %2 local replica(s) (%3 in all, under mpirun; the all-reduce sums locally, then across the "
+                "workers with MPI): ")
+                 .arg(p.distribute.workers)
+                 .arg(replicaCount(p))
+                 .arg(allReplicaCount(p)) +
+             text;
+    sentence_->setText(text);
     QStringList w;
     for (const auto& s : plan.warnings) w << QStringLiteral("⚠ ") + q(s).toHtmlEscaped();
     warnings_->setText(w.join(QStringLiteral("<br>")));

@@ -199,6 +199,12 @@ class ModelBuilderTest : public QObject {
     QCOMPARE(w.document()->project().distribute.workers, 3);
     QVERIFY2(info->text().contains(QStringLiteral("3 workers × 2 local replica(s) = 6 replicas in all")),
              qPrintable(info->text()));
+    // The Training screen's plan splits each batch over all 6 replicas.
+    auto* sentence = w.findChild<QLabel*>(QStringLiteral("PlanSentence"));
+    QVERIFY(sentence);
+    QVERIFY2(sentence->text().startsWith(QStringLiteral("3 workers × 2 local replica(s) (6 in all, under mpirun")),
+             qPrintable(sentence->text()));
+    QVERIFY2(sentence->text().contains(QStringLiteral("6 replicas x")), qPrintable(sentence->text()));
     QApplication::clipboard()->clear();
     copy->click();
     const QString line = QApplication::clipboard()->text();
