@@ -73,6 +73,7 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
   if (worker_.joinable()) worker_.join();  // the previous worker has already posted its end
   cancel_.store(false);
   paused_.store(false);
+  workersRun_.store(false);
   lastRunId_.reset();
   uiFrames_.store(0);
   uiDrawUs_.store(0);
@@ -111,6 +112,7 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
           channel_ = uiChannel;
         }
         const int workers = project.distribute.workers;
+        workersRun_.store(true);
         QMetaObject::invokeMethod(
             this,
             [this, workers] {
@@ -217,6 +219,11 @@ void TrainingSession::storeUiCost(const std::string& store, int64_t runId) {
 
 void TrainingSession::setPaused(bool paused) {
   if (state_ != State::Running && state_ != State::Paused && state_ != State::Preparing) return;
+  if (workersRun_.load()) {
+    Q_EMIT statusMessage(tr("Pausing does not reach the workers of a multi-worker run: Stop ends it"));
+    Q_EMIT stateChanged(state_);  // the Pause button shows the state again
+    return;
+  }
   paused_.store(paused);
   {
     std::lock_guard lock(mu_);

@@ -76,6 +76,7 @@ class TrainingSession : public QObject {
   std::shared_ptr<ml::Channel> channel_;
   ml::Trainer* trainer_ = nullptr;
   std::atomic<bool> cancel_{false}, paused_{false};
+  std::atomic<bool> workersRun_{false};  // mirrorlab-cli trains the project's workers (no pause)
   std::atomic<int64_t> uiFrames_{0};
   std::atomic<int64_t> uiDrawUs_{0};  // microseconds: an integer atomic, no CAS loop
   std::optional<int64_t> lastRunId_;
