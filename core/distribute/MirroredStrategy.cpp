@@ -66,8 +66,9 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   for (size_t i = 0; i < replicas_[0]->model->layerCount(); ++i)
     crossReplica_ = crossReplica_ || replicas_[0]->model->layer(i).needsReplicaSum();
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
-  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // replicas each run BLAS single-threaded on their own core; one replica gets all the cores
+  // (of this worker: workers on the same host share its cores).
+  const int cores = coresOfThisWorker();
   blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
   backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
   if (std::string why = backend_->supportsPrecision(options_.precision); !why.empty()) throw UserError(why);
@@ -173,7 +174,7 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
     if (!backend_->deviceCollective().empty()) return backend_->makeDeviceCollective(buckets_, failure_);
     algorithm = makeAllReduce(options_.allreduce, n);
   }
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = coresOfThisWorker();
   auto mode = HostCollective::Mode::Whole;
   if (buckets_.size() > 1)
     mode = options_.bucketComm == BucketComm::Threads || (options_.bucketComm == BucketComm::Auto && 2 * n <= cores)
@@ -182,6 +183,16 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   Backend* b = backend_.get();
   return std::make_unique<HostCollective>(
       std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
+}
+
+// The cores this process may use: the machine's, shared by the workers on this host (several
+// workers started on one machine must not each think they have all of it).
+int MirroredStrategy::coresOfThisWorker() const {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!workers_) return cores;
+  const auto hosts = workers_->hosts();
+  const auto here = std::count(hosts.begin(), hosts.end(), workers_->host());
+  return std::max(1, cores / static_cast<int>(std::max<std::ptrdiff_t>(1, here)));
 }
 
 // What does not cross processes yet is refused before anything runs, with the way out.

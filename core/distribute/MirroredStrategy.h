@@ -221,6 +221,7 @@ class MirroredStrategy {
 
   std::unique_ptr<Collective> makeCollective();
   void refuseAcrossWorkers() const;
+  int coresOfThisWorker() const;
   struct Outcome;  // one replica's results of a step, local or from another worker
   std::vector<Outcome> exchange(const std::string& localFailure, uint64_t step);
   void computeLoop(Replica& r);
