@@ -306,7 +306,7 @@ void DevicesView::refresh() {
 QString DevicesView::mpirunCommand() const {
   const ml::Project& p = doc_->project();
   const QString file = doc_->path().isEmpty() ? tr("PROJECT.json") : QFileInfo(doc_->path()).fileName();
-  return QStringLiteral("mpirun -np %1 --hostfile hosts mirrorlab-cli train %2 --devices %3")
+  return QStringLiteral("mpirun -np %1 --hostfile hosts --bind-to none mirrorlab-cli train %2 --devices %3")
       .arg(std::max(1, p.distribute.workers))
       .arg(file, q(p.distribute.devices));
 }

@@ -208,7 +208,8 @@ class ModelBuilderTest : public QObject {
     QApplication::clipboard()->clear();
     copy->click();
     const QString line = QApplication::clipboard()->text();
-    QVERIFY2(line.startsWith(QStringLiteral("mpirun -np 3 --hostfile hosts mirrorlab-cli train ")), qPrintable(line));
+    QVERIFY2(line.startsWith(QStringLiteral("mpirun -np 3 --hostfile hosts --bind-to none mirrorlab-cli train ")),
+             qPrintable(line));
     QVERIFY2(line.endsWith(QStringLiteral(" --devices cpu:2")), qPrintable(line));
     w.document()->undoStack()->undo();
     QCOMPARE(workers->value(), 1);

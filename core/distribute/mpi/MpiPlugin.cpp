@@ -17,6 +17,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -215,6 +216,11 @@ __attribute__((visibility("default"))) int mlmpi_api_version() { return MLMPI_AP
 
 __attribute__((visibility("default"))) int mlmpi_init(double timeoutSeconds, char* err, size_t errLen) {
   if (g) return 0;
+  // Open MPI's non-blocking all-reduce picks recursive doubling or Rabenseifner for large buffers
+  // by default, which here summed the large MLP's 2.7 MB gradient in 0.58-0.77 ms; its ring takes
+  // 0.25-0.33 ms (as fast as the blocking MPI_Allreduce) and gives every rank the same bits by
+  // construction. A value the user set (mpirun --mca ...) wins.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
   int provided = 0;
   int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
   if (rc != MPI_SUCCESS) {
