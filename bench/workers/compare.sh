@@ -45,7 +45,7 @@ ddp() { # TAG ARGS...: median epoch seconds
 rec() { echo "$1 $2 $3 $4 $5" >> "$OUT/rounds.txt"; }
 echo "== the all-reduce alone: MPI (2 processes) against the in-process ring (2 threads)"
 root=(); [ "$(id -u)" = 0 ] && root=(--allow-run-as-root)
-MIRRORLAB_MPI_PLUGIN=$PWD/build/app/libmirrorlab_mpi.so mpirun "${root[@]}" -x MIRRORLAB_MPI_PLUGIN -np 2 \
+MIRRORLAB_MPI_PLUGIN=$PWD/build/app/libmirrorlab_mpi.so mpirun "${root[@]}" --bind-to none -x MIRRORLAB_MPI_PLUGIN -np 2 \
   build/bench/workers/bench_workers_allreduce 50
 echo "== end to end"
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $(mpirun --version | head -1)"
