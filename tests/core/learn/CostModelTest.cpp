@@ -200,9 +200,11 @@ TEST(CostModel, MeasuredHostBandwidthIsPositiveAndFinite) {
   EXPECT_LE(m.busBandwidth, m.link.bandwidth * 1.0000001);
   EXPECT_GE(m.link.latency, 0.0);
   EXPECT_TRUE(std::isfinite(m.link.latency));
-  // The measured link drives the model like a preset: the estimate for the measured size is in the
-  // measured time's neighbourhood (the fit reproduces it exactly when transfer dominates).
+  // The measured link drives the model like a preset: the estimate for the measured size is the
+  // measured time when transfer dominates (the fit reproduces it), else the measured time plus the
+  // measured latency term (a loaded machine can make the tiny all-reduce nearly as slow).
   const double est = estimateAllReduce(CollectiveAlgo::Ring, 2, static_cast<double>(m.bytes), m.link).seconds;
   EXPECT_GT(est, 0.0);
-  EXPECT_LT(est, 2.0 * m.seconds + 1e-3);
+  const bool transferDominates = m.seconds - m.smallSeconds >= 0.1 * m.seconds;
+  EXPECT_NEAR(est, transferDominates ? m.seconds : m.seconds + m.smallSeconds, 1e-9 + 1e-6 * m.seconds);
 }
