@@ -46,10 +46,13 @@ std::vector<uint64_t> splitChecksums(const std::string& s) {
   return out;
 }
 
-// The configuration's short device spec ("cpu:4"), else the device names joined.
+// The configuration's short device spec ("cpu:4"), else the device names joined; a run of several
+// workers says so first ("2 workers x cpu:2"): the list of runs shows it.
 std::string deviceSpec(const RunStarted& s) {
+  const std::string workers = s.workers > 1 ? std::to_string(s.workers) + " workers x " : "";
   auto cfg = parseJsonOrDiscarded(s.configJson);
-  if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string()) return cfg["devices"].get<std::string>();
+  if (cfg.is_object() && cfg.contains("devices") && cfg["devices"].is_string())
+    return workers + cfg["devices"].get<std::string>();
   std::string out;
   for (const auto& d : s.devices) out += (out.empty() ? "" : ",") + d;
   return out;

@@ -75,6 +75,8 @@ d=$(close "$T/w2x2.npz" "$T/one.npz") && ok || bad "2 workers x cpu:2 differ fro
 [ "$(runs "$T/a.sqlite")" = "1 finished 20 20" ] && ok || bad "the store after 2 workers: $(runs "$T/a.sqlite")"
 devs=$(/usr/bin/python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); print(c.execute('SELECT config_json FROM runs').fetchone()[0])" "$T/a.sqlite" 2>/dev/null)
 has "$devs" "\"workers\":2" && ok || bad "the stored configuration does not say 2 workers: $devs"
+list=$("$CLI" runs list --db "$T/a.sqlite" 2>&1)
+has "$list" "2 workers x cpu:2" && ok || bad "runs list does not show the workers: $list"
 has "$devs" "/worker2/cpu:1" && ok || bad "the stored device names do not name worker 2's replicas: $devs"
 
 # what-if from the stored 2-worker run: its workers by default, the cross-worker ring over a
