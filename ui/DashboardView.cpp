@@ -1,6 +1,8 @@
 // The live dashboard. Every chart gets addData per event; frames come at the budget's rate and
 // replot only the charts that can be seen.
 #include "DashboardView.h"
+
+#include <algorithm>
 #include "ReflowGrid.h"
 
 #include <QAction>
@@ -346,6 +348,11 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   budget_.reset();
   budget_.setLoad(e.replicas, QThread::idealThreadCount());
   for (const auto& d : e.devices) deviceNames_.push_back(d.substr(0, d.find(' ')));
+  // Several workers on one host: "vm/worker2/cpu:1" says the host on every lane; "worker2/cpu:1" fits.
+  if (e.workers > 1 && !e.hosts.empty() &&
+      std::all_of(e.hosts.begin(), e.hosts.end(), [&](const std::string& h) { return h == e.hosts[0]; }))
+    for (auto& n : deviceNames_)
+      if (n.rfind(e.hosts[0] + "/", 0) == 0) n = n.substr(e.hosts[0].size() + 1);
   if (deviceNames_.empty())
     for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));
   for (LiveChart* c : charts()) c->clearData();

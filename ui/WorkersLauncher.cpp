@@ -118,9 +118,26 @@ WorkersRun runWorkersFollowingStore(const std::string& cli, const ml::Project& p
       hub.publish(s);
       started = true;
     }
+    // Utilization per device over the steps of this look (compute time / step time), as the
+    // trainer samples it: the store keeps the steps' phases, not its samples.
+    std::vector<double> compute;
+    double wall = 0, at = 0;
     for (auto& st : rs.loadSteps(*out.runId, lastStep + 1, std::numeric_limits<int64_t>::max())) {
       lastStep = st.step;
+      wall += st.stepTime;
+      at = st.wallTime;
+      for (const auto& r : st.replicas) {
+        if (r.replica >= static_cast<int>(compute.size())) compute.resize(static_cast<size_t>(r.replica) + 1, 0.0);
+        compute[static_cast<size_t>(r.replica)] += r.phases.compute();
+      }
       hub.publish(st);
+    }
+    for (size_t r = 0; r < compute.size() && wall > 0; ++r) {
+      ml::DeviceSample ds;
+      ds.wallTime = at;
+      ds.device = static_cast<int>(r);
+      ds.utilization = std::min(1.0, compute[r] / wall);
+      hub.publish(ds);
     }
     for (; epochsSent < d.epochs.size(); ++epochsSent) hub.publish(d.epochs[epochsSent]);
   };

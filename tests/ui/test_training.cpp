@@ -251,6 +251,8 @@ class TrainingTest : public QObject {
     QCOMPARE(d->lossChart()->trainGraph()->dataCount(), 120);
     QCOMPARE(d->lossChart()->validationGraph()->dataCount(), 2);
     QCOMPARE(d->breakdownChart()->computeBars()->dataCount(), 4);  // every worker's replicas
+    QCOMPARE(d->utilizationChart()->deviceCount(), 4);
+    QVERIFY(d->utilizationChart()->deviceGraph(3)->dataCount() > 0);
     QVERIFY(runId.has_value());
     auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
     const ml::RunDetail run = store.loadRun(*runId);
