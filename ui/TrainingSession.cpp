@@ -19,13 +19,19 @@
 
 namespace mlui {
 
-TrainingSession::TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent) : QObject(parent), cache_(std::move(cache)) {
+TrainingSession::TrainingSession(std::shared_ptr<DataCache> cache, QObject* parent)
+    : QObject(parent), link_(std::make_shared<Link>()), cache_(std::move(cache)) {
+  link_->self = this;
   timer_.setInterval(40);  // display rate: 25 frames per second whatever the step rate
   timer_.setTimerType(Qt::CoarseTimer);
   connect(&timer_, &QTimer::timeout, this, &TrainingSession::poll);
 }
 
 TrainingSession::~TrainingSession() {
+  {
+    std::lock_guard lock(link_->mu);  // a thread left behind never reaches this session again
+    link_->self = nullptr;
+  }
   cancel_.store(true);
   {
     std::lock_guard lock(mu_);
@@ -89,7 +95,13 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
   QString cliPath = qEnvironmentVariable("MIRRORLAB_CLI");
   if (cliPath.isEmpty()) cliPath = QCoreApplication::applicationDirPath() + QStringLiteral("/mirrorlab-cli");
   const std::string cli = cliPath.toStdString();
-  worker_ = std::thread([this, projectIn, resumeId, store, maxSteps, cli, cache = cache_] {
+  const uint64_t gen = ++gen_;
+  worker_ = std::thread([this, gen, link = link_, projectIn, resumeId, store, maxSteps, cli, cache = cache_] {
+    // After run() returns: whether this session still waits for this thread (not let go, not destroyed).
+    auto live = [&] {
+      std::lock_guard lock(link->mu);
+      return link->self != nullptr && gen_.load() == gen;
+    };
     std::optional<ml::RunFinished> finished;
     std::optional<int64_t> runId;
     QString error;
@@ -125,7 +137,7 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         finished = r.finished;
         runId = r.runId;
         QMetaObject::invokeMethod(
-            this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); }, Qt::QueuedConnection);
+            this, [this, gen, finished, runId, error] { onWorkerDone(gen, finished, runId, error); }, Qt::QueuedConnection);
         return;
       }
       auto data = cache->get(project);
@@ -166,6 +178,8 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
           std::lock_guard lock(mu_);
           channel_ = uiChannel;
           trainer_ = &trainer;
+          hub_ = &hub;
+          recorder_ = &recorder;
         }
         if (paused_.load()) trainer.setPaused(true);
         if (cancel_.load()) trainer.requestCancel();
@@ -176,9 +190,16 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
             },
             Qt::QueuedConnection);
         finished = trainer.run();
+        if (!live()) {  // let go while stuck (abandon recorded the run): touch nothing of the session
+          hub.closeAll();
+          recorder.stop();
+          return;
+        }
         {
           std::lock_guard lock(mu_);
           trainer_ = nullptr;
+          hub_ = nullptr;
+          recorder_ = nullptr;
         }
         hub.closeAll();
         recorder.stop();
@@ -197,12 +218,18 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         }
       }
     } catch (const std::exception& e) {  // ml::UserError and anything unexpected: shown, never a crash
+      if (!live()) return;
       std::lock_guard lock(mu_);
       trainer_ = nullptr;
+      hub_ = nullptr;
+      recorder_ = nullptr;
       error = QString::fromStdString(e.what());
     }
-    QMetaObject::invokeMethod(
-        this, [this, finished, runId, error] { onWorkerDone(finished, runId, error); }, Qt::QueuedConnection);
+    std::lock_guard lock(link->mu);  // the session cannot go away while the end is posted
+    if (link->self)
+      QMetaObject::invokeMethod(
+          link->self, [s = link->self, gen, finished, runId, error] { s->onWorkerDone(gen, finished, runId, error); },
+          Qt::QueuedConnection);
   });
   timer_.start();
   return true;
@@ -245,16 +272,53 @@ void TrainingSession::stop() {
 
 void TrainingSession::poll() {
   std::shared_ptr<ml::Channel> ch;
+  std::string stuck;
   {
     std::lock_guard lock(mu_);
     ch = channel_;
+    if (trainer_) stuck = trainer_->stuckFor(5.0);
   }
-  if (!ch) return;
-  batch_.clear();
-  if (ch->drain(batch_) > 0) Q_EMIT eventsArrived(batch_);
+  if (ch) {
+    batch_.clear();
+    if (ch->drain(batch_) > 0) Q_EMIT eventsArrived(batch_);
+  }
+  if (!stuck.empty()) abandon(stuck);
 }
 
-void TrainingSession::onWorkerDone(std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error) {
+void TrainingSession::abandon(const std::string& why) {
+  ml::RunFinished f;
+  f.status = ml::RunStatus::Failed;
+  f.message = why + " (the stuck replica did not return: its thread is left behind and the studio can train again)";
+  std::optional<int64_t> runId;
+  {
+    std::lock_guard lock(mu_);
+    if (!trainer_) return;
+    gen_.fetch_add(1);  // from now on the thread is a stranger to this session
+    if (recorder_) runId = recorder_->waitForRunId(std::chrono::milliseconds(500));
+    if (hub_) hub_->publish(f);  // the recorder (still running there) marks the run failed
+    trainer_ = nullptr;
+    hub_ = nullptr;
+    recorder_ = nullptr;
+  }
+  poll();  // the events up to the end, then this channel is done
+  {
+    std::lock_guard lock(mu_);
+    channel_.reset();
+  }
+  timer_.stop();
+  worker_.detach();
+  lastRunId_ = runId;
+  setState(State::Idle);
+  Q_EMIT runEnded(f, runId);
+}
+
+void TrainingSession::onWorkerDone(uint64_t gen, std::optional<ml::RunFinished> finished, std::optional<int64_t> runId,
+                                   QString error) {
+  if (gen != gen_.load()) return;  // a thread left behind by abandon()
+  {
+    std::lock_guard lock(mu_);
+    trainer_ = nullptr;  // already null: keeps poll() from looking at a finished run
+  }
   poll();  // the last events (RunFinished) before saying it ended
   timer_.stop();
   if (worker_.joinable()) worker_.join();  // it has finished: this returns at once

@@ -19,6 +19,8 @@
 
 namespace ml {
 class Channel;
+class Recorder;
+class TelemetryHub;
 class Trainer;
 }  // namespace ml
 
@@ -66,7 +68,20 @@ class TrainingSession : public QObject {
   void poll();
   void storeUiCost(const std::string& store, int64_t runId);
   void setState(State s);
-  void onWorkerDone(std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error);
+  void onWorkerDone(uint64_t gen, std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error);
+  // A replica that no release reaches (the watchdog stopped the run and run() has not returned 5 s
+  // later): the run is recorded failed with the diagnosis, its thread is left behind, and the
+  // studio can train again.
+  void abandon(const std::string& why);
+
+  // What a training thread may still reach after the session let it go (abandon) or was
+  // destroyed: self is null then, and gen tells a left-behind thread from the current one.
+  struct Link {
+    std::mutex mu;
+    TrainingSession* self = nullptr;
+  };
+  std::shared_ptr<Link> link_;
+  std::atomic<uint64_t> gen_{0};  // the current training thread's number
 
   std::shared_ptr<DataCache> cache_;
   State state_ = State::Idle;
@@ -75,6 +90,8 @@ class TrainingSession : public QObject {
   mutable std::mutex mu_;  // guards channel_ and trainer_ (set by the worker)
   std::shared_ptr<ml::Channel> channel_;
   ml::Trainer* trainer_ = nullptr;
+  ml::TelemetryHub* hub_ = nullptr;  // the running training's, set with trainer_
+  ml::Recorder* recorder_ = nullptr;
   std::atomic<bool> cancel_{false}, paused_{false};
   std::atomic<bool> workersRun_{false};  // mirrorlab-cli trains the project's workers (no pause)
   std::atomic<int64_t> uiFrames_{0};

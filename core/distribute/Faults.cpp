@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kForms =
     "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20), "
-    "fail:DEVICE@step=N (fail:cpu:1@step=5) or kill@step=N (kill@step=30), each with @worker=K to pick one of several workers";
+    "fail:DEVICE@step=N (fail:cpu:1@step=5), stuck:DEVICE@step=N (never released) or kill@step=N (kill@step=30), each with "
+    "@worker=K to pick one of several workers";
 
 struct Parsed {
   std::string kind, device;
@@ -63,7 +64,7 @@ Parsed parseOne(const std::string& spec) {
   } else if (p.kind == "slow") {
     if (p.device.empty() || p.factor == 0) bad(spec, "slow needs a device and a factor");
     if (p.step != 0) bad(spec, "slow applies from the first step: leave out @step");
-  } else if (p.kind == "hang" || p.kind == "nan" || p.kind == "fail") {
+  } else if (p.kind == "hang" || p.kind == "nan" || p.kind == "fail" || p.kind == "stuck") {
     if (p.device.empty() || p.step == 0) bad(spec, p.kind + " needs a device and @step=N");
     if (p.factor != 0) bad(spec, p.kind + " takes no factor");
   } else {
@@ -95,6 +96,7 @@ FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& d
     if (p.kind == "hang") plan.hangReplica = replica, plan.hangStep = p.step;
     if (p.kind == "nan") plan.nanReplica = replica, plan.nanStep = p.step;
     if (p.kind == "fail") plan.failReplica = replica, plan.failStep = p.step;
+    if (p.kind == "stuck") plan.stuckReplica = replica, plan.stuckStep = p.step;
     if (p.kind == "kill") plan.killStep = p.step;
     plan.specs.push_back(spec);
   }

@@ -1,9 +1,9 @@
 // Fault injection, for teaching and for tests: a slow replica, a replica that hangs, a replica
 // whose gradient becomes NaN, a replica whose step fails with an error (as a device error would),
-// a process that dies. Parsed from the --inject flag or the project's "faults" field
-// ("slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:1@step=20", "fail:cpu:1@step=5",
-// "kill@step=30"); the strategy plays the first four on the replica's own thread, the trainer the
-// last one. With several workers, "@worker=K" (1-based) plays a fault on worker K only.
+// a replica stuck for good (no release reaches it), a process that dies. Parsed from the --inject
+// flag or the project's "faults" field ("slow:cpu:1=3x", "hang:cpu:2@step=50", "nan:cpu:1@step=20",
+// "fail:cpu:1@step=5", "stuck:cpu:1@step=5", "kill@step=30"); the strategy plays the first five on
+// the replica's own thread, the trainer the last one. With several workers, "@worker=K" (1-based) plays a fault on worker K only.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,6 +21,10 @@ struct FaultPlan {
   int64_t nanStep = 0;
   int failReplica = -1;  // this replica's step fails with an error at failStep
   int64_t failStep = 0;
+  // This replica stops in backward of stuckStep and never comes back, whatever releases it (a
+  // device that hangs for good): the watchdog names it, and the program must go on without it.
+  int stuckReplica = -1;
+  int64_t stuckStep = 0;
   int64_t killStep = 0;            // the process dies (SIGKILL) after this step; 0: never
   std::vector<std::string> specs;  // as given, for the store's label
   bool empty() const { return specs.empty(); }

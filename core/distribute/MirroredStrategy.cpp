@@ -294,6 +294,8 @@ void MirroredStrategy::playFaults(Replica& r, const Job& job, int64_t computeSta
   }
   if (r.rank == faults_.hangReplica && static_cast<int64_t>(job.step) == faults_.hangStep)
     while (!faultsReleased_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (r.rank == faults_.stuckReplica && static_cast<int64_t>(job.step) == faults_.stuckStep)
+    for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // gone for good: no release reaches it
   if (r.rank == faults_.failReplica && static_cast<int64_t>(job.step) == faults_.failStep)
     throw UserError("an injected failure on " + options_.devices.devices[static_cast<size_t>(r.rank)].label() + " in step " +
                     std::to_string(job.step) + " (fail fault)");

@@ -263,6 +263,38 @@ class TrainingTest : public QObject {
     QVERIFY(!run.epochs.empty() && run.epochs.back().inSync);
   }
 
+  // A replica stuck for good (no release reaches it): the watchdog names it, the studio records the
+  // run failed with the diagnosis 5 s later, leaves the thread behind and trains again.
+  void aReplicaStuckForGoodDoesNotBlockTheNextRun() {
+    mlui::MainWindow w;
+    ml::Project p = uitest::spiralsProject("cpu:2", 2);
+    p.distribute.faults = {"stuck:cpu:1@step=3"};
+    p.distribute.hangSeconds = 0.5;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("stuck.json"))));
+    w.show();
+    std::optional<int64_t> runId;
+    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                              [&](const ml::RunFinished&, std::optional<int64_t> id) { runId = id; });
+    const auto f = train(w);
+    QObject::disconnect(c);
+    QCOMPARE(f.status, ml::RunStatus::Failed);
+    QVERIFY2(f.message.find("replica 1 (cpu:1) has not finished backward of step 3") != std::string::npos, f.message.c_str());
+    QVERIFY2(f.message.find("its thread is left behind") != std::string::npos, f.message.c_str());
+    QCOMPARE(w.session()->state(), mlui::TrainingSession::State::Idle);
+    QVERIFY(runId.has_value());
+    // The store says failed, with the diagnosis (the recorder still running in the stuck thread wrote it).
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    QVERIFY(QTest::qWaitFor([&] { return store.loadRun(*runId).summary.status == "failed"; }, 5000));
+    QVERIFY(store.loadRun(*runId).error.find("has not finished backward of step 3") != std::string::npos);
+    // The studio trains again: the next run (without the fault) finishes.
+    ml::Project ok = p;
+    ok.distribute.faults.clear();
+    w.document()->edit(QStringLiteral("no fault"), ok);
+    const auto g = train(w);
+    QVERIFY2(g.status == ml::RunStatus::Finished, g.message.c_str());
+    QCOMPARE(g.steps, int64_t(120));
+  }
+
   void aMissingDataSetIsShownInADialog() {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();
