@@ -9,17 +9,9 @@
 #include <type_traits>
 
 #include "Error.h"
+#include "ExecutableDir.h"
 
 namespace ml {
-
-static std::string executableDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  std::string p(buf, static_cast<size_t>(n));
-  const auto slash = p.rfind('/');
-  return slash == std::string::npos ? std::string() : p.substr(0, slash);
-}
 
 std::vector<std::string> cudaPluginCandidates() {
   if (const char* env = std::getenv("MIRRORLAB_CUDA_PLUGIN"); env && *env) return {env};

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "Error.h"
+#include "ExecutableDir.h"
 #include "distribute/mpi/MpiPluginApi.h"
 
 namespace ml {
@@ -16,15 +17,6 @@ namespace ml {
 namespace {
 
 constexpr const char* kPluginFile = "libmirrorlab_mpi.so";
-
-std::string executableDir() {
-  char buf[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return {};
-  std::string p(buf, static_cast<size_t>(n));
-  const auto slash = p.rfind('/');
-  return slash == std::string::npos ? std::string() : p.substr(0, slash);
-}
 
 struct Api {
   mlmpi_api_version_fn version = nullptr;
