@@ -105,58 +105,6 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   }
 }
 
-std::vector<GradBucket> gradientBuckets(const std::vector<Sequential::ParamRange>& ranges, int64_t bucketBytes) {
-  std::vector<GradBucket> buckets;
-  const int64_t cap = std::max<int64_t>(1, bucketBytes / static_cast<int64_t>(sizeof(float)));
-  int64_t curEnd = -1, curStart = -1;
-  size_t curLayer = 0;
-  for (auto it = ranges.rbegin(); it != ranges.rend(); ++it) {
-    int64_t hi = it->offset + it->count;
-    while (hi > it->offset) {
-      if (curEnd < 0) curEnd = hi;
-      const int64_t room = cap - (curEnd - hi);
-      const int64_t lo = std::max(it->offset, hi - room);
-      curStart = lo;
-      curLayer = it->layer;
-      hi = lo;
-      if (curEnd - curStart >= cap) {
-        buckets.push_back({curStart, curEnd - curStart, curLayer});
-        curEnd = -1;
-      }
-    }
-  }
-  if (curEnd >= 0) buckets.push_back({curStart, curEnd - curStart, curLayer});
-  return buckets;
-}
-
-std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int64_t paramCount, int replicas) {
-  if (replicas > 1 && buckets.size() > 1) return buckets;
-  return {{0, paramCount, 0}};
-}
-
-std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int n) {
-  std::vector<GradBucket> out;
-  for (const GradBucket& u : units) {
-    const size_t len = static_cast<size_t>(u.count);
-    for (int c = 0; c < n; ++c) {
-      const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
-      if (a != b && AllReduce::chunkOwner(c, n) == replica)
-        out.push_back({u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), u.readyAfterLayer});
-    }
-  }
-  return out;
-}
-
-int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, int replica) {
-  const int n = options.devices.size();
-  const int64_t p = model.paramCount();
-  if (!options.shardOptimizer || n == 1) return p;
-  const auto units = updateUnits(gradientBuckets(model.paramRanges(), options.bucketBytes), p, n);
-  int64_t total = 0;
-  for (const GradBucket& b : ownedRanges(units, replica, n)) total += b.count;
-  return total;
-}
-
 // One replica: nothing to reduce. A backend with its own device collective (NCCL, the logical-GPU
 // all-reduce) uses it; otherwise the project's host algorithm, with several buckets on
 // communication threads when every replica can have a spare core, else between layers (a comm
@@ -183,53 +131,6 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   Backend* b = backend_.get();
   return std::make_unique<HostCollective>(
       std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
-}
-
-// The cores this process may use: the machine's, shared by the workers on this host (several
-// workers started on one machine must not each think they have all of it).
-int MirroredStrategy::coresOfThisWorker() const {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!workers_) return cores;
-  const auto hosts = workers_->hosts();
-  const auto here = std::count(hosts.begin(), hosts.end(), workers_->host());
-  return std::max(1, cores / static_cast<int>(std::max<std::ptrdiff_t>(1, here)));
-}
-
-// What does not cross processes yet is refused before anything runs, with the way out.
-void MirroredStrategy::refuseAcrossWorkers() const {
-  const std::string& algo = options_.allreduce;
-  if (!workers_) {
-    if (algo == "mpi" || algo == "hierarchical")
-      throw UserError("all-reduce '" + algo +
-                      "' sums across workers (processes): run under mpirun -np W (or mirrorlab-cli train --workers W); "
-                      "in one process use ring or reduce");
-    return;
-  }
-  const std::string who = workerName(worker_, workerCount_) + ": ";
-  if (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())
-    throw UserError(who +
-                    "training on GPUs across workers (NCCL bootstrapped through MPI) is not built yet; "
-                    "use simulated CPU devices (cpu:N) on every worker");
-  if (crossReplica_)
-    throw UserError(who +
-                    "synchronized BatchNormalization across workers is not built yet; "
-                    "set \"synchronized\": false or train in one process");
-  if (options_.shardOptimizer)
-    throw UserError(who + fieldInWords("distribute.shard_optimizer") +
-                    " across workers is not built yet; turn it off or train in one process");
-  if (algo == "mpi" && replicas() > 1)
-    throw UserError(who + "all-reduce 'mpi' is the flat form, one replica per worker (--devices cpu:1), but this worker has " +
-                    std::to_string(replicas()) + " local replicas; use 'hierarchical' (the default across workers)");
-}
-
-std::string MirroredStrategy::replicaLabel(int g) const {
-  const int n = replicas();
-  const std::string dev = options_.devices.devices[static_cast<size_t>(g % n)].label();
-  if (!workers_) return dev;
-  const int w = g / n;
-  const auto hosts = workers_->hosts();
-  const std::string host = w < static_cast<int>(hosts.size()) ? hosts[static_cast<size_t>(w)] : std::string("?");
-  return host + "/worker" + std::to_string(w + 1) + "/" + dev;
 }
 
 MirroredStrategy::~MirroredStrategy() {
@@ -325,18 +226,7 @@ std::vector<uint64_t> MirroredStrategy::checksums() const {
   backend_->pullParameters();  // the checksums are of the parameters on the devices
   std::vector<uint64_t> out;
   for (const auto& r : replicas_) out.push_back(r->model->checksum());
-  if (!workers_) return out;
-  // Every worker's, by global replica: each 64-bit sum as two exact 32-bit halves in a double sum.
-  std::vector<double> all(2 * static_cast<size_t>(globalReplicas()), 0.0);
-  for (int r = 0; r < replicas(); ++r) {
-    all[2 * static_cast<size_t>(globalIndex(r))] = static_cast<double>(out[static_cast<size_t>(r)] >> 32);
-    all[2 * static_cast<size_t>(globalIndex(r)) + 1] = static_cast<double>(out[static_cast<size_t>(r)] & 0xffffffffu);
-  }
-  workers_->allReduce(std::span<double>(all), "the gathering of the replicas' checksums");
-  out.clear();
-  for (size_t g = 0; g < all.size() / 2; ++g)
-    out.push_back((static_cast<uint64_t>(all[2 * g]) << 32) | static_cast<uint64_t>(all[2 * g + 1]));
-  return out;
+  return workers_ ? gatherChecksums(out) : out;
 }
 
 // Replica 0 runs on the calling thread: one hand-off fewer per step, and with one replica
@@ -565,107 +455,11 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   r.commEnd = globalReplicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates
 }
 
-// One replica's results of a step, as every worker sees them after the exchange.
-struct MirroredStrategy::Outcome {
-  double lossSum = 0, metricSum = 0, samples = 0, start = 0;
-  PhaseTimes phases;
-  double inlineComm = 0, backwardEnd = 0, commEnd = 0;
-  int bad = 0;  // 0 finite, 1 the loss, 2 a gradient
-  bool skipped = false;
-};
-
-namespace {
-constexpr size_t kHeader = 2;  // stop votes, failed workers
-constexpr size_t kFields = 14;
-}  // namespace
-
-// After the local step: every worker's replicas' outcomes, its stop vote and whether it failed,
-// summed across the workers (each slot is written by one worker only, so the sums are exact).
-// A failure anywhere is thrown on every worker with the failing worker's message.
-std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::string& localFailure, uint64_t step) {
-  const size_t G = static_cast<size_t>(globalReplicas());
-  std::vector<Outcome> out(G);
-  if (!workers_) {
-    for (const auto& r : replicas_) {
-      Outcome& o = out[static_cast<size_t>(r->rank)];
-      o.lossSum = r->lossSum;
-      o.metricSum = r->metricSum;
-      o.samples = static_cast<double>(r->samples);
-      o.start = r->start;
-      o.phases = r->phases;
-      o.inlineComm = r->inlineComm;
-      o.backwardEnd = r->backwardEnd;
-      o.commEnd = r->commEnd;
-      o.bad = r->finite ? 0 : (r->badWhat == "loss" ? 1 : 2);
-      o.skipped = r->skipped;
-    }
-    return out;
-  }
-  std::vector<double> v(kHeader + kFields * G, 0.0);
-  v[0] = stopVote_.load(std::memory_order_relaxed) ? 1 : 0;
-  v[1] = localFailure.empty() ? 0 : 1;
-  if (localFailure.empty()) {
-    for (const auto& r : replicas_) {
-      double* f = v.data() + kHeader + kFields * static_cast<size_t>(globalIndex(r->rank));
-      const double fields[kFields] = {r->lossSum,
-                                      r->metricSum,
-                                      static_cast<double>(r->samples),
-                                      r->start,
-                                      r->phases.forward,
-                                      r->phases.backward,
-                                      r->phases.optimizer,
-                                      r->network,
-                                      r->inlineComm,
-                                      r->backwardEnd,
-                                      r->commEnd,
-                                      r->finite ? 0.0 : (r->badWhat == "loss" ? 1.0 : 2.0),
-                                      r->skipped ? 1.0 : 0.0,
-                                      r->phases.allgather};
-      std::copy(fields, fields + kFields, f);
-    }
-  }
-  workers_->allReduce(std::span<double>(v), "the exchange of step " + std::to_string(step) + "'s results");
-  if (v[1] > 0) {
-    const auto messages = workers_->allGather(localFailure, "the messages of step " + std::to_string(step) + "'s failure");
-    for (size_t w = 0; w < messages.size(); ++w)
-      if (!messages[w].empty())
-        throw UserError(w == static_cast<size_t>(worker_) ? messages[w]
-                                                          : workerName(static_cast<int>(w), workerCount_) + ": " + messages[w]);
-    throw UserError("a worker failed in step " + std::to_string(step));
-  }
-  stopVotes_ = static_cast<int>(v[0] + 0.5);
-  for (size_t g = 0; g < G; ++g) {
-    const double* f = v.data() + kHeader + kFields * g;
-    Outcome& o = out[g];
-    o.lossSum = f[0];
-    o.metricSum = f[1];
-    o.samples = f[2];
-    o.start = f[3];
-    o.phases.forward = f[4];
-    o.phases.backward = f[5];
-    o.phases.optimizer = f[6];
-    o.phases.network = f[7];
-    o.inlineComm = f[8];
-    o.backwardEnd = f[9];
-    o.commEnd = f[10];
-    o.bad = static_cast<int>(f[11] + 0.5);
-    o.skipped = f[12] > 0.5;
-    o.phases.allgather = f[13];
-  }
-  return out;
-}
-
 StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int64_t> indices, int accumulate, float lr,
                                        uint64_t step) {
   if (indices.empty()) throw UserError("a training step needs at least one sample");
   if (accumulate < 1) throw UserError("accumulate must be at least 1");
-  if (workers_ && !clockSynced_) {
-    // Every worker leaves this sum at nearly the same instant: their clocks start together.
-    double one = 1;
-    workers_->allReduce(std::span<double>(&one, 1), "the start of training");
-    t0_.store(steadyNs());
-    clockSynced_ = true;
-  }
+  if (workers_ && !clockSynced_) syncClocks();
   Job job;
   job.kind = JobKind::Train;
   job.data = &data;
@@ -787,20 +581,7 @@ EvalResult MirroredStrategy::evaluate(const Dataset& data, std::span<const int64
     res.metricSum += r->metricSum;
     res.samples += r->samples;
   }
-  if (!workers_) return res;
-  std::vector<double> v = {localFailure.empty() ? 0.0 : 1.0, res.lossSum, res.metricSum, static_cast<double>(res.samples)};
-  workers_->allReduce(std::span<double>(v), "the sums of an evaluation");
-  if (v[0] > 0) {
-    const auto messages = workers_->allGather(localFailure, "the messages of an evaluation's failure");
-    for (size_t w = 0; w < messages.size(); ++w)
-      if (!messages[w].empty())
-        throw UserError(w == static_cast<size_t>(worker_) ? messages[w]
-                                                          : workerName(static_cast<int>(w), workerCount_) + ": " + messages[w]);
-  }
-  res.lossSum = v[1];
-  res.metricSum = v[2];
-  res.samples = static_cast<int64_t>(v[3]);
-  if (outputs) workers_->allReduce(std::span<float>(outputs, outLen), "the outputs of an evaluation");
+  if (workers_) shareEvaluation(res, localFailure, std::span<float>(outputs, outLen));
   return res;
 }
 

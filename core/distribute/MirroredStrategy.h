@@ -222,8 +222,20 @@ class MirroredStrategy {
   std::unique_ptr<Collective> makeCollective();
   void refuseAcrossWorkers() const;
   int coresOfThisWorker() const;
-  struct Outcome;  // one replica's results of a step, local or from another worker
+  // One replica's results of a step, as every worker sees them after the exchange.
+  struct Outcome {
+    double lossSum = 0, metricSum = 0, samples = 0, start = 0;
+    PhaseTimes phases;
+    double inlineComm = 0, backwardEnd = 0, commEnd = 0;
+    int bad = 0;  // 0 finite, 1 the loss, 2 a gradient
+    bool skipped = false;
+  };
+  // Several workers (AcrossWorkers.cpp): collective, each worker at the same point of the same step.
   std::vector<Outcome> exchange(const std::string& localFailure, uint64_t step);
+  void syncClocks();
+  std::vector<uint64_t> gatherChecksums(const std::vector<uint64_t>& local) const;
+  void shareEvaluation(EvalResult& res, const std::string& localFailure, std::span<float> outputs);
+  [[noreturn]] void throwFailure(const std::string& localFailure, const std::string& what) const;
   void computeLoop(Replica& r);
   void runJob(const Job& job);
   void runOne(Replica& r, const Job& job);
