@@ -85,8 +85,9 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
 }
 
 // Runs one training to the end with progress on stdout; returns the finish event.
-// With several workers (silent: not worker 1, which alone prints and records) an interrupt is a
-// vote to stop: every worker ends after the same step (SIGTERM is how mpirun passes Ctrl-C on).
+// With several workers (silent: not worker 1, which alone prints and records) a signal means
+// mpirun is stopping the job (Ctrl-C, or a worker died): the waits between workers end at once
+// and worker 1 records the run failed with the reason before mpirun's SIGKILL a second later.
 ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
                             std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps, bool silent = false) {
   auto progressCh = hub.subscribe(1 << 16);

@@ -44,7 +44,7 @@ struct TrainingSpec {
 
 struct DistributeSpec {
   std::string devices = "cpu:1";   // cpu:N | gpu:0,1 | gpu:0x4
-  std::string allreduce = "ring";  // ring | reduce-to-one | nccl
+  std::string allreduce = "ring";  // ring | reduce-to-one | nccl; across workers hierarchical | mpi
   int64_t bucketBytes = 1 << 20;   // gradient bucket size for the all-reduce
   int threadsPerDevice = 0;        // BLAS threads of a single simulated device (0 = every core); several: 1 each
   // The watchdog: a run with no replica progress for hangSeconds stops as failed with a diagnosis;

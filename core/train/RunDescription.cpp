@@ -1,0 +1,118 @@
+// What a run says about itself before its first step: the effective configuration stored with it
+// and the lines the CLI prints (devices and workers, batches, learning rate, precision, all-reduce).
+#include <algorithm>
+#include <cstdio>
+
+#include "distribute/Workers.h"
+#include "train/Trainer.h"
+
+namespace ml {
+
+namespace {
+std::string fmtNum(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+}  // namespace
+
+nlohmann::json Trainer::effectiveConfig() const {
+  const auto& t = project_.training;
+  const auto& s = *strategy_;
+  nlohmann::json names = nlohmann::json::array();
+  for (int g = 0; g < s.globalReplicas(); ++g) names.push_back(s.replicaLabel(g));
+  const auto pj = project_.toJson();
+  nlohmann::json hosts = nlohmann::json::array();
+  if (s.workers())
+    for (const auto& h : s.workers()->hosts()) hosts.push_back(h);
+  return {{"devices", project_.distribute.devices},
+          {"workers", s.workerCount()},
+          {"hosts", hosts},
+          {"device_names", names},
+          {"replicas", plan_.replicas},
+          {"global_batch", plan_.globalBatch},
+          {"per_replica_batch", plan_.perReplicaBatch},
+          {"base_lr", plan_.baseLr},
+          {"lr", plan_.lr},
+          {"lr_scaling", plan_.lrRule},
+          {"lr_reference_batch", plan_.scaling.referenceBatch},
+          {"warmup_epochs", plan_.warmupEpochs},
+          {"optimizer", pj["training"]["optimizer"]},
+          {"accumulate", t.accumulate},
+          {"allreduce", s.globalReplicas() > 1 ? s.allReduceName() : "none"},
+          {"bucket_bytes", project_.distribute.bucketBytes},
+          {"buckets", s.bucketCount()},
+          {"shard_optimizer", s.shardedOptimizer()},
+          {"precision", toString(s.precision())},
+          {"loss_scale", s.lossScale() > 0 ? nlohmann::json(s.lossScale()) : nlohmann::json("none")},
+          {"seed", t.seed},
+          {"epochs", t.epochs},
+          {"max_steps", options_.maxSteps},
+          {"threads_per_device", s.blasThreads()},
+          {"loss", t.loss},
+          {"dataset", data_->train.name},
+          {"train_samples", data_->train.size},
+          {"parameters", s.model(0).paramCount()}};
+}
+
+std::vector<std::string> Trainer::startLines() const {
+  const auto& s = *strategy_;
+  std::vector<std::string> lines;
+  if (const WorkerGroup* w = s.workers()) {
+    // "worker 1 of 2 on host vm, 2 local replicas; 4 replicas in all on 1 host (Open MPI v4.1.4)"
+    auto hosts = w->hosts();
+    std::sort(hosts.begin(), hosts.end());
+    const auto distinct = std::unique(hosts.begin(), hosts.end()) - hosts.begin();
+    lines.push_back(workerName(w->rank(), w->size()) + " on host " + w->host() + ", " + std::to_string(s.replicas()) +
+                    " local replica" + (s.replicas() == 1 ? "" : "s") + "; " + std::to_string(s.globalReplicas()) +
+                    " replicas in all on " + std::to_string(distinct) + " host" + (distinct == 1 ? "" : "s") + " (" +
+                    w->engine() + ")");
+  }
+  lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + ")");
+  std::string batch = "global batch " + std::to_string(plan_.globalBatch);
+  if (plan_.replicas > 1 || plan_.accumulate > 1) {
+    batch += ", per-replica batch " + (plan_.smallestShard == plan_.perReplicaBatch
+                                           ? std::to_string(plan_.perReplicaBatch)
+                                           : std::to_string(plan_.smallestShard) + "-" + std::to_string(plan_.perReplicaBatch));
+    if (plan_.accumulate > 1)
+      batch += ", " + std::to_string(plan_.accumulate) + " micro-batches of " + std::to_string(plan_.microBatch);
+  }
+  batch += "; " + std::to_string(plan_.stepsPerEpoch) + " steps per epoch";
+  lines.push_back(batch);
+  std::string lr = "learning rate " + plan_.scaling.explain();
+  if (plan_.warmupEpochs > 0)
+    lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
+  lines.push_back(lr);
+  if (s.precision() != Precision::Float32) {
+    const bool half = s.precision() == Precision::MixedFloat16;
+    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense layers compute in " +
+                    (half ? "float16" : "bfloat16") +
+                    " (inputs, weights and outputs rounded, float32 accumulation); weights, optimizer, softmax, loss and "
+                    "all-reduce stay float32; ";
+    if (!half)
+      p += "no loss scaling (bfloat16 has float32's range)";
+    else if (s.lossScale() > 0)
+      p += "dynamic loss scale from " + fmtNum(s.lossScale()) +
+           ", halved with the update skipped on an inf/NaN gradient, doubled after " +
+           std::to_string(project_.training.lossScaleGrowthSteps) + " finite steps";
+    else
+      p += "no loss scaling (gradients below 2^-24 become 0)";
+    lines.push_back(p);
+  }
+  if (s.globalReplicas() > 1) {
+    char b[96];
+    std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
+                  s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
+    lines.push_back("all-reduce: " + s.allReducePath() + b);
+    if (s.shardedOptimizer())
+      lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
+                      " of the parameters with 1/" + std::to_string(s.replicas()) +
+                      " of the optimizer state, then the updated parameters are all-gathered");
+  } else {
+    lines.push_back("all-reduce: none (one replica)");
+  }
+  for (const auto& w : plan_.warnings) lines.push_back("warning: " + w);
+  return lines;
+}
+
+}  // namespace ml
