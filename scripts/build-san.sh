@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Configures (once) and builds the sanitizer build in build-san/: clang with AddressSanitizer +
 # UndefinedBehaviorSanitizer and libFuzzer coverage, no studio, no benchmarks, no CUDA. It holds
-# the core tests, the CLI and the fuzz targets; builds the targets given (default: all of them).
+# the core tests (and their helper programs), the CLI and the fuzz targets; builds the targets given
+# (default: everything the build holds, so every test ctest lists has its binaries).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${MIRRORLAB_SAN_BUILD_DIR:-build-san}
@@ -11,9 +12,8 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     -DMIRRORLAB_BUILD_UI=OFF -DMIRRORLAB_BUILD_BENCH=OFF -DMIRRORLAB_BUILD_CUDA=OFF \
     -DMIRRORLAB_TEST_DIRS="core/nn;core/data;core/distribute;core/train;core/store;core/project;core/learn;app" >/dev/null
 fi
-TARGETS=("$@")
-if [ ${#TARGETS[@]} -eq 0 ]; then
-  TARGETS=(test_nn test_data test_distribute test_train test_store test_project test_learn mirrorlab-cli fuzz_replay
-           fuzz_project fuzz_idx fuzz_csv fuzz_weights fuzz_lesson fuzz_store)
+if [ $# -eq 0 ]; then
+  cmake --build "$BUILD" -j"$(nproc)"
+else
+  cmake --build "$BUILD" -j"$(nproc)" --target "$@"
 fi
-cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}"

@@ -78,18 +78,20 @@ std::string Watchdog::diagnose(double stalledFor) const {
 
 void Watchdog::loop() {
   const double poll = std::clamp(o_.hangSeconds / 20, 0.005, 0.05);
-  int64_t lastKey = -1;
+  uint64_t lastKey = ~uint64_t{0};
   double lastChange = s_.now();
   std::unique_lock lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, std::chrono::duration<double>(poll), [&] { return stop_; });
     if (stop_ || fired_.load()) continue;
     // A fingerprint of every replica's progress: any step, phase or bucket change is progress.
-    int64_t key = 0, done = 0;
+    uint64_t key = 0;  // unsigned: the fingerprint wraps by design
+    int64_t done = 0;
     bool busy = false;
     for (int r = 0; r < s_.replicas(); ++r) {
       const ReplicaProgress q = s_.progress(r);
-      key = key * 1000003 + q.stepsDone * 131 + static_cast<int>(q.phase) * 17 + q.bucketsHanded;
+      key = key * 1000003u + static_cast<uint64_t>(q.stepsDone) * 131u + static_cast<uint64_t>(q.phase) * 17u +
+            static_cast<uint64_t>(q.bucketsHanded);
       busy |= q.phase != StepPhase::Idle;
       done = std::max(done, q.stepsDone);
     }

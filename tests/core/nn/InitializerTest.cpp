@@ -27,7 +27,7 @@ Stats stats(const std::vector<float>& w) {
   return s;
 }
 
-constexpr int64_t kFanIn = 200, kFanOut = 300, kCount = kFanIn * kFanOut;
+constexpr int64_t kFanIn = 200, kFanOut = 300;
 
 std::vector<float> init(const std::string& name, uint64_t seed, int64_t fanIn = kFanIn, int64_t fanOut = kFanOut) {
   std::vector<float> w(static_cast<size_t>(fanIn * fanOut), -99.0f);
