@@ -67,7 +67,8 @@ bool allDigits(const std::string& s) {
 std::string lessonsDir(const LearnArgs& a) { return a.dir.empty() ? ml::defaultLessonsDir() : a.dir; }
 
 ml::Lesson findLesson(const LearnArgs& a) {
-  if (a.lesson.size() > 5 && a.lesson.ends_with(".json") && fs::exists(a.lesson)) {
+  std::error_code ec;  // a name too long is "not a file", not an exception
+  if (a.lesson.size() > 5 && a.lesson.ends_with(".json") && fs::exists(a.lesson, ec)) {
     const fs::path dir = fs::path(a.lesson).parent_path();
     return ml::loadLesson(a.lesson, (dir.empty() ? fs::path(".") : dir).parent_path().string());
   }
@@ -190,7 +191,8 @@ std::vector<int> parseCounts(const std::string& s) {
 
 // The compute profile: from a stored run's steps, or from a short run of the project on one device.
 ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
-  if (allDigits(a.source) && !fs::exists(a.source)) {
+  std::error_code ec;
+  if (allDigits(a.source) && !fs::exists(a.source, ec)) {
     const int64_t id = std::stoll(a.source);
     ml::RunStore store = ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db);
     const ml::RunDetail run = store.loadRun(id);

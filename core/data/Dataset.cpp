@@ -58,9 +58,10 @@ void matchTestToTrain(Dataset& train, Dataset& test, const std::string& trainFil
 // The four files of Fashion-MNIST; the Debian package ships them gzipped, an unpacked copy works too.
 std::string fashionFile(const std::string& dir, const std::string& base) {
   const std::string gz = (fs::path(dir) / (base + ".gz")).string();
-  if (fs::exists(gz)) return gz;
+  std::error_code ec;  // a name too long is "not found", not an exception
+  if (fs::exists(gz, ec)) return gz;
   const std::string raw = (fs::path(dir) / base).string();
-  if (fs::exists(raw)) return raw;
+  if (fs::exists(raw, ec)) return raw;
   throw UserError("Fashion-MNIST not found at " + gz +
                   ": install the Debian package dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) "
                   "or set " +
@@ -102,8 +103,9 @@ DataSplit loadIdx(const DataSpec& spec) {
 // with the statistics of the training part only (after any hold-out split).
 DataSplit loadCsv(const DataSpec& spec) {
   if (spec.path.empty()) throw UserError("no CSV file chosen: set " + fieldInWords("data.path") + " to the CSV file to train on");
+  std::error_code ec;
   for (const std::string* f : {&spec.path, &spec.testPath})
-    if (!f->empty() && std::filesystem::is_directory(*f))
+    if (!f->empty() && std::filesystem::is_directory(*f, ec))
       throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as " +
                       fieldInWords(f == &spec.path ? "data.path" : "data.test_path"));
   DataSplit split;

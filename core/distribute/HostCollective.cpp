@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "backend/SpinBarrier.h"
+#include "tensor/Denormals.h"
 
 namespace ml {
 
@@ -92,6 +93,7 @@ void HostCollective::finish(int rank) {
 }
 
 void HostCollective::commLoop(int rank) {
+  const FlushDenormals flush;  // sums the replicas' gradients: the same mode as the replica threads
   Slot& s = slot(rank);
   uint64_t seen = 0;
   const int nb = static_cast<int>(buckets_.size());

@@ -17,6 +17,7 @@
 #include "distribute/HostCollective.h"
 #include "distribute/HostReplicaSum.h"
 #include "distribute/Workers.h"
+#include "tensor/Denormals.h"
 
 namespace ml {
 
@@ -232,6 +233,7 @@ std::vector<uint64_t> MirroredStrategy::checksums() const {
 // Replica 0 runs on the calling thread: one hand-off fewer per step, and with one replica
 // no hand-off at all. The others are woken through an atomic generation (spin, then sleep).
 void MirroredStrategy::runJob(const Job& job) {
+  const FlushDenormals flush;  // replica 0's work on the caller's thread (tensor/Denormals.h)
   const int others = replicas() - 1;
   if (others > 0) {
     job_ = job;  // published by the release increment of jobGen_
@@ -254,6 +256,7 @@ void MirroredStrategy::runOne(Replica& r, const Job& job) {
 }
 
 void MirroredStrategy::computeLoop(Replica& r) {
+  const FlushDenormals flush;
   uint64_t seen = 0;
   for (;;) {
     spinWaitWhileEqual(jobGen_, seen, spins_);

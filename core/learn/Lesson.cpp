@@ -134,7 +134,8 @@ Project parseLessonProject(const LessonReader& r, const json& j, const std::stri
   if (pj.is_string()) {
     ref = pj.get<std::string>();
     const fs::path path = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(projectsDir) / ref;
-    if (!fs::exists(path))
+    std::error_code ec;  // a name too long or an unreadable folder is "not there", not an exception
+    if (!fs::exists(path, ec))
       r.fail("project",
              "names '" + clipText(ref, 80) + "', which is not at " + clipText(path.string(), 200) + ": give a file in projects/");
     try {
@@ -224,14 +225,17 @@ static std::string lessonProjectsDir(const std::string& dir) {
 }
 
 std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
-  if (!fs::is_directory(dir))
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
     throw UserError("lesson folder '" + dir +
                     "' does not exist: reinstall Mirrorlab, set MIRRORLAB_LESSONS or give --dir; searched:\n" +
                     describeSharedDataSearch());
   const std::string projects = projectsDir.empty() ? lessonProjectsDir(dir) : projectsDir;
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.is_regular_file() && e.path().extension() == ".json") files.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file(ec) && e.path().extension() == ".json") files.push_back(e.path());
+  if (ec)
+    throw UserError("lesson folder '" + dir + "' cannot be read (" + ec.message() + "): check its permissions or give --dir");
   std::sort(files.begin(), files.end());
   std::vector<Lesson> lessons;
   std::set<std::string> ids;

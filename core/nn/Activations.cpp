@@ -67,7 +67,13 @@ void activationBackward(Act a, const float* y, const float* dy, float* dz, int64
       if (dz != dy) std::copy(dy, dy + total, dz);
       return;
     case Act::Relu:
-      for (int64_t i = 0; i < total; ++i) dz[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+      // Both operands read unconditionally: a select the baseline x86-64 build (SSE2) vectorizes.
+      // Written as `y > 0 ? dy : 0` the load of dy is conditional, GCC keeps a branch per element,
+      // and half of those branches mispredict (measured: 7.6% of a wide-MLP step without AVX2).
+      for (int64_t i = 0; i < total; ++i) {
+        const float d = dy[i];
+        dz[i] = y[i] > 0.0f ? d : 0.0f;
+      }
       return;
     case Act::Sigmoid:
       for (int64_t i = 0; i < total; ++i) dz[i] = dy[i] * y[i] * (1.0f - y[i]);

@@ -5,6 +5,7 @@
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "tensor/Dispatch.h"
 
 namespace ml {
 
@@ -30,34 +31,72 @@ void Optimizer::restore(const std::vector<std::vector<float>>& slots, int64_t it
   iterations_ = iterations;
 }
 
+// The update loops, one element at a time (any split across threads or vector lanes gives the
+// same bits), compiled for the baseline and for AVX2 (tensor/Dispatch.h).
+namespace {
+
+ML_DISPATCH_X86 void sgdLoop(float* __restrict p, const float* __restrict g, size_t n, float lr, float scale) {
+  for (size_t i = 0; i < n; ++i) p[i] -= lr * (g[i] * scale);
+}
+
+ML_DISPATCH_X86 void sgdMomentumLoop(float* __restrict p, const float* __restrict g, float* __restrict v, size_t n, float lr,
+                                     float m, bool nesterov, float scale) {
+  if (nesterov) {
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = g[i] * scale;
+      v[i] = m * v[i] - lr * gi;
+      p[i] += m * v[i] - lr * gi;
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = m * v[i] - lr * (g[i] * scale);
+      p[i] += v[i];
+    }
+  }
+}
+
+ML_DISPATCH_X86 void adamLoop(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, size_t n,
+                              float alpha, float b1, float b2, float eps, float scale) {
+  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * scale;
+    m[i] = b1 * m[i] + c1 * gi;
+    v[i] = b2 * v[i] + c2 * gi * gi;
+    p[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+  }
+}
+
+ML_DISPATCH_X86 void rmspropLoop(float* __restrict p, const float* __restrict g, float* __restrict v, float* __restrict mom,
+                                 size_t n, float lr, float rho, float momentum, float eps, float scale) {
+  const float c = 1.0f - rho;
+  if (!mom) {
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = g[i] * scale;
+      v[i] = rho * v[i] + c * gi * gi;
+      p[i] -= lr * gi / std::sqrt(v[i] + eps);
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const float gi = g[i] * scale;
+      v[i] = rho * v[i] + c * gi * gi;
+      mom[i] = momentum * mom[i] + lr * gi / std::sqrt(v[i] + eps);
+      p[i] -= mom[i];
+    }
+  }
+}
+
+}  // namespace
+
 void Sgd::beginStep(float lr) {
   lr_ = lr;
   ++iterations_;
 }
 
 void Sgd::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
-  const size_t n = p.size();
-  const float lr = lr_;
-  float* __restrict pp = p.data();
-  const float* __restrict gg = g.data();
-  if (momentum_ == 0.0f) {
-    for (size_t i = 0; i < n; ++i) pp[i] -= lr * (gg[i] * scale);
-  } else {
-    float* __restrict v = velocity_.data() + offset;
-    const float m = momentum_;
-    if (nesterov_) {
-      for (size_t i = 0; i < n; ++i) {
-        const float gi = gg[i] * scale;
-        v[i] = m * v[i] - lr * gi;
-        pp[i] += m * v[i] - lr * gi;
-      }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        v[i] = m * v[i] - lr * (gg[i] * scale);
-        pp[i] += v[i];
-      }
-    }
-  }
+  if (momentum_ == 0.0f)
+    sgdLoop(p.data(), g.data(), p.size(), lr_, scale);
+  else
+    sgdMomentumLoop(p.data(), g.data(), velocity_.data() + offset, p.size(), lr_, momentum_, nesterov_, scale);
 }
 
 void Adam::beginStep(float lr) {
@@ -67,20 +106,8 @@ void Adam::beginStep(float lr) {
 }
 
 void Adam::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
-  const float alpha = alpha_;
-  const float b1 = static_cast<float>(b1_), b2 = static_cast<float>(b2_);
-  const float c1 = 1.0f - b1, c2 = 1.0f - b2, eps = eps_;
-  const size_t n = p.size();
-  float* __restrict pp = p.data();
-  const float* __restrict gg = g.data();
-  float* __restrict m = m_.data() + offset;
-  float* __restrict v = v_.data() + offset;
-  for (size_t i = 0; i < n; ++i) {
-    const float gi = gg[i] * scale;
-    m[i] = b1 * m[i] + c1 * gi;
-    v[i] = b2 * v[i] + c2 * gi * gi;
-    pp[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-  }
+  adamLoop(p.data(), g.data(), m_.data() + offset, v_.data() + offset, p.size(), alpha_, static_cast<float>(b1_),
+           static_cast<float>(b2_), eps_, scale);
 }
 
 void RmsProp::beginStep(float lr) {
@@ -89,27 +116,8 @@ void RmsProp::beginStep(float lr) {
 }
 
 void RmsProp::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
-  const size_t n = p.size();
-  const float lr = lr_;
-  float* __restrict pp = p.data();
-  const float* __restrict gg = g.data();
-  float* __restrict v = v_.data() + offset;
-  const float rho = rho_, c = 1.0f - rho_, eps = eps_;
-  if (momentum_ == 0.0f) {
-    for (size_t i = 0; i < n; ++i) {
-      const float gi = gg[i] * scale;
-      v[i] = rho * v[i] + c * gi * gi;
-      pp[i] -= lr * gi / std::sqrt(v[i] + eps);
-    }
-  } else {
-    float* __restrict mom = mom_.data() + offset;
-    for (size_t i = 0; i < n; ++i) {
-      const float gi = gg[i] * scale;
-      v[i] = rho * v[i] + c * gi * gi;
-      mom[i] = momentum_ * mom[i] + lr * gi / std::sqrt(v[i] + eps);
-      pp[i] -= mom[i];
-    }
-  }
+  rmspropLoop(p.data(), g.data(), v_.data() + offset, momentum_ == 0.0f ? nullptr : mom_.data() + offset, p.size(), lr_, rho_,
+              momentum_, eps_, scale);
 }
 
 }  // namespace ml

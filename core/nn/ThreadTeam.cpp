@@ -2,6 +2,8 @@
 // in atomic::wait so that an idle replica leaves its cores to everyone else.
 #include "nn/ThreadTeam.h"
 
+#include "tensor/Denormals.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ML_TEAM_RELAX() _mm_pause()
@@ -41,6 +43,7 @@ ThreadTeam::Scope::Scope(ThreadTeam* team) : previous(tCurrent) { tCurrent = tea
 ThreadTeam::Scope::~Scope() { tCurrent = previous; }
 
 void ThreadTeam::work(int index) {
+  const FlushDenormals flush;  // as the replica thread that leads the team
   uint32_t seen = 0;
   for (;;) {
     waitWhileEqual(gen_, seen);

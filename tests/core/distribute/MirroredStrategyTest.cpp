@@ -9,6 +9,7 @@
 
 #include "TestData.h"
 #include "distribute/MirroredStrategy.h"
+#include "tensor/Denormals.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -77,6 +78,17 @@ TEST_P(Invariant, NReplicasGiveTheWeightsOfOneReplica) {
 
 INSTANTIATE_TEST_SUITE_P(OptimizersAndBatches, Invariant,
                          ::testing::Combine(::testing::Values("sgd", "adam"), ::testing::Values(64, 100, 13)));
+
+// Subnormals are flushed while the replicas train (tensor/Denormals.h), and only then: the
+// caller's own floating-point mode is the same after a step as before it.
+TEST(MirroredStrategy, TrainingLeavesTheCallersFloatingPointModeAsItWas) {
+  auto s = makeStrategy(2, "adam", true);
+  ASSERT_FALSE(ml::FlushDenormals::active());
+  (void)train(*s, data(), 64, 2);
+  EXPECT_FALSE(ml::FlushDenormals::active());
+  volatile float tiny = 1e-38f, half = 0.5f;
+  EXPECT_GT(tiny * half, 0.0f);
+}
 
 TEST(MirroredStrategy, ReduceToOneGivesTheSameWeightsAsRing) {
   auto a = makeStrategy(3, "adam", true, "ring");
