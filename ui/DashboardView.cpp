@@ -425,49 +425,57 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
 }
 
 void DashboardView::onFinished(const ml::RunFinished& e) {
+  sinceNumbers_.invalidate();  // the next frame shows the final numbers, whatever their timers say
+  sinceShare_.invalidate();
   runTitle_->setText(runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
                      tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
 }
 
 void DashboardView::updateNumbers() {
   if (!haveStep_) {
-    for (QLabel* l : {stepValue_, epochValue_, lossValue_, valValue_, speedValue_, syncShareValue_, timeValue_})
+    for (QLabel* l : {stepValue_, epochValue_, lossValue_, valValue_, speedValue_, syncShareValue_, timeValue_}) {
+      releaseSteadyText(l);
       l->setText(QStringLiteral("—"));
+    }
     shareNumbers_->setText(tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
     return;
   }
-  stepValue_->setText(QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
-  epochValue_->setText(QStringLiteral("%1 / %2").arg(last_.epoch).arg(started_.epochs));
-  lossValue_->setText(QString::number(loss_->lastSmoothed(), 'f', 4));
+  setSteadyText(stepValue_, QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
+  setSteadyText(epochValue_, QStringLiteral("%1 / %2").arg(last_.epoch).arg(started_.epochs));
+  setSteadyText(lossValue_, QString::number(loss_->lastSmoothed(), 'f', 4));
   const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
   if (lastValMetric_)
-    valValue_->setText(isAccuracy ? QStringLiteral("%1%").arg(*lastValMetric_ * 100, 0, 'f', 1)
-                                  : QString::number(*lastValMetric_, 'f', 4));
+    setSteadyText(valValue_, isAccuracy ? QStringLiteral("%1%").arg(*lastValMetric_ * 100, 0, 'f', 1)
+                                        : QString::number(*lastValMetric_, 'f', 4));
   else if (lastValLoss_)
-    valValue_->setText(tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
+    setSteadyText(valValue_, tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
   else
-    valValue_->setText(QStringLiteral("—"));
-  speedValue_->setText(tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
+    setSteadyText(valValue_, QStringLiteral("—"));
+  setSteadyText(speedValue_, tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
   const double net = breakdown_->networkShare() * 100;  // several workers only
-  syncShareValue_->setText(QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
-  if (net > 0)
-    shareNumbers_->setText(
-        tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · network %3% · waiting %4%")
-            .arg(100 - ar - net - wait, 0, 'f', 1)
-            .arg(ar, 0, 'f', 1)
-            .arg(net, 0, 'f', 1)
-            .arg(wait, 0, 'f', 1));
-  else
-    shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
-                               .arg(100 - ar - wait, 0, 'f', 1)
-                               .arg(ar, 0, 'f', 1)
-                               .arg(wait, 0, 'f', 1));
+  setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
+  // Word-wrapped, so each new text is a layout pass: once a second is enough for a 20-step mean.
+  if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
+    sinceShare_.restart();
+    if (net > 0)
+      shareNumbers_->setText(
+          tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · network %3% · waiting %4%")
+              .arg(100 - ar - net - wait, 0, 'f', 1)
+              .arg(ar, 0, 'f', 1)
+              .arg(net, 0, 'f', 1)
+              .arg(wait, 0, 'f', 1));
+    else
+      shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
+                                 .arg(100 - ar - wait, 0, 'f', 1)
+                                 .arg(ar, 0, 'f', 1)
+                                 .arg(wait, 0, 'f', 1));
+  }
   const double elapsed = last_.wallTime;
   const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *
                                            static_cast<double>(std::max<int64_t>(0, started_.totalSteps - last_.step))
                                      : 0;
-  timeValue_->setText(QStringLiteral("%1 / %2").arg(duration(elapsed), duration(left)));
+  setSteadyText(timeValue_, QStringLiteral("%1 / %2").arg(duration(elapsed), duration(left)));
   progress_->setValue(static_cast<int>(last_.step));
 }
 

@@ -107,6 +107,7 @@ class DashboardView : public QWidget {
   // takes ~2% of one core (never under 4 fps); the headline numbers change ~3 times a second.
   FrameBudget budget_;
   QElapsedTimer sinceRender_, sinceNumbers_;
+  QElapsedTimer sinceShare_;  // the word-wrapped share sentence: at most once a second
   QTimer* renderLater_;
   bool dirty_ = false;
   bool externalBusy_ = false;

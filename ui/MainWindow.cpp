@@ -135,7 +135,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(doc_, &ProjectDocument::modifiedChanged, this, &MainWindow::updateTitle);
   connect(doc_, &ProjectDocument::changed, this, &MainWindow::updateTitle);
   connect(session_, &TrainingSession::stateChanged, this, [this](TrainingSession::State s) {
-    runState_->setText(TrainingSession::stateText(s));
+    setSteadyText(runState_, TrainingSession::stateText(s));
     busy_->setVisible(s == TrainingSession::State::Preparing || s == TrainingSession::State::Stopping);
     if (s == TrainingSession::State::Preparing) showPage(DashboardPage);
     if (s == TrainingSession::State::Running) statusBar()->clearMessage();
@@ -143,11 +143,18 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(session_, &TrainingSession::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
   connect(session_, &TrainingSession::runFailed, this, [this](const QString& m) { showError(tr("Training could not run"), m); });
   connect(session_, &TrainingSession::runEnded, this, &MainWindow::onRunEnded);
+  // The status bar names the newest step, at most 4 times a second. It used to be set once per step
+  // (2,000 times a second for a small model), each time a layout pass of the window.
   connect(session_, &TrainingSession::eventsArrived, this, [this](const std::vector<ml::Event>& events) {
-    for (const auto& e : events)
-      if (const auto* s = std::get_if<ml::StepEvent>(&e))
-        runState_->setText(
+    if (stepShown_.isValid() && stepShown_.elapsed() < 250) return;  // a counter: 4 times a second is plenty
+    stepShown_.start();
+    for (auto e = events.rbegin(); e != events.rend(); ++e)
+      if (const auto* s = std::get_if<ml::StepEvent>(&*e)) {
+        setSteadyText(
+            runState_,
             tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));
+        return;
+      }
   });
   connect(runs_, &RunsView::errorOccurred, this, &MainWindow::showError);
   connect(learn_, &LearnView::errorOccurred, this, &MainWindow::showError);
@@ -156,7 +163,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(sweeps_, &SweepsView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, dashboard_, &DashboardView::setExternalRun);
   connect(learn_, &LearnView::busyChanged, this, [this](bool busy) {
-    runState_->setText(busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
+    setSteadyText(runState_, busy ? tr("Learn: experiment running") : TrainingSession::stateText(session_->state()));
   });
   connect(runs_, &RunsView::resumeRequested, this, [this](int64_t id) {
     if (session_->isActive()) {
@@ -505,7 +512,7 @@ void MainWindow::onRunEnded(const ml::RunFinished& f, std::optional<int64_t> run
   QString msg = tr("Run %1 after %2 steps (%3 of training)").arg(status).arg(f.steps).arg(took);
   if (runId) msg += tr(" — stored as run #%1").arg(*runId);
   statusBar()->showMessage(msg, 15000);
-  runState_->setText(tr("Ready · last run %1").arg(status));
+  setSteadyText(runState_, tr("Ready · last run %1").arg(status));
   if (f.status == ml::RunStatus::Failed || f.status == ml::RunStatus::Diverged)
     showError(f.status == ml::RunStatus::Diverged ? tr("Training diverged") : tr("Training failed"), q(f.message));
   if (currentPage() == RunsPage) runs_->refresh();

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 
+#include <QElapsedTimer>
 #include <QMainWindow>
 
 #include "telemetry/Events.h"
@@ -112,6 +113,7 @@ class MainWindow : public QMainWindow {
   WelcomePage* welcome_;
   QMenu* recentMenu_;
   QLabel* runState_;
+  QElapsedTimer stepShown_;  // since the status bar last named a step
   QLabel* projectInfo_;
   QProgressBar* busy_;
   bool closeWhenStopped_ = false;

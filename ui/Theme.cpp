@@ -122,6 +122,20 @@ void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, 
   plot->legend->setRowSpacing(-2);
 }
 
+void setSteadyText(QLabel* label, const QString& text) {
+  if (label->text() == text) return;
+  const bool fixed = label->minimumSize() == label->maximumSize();
+  label->setText(text);  // with a fixed size: a repaint, no layout pass (Qt skips the invalidation)
+  const QSize need = label->sizeHint();
+  if (!fixed || need.width() > label->width() || need.height() > label->height())
+    label->setFixedSize(need.expandedTo(fixed ? label->size() : QSize()));
+}
+
+void releaseSteadyText(QLabel* label) {
+  label->setMinimumSize(0, 0);
+  label->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
+}
+
 void setRole(QWidget* w, const char* role) {
   w->setProperty("role", QString::fromLatin1(role));
   w->style()->unpolish(w);

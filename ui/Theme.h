@@ -33,6 +33,13 @@ QIcon icon(const QString& name);
 void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, const QString& yLabel);
 // Sets a dynamic property used by the stylesheet (role="card", ...) and re-polishes the widget.
 void setRole(QWidget* w, const char* role);
+// Sets a one-line label's text without a layout pass when the text still fits: the label keeps a
+// fixed size that only grows. A label updated several times a second otherwise invalidates its
+// window's layout each time, and one pass over the dashboard's word-wrapped labels cost more CPU
+// than a frame of its charts (and, on a machine whose cores all train, slowed the run by several
+// percent). releaseSteadyText() lets the label shrink again (at the start of a run).
+void setSteadyText(QLabel* label, const QString& text);
+void releaseSteadyText(QLabel* label);
 QLabel* pageTitle(const QString& text, QWidget* parent = nullptr);
 QLabel* pageHint(const QString& text, QWidget* parent = nullptr);
 // A scrolling settings page inside `owner`: returns the page's vertical layout, already holding

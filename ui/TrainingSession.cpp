@@ -155,9 +155,7 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
           return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
         };
         options.awaitRecorded = [&rec](int64_t step) {
-          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-          while (rec && rec->committedStep() < step && rec->error().empty() && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          if (rec) rec->waitForStep(step, std::chrono::seconds(10));
         };
         // An injected kill would take the studio with it: the run stops as failed instead, resumable.
         ml::Trainer* self = nullptr;

@@ -83,12 +83,7 @@ std::optional<int64_t> RunRecording::runId() const { return impl_->id; }
 
 bool RunRecording::waitForStep(int64_t step, std::chrono::milliseconds timeout) const {
   if (!impl_->recorder) return false;
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (impl_->recorder->committedStep() < step) {
-    if (!impl_->recorder->error().empty() || std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return true;
+  return impl_->recorder->waitForStep(step, timeout);
 }
 
 std::optional<int64_t> RunRecording::waitForRunId(std::chrono::milliseconds timeout) const {

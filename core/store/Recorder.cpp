@@ -49,6 +49,15 @@ int64_t Recorder::committedStep() const {
   return committedStep_;
 }
 
+bool Recorder::waitForStep(int64_t step, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  if (committedStep_ >= step) return true;
+  commitNow_ = true;
+  cv_.notify_all();
+  const bool done = cv_.wait_for(lock, timeout, [&] { return committedStep_ >= step || !error_.empty(); });
+  return done && error_.empty();
+}
+
 bool Recorder::failureRecorded() const {
   std::lock_guard lock(mu_);
   return failureMarked_;
@@ -105,6 +114,8 @@ void Recorder::loop() {
     {
       std::lock_guard lock(mu_);
       stopping = stop_;
+      urgent |= commitNow_;
+      commitNow_ = false;
     }
     auto now = Clock::now();
     if (!pending.empty() && (urgent || stopping || !open || now - lastFlush >= options_.commitEvery)) {
@@ -121,7 +132,7 @@ void Recorder::loop() {
       auto due = lastFlush + options_.commitEvery - Clock::now();
       if (due > Clock::duration::zero()) {
         std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::min<Clock::duration>(due, options_.wait), [&] { return stop_; });
+        cv_.wait_for(lock, std::min<Clock::duration>(due, options_.wait), [&] { return stop_ || commitNow_; });
       }
     }
   }

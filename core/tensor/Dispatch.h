@@ -14,8 +14,7 @@
 // functions that the optimizers call.
 #pragma once
 
-#if defined(__x86_64__) && !defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(MIRRORLAB_NO_DISPATCH)
+#if defined(__x86_64__) && !defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(MIRRORLAB_NO_DISPATCH)
 #define ML_DISPATCH_X86 __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define ML_DISPATCH_X86

@@ -1,10 +1,13 @@
 // Studio speed figures (not a test: run by hand, prints numbers).
 //   cold start to a usable window, chart redraw rate with 4 devices x 100,000 points,
-//   training throughput with the dashboard watching vs. the same run headless (as the CLI runs it),
+//   training throughput with the dashboard watching vs. the same run headless (as the CLI runs it:
+//   recorded, with the project's checkpoints),
 //   interleaved in rounds (the order alternates), with the median ratio, its spread, and the frame
 //   rate the dashboard's redraw budget settled on (read back from the stored run's UI cost).
 // Usage: bench_studio [project.json|-] [steps] [rounds]
-//   (default projects/fashion-mlp.json on cpu:2, 1500 steps, 5 rounds)
+//   (default projects/fashion-mlp.json on cpu:2, 1500 steps, 5 rounds; on a fast machine give more
+//   steps, e.g. `bench_studio - 15000 7`: the project's 5 epochs, about 2 s a run, so that the start
+//   of a run does not dominate)
 #include "data/Dataset.h"
 #include "train/Trainer.h"
 
@@ -26,15 +29,27 @@
 #include "TrainingSession.h"
 #include "charts/DeviceCharts.h"
 #include "charts/MetricChart.h"
+#include "store/Recorder.h"
 #include "store/RunStore.h"
 
-static double headlessSamplesPerSec(const ml::Project& p, int64_t steps) {
+// The same run as `mirrorlab-cli train` does it: a progress consumer, the run store's recorder (into
+// a store of its own) and the project's checkpoints, each of which waits until the store holds its
+// step, so that the ratio measures what watching adds.
+static double headlessSamplesPerSec(const ml::Project& p, int64_t steps, const std::string& db) {
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 16);  // a consumer like the CLI's progress line
   ml::TrainerOptions o;
   o.maxSteps = steps;
+  ml::Recorder* rec = nullptr;
+  o.checkpointStore = db;
+  o.runId = [&rec]() -> std::optional<int64_t> { return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt; };
+  o.awaitRecorded = [&rec](int64_t step) {
+    if (rec) rec->waitForStep(step, std::chrono::seconds(10));
+  };
   ml::Trainer t(p, data, hub, o);
+  ml::Recorder recorder(db, hub.subscribe(1 << 18));
+  rec = &recorder;
   std::atomic<bool> done{false};
   std::thread consumer([&] {
     std::vector<ml::Event> batch;
@@ -47,6 +62,8 @@ static double headlessSamplesPerSec(const ml::Project& p, int64_t steps) {
   const auto f = t.run();
   done = true;
   consumer.join();
+  hub.closeAll();
+  recorder.stop();
   return static_cast<double>(f.steps * t.plan().globalBatch) / f.seconds;
 }
 
@@ -157,6 +174,7 @@ int main(int argc, char** argv) {
   w->resize(1500, 950);
   w->showPage(mlui::MainWindow::DashboardPage);
   const std::string db = qEnvironmentVariable("MIRRORLAB_DB").toStdString();
+  const std::string headlessDb = dir.filePath(QStringLiteral("headless.sqlite")).toStdString();
   const int64_t globalBatch = p.training.perDeviceBatch ? p.training.batchSize * 2 : p.training.batchSize;
   std::vector<double> ratios, fps, drawMs, headless, studio;
   std::printf("training %s on %s, %lld steps, %d rounds (dashboard visible, %d cores):\n", p.name.c_str(),
@@ -165,11 +183,11 @@ int main(int argc, char** argv) {
     double h = 0;
     StudioRun s;
     if (round % 2 == 0) {
-      h = headlessSamplesPerSec(p, steps);
+      h = headlessSamplesPerSec(p, steps, headlessDb);
       s = studioRun(*w, steps, globalBatch, db);
     } else {
       s = studioRun(*w, steps, globalBatch, db);
-      h = headlessSamplesPerSec(p, steps);
+      h = headlessSamplesPerSec(p, steps, headlessDb);
     }
     headless.push_back(h);
     studio.push_back(s.samplesPerSec);

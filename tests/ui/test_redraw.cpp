@@ -216,8 +216,10 @@ class RedrawTest : public QObject {
   }
 
   void studioRunStoresItsDrawingCost() {
+    // 60 epochs of the small spirals model: long enough for frames while it trains (3 epochs end
+    // before the first frame now that checkpoints no longer wait for the recorder's commit timer).
     mlui::MainWindow w;
-    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 3), QStringLiteral("cost.json"))));
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2", 60), QStringLiteral("cost.json"))));
     w.resize(1400, 900);
     w.show();
     QVERIFY(QTest::qWaitForWindowExposed(&w));

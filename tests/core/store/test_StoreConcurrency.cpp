@@ -151,3 +151,22 @@ TEST(StoreCrash, SigkillKeepsTheFileIntactAndLosesAtMostASecond) {
   EXPECT_EQ(store.db().queryText("PRAGMA integrity_check"), "ok");
   std::cout << "pushed " << pushed.back().step << " steps, committed " << curves.back().step << ", required " << mustHave << "\n";
 }
+
+// A checkpoint waits in waitForStep until the store holds its step. The recorder commits at once
+// for it instead of at its next due time: here a commit would otherwise come only after a minute.
+TEST(StoreConcurrency, WaitForStepCommitsNowInsteadOfAtTheNextDueTime) {
+  storetest::TempDir dir;
+  const std::string db = dir.file("runs.sqlite");
+  auto ch = std::make_shared<Channel>();
+  Recorder rec(db, ch, RecorderOptions{.wait = std::chrono::seconds(60), .commitEvery = std::chrono::seconds(60)});
+  ch->tryPush(storetest::makeStarted("checkpointed", 2));
+  ASSERT_TRUE(rec.waitForRunId(std::chrono::seconds(5)));  // RunStarted is committed at once
+  for (int64_t step = 1; step <= 40; ++step) ch->tryPush(storetest::makeStep(step, 2, 1000));
+  EXPECT_TRUE(rec.waitForStep(40, std::chrono::seconds(20)));
+  EXPECT_GE(rec.committedStep(), 40);
+  // What it says is what another connection reads.
+  EXPECT_EQ(RunStore::open(db).loadCurves(*rec.runId()).size(), 40u);
+  EXPECT_TRUE(rec.waitForStep(10, std::chrono::milliseconds(1))) << "a step already committed returns at once";
+  ch->close();
+  rec.stop();
+}
