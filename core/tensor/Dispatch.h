@@ -14,7 +14,19 @@
 // functions that the optimizers call.
 #pragma once
 
-#if defined(__x86_64__) && !defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(MIRRORLAB_NO_DISPATCH)
+// Not under the sanitizers: the loader runs an ifunc's resolver before their runtimes start, and
+// the instrumented resolver crashes there (seen with ThreadSanitizer at program start).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define ML_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ML_SANITIZED 1
+#endif
+
+#if defined(__x86_64__) && !defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(MIRRORLAB_NO_DISPATCH) && \
+    !defined(ML_SANITIZED)
 #define ML_DISPATCH_X86 __attribute__((target_clones("default", "arch=x86-64-v3")))
 #else
 #define ML_DISPATCH_X86
