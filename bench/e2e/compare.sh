@@ -33,7 +33,7 @@ torch_epoch() { # tag args...
   LD_LIBRARY_PATH=$OMP_BLAS OMP_NUM_THREADS=${THREADS:-2} /usr/bin/python3 bench/e2e/torch_mlp.py --epochs "$EPOCHS" "$@" > "$OUT/$tag.json"
   python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["epoch_seconds"]; e=sorted(e[1:] if len(e)>2 else e); print(e[len(e)//2])' "$OUT/$tag.json"
 }
-measure_peak() { build/bench/kernels/bench_kernels --benchmark_filter="BM_Sgemm/2048/${1:-2}\$" --benchmark_format=json --benchmark_repetitions=3 \
+measure_peak() { build/bench/kernels/bench_kernels --benchmark_filter="BM_Sgemm/2048/${1:-2}(/real_time)?\$" --benchmark_format=json --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c 'import json,sys; b=[x for x in json.load(sys.stdin)["benchmarks"] if x.get("aggregate_name")=="median"][0]; print(b["GFLOP/s"]/1e9)'; }
 gflop() { python3 -c "
 import sys; sizes=[int(s) for s in sys.argv[1].split('-')]; n=60000
