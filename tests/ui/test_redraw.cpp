@@ -4,12 +4,14 @@
 #include <random>
 
 #include <QAction>
+#include <QLabel>
 #include <QScrollArea>
 #include <QVBoxLayout>
 
 #include "DashboardView.h"
 #include "MainWindow.h"
 #include "RunsView.h"
+#include "Theme.h"
 #include "TrainingSession.h"
 #include "UiTestUtil.h"
 #include "charts/Decimator.h"
@@ -213,6 +215,47 @@ class RedrawTest : public QObject {
     QVERIFY(chart->replotCount() > n0);
     QVERIFY(chart->canBeSeen());
     QVERIFY(chart->drawFrame());
+  }
+
+  // A number that changes several times a second repaints its label and nothing else: no layout
+  // pass of the window while the text fits, and a text that needs more room still gets all of it.
+  void steadyTextRepaintsWithoutALayoutPass() {
+    QWidget window;
+    auto* v = new QVBoxLayout(&window);
+    auto* wrapped = new QLabel(QStringLiteral("A word-wrapped sentence that a layout pass has to measure again."), &window);
+    wrapped->setWordWrap(true);
+    auto* value = new QLabel(&window);
+    v->addWidget(wrapped);
+    v->addWidget(value);
+    window.resize(400, 200);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    mlui::setSteadyText(value, QStringLiteral("1 / 2345"));
+    QCoreApplication::processEvents();
+    struct LayoutRequests : QObject {
+      int count = 0;
+      bool eventFilter(QObject*, QEvent* e) override {
+        if (e->type() == QEvent::LayoutRequest) ++count;
+        return false;
+      }
+    } requests;
+    window.installEventFilter(&requests);
+    for (int step = 2; step <= 9; ++step) {
+      mlui::setSteadyText(value, QStringLiteral("%1 / 2345").arg(step));
+      QCoreApplication::processEvents();
+    }
+    QCOMPARE(value->text(), QStringLiteral("9 / 2345"));
+    QCOMPARE(requests.count, 0);
+    // The same through a plain setText: the window lays itself out again (what the steady text avoids).
+    mlui::releaseSteadyText(value);
+    value->setText(QStringLiteral("10 / 2345"));
+    QCoreApplication::processEvents();
+    QVERIFY(requests.count > 0);
+    // A longer text grows the label to its size hint: nothing is cut.
+    mlui::setSteadyText(value, QStringLiteral("1,234,567 / 99,999,999 steps"));
+    QCoreApplication::processEvents();
+    QVERIFY(value->width() >= value->sizeHint().width());
+    QCOMPARE(value->text(), QStringLiteral("1,234,567 / 99,999,999 steps"));
   }
 
   void studioRunStoresItsDrawingCost() {
