@@ -3,7 +3,7 @@
 # prefix and the .deb packages), then the threaded core tests again under ThreadSanitizer (a separate
 # build of the core tests only), then the core tests, the CLI end-to-end tests and the corpus replay
 # under AddressSanitizer + UndefinedBehaviorSanitizer, and every fuzz target for 20 s.
-# On a quiet 2-core machine the two sanitizer stages add about 4 and 12 minutes to a cold run.
+# On a quiet 2-core machine the ASan+UBSan stage adds about 12 minutes to a cold run (timed below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests also run generated PyTorch programs (Debian's CPU build) and check exported models

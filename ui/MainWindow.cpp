@@ -147,9 +147,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   // (2,000 times a second for a small model), each time a layout pass of the window.
   connect(session_, &TrainingSession::eventsArrived, this, [this](const std::vector<ml::Event>& events) {
     if (stepShown_.isValid() && stepShown_.elapsed() < 250) return;  // a counter: 4 times a second is plenty
-    stepShown_.start();
     for (auto e = events.rbegin(); e != events.rend(); ++e)
       if (const auto* s = std::get_if<ml::StepEvent>(&*e)) {
+        stepShown_.start();
         setSteadyText(
             runState_,
             tr("%1 · epoch %2 · step %3").arg(TrainingSession::stateText(session_->state())).arg(s->epoch).arg(s->step));

@@ -5,7 +5,7 @@
 # rounds (each round's value the median of its epochs after the first), the spread, and its ratio
 # to the first binary (above 1: faster than the first).
 #   bench/e2e/ab.sh [-e EPOCHS] [-r ROUNDS] NAME=PATH/TO/mirrorlab-cli NAME=PATH ...
-#   CASES="projects/fashion-mlp.json:cpu:2 bench/e2e/wide-mlp.json:cpu:1"   (the default)
+#   CASES="PROJECT:DEVICES ..."   (default: the small and the wide MLP, each on cpu:2 and on cpu:1)
 # Every binary runs with --no-record, so the builds never share or migrate a run store.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -1,5 +1,5 @@
 // Subnormal floats flushed to zero on the threads that train, as TensorFlow does on the CPU
-// threads it computes on (and as GPUs do for float32 under cuDNN's defaults).
+// threads it computes on.
 //
 // Why: Adam's first moment decays by beta_1 = 0.9 each step once a weight's gradient is zero (a
 // dead relu unit, an image border pixel), and reaches the subnormal range after about 800 steps;

@@ -29,14 +29,15 @@ class TrainingTest : public QObject {
 
   // Trains the project in the window and waits for the end; returns the finish event. A run that
   // does not end in time fails the test (and comes back as Failed, never as a default Finished).
-  static ml::RunFinished train(mlui::MainWindow& w, int maxSteps = 0) {
+  static ml::RunFinished train(mlui::MainWindow& w, int maxSteps = 0, std::optional<int64_t>* runId = nullptr) {
     ml::RunFinished out;
     out.status = ml::RunStatus::Failed;
     out.message = "training did not end in 60 s";
     bool ended = false;
     auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished& f, std::optional<int64_t>) {
+                              [&](const ml::RunFinished& f, std::optional<int64_t> id) {
                                 out = f;
+                                if (runId) *runId = id;
                                 ended = true;
                               });
     w.dashboard()->setMaxSteps(maxSteps);
@@ -241,10 +242,7 @@ class TrainingTest : public QObject {
     w.resize(1400, 900);
     w.show();
     std::optional<int64_t> runId;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished&, std::optional<int64_t> id) { runId = id; });
-    const auto f = train(w);
-    QObject::disconnect(c);
+    const auto f = train(w, 0, &runId);
     QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
     QCOMPARE(f.steps, int64_t(120));  // 1920 / 32 = 60 steps per epoch, 2 epochs
     auto* d = w.dashboard();
@@ -273,10 +271,7 @@ class TrainingTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("stuck.json"))));
     w.show();
     std::optional<int64_t> runId;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished&, std::optional<int64_t> id) { runId = id; });
-    const auto f = train(w);
-    QObject::disconnect(c);
+    const auto f = train(w, 0, &runId);
     QCOMPARE(f.status, ml::RunStatus::Failed);
     QVERIFY2(f.message.find("replica 1 (cpu:1) has not finished backward of step 3") != std::string::npos, f.message.c_str());
     QVERIFY2(f.message.find("its thread is left behind") != std::string::npos, f.message.c_str());
