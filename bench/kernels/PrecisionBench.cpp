@@ -1,11 +1,14 @@
 // Mixed precision's cost on the CPU: one Dense layer's forward + backward at batch 256 under each
 // policy, at the shapes of the wide MLP (784-512-512-10, bench/e2e/wide-mlp.json), one thread.
 // Read the ratio of each policy's time to float32's at the same shape, in the same run; the
-// label says how the low format is computed on this machine.
+// label says how the low format is computed on this machine. The fourth variant is mixed_bfloat16
+// with the emulated kernel forced (nn/Bf16Gemm.h): where this CPU has a native bfloat16 kernel,
+// variant 1 against it is what oneDNN gains.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
+#include "nn/Bf16Gemm.h"
 #include "nn/Dense.h"
 #include "nn/Precision.h"
 #include "random/Rng.h"
@@ -16,8 +19,10 @@ namespace {
 
 void BM_DenseStep(benchmark::State& s) {
   const int64_t in = s.range(0), out = s.range(1), n = 256;
-  const auto p = static_cast<ml::Precision>(s.range(2));
+  const bool forceEmulated = s.range(2) == 3;
+  const auto p = forceEmulated ? ml::Precision::MixedBfloat16 : static_cast<ml::Precision>(s.range(2));
   openblas_set_num_threads(1);
+  ml::bf16::forceEmulated(forceEmulated);
   ml::Dense d(out, ml::Act::Relu);
   d.name = "dense";
   d.build({in});
@@ -41,12 +46,14 @@ void BM_DenseStep(benchmark::State& s) {
   }
   const double flops = 3.0 * 2.0 * static_cast<double>(in * out * n);  // forward, dW and dx GEMMs
   s.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  s.SetLabel(std::string(ml::toString(p)) +
-             (p == ml::Precision::Float32 ? "" : ": rounded operands, OpenBLAS sgemm with float32 accumulation"));
+  s.SetLabel(std::string(ml::toString(p)) + (p == ml::Precision::Float32         ? ""
+                                             : p == ml::Precision::MixedBfloat16 ? ": " + ml::bf16::kernelDescription()
+                                                                                 : ": rounded operands, OpenBLAS sgemm"));
+  ml::bf16::forceEmulated(false);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  for (int64_t p = 0; p < 3; ++p) {
+  for (int64_t p = 0; p < 4; ++p) {
     b->Args({784, 512, p});
     b->Args({512, 512, p});
     b->Args({512, 10, p});

@@ -8,6 +8,7 @@
 
 #include "Error.h"
 #include "Limits.h"
+#include "nn/Bf16Gemm.h"
 #include "nn/Initializers.h"
 #include "nn/ThreadTeam.h"
 #include "tensor/Finite.h"
@@ -155,8 +156,10 @@ void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx,
 // Mixed precision, as a GPU computing in the low format: the rounded input and kernel multiplied
 // with float32 accumulation (a product of two bfloat16 or two float16 values is exact in float32),
 // plus the bias, rounded once; the activation in float32, its output rounded again except softmax's
-// (its probabilities feed the float32 loss). One thread: the team's column split is float32's.
+// (its probabilities feed the float32 loss). bfloat16: forwardBf16. float16: sgemm on the rounded
+// values, on one thread.
 void Dense::forwardLow(const float* x, float* y, int64_t n) {
+  if (precision_ == Precision::MixedBfloat16) return forwardBf16(x, y, n);
   const int64_t in = inFeatures(), out = units_;
   xq_.resize(static_cast<size_t>(n * in));
   wq_.resize(static_cast<size_t>(in * out));
@@ -177,6 +180,7 @@ void Dense::forwardLow(const float* x, float* y, int64_t n) {
 // GEMM's would, and are added to the float32 gradients; dx = dz W^T rounded. Uses forward's
 // rounded input and kernel (the weights do not change between a forward and its backward).
 void Dense::backwardLow(const float* y, float* dz, float* dx, int64_t n) {
+  if (precision_ == Precision::MixedBfloat16) return backwardBf16(y, dz, dx, n);
   const int64_t in = inFeatures(), out = units_;
   if (!fusedSoftmax_) activationBackward(act_, y, dz, dz, n, out);
   roundTo(precision_, dz, static_cast<size_t>(n * out));
@@ -195,6 +199,76 @@ void Dense::backwardLow(const float* y, float* dz, float* dx, int64_t n) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(in), static_cast<int>(out), 1.0f, dz,
               static_cast<int>(out), wq_.data(), static_cast<int>(out), 0.0f, dx, static_cast<int>(in));
   roundTo(precision_, dx, static_cast<size_t>(n * in));
+}
+
+// mixed_bfloat16: the same rounding as forwardLow, with bfloat16 operands multiplied by Bf16Gemm
+// (oneDNN's native kernel where the CPU has one). On a team, the element-wise passes split by rows
+// and each product by columns of its result, as float32's forward and backward do.
+void Dense::forwardBf16(const float* x, float* y, int64_t n) {
+  const int64_t in = inFeatures(), out = units_;
+  xb_.resize(static_cast<size_t>(n * in));
+  wb_.resize(static_cast<size_t>(in * out));
+  parallelSplit(
+      n, [&](int64_t lo, int64_t hi) { bf16::pack(x + lo * in, xb_.data() + lo * in, static_cast<size_t>((hi - lo) * in)); });
+  parallelSplit(in, [&](int64_t lo, int64_t hi) {
+    bf16::pack(w_ + lo * out, wb_.data() + lo * out, static_cast<size_t>((hi - lo) * out));
+  });
+  auto columns = [&](int64_t lo, int64_t hi) {
+    bf16::gemm(false, false, n, hi - lo, in, xb_.data(), in, wb_.data() + lo, out, y + lo, out, useBias_ ? b_ + lo : nullptr);
+  };
+  if (ThreadTeam* team = ThreadTeam::current(); useTeam(team, out))
+    team->split(out, columns);
+  else
+    columns(0, out);
+  parallelSplit(n, [&](int64_t lo, int64_t hi) {
+    float* rows = y + lo * out;
+    const auto count = static_cast<size_t>((hi - lo) * out);
+    roundTo(precision_, rows, count);
+    activationForward(act_, rows, hi - lo, out);
+    if (act_ != Act::Softmax) roundTo(precision_, rows, count);
+  });
+}
+
+void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
+  const int64_t in = inFeatures(), out = units_;
+  dzb_.resize(static_cast<size_t>(n * out));
+  parallelSplit(n, [&](int64_t lo, int64_t hi) {
+    float* rows = dz + lo * out;
+    if (!fusedSoftmax_) activationBackward(act_, y + lo * out, rows, rows, hi - lo, out);
+    const auto count = static_cast<size_t>((hi - lo) * out);
+    roundTo(precision_, rows, count);
+    bf16::pack(rows, dzb_.data() + lo * out, count);  // exact: already rounded
+  });
+  dwq_.resize(static_cast<size_t>(in * out));
+  // Columns [lo, hi) of the micro-batch's dW = x^T dz, rounded and added; db's the same columns.
+  auto weightColumns = [&](int64_t lo, int64_t hi) {
+    bf16::gemm(true, false, in, hi - lo, n, xb_.data(), in, dzb_.data() + lo, out, dwq_.data() + lo, out);
+    for (int64_t r = 0; r < in; ++r) {
+      float* q = dwq_.data() + r * out;
+      float* g = dw_ + r * out;
+      for (int64_t j = lo; j < hi; ++j) g[j] += roundToBfloat16(q[j]);
+    }
+    if (!useBias_) return;
+    std::vector<float> sum(static_cast<size_t>(hi - lo), 0.0f);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = lo; j < hi; ++j) sum[static_cast<size_t>(j - lo)] += dz[r * out + j];
+    for (int64_t j = lo; j < hi; ++j) db_[j] += roundToBfloat16(sum[static_cast<size_t>(j - lo)]);
+  };
+  // Columns [lo, hi) of dx = dz W^T (rows lo..hi of W), rounded.
+  auto inputColumns = [&](int64_t lo, int64_t hi) {
+    bf16::gemm(false, true, n, hi - lo, out, dzb_.data(), out, wb_.data() + lo * out, out, dx + lo, in);
+    for (int64_t r = 0; r < n; ++r) roundTo(precision_, dx + r * in + lo, static_cast<size_t>(hi - lo));
+  };
+  ThreadTeam* team = ThreadTeam::current();
+  if (useTeam(team, out))
+    team->split(out, weightColumns);
+  else
+    weightColumns(0, out);
+  if (!dx) return;
+  if (useTeam(team, in))
+    team->split(in, inputColumns);
+  else
+    inputColumns(0, in);
 }
 
 bool Dense::gradientsFinite() const {

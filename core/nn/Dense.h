@@ -54,12 +54,16 @@ class Dense : public Layer {
   // Low precision: the rounded input and kernel of the last forward (backward uses them), and the
   // micro-batch's kernel gradient before it is rounded and added to the float32 one.
   std::vector<float> xq_, wq_, dwq_;
+  // mixed_bfloat16: the input, kernel and dz as bfloat16 for Bf16Gemm (xq_ and wq_ stay unused).
+  std::vector<uint16_t> xb_, wb_, dzb_;
 
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
   void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db
   void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);        // columns [lo, hi) of dx
   void forwardLow(const float* x, float* y, int64_t n);
   void backwardLow(const float* y, float* dz, float* dx, int64_t n);
+  void forwardBf16(const float* x, float* y, int64_t n);
+  void backwardBf16(const float* y, float* dz, float* dx, int64_t n);
 };
 
 }  // namespace ml

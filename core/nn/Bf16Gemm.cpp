@@ -1,0 +1,193 @@
+// The bfloat16 products of Bf16Gemm.h: oneDNN's matmul where the CPU has bfloat16 instructions,
+// OpenBLAS on the widened values elsewhere.
+#include "nn/Bf16Gemm.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "tensor/Dispatch.h"
+
+#if MIRRORLAB_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace ml::bf16 {
+
+namespace {
+
+std::atomic<bool> gForceEmulated{false};
+
+// Thread-local scratch for the emulated kernel's widened operands.
+thread_local std::vector<float> tWideA, tWideB;
+
+void emulatedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
+                  const uint16_t* B, int64_t ldb, float* C, int64_t ldc, const float* bias) {
+  const int64_t rowsA = transA ? K : M, rowsB = transB ? N : K;
+  tWideA.resize(static_cast<size_t>(rowsA * lda));
+  tWideB.resize(static_cast<size_t>(rowsB * ldb));
+  unpack(A, tWideA.data(), tWideA.size());
+  unpack(B, tWideB.data(), tWideB.size());
+  if (bias)
+    for (int64_t r = 0; r < M; ++r) std::memcpy(C + r * ldc, bias, static_cast<size_t>(N) * sizeof(float));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0f, tWideA.data(), static_cast<int>(lda), tWideB.data(),
+              static_cast<int>(ldb), bias ? 1.0f : 0.0f, C, static_cast<int>(ldc));
+}
+
+#if MIRRORLAB_HAVE_DNNL
+
+// oneDNN (Debian's build uses OpenMP) would start an OpenMP team per calling thread. The replicas
+// are the parallelism here, so each thread that calls it asks for one thread, through libgomp's
+// per-thread setting (looked up, so that nothing else in Mirrorlab links OpenMP).
+void oneThreadForOneDnn() {
+  thread_local bool done = false;
+  if (done) return;
+  done = true;
+  using SetThreads = void (*)(int);
+  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  if (set) set(1);
+}
+
+dnnl::engine& cpuEngine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+struct Key {
+  bool transA, transB, bias;
+  int64_t M, N, K, lda, ldb, ldc;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = (k.transA ? 1u : 0u) | (k.transB ? 2u : 0u) | (k.bias ? 4u : 0u);
+    for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+struct Plan {
+  dnnl::memory::desc a, b, c, bias;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+Plan makePlan(const Key& k) {
+  Plan p;
+  // Row-major operands given by strides: op(A) is M x K, stored (M, lda) or transposed (K, lda).
+  p.a = dnnl::memory::desc(dims{k.M, k.K}, dt::bf16, k.transA ? dims{1, k.lda} : dims{k.lda, 1});
+  p.b = dnnl::memory::desc(dims{k.K, k.N}, dt::bf16, k.transB ? dims{1, k.ldb} : dims{k.ldb, 1});
+  p.c = dnnl::memory::desc(dims{k.M, k.N}, dt::f32, dims{k.ldc, 1});
+  if (k.bias) p.bias = dnnl::memory::desc(dims{1, k.N}, dt::f32, dims{k.N, 1});
+  const auto desc = k.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
+  p.pd = dnnl::matmul::primitive_desc(desc, cpuEngine());
+  p.prim = dnnl::matmul(p.pd);
+  return p;
+}
+
+void oneDnnGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
+                int64_t ldb, float* C, int64_t ldc, const float* bias) {
+  oneThreadForOneDnn();
+  thread_local std::unordered_map<Key, Plan, KeyHash> plans;
+  thread_local dnnl::stream stream(cpuEngine());
+  const Key key{transA, transB, bias != nullptr, M, N, K, lda, ldb, ldc};
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, makePlan(key)).first;
+  const Plan& p = it->second;
+  auto& eng = cpuEngine();
+  dnnl::memory a(p.a, eng, const_cast<uint16_t*>(A)), b(p.b, eng, const_cast<uint16_t*>(B)), c(p.c, eng, C);
+  if (bias) {
+    dnnl::memory bm(p.bias, eng, const_cast<float*>(bias));
+    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, c}});
+  } else {
+    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  }
+  stream.wait();
+}
+
+struct Probe {
+  Kernel kernel = Kernel::Emulated;
+  std::string description;
+};
+
+// A native bfloat16 implementation, not oneDNN's reference loops ("ref:any", "gemm:ref", ...).
+Probe probe() {
+  Probe p;
+  try {
+    oneThreadForOneDnn();
+    const Key k{false, false, true, 64, 64, 64, 64, 64, 64};
+    Plan plan = makePlan(k);
+    const std::string impl = plan.pd.impl_info_str();
+    const dnnl_version_t* v = dnnl_version();
+    const std::string lib = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    if (impl.find("ref") != std::string::npos) {
+      p.description = "emulated (float32 sgemm): " + lib + " has only its reference bfloat16 matmul on this CPU (" + impl + ")";
+      return p;
+    }
+    p.kernel = Kernel::OneDnn;
+    p.description = lib + " " + impl;
+  } catch (const dnnl::error& e) {
+    p.description = std::string("emulated (float32 sgemm): oneDNN has no bfloat16 matmul on this CPU (") + e.what() + ")";
+  }
+  return p;
+}
+
+#else
+
+struct Probe {
+  Kernel kernel = Kernel::Emulated;
+  std::string description = "emulated (float32 sgemm): this Mirrorlab was built without oneDNN (libdnnl-dev)";
+};
+Probe probe() { return {}; }
+
+#endif
+
+const Probe& probed() {
+  static const Probe p = probe();
+  return p;
+}
+
+}  // namespace
+
+Kernel kernel() { return gForceEmulated.load(std::memory_order_relaxed) ? Kernel::Emulated : probed().kernel; }
+
+std::string kernelDescription() {
+  if (gForceEmulated.load(std::memory_order_relaxed) && probed().kernel == Kernel::OneDnn)
+    return "emulated (float32 sgemm): forced";
+  return probed().description;
+}
+
+void forceEmulated(bool on) { gForceEmulated.store(on, std::memory_order_relaxed); }
+
+ML_DISPATCH_X86 void pack(const float* in, uint16_t* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(in[i]);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    const uint32_t nan = (u >> 16) | 0x40u;  // quiet, sign kept: rounding could carry a NaN into inf
+    out[i] = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
+  }
+}
+
+ML_DISPATCH_X86 void unpack(const uint16_t* in, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
+}
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
+          int64_t ldb, float* C, int64_t ldc, const float* bias) {
+  if (M == 0 || N == 0) return;
+#if MIRRORLAB_HAVE_DNNL
+  if (kernel() == Kernel::OneDnn && K > 0) return oneDnnGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, bias);
+#endif
+  emulatedGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, bias);
+}
+
+}  // namespace ml::bf16
