@@ -209,7 +209,7 @@ void TrainingSettingsView::setToolTips() {
   epsilon_->setToolTip(tr("Added to the denominator so that a near-zero second moment cannot blow up the step (Keras 1e-7)."));
   momentum_->setToolTip(tr("Share of the previous update added to this one."));
   precision_->setToolTip(
-      tr("Keras' mixed-precision policies: Dense layers compute in bfloat16 or float16 (inputs, weights and outputs "
+      tr("Keras' mixed-precision policies: Dense and Conv2D layers compute in bfloat16 or float16 (inputs, weights and outputs "
          "rounded, sums in float32); the weights, the optimizer, softmax, the loss and the all-reduce stay float32. "
          "bfloat16 keeps float32's range; float16 loses gradients below 2^-24 and overflows above 65504, which "
          "loss scaling handles. CPU devices."));

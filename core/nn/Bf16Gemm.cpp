@@ -26,8 +26,8 @@ std::atomic<bool> gForceEmulated{false};
 // Thread-local scratch for the emulated kernel's widened operands.
 thread_local std::vector<float> tWideA, tWideB;
 
-void emulatedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda,
-                  const uint16_t* B, int64_t ldb, float* C, int64_t ldc, const float* bias) {
+void emulatedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
+                  int64_t ldb, float* C, int64_t ldc, const float* bias) {
   const int64_t rowsA = transA ? K : M, rowsB = transB ? N : K;
   tWideA.resize(static_cast<size_t>(rowsA * lda));
   tWideB.resize(static_cast<size_t>(rowsB * ldb));
@@ -128,7 +128,8 @@ Probe probe() {
     Plan plan = makePlan(k);
     const std::string impl = plan.pd.impl_info_str();
     const dnnl_version_t* v = dnnl_version();
-    const std::string lib = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    const std::string lib =
+        "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
     if (impl.find("ref") != std::string::npos) {
       p.description = "emulated (float32 sgemm): " + lib + " has only its reference bfloat16 matmul on this CPU (" + impl + ")";
       return p;

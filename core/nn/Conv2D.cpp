@@ -9,6 +9,7 @@
 
 #include "Error.h"
 #include "Limits.h"
+#include "nn/Bf16Gemm.h"
 #include "nn/Initializers.h"
 #include "tensor/Finite.h"
 
@@ -111,19 +112,29 @@ int64_t Conv2D::chunkRows(int64_t n) const {
 // x (n, h, w, c) -> y (n, oh, ow, filters)
 void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
-  const bool low = precision_ != Precision::Float32;
+  const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
   const float* w = w_;
-  if (low) {
+  if (bf) {
+    wb_.resize(static_cast<size_t>(kernelSize()));
+    bf16::pack(w_, wb_.data(), wb_.size());
+  } else if (low) {
     wq_.resize(static_cast<size_t>(kernelSize()));
     roundCopy(precision_, w_, wq_.data(), wq_.size());
     w = wq_.data();
   }
   cols_.resize(static_cast<size_t>(chunk * pos * P));
+  if (bf) colsb_.resize(cols_.size());
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
     im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
-    if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));  // = the rounded input's windows
     float* out = y + i0 * pos * F;
+    if (bf) {  // the rounded input's windows times the rounded kernel on Bf16Gemm
+      bf16::pack(cols_.data(), colsb_.data(), static_cast<size_t>(rows * P));
+      bf16::gemm(false, false, rows, F, P, colsb_.data(), P, wb_.data(), F, out, F, useBias_ ? b_ : nullptr);
+      roundTo(precision_, out, static_cast<size_t>(rows * F));
+      continue;
+    }
+    if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));  // = the rounded input's windows
     if (useBias_)
       for (int64_t r = 0; r < rows; ++r) std::copy(b_, b_ + F, out + r * F);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P), 1.0f,
@@ -140,7 +151,7 @@ void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int6
   activationBackward(act_, y, dy, dy, n * pos, F);
   // Low precision: dz rounded, the kernel and bias gradients summed over the chunks into scratch,
   // rounded once and added; the rounded kernel of forward; dx rounded after col2im's sums.
-  const bool low = precision_ != Precision::Float32;
+  const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
   float *dw = dw_, *db = db_;
   const float* w = w_;
   if (low) {
@@ -153,19 +164,34 @@ void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int6
   }
   cols_.resize(static_cast<size_t>(chunk * pos * P));
   if (dx) dcols_.resize(static_cast<size_t>(chunk * pos * P));
+  if (bf) {
+    colsb_.resize(cols_.size());
+    dzb_.resize(static_cast<size_t>(chunk * pos * F));
+    dwChunk_.resize(static_cast<size_t>(kernelSize()));
+  }
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
     const float* dz = dy + i0 * pos * F;
     im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
-    if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(P), static_cast<int>(F), static_cast<int>(rows), 1.0f,
-                cols_.data(), static_cast<int>(P), dz, static_cast<int>(F), 1.0f, dw, static_cast<int>(F));
+    if (bf) {  // exact: dz is already rounded
+      bf16::pack(cols_.data(), colsb_.data(), static_cast<size_t>(rows * P));
+      bf16::pack(dz, dzb_.data(), static_cast<size_t>(rows * F));
+      bf16::gemm(true, false, P, F, rows, colsb_.data(), P, dzb_.data(), F, dwChunk_.data(), F);
+      for (size_t i = 0; i < dwChunk_.size(); ++i) dw[i] += dwChunk_[i];
+    } else {
+      if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(P), static_cast<int>(F), static_cast<int>(rows), 1.0f,
+                  cols_.data(), static_cast<int>(P), dz, static_cast<int>(F), 1.0f, dw, static_cast<int>(F));
+    }
     if (useBias_)
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t f = 0; f < F; ++f) db[f] += dz[r * F + f];
     if (dx) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(P), static_cast<int>(F), 1.0f,
-                  dz, static_cast<int>(F), w, static_cast<int>(F), 0.0f, dcols_.data(), static_cast<int>(P));
+      if (bf)
+        bf16::gemm(false, true, rows, P, F, dzb_.data(), F, wb_.data(), F, dcols_.data(), P);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(P), static_cast<int>(F),
+                    1.0f, dz, static_cast<int>(F), w, static_cast<int>(F), 0.0f, dcols_.data(), static_cast<int>(P));
       float* dxi = dx + i0 * inFeatures();
       std::fill(dxi, dxi + m * inFeatures(), 0.0f);
       col2imAdd(dcols_.data(), m, g_, win_, dxi);

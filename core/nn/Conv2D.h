@@ -54,6 +54,10 @@ class Conv2D : public Layer {
   // Low precision: the rounded kernel of the last forward (backward uses it), and the micro-batch's
   // kernel and bias gradients, summed over the chunks in float32 and rounded once.
   std::vector<float> wq_, dwq_, dbq_;
+  // mixed_bfloat16: the kernel, one chunk's windows and dz as bfloat16 for Bf16Gemm, and one
+  // chunk's kernel gradient before it joins the sum over chunks.
+  std::vector<uint16_t> wb_, colsb_, dzb_;
+  std::vector<float> dwChunk_;
 };
 
 // x (n, h, w, c) -> cols (n * oh * ow, kh * kw * c), zeros where the window leaves the image.

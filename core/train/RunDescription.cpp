@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "distribute/Workers.h"
+#include "nn/Bf16Gemm.h"
 #include "train/Trainer.h"
 
 namespace ml {
@@ -85,10 +86,10 @@ std::vector<std::string> Trainer::startLines() const {
   lines.push_back(lr);
   if (s.precision() != Precision::Float32) {
     const bool half = s.precision() == Precision::MixedFloat16;
-    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense layers compute in " +
-                    (half ? "float16" : "bfloat16") +
-                    " (inputs, weights and outputs rounded, float32 accumulation); weights, optimizer, softmax, loss and "
-                    "all-reduce stay float32; ";
+    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " +
+                    (half ? "float16" : "bfloat16") + " (inputs, weights and outputs rounded, float32 accumulation; products " +
+                    (half ? std::string("on float32 sgemm") : "on " + bf16::kernelDescription()) +
+                    "); weights, optimizer, softmax, loss and all-reduce stay float32; ";
     if (!half)
       p += "no loss scaling (bfloat16 has float32's range)";
     else if (s.lossScale() > 0)

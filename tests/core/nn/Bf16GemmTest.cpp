@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "nn/Bf16Gemm.h"
+#include "nn/Conv2D.h"
 #include "nn/Dense.h"
 #include "nn/Precision.h"
 #include "nn/ThreadTeam.h"
@@ -34,8 +35,14 @@ TEST(Bf16Pack, AgreesWithRoundToBfloat16OnRandomBits) {
   std::vector<float> in(200000);
   for (size_t i = 0; i < in.size(); ++i) in[i] = std::bit_cast<float>(static_cast<uint32_t>(rng.next()));
   // The edges: ties to even both ways, the largest finite values (which round to inf), infinities.
-  const float edges[] = {1.0f + 0x1p-8f, 1.0f + 0x3p-8f, std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
-                         std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 0.0f, -0.0f,
+  const float edges[] = {1.0f + 0x1p-8f,
+                         1.0f + 0x3p-8f,
+                         std::numeric_limits<float>::max(),
+                         -std::numeric_limits<float>::max(),
+                         std::numeric_limits<float>::infinity(),
+                         -std::numeric_limits<float>::infinity(),
+                         0.0f,
+                         -0.0f,
                          std::numeric_limits<float>::denorm_min()};
   in.insert(in.end(), std::begin(edges), std::end(edges));
   in.push_back(std::bit_cast<float>(0x7f800001u));  // a NaN whose payload is all in the low bits
@@ -130,8 +137,8 @@ std::vector<float> runAndCheck(const GemmCase& c, const GemmData& d) {
 }
 
 const GemmCase kCases[] = {
-    {false, false, 37, 19, 53, 0, true},   {true, false, 37, 19, 53, 3, false}, {false, true, 37, 19, 53, 5, false},
-    {true, true, 17, 29, 41, 2, true},     {false, false, 1, 10, 512, 0, true}, {true, false, 784, 512, 256, 0, false},
+    {false, false, 37, 19, 53, 0, true},    {true, false, 37, 19, 53, 3, false},    {false, true, 37, 19, 53, 5, false},
+    {true, true, 17, 29, 41, 2, true},      {false, false, 1, 10, 512, 0, true},    {true, false, 784, 512, 256, 0, false},
     {false, true, 256, 784, 512, 0, false}, {false, false, 256, 512, 784, 0, true},
 };
 
@@ -273,6 +280,40 @@ TEST(Bf16Gemm, DenseOnATeamMatchesTheSerialPath) {
       }
     }
   }
+}
+
+// A Conv2D (16 filters 3x3, same padding, stride 2, on 13x13x3, batch 24) under mixed_bfloat16: its
+// three products on oneDNN give the emulated kernel's outputs and gradients up to rounding order.
+TEST(Bf16Gemm, Conv2DGivesTheEmulatedNumbersUpToRoundingOrder) {
+  if (bf16::kernel() != bf16::Kernel::OneDnn) GTEST_SKIP() << "no native bfloat16 kernel here: " << bf16::kernelDescription();
+  auto run = [](bool emulated) {
+    ForceEmulated force(emulated);
+    Conv2D c(16, Window{3, 3, 2, 2, true}, Act::Relu, true, "glorot_uniform", "ones");
+    c.name = "conv2d";
+    c.build({13, 13, 3});
+    std::vector<float> params(static_cast<size_t>(c.paramCount())), grads(params.size(), 0.0f);
+    c.bind(params.data(), grads.data());
+    c.initialize(3);
+    c.setPrecision(Precision::MixedBfloat16);
+    Rng rng(4);
+    const int64_t n = 24;
+    std::vector<float> x(static_cast<size_t>(n * c.inFeatures())), dy(static_cast<size_t>(n * c.outFeatures()));
+    for (float& v : x) v = static_cast<float>(rng.uniform(-1, 1));
+    for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
+    DenseOut o;
+    o.y.assign(dy.size(), 0.0f);
+    o.dx.assign(x.size(), 0.0f);
+    StepContext ctx;
+    ctx.training = true;
+    c.forward(x.data(), o.y.data(), n, ctx);
+    c.backward(x.data(), o.y.data(), dy.data(), o.dx.data(), n, ctx);
+    o.grads = grads;
+    return o;
+  };
+  const DenseOut native = run(false), emulated = run(true);
+  expectWithinOneBfloat16Step(native.y, emulated.y, "y");
+  expectWithinOneBfloat16Step(native.dx, emulated.dx, "dx");
+  expectWithinOneBfloat16Step(native.grads, emulated.grads, "grads");
 }
 
 }  // namespace
