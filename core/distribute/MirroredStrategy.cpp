@@ -179,6 +179,12 @@ void MirroredStrategy::releaseFaults() {
   faultsReleased_.notify_all();
 }
 
+void MirroredStrategy::restoreLossScale(double scale, int64_t goodSteps) {
+  if (!lossScaled_) return;
+  lossScale_ = scale;
+  goodSteps_ = goodSteps;
+}
+
 void MirroredStrategy::restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations) {
   for (int r = 0; r < replicas(); ++r) backend_->restoreOptimizer(r, slots, iterations);
 }

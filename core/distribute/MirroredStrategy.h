@@ -159,6 +159,8 @@ class MirroredStrategy {
   // The loss scale of the next step (0 without loss scaling), and finite steps since it last changed.
   double lossScale() const { return lossScaled_ ? lossScale_ : 0.0; }
   int64_t lossScaleGoodSteps() const { return goodSteps_; }
+  // A resumed run goes on with its checkpoint's scale (ignored without loss scaling).
+  void restoreLossScale(double scale, int64_t goodSteps);
 
   // Same seed on every replica: identical initial weights.
   void initialize(uint64_t seed);

@@ -1,9 +1,11 @@
 // Writing and reading checkpoint files; see Checkpoint.h for the format.
 #include "train/Checkpoint.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 
 #include "AtomicFile.h"
 #include "Error.h"
@@ -22,30 +24,32 @@ static std::optional<double> optional(const nlohmann::json& v) {
 
 static nlohmann::json header(const Checkpoint& c) {
   const TrainPosition& a = c.at;
-  return {{"run_id", c.runId},
-          {"architecture", c.architecture},
-          {"optimizer", c.optimizer},
-          {"optimizer_iterations", c.optimizerIterations},
-          {"rng", {{"seed", c.seed}, {"shuffle_key", c.shuffleKey}}},
-          {"global_batch", c.globalBatch},
-          {"replicas", c.replicas},
-          {"devices", c.devices},
-          {"position",
-           {{"step", a.step},
-            {"epoch", a.epoch},
-            {"step_in_epoch", a.stepInEpoch},
-            {"wall", a.wall},
-            {"epoch_start", a.epochStart},
-            {"loss_sum", a.lossSum},
-            {"metric_sum", a.metricSum},
-            {"allreduce_seconds", a.arTime},
-            {"wait_seconds", a.waitTime},
-            {"all_seconds", a.allTime},
-            {"samples", a.samples},
-            {"last_val_loss", optional(a.lastValLoss)},
-            {"last_val_metric", optional(a.lastValMetric)},
-            {"best_loss", a.bestLoss},
-            {"since_best", a.sinceBest}}}};
+  nlohmann::json j = {{"run_id", c.runId},
+                      {"architecture", c.architecture},
+                      {"optimizer", c.optimizer},
+                      {"optimizer_iterations", c.optimizerIterations},
+                      {"rng", {{"seed", c.seed}, {"shuffle_key", c.shuffleKey}}},
+                      {"global_batch", c.globalBatch},
+                      {"replicas", c.replicas},
+                      {"devices", c.devices},
+                      {"position",
+                       {{"step", a.step},
+                        {"epoch", a.epoch},
+                        {"step_in_epoch", a.stepInEpoch},
+                        {"wall", a.wall},
+                        {"epoch_start", a.epochStart},
+                        {"loss_sum", a.lossSum},
+                        {"metric_sum", a.metricSum},
+                        {"allreduce_seconds", a.arTime},
+                        {"wait_seconds", a.waitTime},
+                        {"all_seconds", a.allTime},
+                        {"samples", a.samples},
+                        {"last_val_loss", optional(a.lastValLoss)},
+                        {"last_val_metric", optional(a.lastValMetric)},
+                        {"best_loss", a.bestLoss},
+                        {"since_best", a.sinceBest}}}};
+  if (c.lossScale) j["loss_scale"] = {{"scale", *c.lossScale}, {"good_steps", c.lossScaleGoodSteps}};
+  return j;
 }
 
 // Streams the bytes to the file and into the running checksum.
@@ -112,6 +116,12 @@ void readHeader(Checkpoint& c, const nlohmann::json& j) {
   c.globalBatch = j.at("global_batch").get<int64_t>();
   c.replicas = j.at("replicas").get<int>();
   c.devices = j.at("devices").get<std::string>();
+  if (const auto ls = j.find("loss_scale"); ls != j.end()) {  // absent in checkpoints of runs without loss scaling
+    c.lossScale = ls->at("scale").get<double>();
+    c.lossScaleGoodSteps = ls->at("good_steps").get<int64_t>();
+    if (!(*c.lossScale >= 1.0) || !std::isfinite(*c.lossScale) || c.lossScaleGoodSteps < 0)
+      throw std::invalid_argument("loss scale out of range");
+  }
   const auto& p = j.at("position");
   TrainPosition& a = c.at;
   a.step = p.at("step").get<int64_t>();

@@ -46,6 +46,10 @@ struct Checkpoint {
   std::vector<float> params;
   std::vector<std::vector<float>> optimizerSlots;  // optimizerSlots()'s order
   int64_t optimizerIterations = 0;
+  // mixed_float16 with loss scaling: the next step's scale and the finite steps since it last
+  // changed, so a resumed run goes on with the scale it had (absent: no loss scaling).
+  std::optional<double> lossScale;
+  int64_t lossScaleGoodSteps = 0;
 };
 
 // Returns the checksum written. Throws UserError naming the file when it cannot be written.

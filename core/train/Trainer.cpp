@@ -213,6 +213,7 @@ void Trainer::restore(const Checkpoint& c) {
   std::copy(c.params.begin(), c.params.end(), m.params().begin());
   strategy_->broadcastParameters();
   strategy_->restoreOptimizer(c.optimizerSlots, c.optimizerIterations);
+  if (c.lossScale) strategy_->restoreLossScale(*c.lossScale, c.lossScaleGoodSteps);
   runId_ = c.runId;
 }
 
@@ -240,6 +241,10 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   c.params.assign(params.begin(), params.end());
   for (const auto& slot : s.optimizerSlots(0)) c.optimizerSlots.emplace_back(slot.begin(), slot.end());
   c.optimizerIterations = s.optimizerIterations(0);
+  if (s.lossScale() > 0) {
+    c.lossScale = s.lossScale();
+    c.lossScaleGoodSteps = s.lossScaleGoodSteps();
+  }
   CheckpointSaved ev;
   ev.step = at.step;
   ev.epoch = at.epoch;

@@ -64,6 +64,18 @@ TEST(Checkpoint, RoundTripsEveryFieldAndRefusesADamagedFile) {
   EXPECT_EQ(r.at.lastValLoss, std::optional<double>(0.5));
   EXPECT_FALSE(r.at.lastValMetric);
   EXPECT_EQ(r.architecture, c.architecture);
+  EXPECT_FALSE(r.lossScale);  // a run without loss scaling
+  {                           // mixed_float16's loss scale and its count of finite steps
+    ml::Checkpoint scaled = c;
+    scaled.lossScale = 4096.0;
+    scaled.lossScaleGoodSteps = 7;
+    const std::string p2 = path + ".scaled";
+    ml::saveCheckpoint(scaled, p2);
+    const ml::Checkpoint back = ml::loadCheckpoint(p2);
+    EXPECT_EQ(back.lossScale, std::optional<double>(4096.0));
+    EXPECT_EQ(back.lossScaleGoodSteps, 7);
+    std::filesystem::remove(p2);
+  }
   {  // one flipped bit in the parameters
     std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
     f.seekg(-30, std::ios::end);

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <map>
 
 #include "Error.h"
 #include "TestData.h"
+#include "store/RunStore.h"
+#include "train/Checkpoint.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -54,6 +58,54 @@ TEST(MixedPrecisionTrainer, StepEventsCarryTheScaleAndTheSkippedSteps) {
   EXPECT_GE(skipped, 3);
   EXPECT_LT(skipped, 20);
   for (const auto& s : steps) EXPECT_TRUE(std::isfinite(s.loss)) << "step " << s.step;
+}
+
+// The scale of each step, by step number.
+std::map<int64_t, double> scalesOf(ml::Channel& ch) {
+  std::map<int64_t, double> m;
+  for (const auto& e : drainAll(ch))
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) m[s->step] = s->lossScale;
+  return m;
+}
+
+// A float16 run resumed from a checkpoint goes on with the scale it had there (halved from 2^24 by
+// the overflows of its first steps, doubled after 5 finite steps), not from the initial scale:
+// each resumed step has the uninterrupted run's scale.
+TEST(MixedPrecisionTrainer, AResumedRunGoesOnWithTheCheckpointsLossScale) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ml_scale_resume_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string store = (dir / "runs.sqlite").string();
+  ml::Project p = makeProject("cpu:2", "mixed_float16");
+  p.training.lossScale = std::ldexp(1.0, 24);
+  p.training.lossScaleGrowthSteps = 5;
+  p.training.checkpointEvery = 12;
+  p.training.checkpointInSteps = true;
+  const auto data = mltest::makeSplit(600, 100);
+
+  ml::TelemetryHub hubA;
+  auto chA = hubA.subscribe(1 << 14);
+  ml::TrainerOptions a;
+  a.maxSteps = 24;
+  a.checkpointStore = store;
+  a.runId = [] { return std::optional<int64_t>(1); };
+  ASSERT_EQ(ml::Trainer(p, data, hubA, a).run().status, ml::RunStatus::Finished);
+  const auto uninterrupted = scalesOf(*chA);
+
+  const ml::Checkpoint ck = ml::loadCheckpoint(ml::checkpointFile(ml::checkpointFolder(store, 1), 12));
+  ASSERT_TRUE(ck.lossScale);
+  EXPECT_LT(*ck.lossScale, std::ldexp(1.0, 24));   // the scale moved before the checkpoint
+  EXPECT_EQ(*ck.lossScale, uninterrupted.at(13));  // the scale of the step after it
+
+  ml::TelemetryHub hubB;
+  auto chB = hubB.subscribe(1 << 14);
+  ml::TrainerOptions b;
+  b.maxSteps = 24;
+  b.resume = ck;
+  ASSERT_EQ(ml::Trainer(p, data, hubB, b).run().status, ml::RunStatus::Finished);
+  const auto resumed = scalesOf(*chB);
+  ASSERT_EQ(resumed.size(), 12u);
+  for (const auto& [step, scale] : resumed) EXPECT_EQ(scale, uninterrupted.at(step)) << "step " << step;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(MixedPrecisionTrainer, Bfloat16AndFloat32RunsHaveNoLossScale) {
