@@ -4,7 +4,9 @@
 # against the 2-thread sgemm peak measured in the same run.
 #   bench/e2e/compare.sh [EPOCHS] [ROUNDS]     (needs python3-torch: scripts/deps.sh python3-torch)
 #   MODELS=wide bench/e2e/compare.sh 3 2       (only the large MLP)
-# mixed_bfloat16 runs beside float32 on cpu:1 (ml1b): the ratio is printed per model.
+# mixed_bfloat16 runs beside float32 on cpu:1 x 2 threads (ml1b) and cpu:2 (ml2b), and PyTorch's
+# autocast(bfloat16) beside its float32 (torchb): the ratios are printed per model.
+#   RUNNERS="ml1 ml1b torch torchb" bench/e2e/compare.sh 3 3   (a subset of the runners)
 # The runners are interleaved in ROUNDS rounds (default 3), each round also measuring the sgemm
 # 2048^3 peak on 1 and 2 threads; every figure is the median over the rounds (each round's value
 # the median of its epochs after the first), with the spread (min-max) beside it, and the load.
@@ -41,7 +43,7 @@ f=sum(2*n*a*b for a,b in zip(sizes,sizes[1:])); print((3*f-2*n*sizes[0]*sizes[1]
 
 # One line per (round, key, value) in $OUT/rounds.txt; summarised at the end.
 rec() { echo "$1 $2 $3" >> "$OUT/rounds.txt"; }
-RUNNERS="torch ddp ml1 ml2 ml2s ml1c ml1b"
+RUNNERS=${RUNNERS:-torch ddp ml1 ml2 ml2s ml1c ml1b ml2b torchb}
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
   rec "$round" load1 "$(cut -d' ' -f1 /proc/loadavg)"
@@ -61,6 +63,8 @@ for round in $(seq 1 "$ROUNDS"); do
         ml2s) v=$(ml_epoch $proj cpu:2 1 ml2s-$m-$round --shard-optimizer) ;;
         ml1c) v=$(ml_epoch $proj cpu:1 1 ml1c-$m-$round) ;;
         ml1b) v=$(ml_epoch $proj cpu:1 2 ml1b-$m-$round --precision mixed_bfloat16) ;;
+        ml2b) v=$(ml_epoch $proj cpu:2 1 ml2b-$m-$round --precision mixed_bfloat16) ;;
+        torchb) v=$(THREADS=2 torch_epoch torchb-$m-$round "${args[@]}" --threads 2 --autocast) ;;
       esac
       rec "$round" "$r-$m" "$v"
     done
@@ -83,18 +87,26 @@ print("rounds: %d; load (1-min) per round: %s" % (len(v["peak2"]), " ".join("%.1
 print("sgemm 2048^3 peak: 2 threads %.0f GFLOP/s (%s), 1 thread %.0f (%s); 2/1 ratio %.2f" % (p2, spread("peak2"), p1, spread("peak1"), p2 / p1))
 names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 proc x 1 thread", "ml1": "mirrorlab cpu:1 x 2 threads",
          "ml2": "mirrorlab cpu:2 (1 core each)", "ml2s": "mirrorlab cpu:2 --shard-optimizer", "ml1c": "mirrorlab cpu:1 x 1 thread",
-         "ml1b": "mirrorlab cpu:1 x 2 mixed_bfloat16"}
+         "ml1b": "mirrorlab cpu:1 x 2 mixed_bfloat16", "ml2b": "mirrorlab cpu:2 mixed_bfloat16",
+         "torchb": "pytorch 1 x 2 autocast bfloat16"}
 print("\n%-20s %-36s %9s %15s %9s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak"))
 for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256")):
-    if not v.get("torch-" + m): continue  # MODELS left it out
+    if not v.get("torch-" + m): continue  # MODELS or RUNNERS left it out
     t = med("torch-" + m)
-    for r in ("torch", "ddp", "ml1", "ml2", "ml2s", "ml1c", "ml1b"):
+    has = lambda r: bool(v.get(r + "-" + m))
+    for r in ("torch", "ddp", "ml1", "ml2", "ml2s", "ml1c", "ml1b", "ml2b", "torchb"):
+        if not has(r): continue
         k = r + "-" + m; x = med(k)
         print("%-20s %-36s %9.3f %15s %8.2fx %8.0f %7.0f%%" % (label, names[r], x, spread(k), t / x, work[m] / x, 100 * work[m] / x / p2))
         label = ""
-    s21 = med("ml1c-" + m) / med("ml2-" + m)
-    print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it" %
-          (s21, med("ml1c-" + m) / med("ml2s-" + m), p2 / p1, 100 * s21 / (p2 / p1)))
-    print("    mixed_bfloat16 vs float32 on cpu:1 x 2: %.2fx (above 1: bfloat16 faster)" % (med("ml1-" + m) / med("ml1b-" + m)))
+    if has("ml1c") and has("ml2") and has("ml2s"):
+        s21 = med("ml1c-" + m) / med("ml2-" + m)
+        print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it" %
+              (s21, med("ml1c-" + m) / med("ml2s-" + m), p2 / p1, 100 * s21 / (p2 / p1)))
+    for f32, bf, what in (("ml1", "ml1b", "mirrorlab cpu:1 x 2"), ("ml2", "ml2b", "mirrorlab cpu:2"), ("torch", "torchb", "pytorch 1 x 2")):
+        if has(f32) and has(bf):
+            print("    bfloat16 vs float32, %s: %.2fx (above 1: bfloat16 faster)" % (what, med(f32 + "-" + m) / med(bf + "-" + m)))
+    if has("ml1b") and has("torchb"):
+        print("    mirrorlab cpu:1 x 2 mixed_bfloat16 vs pytorch autocast: %.2fx" % (med("torchb-" + m) / med("ml1b-" + m)))
 PY
 echo "raw reports: $OUT"

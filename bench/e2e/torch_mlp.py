@@ -6,6 +6,7 @@ CPU with a stated thread count. Prints one JSON line with seconds per epoch.
   torch_mlp.py --hidden 128 --batch 128 --epochs 3 --threads 2
   torch_mlp.py --hidden 512 512 --batch 256 --epochs 3 --threads 2
   torch_mlp.py ... --ddp 2      # DistributedDataParallel, gloo, 2 processes x --threads each
+  torch_mlp.py ... --autocast   # torch.autocast("cpu", bfloat16): Mirrorlab's mixed_bfloat16
 """
 import argparse, gzip, json, os, struct, sys, time
 
@@ -66,7 +67,9 @@ def run(rank, world, args, result_queue=None):
             idx = idx[lo:hi]
             xb, yb = x[idx], y[idx]
             opt.zero_grad(set_to_none=True)
-            loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+                logits = model(xb)
+            loss = torch.nn.functional.cross_entropy(logits.float(), yb)
             loss.backward()
             opt.step()
         times.append(time.perf_counter() - t0)
@@ -74,7 +77,7 @@ def run(rank, world, args, result_queue=None):
         torch.distributed.destroy_process_group()
     if rank == 0:
         out = {"framework": "pytorch", "torch": torch.__version__, "hidden": args.hidden, "batch": args.batch,
-               "threads": args.threads, "processes": world, "epoch_seconds": times,
+               "threads": args.threads, "processes": world, "autocast": args.autocast, "epoch_seconds": times,
                "median_epoch_seconds": sorted(times)[len(times) // 2], "blas": blas_name(torch)}
         print(json.dumps(out))
         sys.stdout.flush()
@@ -98,6 +101,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ddp", type=int, default=1)
+    ap.add_argument("--autocast", action="store_true", help="bfloat16 autocast (Mirrorlab's mixed_bfloat16)")
     args = ap.parse_args()
     if args.ddp > 1:
         import torch.multiprocessing as mp
