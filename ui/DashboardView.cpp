@@ -19,6 +19,7 @@
 #include "ProjectDocument.h"
 #include "Theme.h"
 #include "charts/DeviceCharts.h"
+#include "charts/LossScaleChart.h"
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
 #include "nn/Summary.h"
@@ -146,6 +147,7 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   util_ = new UtilizationChart(body);
   breakdown_ = new StepBreakdownChart(body);
   timeline_ = new TimelineChart(body);
+  lossScale_ = new LossScaleChart(body);
   shareNumbers_ = new QLabel(body);
   shareNumbers_->setObjectName(QStringLiteral("SyncShare"));
   shareNumbers_->setWordWrap(true);
@@ -166,11 +168,13 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
     return w;
   };
   // Three charts a row on a wide window, two or one on a narrow one.
-  auto* grid = new ReflowGrid(3, body);
+  auto* grid = chartGrid_ = new ReflowGrid(3, body);
   grid->setSpacing(10);
   for (QWidget* w : {static_cast<QWidget*>(loss_), static_cast<QWidget*>(accuracy_), static_cast<QWidget*>(util_),
-                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend_)})
+                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend_),
+                     static_cast<QWidget*>(lossScale_)})
     grid->addWidget(w);
+  grid->setItemVisible(lossScale_, false);
   v->addWidget(grid, 1);
 
   renderLater_ = new QTimer(this);
@@ -217,7 +221,9 @@ QWidget* DashboardView::statCard(const QString& caption, QLabel** value, const Q
   return card;
 }
 
-std::vector<LiveChart*> DashboardView::charts() const { return {loss_, accuracy_, util_, breakdown_, throughput_, timeline_}; }
+std::vector<LiveChart*> DashboardView::charts() const {
+  return {loss_, accuracy_, util_, breakdown_, throughput_, timeline_, lossScale_};
+}
 
 void DashboardView::setMaxSteps(int steps) { maxSteps_->setValue(steps); }
 
@@ -356,6 +362,7 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   if (deviceNames_.empty())
     for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));
   for (LiveChart* c : charts()) c->clearData();
+  showLossScale(false);  // until a step says it has a loss scale
   util_->setDevices(deviceNames_);
   breakdown_->setDevices(deviceNames_);
   timeline_->setDevices(deviceNames_);
@@ -380,6 +387,12 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   sync_->setText(tr("Replica sync check: waiting for the end of epoch 1…"));
 }
 
+// Seven charts go 4 + 3 where the window is wide enough, not 3 + 3 + 1 below the fold.
+void DashboardView::showLossScale(bool on) {
+  chartGrid_->setMaxColumns(on ? 4 : 3);
+  chartGrid_->setItemVisible(lossScale_, on);
+}
+
 void DashboardView::onStep(const ml::StepEvent& e) {
   const double step = static_cast<double>(e.step);
   loss_->addStep(step, e.loss);
@@ -392,6 +405,10 @@ void DashboardView::onStep(const ml::StepEvent& e) {
   }
   breakdown_->addStep(e);
   timeline_->addStep(e);
+  if (e.lossScale > 0) {
+    if (lossScale_->isHidden()) showLossScale(true);
+    lossScale_->addStep(step, e.lossScale, e.skipped);
+  }
   last_ = e;
   haveStep_ = true;
 }

@@ -27,6 +27,8 @@ class UtilizationChart;
 class StepBreakdownChart;
 class TimelineChart;
 class LiveChart;
+class LossScaleChart;
+class ReflowGrid;
 
 class DashboardView : public QWidget {
   Q_OBJECT
@@ -45,6 +47,8 @@ class DashboardView : public QWidget {
   UtilizationChart* utilizationChart() const { return util_; }
   StepBreakdownChart* breakdownChart() const { return breakdown_; }
   TimelineChart* timelineChart() const { return timeline_; }
+  // mixed_float16 with loss scaling: shown from the run's first step, hidden for other runs.
+  LossScaleChart* lossScaleChart() const { return lossScale_; }
   QLabel* phaseLegend() const { return phaseLegend_; }
   QLabel* syncLabel() const { return sync_; }
   std::vector<LiveChart*> charts() const;
@@ -64,6 +68,7 @@ class DashboardView : public QWidget {
   void showEvent(QShowEvent* e) override;
 
  private:
+  void showLossScale(bool on);
   void startTraining();
   void onStateChanged(TrainingSession::State s);
   void onRunStarted(const ml::RunStarted& e);
@@ -91,6 +96,8 @@ class DashboardView : public QWidget {
   UtilizationChart* util_;
   StepBreakdownChart* breakdown_;
   TimelineChart* timeline_;
+  LossScaleChart* lossScale_;
+  ReflowGrid* chartGrid_;
   QLabel* shareNumbers_;
   QLabel* phaseLegend_;
   bool legendHasNetwork_ = false;

@@ -20,13 +20,26 @@ void ReflowGrid::addWidget(QWidget* w, int stretch) {
 
 void ReflowGrid::setSpacing(int px) { grid_->setSpacing(px); }
 
+void ReflowGrid::setMaxColumns(int columns) {
+  if (columns == maxColumns_) return;
+  maxColumns_ = columns;
+  place(columnsFor(width()), true);
+}
+
+void ReflowGrid::setItemVisible(QWidget* w, bool visible) {
+  if (w->isHidden() == !visible) return;
+  w->setVisible(visible);
+  place(columnsFor(width()), true);
+}
+
 int ReflowGrid::columnsFor(int width) const {
   int cell = 0;
   for (QWidget* w : items_)
     if (!w->isHidden()) cell = std::max(cell, std::max(w->minimumSizeHint().width(), w->minimumWidth()));
   const int gap = std::max(0, grid_->horizontalSpacing());
   const int fit = cell > 0 ? (width + gap) / (cell + gap) : maxColumns_;
-  const int n = std::max(1, static_cast<int>(items_.size()));
+  const int n =
+      std::max(1, static_cast<int>(std::count_if(items_.begin(), items_.end(), [](QWidget* w) { return !w->isHidden(); })));
   const int cols = std::clamp(fit, 1, std::max(1, std::min(maxColumns_, n)));
   // Balanced rows: seven cards in 4 + 3, not 6 + 1.
   const int rows = (n + cols - 1) / cols;
@@ -46,10 +59,13 @@ void ReflowGrid::place(int columns, bool force) {
   for (QWidget* w : items_) grid_->removeWidget(w);
   for (int c = 0; c < grid_->columnCount(); ++c) grid_->setColumnStretch(c, 0);
   for (int r = 0; r < grid_->rowCount(); ++r) grid_->setRowStretch(r, 0);
+  int cell = 0;  // hidden widgets take no cell
   for (int i = 0; i < items_.size(); ++i) {
-    grid_->addWidget(items_[i], i / columns, i % columns);
-    const int row = i / columns;
+    if (items_[i]->isHidden()) continue;
+    const int row = cell / columns;
+    grid_->addWidget(items_[i], row, cell % columns);
     grid_->setRowStretch(row, std::max(grid_->rowStretch(row), stretches_[i]));
+    ++cell;
   }
   for (int c = 0; c < columns; ++c) grid_->setColumnStretch(c, 1);
   columns_ = columns;

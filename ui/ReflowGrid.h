@@ -15,6 +15,9 @@ class ReflowGrid : public QWidget {
   // Adds w (reparented) with a row stretch: stretch 0 keeps the row at its size hint's height.
   void addWidget(QWidget* w, int stretch = 1);
   void setSpacing(int px);
+  // Shows or hides an added widget; a hidden one takes no cell (the others close up).
+  void setItemVisible(QWidget* w, bool visible);
+  void setMaxColumns(int columns);
   int columns() const { return columns_; }
   // Only the widest child has to fit: narrower windows get fewer columns.
   QSize minimumSizeHint() const override;

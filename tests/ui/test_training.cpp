@@ -17,6 +17,7 @@
 #include "TrainingSession.h"
 #include "UiTestUtil.h"
 #include "charts/DeviceCharts.h"
+#include "charts/LossScaleChart.h"
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
 #include "store/RunStore.h"
@@ -127,8 +128,29 @@ class TrainingTest : public QObject {
     int skipped = 0;
     for (const auto& s : steps) skipped += s.skipped ? 1 : 0;
     QVERIFY2(skipped >= 3 && skipped < 30, qPrintable(QString::number(skipped)));
+    // The dashboard's loss-scale chart shows what the store holds: the scales as a step line from
+    // 2^24 to the last step's scale, and a mark at each skipped step, at its step and scale.
+    auto* chart = w.dashboard()->lossScaleChart();
+    w.showPage(mlui::MainWindow::DashboardPage);
+    QVERIFY(chart->isVisible());
+    w.dashboard()->render();
+    QCOMPARE(chart->skippedCount(), skipped);
+    QCOMPARE(chart->skippedGraph()->dataCount(), skipped);
+    int mark = 0;
+    for (const auto& s : steps) {
+      if (!s.skipped) continue;
+      const auto p = chart->skippedGraph()->data()->at(mark++);
+      QCOMPARE(p->key, static_cast<double>(s.step));
+      QCOMPARE(p->value, s.lossScale);
+    }
+    const auto* line = chart->scaleGraph()->data().data();
+    QCOMPARE(line->at(0)->value, 16777216.0);
+    QCOMPARE((line->constEnd() - 1)->key, static_cast<double>(steps.back().step));
+    QCOMPARE((line->constEnd() - 1)->value, steps.back().lossScale);
     precision->setCurrentIndex(precision->findData(QStringLiteral("mixed_bfloat16")));
     QVERIFY(scale->isHidden());  // bfloat16 needs no loss scaling
+    QCOMPARE(train(w, 5).status, ml::RunStatus::Finished);
+    QVERIFY(chart->isHidden());  // nor a loss-scale chart
   }
 
   void overlaysTwoRuns() {
