@@ -20,16 +20,19 @@ void ReflowGrid::addWidget(QWidget* w, int stretch) {
 
 void ReflowGrid::setSpacing(int px) { grid_->setSpacing(px); }
 
+// Before the grid is shown its width means nothing yet (the first resize places it again).
+int ReflowGrid::currentColumns() const { return isVisible() ? columnsFor(width()) : maxColumns_; }
+
 void ReflowGrid::setMaxColumns(int columns) {
   if (columns == maxColumns_) return;
   maxColumns_ = columns;
-  place(columnsFor(width()), true);
+  place(currentColumns(), true);
 }
 
 void ReflowGrid::setItemVisible(QWidget* w, bool visible) {
   if (w->isHidden() == !visible) return;
   w->setVisible(visible);
-  place(columnsFor(width()), true);
+  place(currentColumns(), true);
 }
 
 int ReflowGrid::columnsFor(int width) const {

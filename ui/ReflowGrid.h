@@ -27,6 +27,7 @@ class ReflowGrid : public QWidget {
 
  private:
   int columnsFor(int width) const;
+  int currentColumns() const;
   void place(int columns, bool force = false);
 
   QGridLayout* grid_;
