@@ -171,6 +171,12 @@ std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
       out.push_back("by step and sample, so with dropout the two runs agree in distribution only.");
       break;
     }
+  if (p.training.precision != "float32") {
+    out.push_back("Mixed precision: Keras' " + p.training.precision + " policy (set_global_policy)" +
+                  (p.training.precision == "mixed_float16" ? ", with a LossScaleOptimizer" : "") + ". Differs from");
+    out.push_back("Mirrorlab: it rounds where TensorFlow's kernels do (Mirrorlab rounds each layer's input, kernel, output");
+    out.push_back("and gradients), so the runs agree to the low format's precision only.");
+  }
   const int replicas = projectReplicas(p);
   if (replicas > 1 && !p.training.perDeviceBatch && p.training.batchSize % replicas != 0) {
     out.push_back("Differs from Mirrorlab: Keras scales each replica's mean loss by 1 / num_replicas_in_sync, so when the");
@@ -212,6 +218,7 @@ std::string generateTensorFlowProgram(const Project& p) {
          pyDocText(p.description) + "\n\"\"\"\n";
   out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
+  out += "PRECISION = " + pyStr(t.precision) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
   out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
          " (logical CPU devices when there is no GPU)\n";
   if (p.distribute.workers > 1)
@@ -253,7 +260,16 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----\n";
   out += "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
   for (size_t i = 0; i < model.layers.size(); ++i) out += "        " + kerasLayer(model.layers[i], i) + ",\n";
-  out += "    ])\n\n\ndef make_optimizer(learning_rate):\n    return " + kerasOptimizer(t.optimizer) + "\n";
+  out += "    ])\n\n\ndef make_optimizer(learning_rate):\n";
+  if (t.precision == "mixed_float16" && t.lossScaling) {
+    // Keras' dynamic loss scaling with the project's scale and interval (compile() would wrap the
+    // optimizer itself, but with its defaults).
+    out += "    optimizer = " + kerasOptimizer(t.optimizer) + "\n";
+    out += "    return tf.keras.mixed_precision.LossScaleOptimizer(optimizer, initial_scale=" + pyNum(t.lossScale) +
+           ", dynamic_growth_steps=" + std::to_string(t.lossScaleGrowthSteps) + ")\n";
+  } else {
+    out += "    return " + kerasOptimizer(t.optimizer) + "\n";
+  }
   std::string helpers = kHelpers;
   if (p.distribute.workers > 1) {
     // Several workers: MultiWorkerMirroredStrategy, the cluster described by TF_CONFIG.
@@ -275,6 +291,7 @@ def main():
     require_keras()
     strategy = make_strategy()  # first: the logical CPU devices must exist before TensorFlow starts
     tf.keras.utils.set_random_seed(SEED)
+    tf.keras.mixed_precision.set_global_policy(PRECISION)  # float32 master weights under a mixed policy
     replicas = strategy.num_replicas_in_sync
 )PY";
   if (t.perDeviceBatch)
@@ -294,7 +311,8 @@ def main():
     out +=
         "    y_train = tf.keras.utils.to_categorical(y_train, num_classes)  # categorical_crossentropy wants one-hot targets\n"
         "    y_val = tf.keras.utils.to_categorical(y_val, num_classes) if y_val is not None else None\n";
-  out += R"PY(    steps_per_epoch = math.ceil(len(x_train) / global_batch)
+  out +=
+      R"PY(    steps_per_epoch = math.ceil(len(x_train) / global_batch)
     schedule = learning_rate
     if WARMUP_EPOCHS > 0:
         schedule = LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)
@@ -302,7 +320,9 @@ def main():
         model = build_model()
         model.compile(optimizer=make_optimizer(schedule),
                       loss=)PY" +
-         kerasLoss(t) + ",\n                      metrics=" + kerasMetrics(t) + ")\n";
+      kerasLoss(t) + ",\n                      metrics=" + kerasMetrics(t) +
+      (t.precision == "mixed_float16" && !t.lossScaling ? ",\n                      auto_scale_loss=False)  # loss_scale: none\n"
+                                                        : ")\n");
   out += R"PY(    if args.weights:
         load_weights(model, args.weights)
     model.summary()

@@ -211,6 +211,16 @@ std::string generatePyTorchProgram(const Project& p) {
         "BatchNormalization: Keras' channels-last layer as PyTorch's BatchNorm (SyncBatchNorm when synchronized, on");
     mapping.push_back("GPUs; PyTorch has no CPU SyncBatchNorm, so over gloo each replica uses its own shard's statistics).");
   }
+  if (t.precision != "float32") {
+    mapping.push_back("Mixed precision (" + t.precision + "): torch.autocast computes the layers in the low format over");
+    mapping.push_back("float32 master weights" +
+                      std::string(t.precision == "mixed_float16"
+                                      ? ", with a GradScaler as Keras' dynamic loss scaling (CUDA only: PyTorch's"
+                                      : "."));
+    if (t.precision == "mixed_float16") mapping.push_back("CPU autocast has no float16, so a CPU run computes in float32).");
+    mapping.push_back("Differs from Mirrorlab: autocast rounds where PyTorch's kernels do (Mirrorlab rounds each layer's");
+    mapping.push_back("input, kernel, output and gradients), so the runs agree to the low format's precision only.");
+  }
   if (hasDropout(model)) {
     mapping.push_back("Differs from Mirrorlab: dropout masks are PyTorch's draws (a generator seeded per rank), not");
     mapping.push_back("Mirrorlab's masks keyed by step and sample, so with dropout the runs agree in distribution only.");
@@ -250,6 +260,16 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
   out += "METRIC = " + pyStr(accuracy ? "accuracy" : "mae") + "\n";
+  const bool half = t.precision == "mixed_float16", bf = t.precision == "mixed_bfloat16";
+  out += "PRECISION = " + pyStr(t.precision) + "  # Keras' policy name\n";
+  out += std::string("AMP_DTYPE = ") +
+         (half ? "torch.float16"
+          : bf ? "torch.bfloat16"
+               : "None") +
+         "  # torch.autocast's dtype (None: float32)\n";
+  out += "LOSS_SCALE = " + (half && t.lossScaling ? pyNum(t.lossScale) : std::string("None")) +
+         "  # the initial dynamic loss scale of float16 (None: no loss scaling)\n";
+  out += "LOSS_SCALE_GROWTH_STEPS = " + std::to_string(t.lossScaleGrowthSteps) + "  # finite steps that double it\n";
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();

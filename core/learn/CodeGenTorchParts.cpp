@@ -260,6 +260,15 @@ constexpr const char* kTrainLoop = R"PY(    if global_batch > n:
     torch.manual_seed(SEED * 1000003 + rank + 1)
     lr_factor, learning_rate, lr_at = lr_schedule(global_batch, steps_per_epoch)
     optimizer = make_optimizer(ddp.parameters(), learning_rate)
+    # Mixed precision: autocast computes the layers in AMP_DTYPE with float32 master weights; the
+    # GradScaler is Keras' dynamic loss scaling (halve and skip on inf/NaN, double after the interval).
+    amp_dtype = AMP_DTYPE
+    if amp_dtype is torch.float16 and not use_cuda:
+        if rank == 0:
+            print("mixed_float16: PyTorch's CPU autocast has no float16, so this CPU run computes in float32", flush=True)
+        amp_dtype = None
+    scaler = torch.cuda.amp.GradScaler(init_scale=LOSS_SCALE or 1.0, growth_interval=LOSS_SCALE_GROWTH_STEPS,
+                                       enabled=amp_dtype is torch.float16 and LOSS_SCALE is not None)
     if rank == 0:
         micro = math.ceil(global_batch / ACCUMULATE)
         shards = sorted({len(shard_of(range(micro), r, world_size)) for r in range(world_size)})
@@ -288,12 +297,15 @@ constexpr const char* kTrainLoop = R"PY(    if global_batch > n:
                 y = torch.from_numpy(y_train[shard]).to(device)
                 # Before the last micro-batch, no_sync(): gradients add up locally, one all-reduce per update.
                 with ddp.no_sync() if m < ACCUMULATE - 1 else contextlib.nullcontext():
-                    out = ddp(x)
+                    with torch.autocast(device.type, dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None):
+                        out = ddp(x)
+                    out = out.float()  # the loss in float32 under every policy
                     loss = loss_sum(out, y)
                     # DDP divides the all-reduced sum by world_size: scaled so, it is the global-batch mean.
-                    (loss * (world_size / len(batch))).backward()
+                    scaler.scale(loss * (world_size / len(batch))).backward()
                 step_totals += torch.tensor([loss.item(), metric_sum(out.detach(), y), len(shard)], dtype=torch.float64)
-            optimizer.step()  # the same averaged gradient on every replica: the same update
+            scaler.step(optimizer)  # the same averaged gradient on every replica: the same update (or the same skip)
+            scaler.update()
             step += 1
             totals += step_totals
             if args.print_steps:

@@ -212,6 +212,45 @@ TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
   EXPECT_NE(torch.find("pool2d(True, (2, 2), (2, 2), False)"), std::string::npos);
 }
 
+// Mixed precision: Keras' policy and LossScaleOptimizer with the project's scale and interval (or
+// compile(auto_scale_loss=False) for "none"); PyTorch's autocast and GradScaler; both say what differs.
+TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
+  TempDir dir("codegen-mixed");
+  Project p = Project::load(projectPath("fashion-mlp.json"));
+  p.training.precision = "mixed_float16";
+  p.training.lossScale = 1024;
+  p.training.lossScaleGrowthSteps = 100;
+  const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
+  for (const char* needle :
+       {"PRECISION = \"mixed_float16\"", "tf.keras.mixed_precision.set_global_policy(PRECISION)",
+        "tf.keras.mixed_precision.LossScaleOptimizer(optimizer, initial_scale=1024.0, dynamic_growth_steps=100)",
+        "# Mixed precision: Keras' mixed_float16 policy"})
+    EXPECT_NE(tf.find(needle), std::string::npos) << needle;
+  for (const char* needle : {"AMP_DTYPE = torch.float16", "LOSS_SCALE = 1024", "LOSS_SCALE_GROWTH_STEPS = 100",
+                             "torch.cuda.amp.GradScaler(init_scale=LOSS_SCALE or 1.0, growth_interval=LOSS_SCALE_GROWTH_STEPS",
+                             "with torch.autocast(device.type", "scaler.step(optimizer)", "# Mixed precision (mixed_float16)"})
+    EXPECT_NE(torch.find(needle), std::string::npos) << needle;
+  p.training.lossScaling = false;
+  EXPECT_NE(generateTensorFlowProgram(p).find("auto_scale_loss=False"), std::string::npos);
+  EXPECT_NE(generatePyTorchProgram(p).find("LOSS_SCALE = None"), std::string::npos);
+  p.training.precision = "mixed_bfloat16";
+  EXPECT_EQ(generateTensorFlowProgram(p).find("LossScaleOptimizer"), std::string::npos);
+  EXPECT_NE(generatePyTorchProgram(p).find("AMP_DTYPE = torch.bfloat16"), std::string::npos);
+  p.training.precision = "float32";
+  EXPECT_EQ(generatePyTorchProgram(p).find("# Mixed precision ("), std::string::npos);  // not in the header
+  EXPECT_NE(generatePyTorchProgram(p).find("AMP_DTYPE = None"), std::string::npos);
+  for (const char* precision : {"mixed_float16", "mixed_bfloat16"}) {  // valid Python
+    p.training.precision = precision;
+    p.training.lossScaling = true;
+    for (Framework f : {Framework::TensorFlow, Framework::PyTorch}) {
+      const fs::path file = dir.path() / (std::string(precision) + "_" + suggestedFileName(p, f));
+      writeFile(file, generateProgram(p, f));
+      const CommandResult r = runCommand(std::string(kPython) + " -m py_compile " + file.string());
+      EXPECT_EQ(r.exitCode, 0) << precision << " " << toString(f) << ": " << r.output;
+    }
+  }
+}
+
 TEST(CodeGen, PyTorchCnnProgramTrainsAFewStepsOnTheCpu) {
   std::string why;
   if (!debianTorch(&why)) GTEST_SKIP() << why;

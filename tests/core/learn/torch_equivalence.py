@@ -9,7 +9,10 @@ losses must agree to 1e-4 relative at every step, for SGD with Nesterov momentum
 with shards of unequal size, a per-device batch and gradient accumulation. With dropout the masks
 differ (PyTorch draws its own), so over 5 seeds the mean difference of the two curves must lie
 within the spread of the per-seed differences, and the logged masks show that every rank and every
-Dropout layer draws its own.
+Dropout layer draws its own. Under mixed_bfloat16 the program runs torch.autocast(bfloat16), which
+rounds where PyTorch's kernels do rather than where Mirrorlab does: its losses must agree to
+BF16_REL_TOL (a few bfloat16 rounding steps) and stay closer to Mirrorlab's bfloat16 curve than to
+its float32 one.
 
 Usage: torch_equivalence.py MIRRORLAB_CLI [--python /usr/bin/python3] [--only TEXT]. Exit 77 (skipped) when
 PyTorch or numpy is missing.
@@ -24,12 +27,13 @@ import tempfile
 
 STEPS = 20
 REL_TOL = 1e-4
+BF16_REL_TOL = 5e-3  # bfloat16 keeps 8 significant bits (2^-8 = 0.4% per rounding); measured 6.7e-4
 # Two-sided 99% quantile of Student's t with 4 degrees of freedom (5 seeds).
 T_99_4DOF = 4.604
 
 
 def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_scaling="none", warmup=0.0,
-            dropout=0.0, seed=42):
+            dropout=0.0, seed=42, precision="float32"):
     layers = [{"type": "Dense", "units": 32, "activation": "tanh"}]
     if dropout:
         layers.append({"type": "Dropout", "rate": dropout})
@@ -43,7 +47,7 @@ def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_
         "data": {"kind": "spirals", "samples": 800, "classes": 3, "noise": 0.2, "seed": 7, "validation_split": 0.2},
         "training": {"epochs": 5, "batch_size": batch, "per_device_batch": per_device, "accumulate": accumulate,
                      "optimizer": optimizer, "loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"],
-                     "seed": seed, "lr_scaling": lr_scaling, "warmup_epochs": warmup},
+                     "seed": seed, "lr_scaling": lr_scaling, "warmup_epochs": warmup, "precision": precision},
         "distribute": {"devices": devices, "allreduce": "ring"},
     }
 
@@ -210,6 +214,8 @@ def main():
                 else:
                     print(f"  trained weights: validation loss {ev.group(1)} (mirrorlab-cli evaluate) vs {pr.group(1)} (--predict-only)")
 
+        if not only or "bfloat16" in only:
+            failures += bfloat16_check(cli, python, os.path.join(tmp, "bf16"))
         if only and "dropout" not in only:
             return report(failures)
         # Dropout: different masks, the same distribution. Per seed, the mean loss over the 20 steps of each.
@@ -232,6 +238,26 @@ def main():
         if not sd > 0:
             failures.append("dropout: the per-seed differences have no spread: the masks cannot be independent draws")
     report(failures)
+
+
+def bfloat16_check(cli, python, work):
+    """mixed_bfloat16, DDP 2, Adam: PyTorch's autocast against Mirrorlab's bfloat16 and float32 curves."""
+    adam = {"name": "adam", "learning_rate": 0.01}
+    ours, theirs = curves(cli, python, project("bf", adam, "cpu:2", 64, precision="mixed_bfloat16"), work)
+    f32, _ = curves(cli, python, project("f32", adam, "cpu:2", 64), work + "-f32")
+    worst = max(abs(a - b) / abs(a) for a, b in zip(ours, theirs))
+    to_bf16 = sum(abs(a - b) for a, b in zip(ours, theirs))
+    to_f32 = sum(abs(a - b) for a, b in zip(f32, theirs))
+    print(f"mixed_bfloat16 DDP 2, adam: step 1 loss {ours[0]:.6f} vs {theirs[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs "
+          f"{theirs[-1]:.6f}, worst relative difference {worst:.2e}; summed distance to Mirrorlab's bfloat16 curve "
+          f"{to_bf16:.4f}, to its float32 curve {to_f32:.4f}", flush=True)
+    failures = []
+    if worst > BF16_REL_TOL:
+        failures.append(f"mixed_bfloat16: relative difference {worst:.2e} > {BF16_REL_TOL:g}\n  Mirrorlab {ours}\n  PyTorch   {theirs}")
+    if not to_bf16 < to_f32:
+        failures.append(f"mixed_bfloat16: PyTorch's autocast curve is no closer to Mirrorlab's bfloat16 curve ({to_bf16:.4f}) "
+                        f"than to its float32 one ({to_f32:.4f}): is autocast on?")
+    return failures
 
 
 def report(failures):
