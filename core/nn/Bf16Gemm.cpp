@@ -60,13 +60,13 @@ dnnl::engine& cpuEngine() {
 }
 
 struct Key {
-  bool transA, transB, bias;
+  bool transA, transB, bias, bf16Out = false;
   int64_t M, N, K, lda, ldb, ldc;
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    size_t h = (k.transA ? 1u : 0u) | (k.transB ? 2u : 0u) | (k.bias ? 4u : 0u);
+    size_t h = (k.transA ? 1u : 0u) | (k.transB ? 2u : 0u) | (k.bias ? 4u : 0u) | (k.bf16Out ? 8u : 0u);
     for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
@@ -86,7 +86,7 @@ Plan makePlan(const Key& k) {
   // Row-major operands given by strides: op(A) is M x K, stored (M, lda) or transposed (K, lda).
   p.a = dnnl::memory::desc(dims{k.M, k.K}, dt::bf16, k.transA ? dims{1, k.lda} : dims{k.lda, 1});
   p.b = dnnl::memory::desc(dims{k.K, k.N}, dt::bf16, k.transB ? dims{1, k.ldb} : dims{k.ldb, 1});
-  p.c = dnnl::memory::desc(dims{k.M, k.N}, dt::f32, dims{k.ldc, 1});
+  p.c = dnnl::memory::desc(dims{k.M, k.N}, k.bf16Out ? dt::bf16 : dt::f32, dims{k.ldc, 1});
   if (k.bias) p.bias = dnnl::memory::desc(dims{1, k.N}, dt::f32, dims{k.N, 1});
   const auto desc = k.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
   p.pd = dnnl::matmul::primitive_desc(desc, cpuEngine());
@@ -94,12 +94,13 @@ Plan makePlan(const Key& k) {
   return p;
 }
 
+// C is float32, or bfloat16 with bf16Out.
 void oneDnnGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
-                int64_t ldb, float* C, int64_t ldc, const float* bias) {
+                int64_t ldb, void* C, int64_t ldc, const float* bias, bool bf16Out) {
   oneThreadForOneDnn();
   thread_local std::unordered_map<Key, Plan, KeyHash> plans;
   thread_local dnnl::stream stream(cpuEngine());
-  const Key key{transA, transB, bias != nullptr, M, N, K, lda, ldb, ldc};
+  const Key key{transA, transB, bias != nullptr, bf16Out, M, N, K, lda, ldb, ldc};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, makePlan(key)).first;
   const Plan& p = it->second;
@@ -124,7 +125,7 @@ Probe probe() {
   Probe p;
   try {
     oneThreadForOneDnn();
-    const Key k{false, false, true, 64, 64, 64, 64, 64, 64};
+    const Key k{false, false, true, false, 64, 64, 64, 64, 64, 64};
     Plan plan = makePlan(k);
     const std::string impl = plan.pd.impl_info_str();
     const dnnl_version_t* v = dnnl_version();
@@ -178,6 +179,27 @@ ML_DISPATCH_X86 void pack(const float* in, uint16_t* out, size_t n) {
   }
 }
 
+namespace {
+// roundToBfloat16 without a branch: NaN (which the rounding bias could carry into inf) is kept.
+inline float roundValue(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  return std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? u : r);
+}
+}  // namespace
+
+ML_DISPATCH_X86 void roundInPlace(float* values, size_t n) {
+  for (size_t i = 0; i < n; ++i) values[i] = roundValue(values[i]);
+}
+
+ML_DISPATCH_X86 void addRounded(const float* in, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += roundValue(in[i]);
+}
+
+ML_DISPATCH_X86 void addUnpacked(const uint16_t* in, float* acc, size_t n) {
+  for (size_t i = 0; i < n; ++i) acc[i] += std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
+}
+
 ML_DISPATCH_X86 void unpack(const uint16_t* in, float* out, size_t n) {
   for (size_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
 }
@@ -186,9 +208,21 @@ void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint1
           int64_t ldb, float* C, int64_t ldc, const float* bias) {
   if (M == 0 || N == 0) return;
 #if MIRRORLAB_HAVE_DNNL
-  if (kernel() == Kernel::OneDnn && K > 0) return oneDnnGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, bias);
+  if (kernel() == Kernel::OneDnn && K > 0) return oneDnnGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, bias, false);
 #endif
   emulatedGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, bias);
+}
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
+          int64_t ldb, uint16_t* C, int64_t ldc) {
+  if (M == 0 || N == 0) return;
+#if MIRRORLAB_HAVE_DNNL
+  if (kernel() == Kernel::OneDnn && K > 0) return oneDnnGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, nullptr, true);
+#endif
+  thread_local std::vector<float> wide;
+  wide.resize(static_cast<size_t>(M * N));
+  emulatedGemm(transA, transB, M, N, K, A, lda, B, ldb, wide.data(), N, nullptr);
+  for (int64_t r = 0; r < M; ++r) pack(wide.data() + r * N, C + r * ldc, static_cast<size_t>(N));
 }
 
 }  // namespace ml::bf16

@@ -32,10 +32,19 @@ void forceEmulated(bool on);
 // in 16 bits); and back (exact).
 void pack(const float* in, uint16_t* out, size_t n);
 void unpack(const uint16_t* in, float* out, size_t n);
+// roundToBfloat16 over an array, in place; and acc[i] += roundToBfloat16(in[i]). The same values as
+// the scalar function, in loops the compiler vectorizes.
+void roundInPlace(float* values, size_t n);
+void addRounded(const float* in, float* acc, size_t n);
+// acc[i] += the bfloat16 value in[i] (exact).
+void addUnpacked(const uint16_t* in, float* acc, size_t n);
 
 // C (M x N, row stride ldc) = op(A) (M x K) * op(B) (K x N) [+ bias (N), per column], row-major
 // operands: op(A) = A (row stride lda) or, with transA, A^T where A is K x M. C is overwritten.
 void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
           int64_t ldb, float* C, int64_t ldc, const float* bias = nullptr);
+// The same product rounded to bfloat16 (to nearest even) as it is written: half the bytes of C.
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
+          int64_t ldb, uint16_t* C, int64_t ldc);
 
 }  // namespace ml::bf16

@@ -223,9 +223,10 @@ void Dense::forwardBf16(const float* x, float* y, int64_t n) {
   parallelSplit(n, [&](int64_t lo, int64_t hi) {
     float* rows = y + lo * out;
     const auto count = static_cast<size_t>((hi - lo) * out);
-    roundTo(precision_, rows, count);
+    bf16::roundInPlace(rows, count);
     activationForward(act_, rows, hi - lo, out);
-    if (act_ != Act::Softmax) roundTo(precision_, rows, count);
+    if (act_ != Act::Softmax && act_ != Act::Relu && act_ != Act::Linear)  // relu and linear keep bfloat16 values
+      bf16::roundInPlace(rows, count);
   });
 }
 
@@ -236,18 +237,15 @@ void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
     float* rows = dz + lo * out;
     if (!fusedSoftmax_) activationBackward(act_, y + lo * out, rows, rows, hi - lo, out);
     const auto count = static_cast<size_t>((hi - lo) * out);
-    roundTo(precision_, rows, count);
+    bf16::roundInPlace(rows, count);
     bf16::pack(rows, dzb_.data() + lo * out, count);  // exact: already rounded
   });
-  dwq_.resize(static_cast<size_t>(in * out));
+  dwb_.resize(static_cast<size_t>(in * out));
   // Columns [lo, hi) of the micro-batch's dW = x^T dz, rounded and added; db's the same columns.
   auto weightColumns = [&](int64_t lo, int64_t hi) {
-    bf16::gemm(true, false, in, hi - lo, n, xb_.data(), in, dzb_.data() + lo, out, dwq_.data() + lo, out);
-    for (int64_t r = 0; r < in; ++r) {
-      float* q = dwq_.data() + r * out;
-      float* g = dw_ + r * out;
-      for (int64_t j = lo; j < hi; ++j) g[j] += roundToBfloat16(q[j]);
-    }
+    bf16::gemm(true, false, in, hi - lo, n, xb_.data(), in, dzb_.data() + lo, out, dwb_.data() + lo, out);  // rounded
+    for (int64_t r = 0; r < in; ++r)
+      bf16::addUnpacked(dwb_.data() + r * out + lo, dw_ + r * out + lo, static_cast<size_t>(hi - lo));
     if (!useBias_) return;
     std::vector<float> sum(static_cast<size_t>(hi - lo), 0.0f);
     for (int64_t r = 0; r < n; ++r)
@@ -257,7 +255,7 @@ void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
   // Columns [lo, hi) of dx = dz W^T (rows lo..hi of W), rounded.
   auto inputColumns = [&](int64_t lo, int64_t hi) {
     bf16::gemm(false, true, n, hi - lo, out, dzb_.data(), out, wb_.data() + lo * out, out, dx + lo, in);
-    for (int64_t r = 0; r < n; ++r) roundTo(precision_, dx + r * in + lo, static_cast<size_t>(hi - lo));
+    for (int64_t r = 0; r < n; ++r) bf16::roundInPlace(dx + r * in + lo, static_cast<size_t>(hi - lo));
   };
   ThreadTeam* team = ThreadTeam::current();
   if (useTeam(team, out))

@@ -55,7 +55,7 @@ class Dense : public Layer {
   // micro-batch's kernel gradient before it is rounded and added to the float32 one.
   std::vector<float> xq_, wq_, dwq_;
   // mixed_bfloat16: the input, kernel and dz as bfloat16 for Bf16Gemm (xq_ and wq_ stay unused).
-  std::vector<uint16_t> xb_, wb_, dzb_;
+  std::vector<uint16_t> xb_, wb_, dzb_, dwb_;
 
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
   void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db

@@ -173,6 +173,40 @@ TEST(Bf16Gemm, OneDnnKernelIsWithinTheBoundAndAgreesWithTheEmulatedOne) {
   }
 }
 
+// The product written as bfloat16 is the float32 product rounded: bit for bit with the emulated
+// kernel; with oneDNN (its own conversion of the same accumulators) within one rounding step, nearly
+// all exactly. Padding past N is left alone.
+TEST(Bf16Gemm, Bfloat16OutputIsTheRoundedFloat32Product) {
+  for (bool emulated : {true, false}) {
+    if (!emulated && bf16::kernel() != bf16::Kernel::OneDnn) continue;
+    ForceEmulated force(emulated);
+    for (const GemmCase& c : {GemmCase{true, false, 784, 512, 256, 0, false}, GemmCase{true, false, 37, 19, 53, 3, false}}) {
+      const GemmData d = makeData(c, 21);
+      std::vector<float> f(static_cast<size_t>(c.M * d.ldc), 0.0f);
+      std::vector<uint16_t> b(f.size(), 0xABCD);
+      bf16::gemm(c.transA, c.transB, c.M, c.N, c.K, d.A.data(), d.lda, d.B.data(), d.ldb, f.data(), d.ldc);
+      bf16::gemm(c.transA, c.transB, c.M, c.N, c.K, d.A.data(), d.lda, d.B.data(), d.ldb, b.data(), d.ldc);
+      size_t exact = 0, total = 0;
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < d.ldc; ++j) {
+          const size_t e = static_cast<size_t>(i * d.ldc + j);
+          if (j >= c.N) {
+            ASSERT_EQ(b[e], 0xABCD) << "wrote past N";
+            continue;
+          }
+          const float got = std::bit_cast<float>(static_cast<uint32_t>(b[e]) << 16), want = roundToBfloat16(f[e]);
+          ASSERT_LE(std::fabs(got - want), std::fabs(want) * 0x1p-7f + 1e-30f) << i << "," << j;
+          exact += got == want ? 1 : 0;
+          ++total;
+        }
+      if (emulated)
+        EXPECT_EQ(exact, total);
+      else
+        EXPECT_GE(exact, total * 99 / 100) << bf16::kernelDescription();
+    }
+  }
+}
+
 int threadsOfThisProcess() {
   std::ifstream status("/proc/self/status");
   std::string line;
