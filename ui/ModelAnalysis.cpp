@@ -10,6 +10,7 @@
 #include "backend/DeviceList.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/LayerFactory.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 
@@ -142,6 +143,11 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
     }
     a.optimizerBytes = static_cast<double>(a.optimizerParams) * sizeof(float) * a.optimizerSlots;
     a.activationBytes = static_cast<double>(m.activationBytes(a.perReplicaBatch));
+    if (const auto policy = ml::parsePrecision(p.training.precision); policy && *policy != ml::Precision::Float32) {
+      a.precision = p.training.precision;
+      ml::applyPrecision(m, *policy);
+      a.lowPrecisionBytes = static_cast<double>(m.lowPrecisionBytes(a.perReplicaBatch));
+    }
     return a;
   } catch (const ml::UserError& e) {
     a.error = e.what();

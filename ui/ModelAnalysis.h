@@ -33,7 +33,9 @@ struct ModelAnalysis {
   bool shardedOptimizer = false;  // ZeRO stage 1 over several replicas: optimizerBytes is one replica's share
   int64_t optimizerParams = 0;    // parameters whose optimizer state the fullest replica keeps
   double paramBytes = 0, gradBytes = 0, optimizerBytes = 0, activationBytes = 0;
-  double totalBytes() const { return paramBytes + gradBytes + optimizerBytes + activationBytes; }
+  std::string precision = "float32";  // the project's policy
+  double lowPrecisionBytes = 0;       // a mixed policy's working copies (Layer::lowPrecisionBytes)
+  double totalBytes() const { return paramBytes + gradBytes + optimizerBytes + activationBytes + lowPrecisionBytes; }
 };
 
 ModelAnalysis analyzeModel(const ml::Project& project);

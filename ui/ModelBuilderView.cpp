@@ -417,8 +417,11 @@ void ModelBuilderView::refreshSummary() {
     return;
   }
   const auto& opt = doc_->project().training.optimizer;
+  const QString low = a.lowPrecisionBytes > 0
+                          ? tr(" + %1 working copies %2").arg(q(a.precision), q(ml::formatBytes(a.lowPrecisionBytes)))
+                          : QString();
   memory_->setText(tr("<b>Memory per replica</b> at batch %1 (%2): weights %3 + gradients %4 + optimizer state %5 "
-                      "(%6, %7 slot%8%11) + activations %9 = <b>%10</b>")
+                      "(%6, %7 slot%8%11) + activations %9%12 = <b>%10</b>")
                        .arg(a.perReplicaBatch)
                        .arg(a.replicas == 1 ? tr("1 replica") : tr("%1 replicas").arg(a.replicas))
                        .arg(q(ml::formatBytes(a.paramBytes)), q(ml::formatBytes(a.gradBytes)),
@@ -426,7 +429,7 @@ void ModelBuilderView::refreshSummary() {
                        .arg(a.optimizerSlots)
                        .arg(a.optimizerSlots == 1 ? QString() : QStringLiteral("s"))
                        .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes())),
-                            a.shardedOptimizer ? tr(", sharded: 1/%1 per replica").arg(a.replicas) : QString()));
+                            a.shardedOptimizer ? tr(", sharded: 1/%1 per replica").arg(a.replicas) : QString(), low));
 }
 
 void ModelBuilderView::updateButtons() {

@@ -205,6 +205,22 @@ void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int6
   if (dx) roundTo(precision_, dx, static_cast<size_t>(n * inFeatures()));
 }
 
+int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {
+  const int64_t K = kernelSize(), F = filters_, rows = chunkRows(batch) * g_.oh * g_.ow;
+  const int64_t common = 4 * (K + F);  // dwq, dbq: the micro-batch's gradients summed over chunks
+  switch (precision_) {
+    case Precision::Float32: return 0;
+    case Precision::MixedBfloat16: return common + 4 * K + 2 * (K + rows * patch() + rows * F);  // dwChunk; wb, colsb, dzb
+    case Precision::MixedFloat16: return common + 4 * K;                                         // wq
+  }
+  return 0;
+}
+
+int64_t Conv2D::lowPrecisionBytesInUse() const {
+  return static_cast<int64_t>(4 * (wq_.size() + dwq_.size() + dbq_.size() + dwChunk_.size()) +
+                              2 * (wb_.size() + colsb_.size() + dzb_.size()));
+}
+
 bool Conv2D::gradientsFinite() const {
   return allFinite(dw_, static_cast<size_t>(kernelSize())) && (!useBias_ || allFinite(db_, static_cast<size_t>(filters_)));
 }

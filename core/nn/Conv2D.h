@@ -24,6 +24,8 @@ class Conv2D : public Layer {
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   bool gradientsFinite() const override;
+  int64_t lowPrecisionBytes(int64_t batch) const override;
+  int64_t lowPrecisionBytesInUse() const override;
   nlohmann::json args() const override;
 
   int64_t filters() const { return filters_; }

@@ -269,6 +269,21 @@ void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
     inputColumns(0, in);
 }
 
+int64_t Dense::lowPrecisionBytes(int64_t batch) const {
+  const int64_t in = inFeatures(), out = units_;
+  switch (precision_) {
+    case Precision::Float32: return 0;
+    case Precision::MixedBfloat16: return 2 * (batch * in + in * out + batch * out + in * out);  // xb, wb, dzb, dwb
+    case Precision::MixedFloat16: return 4 * (batch * in + 2 * in * out);                        // xq, wq, dwq
+  }
+  return 0;
+}
+
+int64_t Dense::lowPrecisionBytesInUse() const {
+  return static_cast<int64_t>(4 * (xq_.size() + wq_.size() + dwq_.size()) +
+                              2 * (xb_.size() + wb_.size() + dzb_.size() + dwb_.size()));
+}
+
 bool Dense::gradientsFinite() const {
   // The whole kernel gradient: a NaN input swallowed by a relu (NaN > 0 is false) leaves the loss
   // and the bias gradient finite but poisons dW = x^T dz.

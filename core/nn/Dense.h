@@ -20,6 +20,8 @@ class Dense : public Layer {
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   nlohmann::json args() const override;
   bool gradientsFinite() const override;
+  int64_t lowPrecisionBytes(int64_t batch) const override;
+  int64_t lowPrecisionBytesInUse() const override;
 
   Act activation() const { return act_; }
   // Set by the model when the loss takes the softmax gradient itself (fused softmax + cross-entropy):

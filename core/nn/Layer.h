@@ -65,6 +65,11 @@ class Layer {
   virtual bool needsReplicaSum() const { return false; }
   // False when this pass left a non-finite parameter gradient.
   virtual bool gradientsFinite() const { return true; }
+  // What a mixed-precision policy adds per replica at this batch: the layer's low-precision working
+  // copies (rounded or bfloat16 inputs, kernel and gradients); 0 under float32. And the bytes its
+  // working copies hold now (tests compare the two after a step).
+  virtual int64_t lowPrecisionBytes(int64_t /*batch*/) const { return 0; }
+  virtual int64_t lowPrecisionBytesInUse() const { return 0; }
   // A layer whose output is its input (Flatten): the model skips the copy.
   virtual bool isReshape() const { return false; }
   // Arguments as in the project file, for summary and weights files.

@@ -196,6 +196,12 @@ int64_t Sequential::activationBytes(int64_t batch) const {
   return bytes >= 9.2e18 ? INT64_MAX : static_cast<int64_t>(bytes);
 }
 
+int64_t Sequential::lowPrecisionBytes(int64_t batch) const {
+  int64_t bytes = 0;
+  for (const auto& l : layers_) bytes += l->lowPrecisionBytes(batch);
+  return bytes;
+}
+
 uint64_t Sequential::checksum() const { return fnv1a(params_.data(), params_.size() * sizeof(float)); }
 
 }  // namespace ml

@@ -69,6 +69,8 @@ class Sequential {
   std::vector<LayerSummary> summary() const;
   // Bytes a replica needs for a batch of `batch`: params, grads, activations and their gradients.
   int64_t activationBytes(int64_t batch) const;
+  // The low-precision working copies of a mixed policy (Layer::lowPrecisionBytes), summed.
+  int64_t lowPrecisionBytes(int64_t batch) const;
   // FNV-1a over the parameter bytes: equal checksums = bit-identical replicas.
   uint64_t checksum() const;
 

@@ -64,10 +64,12 @@ std::string formatSummary(const Sequential& model, const std::string& name, int6
   o << "Non-trainable params: " << withThousands(frozen) << " (" << formatBytes(static_cast<double>(frozen) * 4) << ")\n"
     << line << "\n";
   const double params = static_cast<double>(p) * 4;
+  const double low = static_cast<double>(model.lowPrecisionBytes(batch));
   o << "Memory per replica at batch " << batch << ": " << formatBytes(params) << " weights + " << formatBytes(params)
     << " gradients + " << formatBytes(params * slots) << " optimizer state + "
-    << formatBytes(static_cast<double>(model.activationBytes(batch)))
-    << " activations = " << formatBytes(params * (2 + slots) + static_cast<double>(model.activationBytes(batch))) << "\n";
+    << formatBytes(static_cast<double>(model.activationBytes(batch))) << " activations"
+    << (low > 0 ? " + " + formatBytes(low) + " mixed-precision working copies" : std::string()) << " = "
+    << formatBytes(params * (2 + slots) + static_cast<double>(model.activationBytes(batch)) + low) << "\n";
   return o.str();
 }
 

@@ -17,6 +17,7 @@
 #include "ProjectDocument.h"
 #include "UiTestUtil.h"
 #include "distribute/MirroredStrategy.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 
@@ -251,6 +252,30 @@ class ModelBuilderTest : public QObject {
     w.document()->undoStack()->undo();
     QVERIFY(!shard->isChecked());
     QCOMPARE(w.modelBuilder()->analysis().optimizerBytes, full);
+  }
+
+  // A mixed policy adds its working copies to the live summary's memory: the model's own figure at
+  // the per-replica batch, named with the policy; float32 adds none.
+  void mixedPrecisionWorkingCopiesAreInTheMemoryPerReplica() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    auto* memory = w.findChild<QLabel*>(QStringLiteral("MemoryPerReplica"));
+    QVERIFY(!memory->text().contains(QStringLiteral("working copies")));
+    QCOMPARE(w.modelBuilder()->analysis().lowPrecisionBytes, 0.0);
+    ml::Project p = w.document()->project();
+    p.training.precision = "mixed_bfloat16";
+    w.document()->edit(QStringLiteral("precision"), p);
+    const auto& a = w.modelBuilder()->analysis();
+    ml::Sequential m(p.model);
+    ml::applyPrecision(m, ml::Precision::MixedBfloat16);
+    const double bytes = static_cast<double>(m.lowPrecisionBytes(a.perReplicaBatch));
+    QVERIFY(bytes > 0);
+    QCOMPARE(a.lowPrecisionBytes, bytes);
+    QVERIFY2(memory->text().contains(QStringLiteral("mixed_bfloat16 working copies ") +
+                                     QString::fromStdString(ml::formatBytes(bytes))),
+             qPrintable(memory->text()));
+    QVERIFY2(memory->text().contains(QString::fromStdString(ml::formatBytes(a.totalBytes()))), qPrintable(memory->text()));
   }
 };
 

@@ -207,5 +207,41 @@ TEST(Conv2DPrecision, LowPrecisionRoundsComputeButKeepsFloat32Weights) {
   }
 }
 
+// The memory a mixed policy adds, as the live summary shows it, is what the layers hold after a
+// forward and backward at that batch: Dense and Conv2D (with two im2col chunks), both policies;
+// nothing under float32.
+TEST(PrecisionMemory, PredictedWorkingCopiesAreWhatTheLayersHoldAfterAStep) {
+  for (Precision p : {Precision::Float32, Precision::MixedBfloat16, Precision::MixedFloat16}) {
+    SCOPED_TRACE(toString(p));
+    Dense d(24, Act::Relu);
+    d.name = "dense";
+    d.build({40});
+    Conv2D c(16, Window{3, 3, 1, 1, true}, Act::Relu, true, "glorot_uniform", "zeros");
+    c.name = "conv2d";
+    c.build({64, 64, 8});  // 64*64 positions x 72 values: 294,912 floats per sample, chunks of 7 samples
+    for (Layer* l : {static_cast<Layer*>(&d), static_cast<Layer*>(&c)}) {
+      const int64_t n = 10;  // two im2col chunks (7 + 3)
+      std::vector<float> params(static_cast<size_t>(l->paramCount())), grads(params.size(), 0.0f);
+      l->bind(params.data(), grads.data());
+      l->initialize(1);
+      if (auto* dd = dynamic_cast<Dense*>(l)) dd->setPrecision(p);
+      if (auto* cc = dynamic_cast<Conv2D*>(l)) cc->setPrecision(p);
+      std::vector<float> x(static_cast<size_t>(n * l->inFeatures()), 0.5f), y(static_cast<size_t>(n * l->outFeatures()));
+      std::vector<float> dy(y.size(), 0.1f), dx(x.size());
+      StepContext ctx;
+      ctx.training = true;
+      EXPECT_EQ(l->lowPrecisionBytesInUse(), 0) << l->type();
+      l->forward(x.data(), y.data(), n, ctx);
+      l->backward(x.data(), y.data(), dy.data(), dx.data(), n, ctx);
+      EXPECT_EQ(l->lowPrecisionBytes(n), l->lowPrecisionBytesInUse()) << l->type();
+      if (p == Precision::Float32) {
+        EXPECT_EQ(l->lowPrecisionBytes(n), 0) << l->type();
+      } else {
+        EXPECT_GT(l->lowPrecisionBytes(n), 0) << l->type();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ml
