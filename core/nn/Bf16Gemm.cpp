@@ -28,9 +28,15 @@ thread_local std::vector<float> tWideA, tWideB;
 
 void emulatedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
                   int64_t ldb, float* C, int64_t ldc, const float* bias) {
-  const int64_t rowsA = transA ? K : M, rowsB = transB ? N : K;
-  tWideA.resize(static_cast<size_t>(rowsA * lda));
-  tWideB.resize(static_cast<size_t>(rowsB * ldb));
+  // Widen exactly the elements the product reads: an operand may be a block of a larger matrix (a
+  // team's columns), so its last row ends at its own last column, not at the leading dimension.
+  const int64_t rowsA = transA ? K : M, colsA = transA ? M : K;
+  const int64_t rowsB = transB ? N : K, colsB = transB ? K : N;
+  const auto extent = [](int64_t rows, int64_t cols, int64_t ld) {
+    return rows > 0 && cols > 0 ? static_cast<size_t>((rows - 1) * ld + cols) : size_t{0};
+  };
+  tWideA.resize(extent(rowsA, colsA, lda));
+  tWideB.resize(extent(rowsB, colsB, ldb));
   unpack(A, tWideA.data(), tWideA.size());
   unpack(B, tWideB.data(), tWideB.size());
   if (bias)
