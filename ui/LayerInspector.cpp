@@ -26,7 +26,8 @@ QStringList activationNames() {
 
 static QStringList initializerNames() {
   return {QStringLiteral("glorot_uniform"), QStringLiteral("glorot_normal"), QStringLiteral("he_uniform"),
-          QStringLiteral("he_normal"),      QStringLiteral("zeros"),         QStringLiteral("ones")};
+          QStringLiteral("he_normal"),      QStringLiteral("random_normal"), QStringLiteral("random_uniform"),
+          QStringLiteral("zeros"),          QStringLiteral("ones")};
 }
 
 static const ml::LayerKind* kindOf(const std::string& type) {

@@ -5,10 +5,12 @@
 
 #include "JsonFile.h"
 #include "distribute/Faults.h"
+#include "nn/Precision.h"
 #include "project/SharedData.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +36,11 @@ Project LessonExperiment::apply(const Project& base) const {
   if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
   p.distribute.faults = faults;
+  if (!precision.empty()) p.training.precision = precision;
+  if (lossScale) {
+    p.training.lossScaling = *lossScale > 0;
+    if (*lossScale > 0) p.training.lossScale = *lossScale;
+  }
   return p;
 }
 
@@ -85,7 +92,7 @@ struct LessonReader : JsonFieldReader {
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
   r.onlyKeys(e, path,
              {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
-              "steps", "faults"});
+              "steps", "faults", "precision", "loss_scale"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   if (!isName(x.label, "_"))
@@ -113,6 +120,18 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
   x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
+  x.precision = r.text(e, path, "precision", false, "float32, mixed_bfloat16 or mixed_float16");
+  if (!x.precision.empty() && !parsePrecision(x.precision))
+    r.fail(path + ".precision", "is '" + clipText(x.precision, 40) + "' (allowed: float32, mixed_bfloat16, mixed_float16)");
+  if (e.contains("loss_scale")) {
+    const json& v = e.at("loss_scale");
+    if (v.is_string() && v.get<std::string>() == "none")
+      x.lossScale = 0.0;
+    else if (v.is_number() && v.get<double>() > 0 && std::isfinite(v.get<double>()))
+      x.lossScale = v.get<double>();
+    else
+      r.fail(path + ".loss_scale", "must be a positive initial scale such as 32768, or \"none\", got " + shortDump(v));
+  }
   if (e.contains("faults")) {
     const json& f = e.at("faults");
     if (!f.is_array()) r.fail(path + ".faults", "must be a list such as [\"slow:cpu:1=3x\"]");
@@ -273,7 +292,8 @@ std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
   static const char* perExperiment[] = {
       "final_acc",         "final_loss",      "train_loss", "steps",           "seconds",  "samples_per_sec", "step_ms",
       "sync_share",        "allreduce_share", "wait_share", "checksums_equal", "checksum", "replicas",        "global_batch",
-      "per_replica_batch", "shard_sizes",     "lr",         "steps_per_epoch", "status",   "max_wait_ms",     "min_wait_ms"};
+      "per_replica_batch", "shard_sizes",     "lr",         "steps_per_epoch", "status",   "max_wait_ms",     "min_wait_ms",
+      "skipped_steps",     "loss_scale",      "first_loss"};
   static const char* perDeviceCount[] = {"speedup", "efficiency", "sync_share", "step_ms", "samples_per_sec"};
   std::vector<std::string> names = {"checksums_equal", "params", "gradient_kib", "host_cores", "experiments"};
   std::set<int> counts;

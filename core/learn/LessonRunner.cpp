@@ -99,6 +99,14 @@ void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   f["max_wait_ms" + s] = {most, formatNumber("%.2f", most)};
   f["min_wait_ms" + s] = {least, formatNumber("%.2f", least)};
   f["checksums_equal" + s] = yesNo(checksumsEqual(o));
+  // Mixed precision: the loss scale's story (0 without loss scaling), and how far the loss fell.
+  int64_t skipped = 0;
+  for (const auto& st : o.steps) skipped += st.skipped ? 1 : 0;
+  f["skipped_steps" + s] = integer(skipped);
+  const double lastScale = o.steps.empty() ? 0 : o.steps.back().lossScale;
+  f["loss_scale" + s] = {lastScale, lastScale > 0 ? formatNumber("%.0f", lastScale) : std::string("none")};
+  const double firstLoss = o.steps.empty() ? 0 : o.steps.front().loss;
+  f["first_loss" + s] = {firstLoss, formatNumber("%.4f", firstLoss)};
   std::set<uint64_t> distinct;
   std::string hex = "-";
   if (!o.epochs.empty() && !o.epochs.back().checksums.empty()) {

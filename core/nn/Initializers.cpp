@@ -8,10 +8,12 @@
 namespace ml {
 
 void validateInitializer(const std::string& name, const std::string& where) {
-  for (const char* ok : {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "zeros", "ones"})
+  for (const char* ok :
+       {"glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "random_normal", "random_uniform", "zeros", "ones"})
     if (name == ok) return;
   throw UserError(where + ": unknown initializer '" + name +
-                  "' (allowed: glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, ones)");
+                  "' (allowed: glorot_uniform, glorot_normal, he_uniform, he_normal, random_normal, random_uniform, zeros, "
+                  "ones)");
 }
 
 void initialize(const std::string& name, float* w, int64_t count, int64_t fanIn, int64_t fanOut, uint64_t seed) {
@@ -38,6 +40,10 @@ void initialize(const std::string& name, float* w, int64_t count, int64_t fanIn,
     uniform(std::sqrt(6.0 / static_cast<double>(fanIn)));
   else if (name == "he_normal")
     truncatedNormal(std::sqrt(2.0 / static_cast<double>(fanIn)));
+  else if (name == "random_normal")  // Keras' RandomNormal(): mean 0, stddev 0.05, not truncated
+    for (int64_t i = 0; i < count; ++i) w[i] = static_cast<float>(0.05 * rng.normal());
+  else if (name == "random_uniform")  // Keras' RandomUniform(): from -0.05 to 0.05
+    uniform(0.05);
   else if (name == "zeros")
     std::fill(w, w + count, 0.0f);
   else if (name == "ones")

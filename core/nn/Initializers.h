@@ -1,5 +1,7 @@
 // Keras' initialisers for a (fanIn, fanOut) kernel: glorot_uniform (default), glorot_normal,
-// he_uniform, he_normal, zeros, ones. The *_normal ones are truncated at 2 std like Keras.
+// he_uniform, he_normal, random_normal, random_uniform, zeros, ones. glorot_normal and he_normal
+// are truncated at 2 std like Keras; random_normal (stddev 0.05) and random_uniform (+-0.05) take
+// Keras' defaults and ignore the fans.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -70,7 +70,7 @@ TEST(Lessons, AllShippedLessonsLoad) {
   ASSERT_GE(lessons.size(), 5u);
   const std::vector<std::string> want = {"copies-and-shards",    "gradients-averaged", "scale-learning-rate",
                                          "devices-not-accuracy", "speedup-not-linear", "linear-scaling-rule",
-                                         "one-slow-device"};
+                                         "one-slow-device",      "loss-scaling"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
   for (const auto& l : lessons) {
     SCOPED_TRACE(l.sourcePath);
@@ -143,6 +143,19 @@ TEST(Lessons, BadFilesNameTheFileAndTheField) {
     FAIL() << "broken JSON loaded";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("broken.json: not valid JSON"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Lessons, BadPrecisionOrLossScaleNamesTheExperimentField) {
+  json j = validLesson();
+  j["experiments"][0]["precision"] = "fp16";
+  EXPECT_NE(loadError(j).find("experiments[0].precision is 'fp16' (allowed: float32, mixed_bfloat16, mixed_float16)"),
+            std::string::npos)
+      << loadError(j);
+  for (const json& bad : {json(0), json(-1), json("dynamic")}) {
+    j = validLesson();
+    j["experiments"][0]["loss_scale"] = bad;
+    EXPECT_NE(loadError(j).find("experiments[0].loss_scale must be a positive initial scale"), std::string::npos) << loadError(j);
   }
 }
 
@@ -259,6 +272,39 @@ TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
   // The fast replica waits for the slow one: most of the extra time.
   EXPECT_GT(out.figures.at("max_wait_ms_slow").value, 0.5 * (slowStep - evenStep));
   EXPECT_LT(out.figures.at("min_wait_ms_slow").value, 0.25 * out.figures.at("max_wait_ms_slow").value);
+}
+
+// The loss-scaling lesson: its experiments set the precision and the scale, and the figures are
+// the runs': float16 from 2^24 skips steps (on both replicas alike) and halves once per skipped
+// step; float32, bfloat16 and float16 without scaling skip none.
+TEST(LessonRunner, LossScalingLessonSkipsAndHalvesFromATooLargeScale) {
+  Lesson lesson = shipped("loss-scaling");
+  const Project scaled = lesson.experiments.at(2).apply(lesson.project);
+  EXPECT_EQ(scaled.training.precision, "mixed_float16");
+  EXPECT_TRUE(scaled.training.lossScaling);
+  EXPECT_EQ(scaled.training.lossScale, 16777216.0);
+  EXPECT_FALSE(lesson.experiments.at(1).apply(lesson.project).training.lossScaling);
+  LessonRunnerOptions opts;
+  opts.maxSteps = 30;
+  LessonRunner runner(lesson, opts);
+  const LessonOutcome out = runner.run();
+  ASSERT_TRUE(out.completed) << out.message;
+  expectAllFilled(out);
+  const auto& f = out.figures;
+  const double skipped = f.at("skipped_steps_f16scaled").value;
+  EXPECT_GE(skipped, 1);
+  EXPECT_LT(skipped, 30);
+  // No growth within 30 steps (2,000 finite steps double it): one halving per skipped step.
+  EXPECT_EQ(f.at("loss_scale_f16scaled").value, 16777216.0 / std::ldexp(1.0, static_cast<int>(skipped)));
+  for (const char* label : {"f32", "f16none", "bf16"}) {
+    EXPECT_EQ(f.at(std::string("skipped_steps_") + label).value, 0) << label;
+    EXPECT_EQ(f.at(std::string("loss_scale_") + label).text, "none") << label;
+  }
+  EXPECT_EQ(f.at("checksums_equal_f16scaled").text, "yes");
+  const auto& steps = out.experiments.at(2).steps;
+  ASSERT_FALSE(steps.empty());
+  EXPECT_TRUE(steps.front().skipped) << "2^24 overflows at once";
+  EXPECT_EQ(steps.front().lossScale, 16777216.0);
 }
 
 TEST(LessonRunner, CancelBeforeRunStopsAtOnce) {

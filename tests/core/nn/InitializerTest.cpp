@@ -81,6 +81,18 @@ TEST(Initializers, HeUniformRangeAndVariance) {
   EXPECT_NEAR(s.var, 2.0 / kFanIn, 0.03 * 2.0 / kFanIn);
 }
 
+TEST(Initializers, RandomNormalAndUniformTakeKerasDefaults) {
+  const Stats n = stats(init("random_normal", 5));
+  EXPECT_NEAR(n.mean, 0.0, 0.002);
+  EXPECT_NEAR(n.var, 0.05 * 0.05, 0.05 * 0.05 * 0.05);
+  EXPECT_GT(n.maxV, 3 * 0.05) << "not truncated at 2 std";
+  const Stats u = stats(init("random_uniform", 6));
+  EXPECT_GE(u.minV, -0.05);
+  EXPECT_LE(u.maxV, 0.05);
+  EXPECT_GT(u.maxV, 0.049);
+  EXPECT_NEAR(u.var, 0.05 * 0.05 / 3, 0.03 * 0.05 * 0.05 / 3);
+}
+
 TEST(Initializers, ZerosAndOnes) {
   for (float v : init("zeros", 1, 3, 4)) EXPECT_EQ(v, 0.0f);
   for (float v : init("ones", 1, 3, 4)) EXPECT_EQ(v, 1.0f);
