@@ -125,6 +125,20 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
     p.distribute.shardOptimizer = on;
     doc_->edit(on ? tr("Shard the optimizer") : tr("Update the whole model on every replica"), p);
   });
+  wireBf16_ = new QCheckBox(tr("Send the gradients as bfloat16 (half the bytes; changes the results)"), ar);
+  wireBf16_->setObjectName(QStringLiteral("allreduceBfloat16"));
+  wireBf16_->setToolTip(
+      tr("Every value that crosses between replicas is rounded to bfloat16 (8 significant bits): each replica's "
+         "gradient before it is sent and every partial sum, as NCCL does with a bfloat16 buffer. The all-reduce moves "
+         "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
+         "Host collectives (CPU devices) in one process."));
+  av->addWidget(wireBf16_);
+  connect(wireBf16_, &QCheckBox::toggled, this, [this](bool on) {
+    if (refreshing_) return;
+    ml::Project p = doc_->project();
+    p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
+    doc_->edit(on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32"), p);
+  });
   v->addWidget(ar);
 
   // Several workers (processes, one per machine): mirrorlab-cli starts them under mpirun.
@@ -269,6 +283,9 @@ void DevicesView::refresh() {
                            .arg(mpirunCommand()));
   shard_->setChecked(d.shardOptimizer);
   shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
+  const bool wire = d.allreduceDtype == "bfloat16";
+  wireBf16_->setChecked(wire);
+  wireBf16_->setEnabled(error.isEmpty() && ((!gpu && d.workers == 1) || wire));  // GPUs, workers: only to untick it
   const int n = gpu ? 0 : cpuCount_->value();
   QStringList chips;
   for (int i = 0; i < n; ++i)
@@ -298,6 +315,11 @@ void DevicesView::refresh() {
                   : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "
                        "parameters are all-gathered.")
                         .arg(list.size());
+    if (wire && list.size() > 1)
+      plan += gpu || d.workers > 1
+                  ? tr(" bfloat16 on the wire runs on CPU devices in one process only: untick it to train here.")
+                  : tr(" Gradients cross as bfloat16: half the all-reduce's bytes, and the weights differ slightly from a "
+                       "float32 all-reduce's.");
     path_->setText(plan);
   }
   refreshing_ = false;

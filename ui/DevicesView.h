@@ -48,6 +48,7 @@ class DevicesView : public QWidget {
   QLabel* chips_;
   QButtonGroup* algo_;
   QSpinBox* bucket_;
+  QCheckBox* wireBf16_ = nullptr;
   QCheckBox* shard_;
   QSpinBox* workers_;
   QPushButton* copyCommand_;

@@ -20,6 +20,7 @@
 #include "JsonFile.h"
 #include "backend/DeviceList.h"
 #include "data/Dataset.h"
+#include "distribute/AllReduce.h"
 #include "learn/CodeGen.h"
 #include "learn/CostModel.h"
 #include "learn/Lesson.h"
@@ -56,6 +57,7 @@ struct LearnArgs {
   std::optional<int64_t> batch;
   bool perDevice = false;
   int64_t profileSteps = 20;
+  std::optional<std::string> allreduceDtype;  // what-if: the gradients' format (default: the project's)
 };
 
 bool allDigits(const std::string& s) {
@@ -244,7 +246,10 @@ ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
 
 int whatIf(LearnArgs& a) {
   ml::Project project;
-  const ml::ComputeProfile prof = profileFor(a, project);
+  ml::ComputeProfile prof = profileFor(a, project);
+  // The bytes of one all-reduce: two per parameter when the gradients cross as bfloat16.
+  const auto dtype = ml::parseAllReduceDtype(a.allreduceDtype.value_or(project.distribute.allreduceDtype));
+  prof.gradientBytes = prof.gradientBytes / 4 * ml::bytesPerValue(dtype);
   const int workers = a.workers > 0 ? a.workers : a.measuredWorkers;
   ml::WhatIfOptions o;
   o.devices = parseCounts(a.devices);
@@ -268,9 +273,9 @@ int whatIf(LearnArgs& a) {
   if (workers > 1)
     std::printf("%d workers (machines), each with the device counts below, joined by %s (%.3g GB/s, %.3g us per message)\n",
                 workers, o.crossLink.name.c_str(), o.crossLink.bandwidth / 1e9, o.crossLink.latency * 1e6);
-  std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of gradients\n", r.link.name.c_str(),
+  std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of %s gradients\n", r.link.name.c_str(),
               r.link.bandwidth / 1e9, r.link.latency * 1e6, ml::toString(r.algo),
-              static_cast<double>(prof.gradientBytes) / 1024.0);
+              static_cast<double>(prof.gradientBytes) / 1024.0, ml::toString(dtype));
   std::printf("compute (measured, %s): forward %.3g us + backward %.3g us per sample, optimizer %.3g ms per step\n",
               prof.source.c_str(), prof.forwardPerSample * 1e6, prof.backwardPerSample * 1e6, prof.optimizerPerStep * 1e3);
   std::printf("\n%7s %7s %8s %11s %13s %11s %9s %11s %9s %10s %7s  %s\n", "devices", "global", "per-dev", "compute ms",
@@ -343,6 +348,9 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
   w->add_option("--algo", a->algo, "ring | reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
   w->add_option("--overlap", a->overlap, "Share of the all-reduce hidden behind backward, 0..1 (default 0)")
       ->check(CLI::Range(0.0, 1.0));
+  w->add_option("--allreduce-dtype", a->allreduceDtype,
+                "Gradients on the wire: float32 or bfloat16 (half the bytes; default: the project's or run's)")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
   w->add_option("--batch", a->batch, "Batch (default: the project's)");
   w->add_flag("--per-device", a->perDevice, "The batch is per device (the global batch grows with N)");
   w->add_option("--steps", a->profileSteps, "Steps of the measuring run for a project (default 20)");

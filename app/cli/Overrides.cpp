@@ -85,6 +85,10 @@ void Overrides::addTo(CLI::App* c, bool training) {
                 "All-reduce algorithm: ring or reduce-to-one (nccl on GPUs); across workers (mpirun) hierarchical, the "
                 "default there, or mpi (flat: one replica per worker)")
       ->check(CLI::IsMember({"ring", "reduce-to-one", "nccl", "hierarchical", "mpi"}));
+  c->add_option("--allreduce-dtype", allreduceDtype,
+                "Format of the gradients between replicas: float32 (default) or bfloat16 (half the all-reduce's bytes; "
+                "changes the results). One process, CPU devices")
+      ->check(CLI::IsMember({"float32", "bfloat16"}));
   c->add_option("--bucket-kb", bucketKb, "All-reduce bucket size in KiB")->check(positiveWhole());
   c->add_flag("--shard-optimizer", shardOptimizer,
               "Sharded optimizer update (ZeRO stage 1): each replica updates 1/N of the parameters and keeps 1/N of the "
@@ -128,6 +132,7 @@ void Overrides::apply(ml::Project& p) const {
   }
   if (lossScaleGrowthSteps) p.training.lossScaleGrowthSteps = *lossScaleGrowthSteps;
   if (allreduce) p.distribute.allreduce = *allreduce;
+  if (allreduceDtype) p.distribute.allreduceDtype = *allreduceDtype;
   if (bucketKb) {
     if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22))
       throw ml::UserError("--bucket-kb must be from 1 to 4194304 (4 GiB), got " + std::to_string(*bucketKb));

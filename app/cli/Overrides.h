@@ -19,7 +19,7 @@ struct Overrides {
   std::optional<int> epochs;
   std::optional<int64_t> batchSize, perDeviceBatch;
   std::optional<double> lr;
-  std::optional<std::string> optimizer, devices, lrScaling, allreduce, dataPath;
+  std::optional<std::string> optimizer, devices, lrScaling, allreduce, allreduceDtype, dataPath;
   std::optional<uint64_t> seed;
   std::optional<double> warmupEpochs;
   std::optional<int> accumulate, threadsPerDevice;

@@ -3,11 +3,25 @@
 #include <algorithm>
 
 #include "Error.h"
+#include "nn/Bf16Gemm.h"
 
 namespace ml {
 
 AllReduce::AllReduce(int participants)
     : n_(participants), barrier_(participants), slots_(static_cast<size_t>(participants), nullptr) {}
+
+AllReduceDtype parseAllReduceDtype(const std::string& name) {
+  if (name == "float32") return AllReduceDtype::Float32;
+  if (name == "bfloat16") return AllReduceDtype::Bfloat16;
+  throw UserError("unknown all-reduce dtype '" + name +
+                  "' (allowed: float32, the default, or bfloat16: half the bytes on the wire, and results change)");
+}
+
+const char* toString(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? "bfloat16" : "float32"; }
+
+void AllReduce::toWire(float* values, size_t n) const {
+  if (dtype_ == AllReduceDtype::Bfloat16) bf16::roundInPlace(values, n);
+}
 
 // The host-memory algorithms, by the name a project gives: adding one is one line here.
 namespace {
@@ -36,9 +50,12 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
 // chunk (r-1-s) mod n of its predecessor into its own; nobody writes that chunk of the
 // predecessor in the same step, so a barrier between steps is all the synchronisation needed.
 // After n-1 steps rank r owns the complete sum of chunk (r+1) mod n; all-gather step s: rank r
-// copies chunk (r-s) mod n from its predecessor.
+// copies chunk (r-s) mod n from its predecessor. In bfloat16, each rank rounds its buffer before
+// the first step and every sum it forms (which it sends on, or owns at the end, for the
+// all-gather to send): chunk c's sum is R(..R(R(x_c) + R(x_c+1)).. + R(x_c+n-1)), R rounding.
 const float* RingAllReduce::scatter(int rank, std::span<float> data) {
   const int n = n_;
+  toWire(data.data(), data.size());
   slots_[static_cast<size_t>(rank)] = data.data();
   barrier_.arriveAndWait();
   const size_t len = data.size();
@@ -51,6 +68,7 @@ const float* RingAllReduce::scatter(int rank, std::span<float> data) {
     float* __restrict dst = mine;
     const float* __restrict src = pbuf;
     for (size_t i = a; i < b; ++i) dst[i] += src[i];
+    toWire(dst + a, b - a);
     barrier_.arriveAndWait();
   }
   return pbuf;
@@ -75,9 +93,12 @@ bool RingAllReduce::reduceScatter(int rank, std::span<float> data) {
   return true;
 }
 
+// In bfloat16: every buffer is rounded before replica 0 reads it, and the sum (float32 additions)
+// before the others copy it.
 void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {
   const int n = n_;
   if (n == 1) return;
+  toWire(data.data(), data.size());
   slots_[static_cast<size_t>(rank)] = data.data();
   barrier_.arriveAndWait();
   const size_t len = data.size();
@@ -87,6 +108,7 @@ void ReduceToOneAllReduce::allReduce(int rank, std::span<float> data) {
       const float* __restrict src = slots_[static_cast<size_t>(r)];
       for (size_t i = 0; i < len; ++i) dst[i] += src[i];
     }
+    toWire(dst, len);
   }
   barrier_.arriveAndWait();
   if (rank != 0) std::copy(slots_[0], slots_[0] + len, data.data());

@@ -3,6 +3,7 @@
 // buffer holds the element-wise sum, with identical bits on every replica (each element's sum
 // is computed once, by one participant, then copied).
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,12 +13,29 @@
 
 namespace ml {
 
+// The format of the values that cross between replicas. Bfloat16 halves the bytes of every
+// transfer and changes the result: each replica's gradient is rounded to bfloat16 before it is
+// sent, and every partial sum a participant forwards is rounded again (the additions themselves
+// are float32), as NCCL's ring does with a bfloat16 buffer and PyTorch's bf16_compress_hook asks
+// for. Host memory holds the values in float32 containers, so the simulated devices' own copies
+// move as many bytes as before; the cost model counts two bytes per value.
+enum class AllReduceDtype { Float32, Bfloat16 };
+AllReduceDtype parseAllReduceDtype(const std::string& name);  // float32 | bfloat16; UserError otherwise
+const char* toString(AllReduceDtype d);
+inline int64_t bytesPerValue(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? 2 : 4; }
+
 class AllReduce {
  public:
   explicit AllReduce(int participants);
   virtual ~AllReduce() = default;
   virtual std::string name() const = 0;
-  virtual std::string describe() const { return name() + " over host memory"; }  // the run's start line
+  // The run's start line: "ring over host memory" (", bfloat16 on the wire").
+  virtual std::string describe() const {
+    return name() + " over host memory" + (dtype_ == AllReduceDtype::Bfloat16 ? ", bfloat16 on the wire" : "");
+  }
+  // Before the first call. Algorithms that cannot send bfloat16 throw UserError.
+  virtual void setDtype(AllReduceDtype d) { dtype_ = d; }
+  AllReduceDtype dtype() const { return dtype_; }
   virtual void allReduce(int rank, std::span<float> data) = 0;
   // Reduce-scatter alone, for algorithms that have that phase (ring): on return every
   // participant has finished adding, and chunk c of the buffer (see chunkBegin) holds the
@@ -40,7 +58,10 @@ class AllReduce {
   static int chunkOwner(int c, int n) { return (c - 1 + n) % n; }
 
  protected:
+  // Rounds values that are about to be sent to the wire format (nothing for float32).
+  void toWire(float* values, size_t n) const;
   int n_;
+  AllReduceDtype dtype_ = AllReduceDtype::Float32;
   SpinBarrier barrier_;
   std::vector<float*> slots_;  // each participant's buffer for the current call
 };

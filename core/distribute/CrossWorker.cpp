@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "Error.h"
+#include "FieldNames.h"
+
 namespace ml {
 
 namespace {
@@ -23,6 +26,12 @@ void HierarchicalAllReduce::beginStep(int rank) {
   if (rank != 0) return;
   network_ = 0;
   bucket_ = 0;
+}
+
+void HierarchicalAllReduce::setDtype(AllReduceDtype d) {
+  if (d != AllReduceDtype::Float32)
+    throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(d) +
+                    " across workers is not built yet (MPI sends float32); use float32, or train in one process");
 }
 
 void HierarchicalAllReduce::allReduce(int rank, std::span<float> data) {

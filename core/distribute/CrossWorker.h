@@ -20,6 +20,7 @@ class HierarchicalAllReduce : public AllReduce {
   std::string name() const override { return participants() == 1 ? "mpi" : "hierarchical"; }
   std::string describe() const override;
   void allReduce(int rank, std::span<float> data) override;
+  void setDtype(AllReduceDtype d) override;  // float32 only, so far
   void beginStep(int rank) override;
   double networkSeconds(int rank) const override { return rank == 0 ? network_ : 0.0; }
   // The step the next calls belong to (named when a worker stops answering); set before the step.

@@ -119,10 +119,17 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
     hierarchical_ = h.get();
     algorithm = std::move(h);
   } else {
-    if (n == 1) return std::make_unique<NoCollective>();
-    if (!backend_->deviceCollective().empty()) return backend_->makeDeviceCollective(buckets_, failure_);
+    if (n == 1) return std::make_unique<NoCollective>();  // nothing crosses: the dtype changes nothing
+    if (!backend_->deviceCollective().empty()) {
+      if (options_.allreduceDtype != AllReduceDtype::Float32)
+        throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) + " with " +
+                        backend_->deviceCollective() +
+                        " is not built yet (the device collectives send float32); use float32 on GPUs");
+      return backend_->makeDeviceCollective(buckets_, failure_);
+    }
     algorithm = makeAllReduce(options_.allreduce, n);
   }
+  algorithm->setDtype(options_.allreduceDtype);
   const int cores = coresOfThisWorker();
   auto mode = HostCollective::Mode::Whole;
   if (buckets_.size() > 1)
@@ -479,6 +486,15 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.gradScale = 1.0f / static_cast<float>(indices.size());
   // Loss-scaled, the summed gradients are of the loss times the scale: one multiply unscales and averages.
   if (lossScaled_) job.gradScale = static_cast<float>(1.0 / (static_cast<double>(indices.size()) * lossScale_));
+  // float16: backward's values are rounded to float16, so they must be the values a framework has
+  // there: of the global batch's mean loss (Keras' SUM_OVER_BATCH_SIZE, PyTorch's mean), times the
+  // loss scale, not of the per-sample sum, which would be B times larger and underflow B times less.
+  // The summed gradients are then the mean's times the scale.
+  if (options_.precision == Precision::MixedFloat16) {
+    const double b = static_cast<double>(indices.size()), scale = lossScaled_ ? lossScale_ : 1.0;
+    job.lossScale = static_cast<float>(scale / b);
+    job.gradScale = static_cast<float>(1.0 / scale);
+  }
   job.step = step;
   replicaSum_->newStep();
   if (hierarchical_) hierarchical_->setStep(step);

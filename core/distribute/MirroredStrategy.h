@@ -17,6 +17,7 @@
 #include "backend/DeviceList.h"
 #include "backend/SpinBarrier.h"
 #include "data/Dataset.h"
+#include "distribute/AllReduce.h"
 #include "distribute/Faults.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
@@ -47,6 +48,9 @@ struct StrategyOptions {
   // ZeRO stage 1: each replica updates only the chunks of the summed gradient it owns and keeps
   // optimizer state for those alone; the updated parameters are then all-gathered.
   bool shardOptimizer = false;
+  // The format of the gradients between replicas (AllReduce.h): bfloat16 halves the bytes of the
+  // all-reduce and changes the results; with one replica nothing is sent, so nothing changes.
+  AllReduceDtype allreduceDtype = AllReduceDtype::Float32;
   // Mixed precision (nn/Precision.h): the layers' compute format; weights, optimizer and the
   // all-reduce stay float32. Loss scaling is decided on the all-reduced gradients, so every
   // replica skips the same steps and keeps the same scale.
@@ -216,8 +220,8 @@ class MirroredStrategy {
     std::span<const int64_t> indices;
     int accumulate = 1;
     float lr = 0;
-    float gradScale = 1;
-    float lossScale = 1;
+    float gradScale = 1;  // turns the summed gradients into the update's mean gradient
+    float lossScale = 1;  // multiplies the loss gradient (the scale, and 1/B under float16)
     uint64_t step = 0;
     float* outputs = nullptr;
   };

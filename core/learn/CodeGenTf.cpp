@@ -219,6 +219,10 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "PRECISION = " + pyStr(t.precision) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
+  if (p.distribute.allreduceDtype != "float32")
+    out += "# The project sends its gradients between replicas as " + p.distribute.allreduceDtype +
+           " (distribute.allreduce_dtype). MirroredStrategy has no\n"
+           "# such option: this program all-reduces float32, so its weights follow Mirrorlab's float32 all-reduce.\n";
   out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
          " (logical CPU devices when there is no GPU)\n";
   if (p.distribute.workers > 1)

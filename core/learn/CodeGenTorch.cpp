@@ -270,6 +270,8 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "LOSS_SCALE = " + (half && t.lossScaling ? pyNum(t.lossScale) : std::string("None")) +
          "  # the initial dynamic loss scale of float16 (None: no loss scaling)\n";
   out += "LOSS_SCALE_GROWTH_STEPS = " + std::to_string(t.lossScaleGrowthSteps) + "  # finite steps that double it\n";
+  out += "ALLREDUCE_DTYPE = " + pyStr(p.distribute.allreduceDtype) +
+         "  # the gradients between replicas: float32 | bfloat16 (DDP's bf16_compress_hook: half the bytes)\n";
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();

@@ -28,6 +28,10 @@ def init_weights(tensor, name, fan_in, fan_out):
             # Keras draws from a normal truncated at 2 std, scaled so the kept values have the intended std.
             std = math.sqrt(2.0 / (fan_in + fan_out) if name == "glorot_normal" else 2.0 / fan_in) / 0.87962566103423978
             nn.init.trunc_normal_(tensor, std=std, a=-2 * std, b=2 * std)
+        elif name == "random_normal":  # Keras' RandomNormal(): stddev 0.05
+            nn.init.normal_(tensor, std=0.05)
+        elif name == "random_uniform":  # Keras' RandomUniform(): -0.05 to 0.05
+            nn.init.uniform_(tensor, -0.05, 0.05)
         else:
             raise ValueError("unknown initializer " + name)
 
@@ -255,6 +259,20 @@ constexpr const char* kTrainLoop = R"PY(    if global_batch > n:
         load_weights(model, args.weights)
     model = model.to(device)
     ddp = DDP(model, device_ids=[device.index] if use_cuda else None)
+    if ALLREDUCE_DTYPE == "bfloat16" and world_size > 1:
+        # The gradients cross as bfloat16, as Mirrorlab's distribute.allreduce_dtype: on GPUs PyTorch's
+        # hook sends bfloat16 (half the bytes; it divides by the world size first, so the bits differ
+        # slightly from Mirrorlab's). gloo cannot send bfloat16: on CPUs the values are rounded to it
+        # before and after the sum and sent as float32.
+        if use_cuda:
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+        else:
+            def bf16_values_hook(state, bucket):
+                sent = bucket.buffer().to(torch.bfloat16).to(torch.float32)
+                work = dist.all_reduce(sent, async_op=True).get_future()
+                return work.then(lambda f: f.value()[0].to(torch.bfloat16).to(torch.float32).div_(world_size))
+            ddp.register_comm_hook(None, bf16_values_hook)
     # Dropout draws from this process's generator: one seed per rank, so the replicas drop different
     # units; the Dropout layers draw from it in turn, so no two layers share a mask.
     torch.manual_seed(SEED * 1000003 + rank + 1)

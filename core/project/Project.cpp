@@ -159,6 +159,7 @@ json Project::toJson() const {
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
   if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
   if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
+  if (distribute.allreduceDtype != "float32") out["distribute"]["allreduce_dtype"] = distribute.allreduceDtype;
   if (distribute.workers != 1) out["distribute"]["workers"] = distribute.workers;
   return out;
 }
@@ -295,7 +296,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     const json& d = j.at("distribute");
     r.onlyKeys(d, "distribute",
                {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
-                "shard_optimizer", "workers"});
+                "shard_optimizer", "workers", "allreduce_dtype"});
     r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
     r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
     if (d.contains("faults")) {
@@ -308,6 +309,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     }
     r.get(d, "distribute", "devices", p.distribute.devices, "a device list such as \"cpu:2\"");
     r.get(d, "distribute", "allreduce", p.distribute.allreduce, "ring or reduce-to-one");
+    r.get(d, "distribute", "allreduce_dtype", p.distribute.allreduceDtype, "float32 or bfloat16");
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
     r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
@@ -392,6 +394,10 @@ void validate(const Project& p, const std::string& source) {
   if (a != "ring" && a != "reduce-to-one" && a != "nccl" && a != "hierarchical" && a != "mpi")
     fail("distribute.allreduce",
          "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl; across workers hierarchical, mpi)");
+  if (const auto& w = p.distribute.allreduceDtype; w != "float32" && w != "bfloat16")
+    fail("distribute.allreduce_dtype",
+         "is '" + clipText(w, 40) +
+             "' (allowed: float32, the default, or bfloat16: half the bytes on the wire, and results change)");
   if (p.distribute.devices.size() > 256)
     fail("distribute.devices",
          "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");

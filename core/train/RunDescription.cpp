@@ -44,6 +44,7 @@ nlohmann::json Trainer::effectiveConfig() const {
           {"bucket_bytes", project_.distribute.bucketBytes},
           {"buckets", s.bucketCount()},
           {"shard_optimizer", s.shardedOptimizer()},
+          {"allreduce_dtype", toString(s.options().allreduceDtype)},
           {"precision", toString(s.precision())},
           {"loss_scale", s.lossScale() > 0 ? nlohmann::json(s.lossScale()) : nlohmann::json("none")},
           {"seed", t.seed},
@@ -89,7 +90,8 @@ std::vector<std::string> Trainer::startLines() const {
     std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " +
                     (half ? "float16" : "bfloat16") + " (inputs, weights and outputs rounded, float32 accumulation; products " +
                     (half ? std::string("on float32 sgemm") : "on " + bf16::kernelDescription()) +
-                    "); weights, optimizer, softmax, loss and all-reduce stay float32; ";
+                    "); weights, optimizer, softmax and loss stay float32" +
+                    (s.options().allreduceDtype == AllReduceDtype::Float32 ? ", and so does the all-reduce; " : "; ");
     if (!half)
       p += "no loss scaling (bfloat16 has float32's range)";
     else if (s.lossScale() > 0)
@@ -105,12 +107,18 @@ std::vector<std::string> Trainer::startLines() const {
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
                   s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
     lines.push_back("all-reduce: " + s.allReducePath() + b);
+    if (s.options().allreduceDtype == AllReduceDtype::Bfloat16)
+      lines.push_back(
+          "gradients cross between replicas as bfloat16: half the bytes of float32, and the results change (every value "
+          "sent is rounded to 8 significant bits; the replicas stay identical)");
     if (s.shardedOptimizer())
       lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
                       " of the parameters with 1/" + std::to_string(s.replicas()) +
                       " of the optimizer state, then the updated parameters are all-gathered");
   } else {
-    lines.push_back("all-reduce: none (one replica)");
+    lines.push_back(s.options().allreduceDtype == AllReduceDtype::Bfloat16
+                        ? "all-reduce: none (one replica: bfloat16 on the wire changes nothing, as nothing is sent)"
+                        : "all-reduce: none (one replica)");
   }
   for (const auto& w : plan_.warnings) lines.push_back("warning: " + w);
   return lines;

@@ -113,5 +113,22 @@ expect_fail "sweep unsplittable" "cannot be split across the 2 replicas" "$CLI" 
 expect_fail "sweep resume unknown" "there is no sweep 99" "$CLI" sweep --resume 99 --db "$SDB"
 [ "$(md5sum < "$SDB")" = "$sd_before" ] && ok || bad "refused sweeps modified the run store"
 
+# Gradients sent as bfloat16 (distribute.allreduce_dtype): said at start, replicas in sync, stored
+# in the run's config, and the what-if counts two bytes per parameter (195 of them: 780 or 390 bytes).
+BDB=$T/bf.sqlite
+out=$(MIRRORLAB_DB=$BDB "$CLI" train "$T/sp.json" --epochs 1 --allreduce-dtype bfloat16 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || bad "train --allreduce-dtype bfloat16 exit $rc: $out"
+expect_contains wire "$out" "ring over host memory, bfloat16 on the wire"
+expect_contains wire "$out" "gradients cross between replicas as bfloat16: half the bytes of float32"
+expect_contains wire "$out" "replicas in sync (equal weight checksums)"
+expect_contains wire "$(MIRRORLAB_DB=$BDB "$CLI" runs show 1 2>&1)" "allreduce_dtype          bfloat16"
+out=$("$CLI" what-if 1 --db "$BDB" --devices 1,2 2>&1)
+expect_contains "wire what-if" "$out" "all-reduce of 0.4 KiB of bfloat16 gradients"
+out=$("$CLI" what-if 1 --db "$BDB" --devices 1,2 --allreduce-dtype float32 2>&1)
+expect_contains "wire what-if" "$out" "all-reduce of 0.8 KiB of float32 gradients"
+sed 's/"devices": "cpu:3"/"devices": "cpu:3", "allreduce_dtype": "fp8"/' "$T/sp.json" > "$T/fp8.json"
+expect_fail "wire bad dtype" "Devices screen › Gradients on the wire" "$CLI" train "$T/fp8.json" --no-record
+expect_fail "wire bad option" "--allreduce-dtype" "$CLI" train "$T/sp.json" --allreduce-dtype float16 --no-record
+
 echo "cli: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -10,6 +10,7 @@
 #include "train/Trainer.h"
 
 #include <QClipboard>
+#include <QComboBox>
 #include <QGuiApplication>
 #include <QListWidget>
 #include <QSignalSpy>
@@ -74,7 +75,7 @@ class LearnTest : public QObject {
     QVERIFY(w.learnView()->isVisible());
     // The lessons load when the screen opens: every lesson file of projects/lessons.
     QTRY_VERIFY(!w.learnView()->lessons()->lessons().empty());
-    QCOMPARE(static_cast<int>(w.learnView()->lessons()->lessons().size()), 7);
+    QCOMPARE(static_cast<int>(w.learnView()->lessons()->lessons().size()), 8);
     QVERIFY(w.learnView()->lessons()->loadError().isEmpty());
     shot(&w, "learn-lessons");
   }
@@ -327,6 +328,20 @@ class LearnTest : public QObject {
     for (int r = 0; r < 4; ++r) QCOMPARE(panel.table()->item(r, 7)->text(), QStringLiteral("modelled"));
     QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("modelled")));
     QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("measured")));
+    // Gradients sent as bfloat16: the estimate and the what-if carry two bytes per parameter.
+    auto* wire = panel.findChild<QComboBox*>(QStringLiteral("wireDtype"));
+    QVERIFY(wire);
+    QCOMPARE(wire->currentData().toString(), QStringLiteral("float32"));  // the run's
+    const double f32AllReduce = panel.whatIf()->rows.back().allreduceSeconds;
+    wire->setCurrentIndex(1);
+    const auto half = *panel.estimate();
+    QCOMPARE(half.bytes, static_cast<double>(m.profile.gradientBytes) / 2);
+    QVERIFY(std::abs(half.seconds - (2 * link.latency + static_cast<double>(m.profile.gradientBytes) / 2 / link.bandwidth)) <
+            1e-12);
+    QVERIFY(panel.whatIf()->rows.back().allreduceSeconds < f32AllReduce);
+    QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("bfloat16 gradients")));
+    QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("sent its gradients as float32")));
+    wire->setCurrentIndex(0);
     shot(&panel, "learn-sync");
   }
 

@@ -217,6 +217,28 @@ class ModelBuilderTest : public QObject {
     QCOMPARE(w.document()->project().distribute.workers, 1);
   }
 
+  // "Send the gradients as bfloat16" on the Devices screen: the project's allreduce_dtype, said in
+  // the plan sentence, and undoable.
+  void bfloat16OnTheWireIsAProjectSetting() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    ml::Project p = w.document()->project();
+    p.distribute.devices = "cpu:2";
+    w.document()->edit(QStringLiteral("devices"), p);
+    auto* wire = w.findChild<QCheckBox*>(QStringLiteral("allreduceBfloat16"));
+    QVERIFY(wire && wire->isEnabled() && !wire->isChecked());
+    wire->click();
+    QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("bfloat16"));
+    QCOMPARE(w.document()->project().toJson()["distribute"]["allreduce_dtype"], "bfloat16");
+    bool said = false;
+    for (auto* l : w.findChildren<QLabel*>()) said = said || l->text().contains(QStringLiteral("Gradients cross as bfloat16"));
+    QVERIFY(said);
+    w.document()->undoStack()->undo();
+    QVERIFY(!wire->isChecked());
+    QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("float32"));
+  }
+
   // Ticking "Shard the optimizer update" on the Devices screen divides the optimizer state in the
   // live summary by the replicas: the figure is the largest share a real strategy allocates.
   void shardedOptimizerStateIsOneReplicasShare() {

@@ -8,6 +8,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -20,6 +21,7 @@
 #include "Async.h"
 #include "JsonFile.h"
 #include "Theme.h"
+#include "distribute/AllReduce.h"
 #include "learn/RunChooser.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
@@ -64,6 +66,15 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   algo_->addItem(QStringLiteral("ring"), QStringLiteral("ring"));
   algo_->addItem(QStringLiteral("reduce-to-one"), QStringLiteral("reduce-to-one"));
   row->addWidget(algo_);
+  row->addWidget(new QLabel(tr("Gradients on the wire"), this));
+  wire_ = new QComboBox(this);
+  wire_->setObjectName(QStringLiteral("wireDtype"));
+  wire_->addItem(tr("float32"), QStringLiteral("float32"));
+  wire_->addItem(tr("bfloat16 (half the bytes)"), QStringLiteral("bfloat16"));
+  wire_->setToolTip(
+      tr("The format of the gradients between replicas: the run's, or bfloat16 to see what halving the "
+         "bytes would buy (it changes the results: Devices screen)"));
+  row->addWidget(wire_);
   row->addStretch(1);
   v->addLayout(row);
 
@@ -138,7 +149,7 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
     const qlonglong id = source_->currentData().toLongLong();
     if (id > 0) loadRun(id);
   });
-  for (QComboBox* c : {link_, algo_}) connect(c, &QComboBox::currentIndexChanged, this, &SyncCostPanel::recompute);
+  for (QComboBox* c : {link_, algo_, wire_}) connect(c, &QComboBox::currentIndexChanged, this, &SyncCostPanel::recompute);
   connect(counts_, &QLineEdit::editingFinished, this, &SyncCostPanel::recompute);
   connect(overlap_, &QSlider::valueChanged, this, &SyncCostPanel::recompute);
   recompute();
@@ -191,6 +202,7 @@ void SyncCostPanel::loadRun(int64_t runId) {
         m.globalBatch = run.summary.globalBatch;
         const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
         m.profile = ml::profileFromSteps(steps, grad, "run " + std::to_string(runId));
+        m.wire = ml::parseAllReduceDtype(project.distribute.allreduceDtype);
         std::vector<double> times;
         double ar = 0, wait = 0;
         int64_t counted = 0;
@@ -223,6 +235,10 @@ void SyncCostPanel::loadRun(int64_t runId) {
           return;
         }
         measured_ = *r.value;
+        {
+          const QSignalBlocker quiet(wire_);  // the run's format, then one recompute
+          wire_->setCurrentIndex(measured_->wire == ml::AllReduceDtype::Bfloat16 ? 1 : 0);
+        }
         recompute();
         Q_EMIT runLoaded();
       });
@@ -246,9 +262,13 @@ void SyncCostPanel::recompute() {
   ml::Link link = linkId == QLatin1String("host") ? m.host.link : ml::linkPreset(linkId.toStdString());
   const ml::CollectiveAlgo algo = ml::parseCollectiveAlgo(algo_->currentData().toString().toStdString());
   const int n = std::max(2, m.replicas);
-  estimate_ = ml::estimateAllReduce(algo, n, static_cast<double>(m.profile.gradientBytes), link);
-  const double kib = static_cast<double>(m.profile.gradientBytes) / 1024.0;
-  QString text = tr("<b>One all-reduce of %1 KiB of gradients over %2 devices</b> (%3):<br>"
+  // The bytes on the wire: two per parameter when the gradients cross as bfloat16.
+  const auto wire = ml::parseAllReduceDtype(wire_->currentData().toString().toStdString());
+  ml::ComputeProfile profile = m.profile;
+  profile.gradientBytes = m.profile.gradientBytes / 4 * ml::bytesPerValue(wire);
+  estimate_ = ml::estimateAllReduce(algo, n, static_cast<double>(profile.gradientBytes), link);
+  const double kib = static_cast<double>(profile.gradientBytes) / 1024.0;
+  QString text = tr("<b>One all-reduce of %1 KiB of %13 gradients over %2 devices</b> (%3):<br>"
                     "expected <b>%4</b> <i>(modelled, alpha-beta on %5: latency %6 + transfer %7)</i> · "
                     "timed now on this machine's memory <b>%8</b> <i>(measured after a warm-up: median of %10, from %11 to %12; "
                     "%9 GB/s bus bandwidth)</i>")
@@ -262,7 +282,16 @@ void SyncCostPanel::recompute() {
                      .arg(ms(m.host.seconds))
                      .arg(m.host.busBandwidth / 1e9, 0, 'f', 2)
                      .arg(m.host.repeats)
-                     .arg(ms(m.host.secondsLow), ms(m.host.secondsHigh));
+                     .arg(ms(m.host.secondsLow), ms(m.host.secondsHigh))
+                     .arg(q(ml::toString(wire)));
+  if (wire == ml::AllReduceDtype::Bfloat16)
+    text +=
+        tr("<br><i>The timing on this machine is of float32 values: the simulated devices' collective holds bfloat16 "
+           "values in float32 memory, so only a real link carries half the bytes.</i>");
+  if (wire != m.wire)
+    text += tr("<br>Run %1 sent its gradients as %2; the figures here are for %3.")
+                .arg(m.runId)
+                .arg(q(ml::toString(m.wire)), q(ml::toString(wire)));
   if (m.replicas > 1)
     text += tr("<br>In run %1 (%2 replicas), per step: all-reduce not hidden behind backward <b>%3</b>, waiting for the slowest "
                "replica <b>%4</b>, whole step <b>%5</b> <i>(measured)</i>.")
@@ -295,7 +324,7 @@ void SyncCostPanel::recompute() {
     return;
   }
   try {
-    whatIf_ = ml::predictScaling(m.profile, o);
+    whatIf_ = ml::predictScaling(profile, o);
   } catch (const std::exception& e) {
     assumptions_->setText(q(e.what()));
     chart_->replot(QCustomPlot::rpQueuedReplot);

@@ -9,6 +9,7 @@
 
 #include <QWidget>
 
+#include "distribute/AllReduce.h"
 #include "learn/CostModel.h"
 
 class QComboBox;
@@ -42,6 +43,7 @@ class SyncCostPanel : public QWidget {
     ml::HostAllReduceMeasurement host;  // timed now on this machine
     int64_t globalBatch = 0;
     bool perDeviceBatch = false;
+    ml::AllReduceDtype wire = ml::AllReduceDtype::Float32;  // how the run's gradients crossed
   };
   const std::optional<Measured>& measured() const { return measured_; }
   const std::optional<ml::WhatIfResult>& whatIf() const { return whatIf_; }
@@ -61,6 +63,7 @@ class SyncCostPanel : public QWidget {
   std::function<QString()> storePath_;
   QComboBox* source_;
   QComboBox* link_;
+  QComboBox* wire_ = nullptr;
   QComboBox* algo_;
   QLineEdit* counts_;
   QSlider* overlap_;

@@ -1,11 +1,14 @@
 // Both all-reduce algorithms against a serial reference sum, with 1..8 participants.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <thread>
 
+#include "Error.h"
 #include "distribute/AllReduce.h"
+#include "nn/Precision.h"
 #include "random/Rng.h"
 
 namespace {
@@ -60,5 +63,90 @@ TEST_P(AllReduceTest, RepeatedCallsReuseTheBarrier) {
 INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest, ::testing::Values("ring", "reduce-to-one"));
 
 TEST(AllReduce, UnknownNameIsAUserError) { EXPECT_ANY_THROW(ml::makeAllReduce("tree", 2)); }
+
+// bfloat16 on the wire: every value sent is rounded to bfloat16, the additions are float32. The
+// exact sums the algorithms must form, computed here serially (R: round to bfloat16):
+//   ring, chunk c:  R(..R(R(x_c) + R(x_c+1)).. + R(x_c+n-1))   (indices mod n: the ring's order)
+//   reduce-to-one:  R(..(R(x_0) + R(x_1)).. + R(x_n-1))        (replica 0 adds them all, then sends)
+std::vector<std::vector<float>> randomBuffers(int n, size_t len, uint64_t seed) {
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(n));
+  ml::Rng rng(seed);
+  for (auto& b : bufs) {
+    b.resize(len);
+    for (auto& v : b) v = static_cast<float>(rng.uniform(-1, 1) * std::exp(rng.uniform(-8, 8)));
+  }
+  return bufs;
+}
+
+void runAll(ml::AllReduce& ar, std::vector<std::vector<float>>& bufs) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ar.participants(); ++r) threads.emplace_back([&, r] { ar.allReduce(r, bufs[static_cast<size_t>(r)]); });
+  for (auto& t : threads) t.join();
+}
+
+TEST(AllReduceBfloat16, TheRingSendsBfloat16AndAddsInFloat32) {
+  for (int n : {2, 3, 4, 5})
+    for (size_t len : {size_t{1}, size_t{9}, size_t{1000}}) {
+      auto bufs = randomBuffers(n, len, 7 * len + static_cast<size_t>(n));
+      const auto in = bufs;
+      auto ar = ml::makeAllReduce("ring", n);
+      ar->setDtype(ml::AllReduceDtype::Bfloat16);
+      runAll(*ar, bufs);
+      double worst = 0;
+      for (int c = 0; c < n; ++c)
+        for (size_t i = ml::AllReduce::chunkBegin(len, c, n); i < ml::AllReduce::chunkBegin(len, c + 1, n); ++i) {
+          float acc = ml::roundToBfloat16(in[static_cast<size_t>(c)][i]);
+          double exact = in[static_cast<size_t>(c)][i];
+          for (int k = 1; k < n; ++k) {
+            const float x = in[static_cast<size_t>((c + k) % n)][i];
+            acc = ml::roundToBfloat16(acc + ml::roundToBfloat16(x));
+            exact += x;
+          }
+          for (int r = 0; r < n; ++r)
+            ASSERT_EQ(bufs[static_cast<size_t>(r)][i], acc) << "n=" << n << " len=" << len << " i=" << i << " replica " << r;
+          double mag = 0;
+          for (int r = 0; r < n; ++r) mag += std::fabs(in[static_cast<size_t>(r)][i]);
+          worst = std::max(worst, std::fabs(acc - exact) / mag);
+        }
+      // Each of the 2n-1 roundings is at most half a bfloat16 ulp (2^-8 relative) of what it rounds.
+      EXPECT_LE(worst, (2 * n - 1) * std::ldexp(1.0, -8)) << "n=" << n;
+      if (len == 1000) {
+        EXPECT_GT(worst, 1e-5) << "a float32 sum would be this close; bfloat16's is not (n=" << n << ")";
+      }
+    }
+}
+
+TEST(AllReduceBfloat16, ReduceToOneRoundsWhatItReceivesAndWhatItSends) {
+  for (int n : {2, 3, 6}) {
+    const size_t len = 777;
+    auto bufs = randomBuffers(n, len, 99 + static_cast<size_t>(n));
+    const auto in = bufs;
+    auto ar = ml::makeAllReduce("reduce-to-one", n);
+    ar->setDtype(ml::AllReduceDtype::Bfloat16);
+    runAll(*ar, bufs);
+    for (size_t i = 0; i < len; ++i) {
+      float acc = ml::roundToBfloat16(in[0][i]);
+      for (int r = 1; r < n; ++r) acc += ml::roundToBfloat16(in[static_cast<size_t>(r)][i]);
+      acc = ml::roundToBfloat16(acc);
+      for (int r = 0; r < n; ++r) ASSERT_EQ(bufs[static_cast<size_t>(r)][i], acc) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+TEST(AllReduceBfloat16, Float32IsTheDefaultAndTheNameIsChecked) {
+  auto ar = ml::makeAllReduce("ring", 2);
+  EXPECT_EQ(ar->dtype(), ml::AllReduceDtype::Float32);
+  EXPECT_EQ(ar->describe(), "ring over host memory");
+  ar->setDtype(ml::AllReduceDtype::Bfloat16);
+  EXPECT_EQ(ar->describe(), "ring over host memory, bfloat16 on the wire");
+  EXPECT_EQ(ml::parseAllReduceDtype("bfloat16"), ml::AllReduceDtype::Bfloat16);
+  EXPECT_EQ(ml::bytesPerValue(ml::AllReduceDtype::Bfloat16) * 2, ml::bytesPerValue(ml::AllReduceDtype::Float32));
+  try {
+    ml::parseAllReduceDtype("float16");
+    FAIL() << "float16 accepted";
+  } catch (const ml::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("allowed: float32"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace

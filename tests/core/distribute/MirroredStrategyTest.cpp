@@ -341,3 +341,45 @@ TEST(OneReplicaOnATeam, GivesTheWeightsOfOneThread) {
     }
   }
 }
+
+// distribute.allreduce_dtype bfloat16: with one replica nothing is sent, so nothing changes; with
+// several the replicas stay bit-identical, and the weights move away from the float32 all-reduce's
+// by more than float32's own reordering does, but stay close to them.
+TEST(AllReduceInBfloat16, ChangesTheResultsOnlyWhereGradientsCross) {
+  auto run = [](int n, ml::AllReduceDtype dtype, const std::string& algo, int64_t bucketBytes, bool shard,
+                std::string* path = nullptr) {
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices("cpu:" + std::to_string(n));
+    so.allreduce = algo;
+    so.bucketBytes = bucketBytes;
+    so.shardOptimizer = shard;
+    so.allreduceDtype = dtype;
+    ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                           optimizer("sgd"), so);
+    s.initialize(11);
+    if (path) *path = s.allReducePath();
+    return train(s, data(), 100, 4);  // checks that the replicas are bit-identical after every step
+  };
+  using D = ml::AllReduceDtype;
+  const auto one = run(1, D::Float32, "ring", 1 << 20, false);
+  const auto oneBf16 = run(1, D::Bfloat16, "ring", 1 << 20, false);
+  EXPECT_EQ(std::memcmp(one.data(), oneBf16.data(), one.size() * sizeof(float)), 0) << "one replica sends nothing";
+  struct Case {
+    int n;
+    const char* algo;
+    int64_t bucket;
+    bool shard;
+  };
+  for (const Case c : {Case{3, "ring", 1 << 20, false}, Case{2, "reduce-to-one", 1 << 20, false}, Case{4, "ring", 256, false},
+                       Case{3, "ring", 1 << 20, true}}) {
+    std::string path;
+    const auto f32 = run(c.n, D::Float32, c.algo, c.bucket, c.shard);
+    const auto bf = run(c.n, D::Bfloat16, c.algo, c.bucket, c.shard, &path);
+    const std::string what =
+        std::to_string(c.n) + " replicas, " + c.algo + ", bucket " + std::to_string(c.bucket) + (c.shard ? ", sharded" : "");
+    EXPECT_NE(path.find("bfloat16 on the wire"), std::string::npos) << path;
+    const double reorder = relDiff(f32, one), rounded = relDiff(bf, f32);
+    EXPECT_GT(rounded, 10 * reorder) << what << ": bfloat16 " << rounded << ", float32's reordering " << reorder;
+    EXPECT_LT(rounded, 0.02) << what;
+  }
+}

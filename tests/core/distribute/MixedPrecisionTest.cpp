@@ -78,11 +78,12 @@ TEST(MixedPrecision, Float32PolicyIsTheOldPathBitForBit) {
 
 TEST(MixedPrecision, NReplicasGiveTheWeightsOfOneUnderEachPolicy) {
   // A scale whose products fit float16 at every shard size: each replica's kernel gradient is a
-  // float16 GEMM's output, so with 2^15 the whole batch of one replica overflows where the smaller
-  // shards of several do not, and the two runs skip different steps (as on real GPUs).
+  // float16 GEMM's output, so with a larger one the whole batch of one replica overflows where the
+  // smaller shards of several do not, and the two runs skip different steps (as on real GPUs).
+  // 1024 x 60: backward's values are the mean loss's (B = 60) times the scale, 1024 x the sum's.
   ml::LossScaling ls;
   ls.enabled = true;
-  ls.initial = 1024;
+  ls.initial = 1024 * 60;
   for (ml::Precision p : {ml::Precision::MixedBfloat16, ml::Precision::MixedFloat16}) {
     SCOPED_TRACE(ml::toString(p));
     auto one = makeStrategy(1, p, ls);
@@ -129,11 +130,12 @@ TEST(MixedPrecision, LossScalingSkipsAndHalvesOnAnInjectedOverflowOnEveryReplica
 }
 
 TEST(MixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit) {
-  // 2^24 times the loss overflows float16 in backward: the first steps are skipped, halving, until
-  // the scaled gradients fit, and the weights stay as they were until then.
+  // 2^24 times the per-sample loss gradients overflows float16 in backward: the first steps are
+  // skipped, halving, until the scaled gradients fit, and the weights stay as they were until then.
+  // Backward's values are the mean loss's (B = 40) times the scale: 40 x 2^24 is 2^24 x the sum's.
   ml::LossScaling ls;
   ls.enabled = true;
-  ls.initial = std::ldexp(1.0, 24);
+  ls.initial = 40 * std::ldexp(1.0, 24);
   auto s = makeStrategy(2, ml::Precision::MixedFloat16, ls);
   const uint64_t initial = s->checksums()[0];
   const Trace t = train(*s, 40, 15);
@@ -142,7 +144,7 @@ TEST(MixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit) {
   ASSERT_GE(firstGood, 3u);  // at least 2^24 .. 2^22 overflow
   ASSERT_LT(firstGood, t.steps.size());
   for (size_t k = 0; k < firstGood; ++k) {
-    EXPECT_EQ(t.steps[k].lossScale, std::ldexp(1.0, 24 - static_cast<int>(k)));
+    EXPECT_EQ(t.steps[k].lossScale, 40 * std::ldexp(1.0, 24 - static_cast<int>(k)));
     EXPECT_EQ(t.checksums[k], initial) << "step " << k + 1;
   }
   EXPECT_NE(t.checksums[firstGood], initial);
@@ -190,7 +192,7 @@ struct TinyRun {
 
 // One step of Adam with a negligible epsilon: each weight moves by the rate times the sign of its
 // gradient, however small that is, and not at all when its gradient is exactly 0.
-TinyRun trainTiny(ml::Precision p, bool scaling) {
+TinyRun trainTiny(ml::Precision p, bool scaling, float w2 = 1e-6f) {
   static const TinyGradients tg;
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:2");
@@ -202,7 +204,7 @@ TinyRun trainTiny(ml::Precision p, bool scaling) {
   ml::MirroredStrategy s(tg.model, ml::Loss::make("mean_squared_error", false), ml::MetricKind::MeanAbsoluteError, o, so);
   s.initialize(4);
   auto params = s.model(0).params();
-  for (size_t i = 72; i < 80; ++i) params[i] = 1e-6f;  // W2, after W1 (8 x 8) and b1 (8)
+  for (size_t i = 72; i < 80; ++i) params[i] = w2;  // W2, after W1 (8 x 8) and b1 (8)
   s.broadcastParameters();
   TinyRun r;
   r.before.assign(params.begin(), params.begin() + 64);
@@ -231,4 +233,14 @@ TEST(MixedPrecision, Float16WithoutLossScalingLosesTinyGradientsAndScalingKeepsT
     sameDirection += (scaled.after[i] - scaled.before[i]) * (f32.after[i] - f32.before[i]) > 0 ? 1 : 0;
   EXPECT_GE(sameDirection, 60) << "of 64 first-layer weights moved the way float32 moved them";
 }
+// Under float16 the values backward rounds are those a framework has: of the mean loss over the
+// global batch (128 here), not of the per-sample sum. With W2 = 1e-4 the first layer's per-sample
+// gradient is about 4e-7, which float16 holds (subnormal), but a 128th of it is below 2^-25: it
+// underflows without scaling, as on a GPU, and survives with it. With W2 = 0.1 nothing underflows.
+TEST(MixedPrecision, Float16RoundsTheGradientsOfTheMeanLossAsAFrameworkDoes) {
+  EXPECT_EQ(trainTiny(ml::Precision::MixedFloat16, false, 1e-4f).moved(), 0);
+  EXPECT_EQ(trainTiny(ml::Precision::MixedFloat16, true, 1e-4f).moved(), 64);
+  EXPECT_EQ(trainTiny(ml::Precision::MixedFloat16, false, 0.1f).moved(), 64);
+}
+
 }  // namespace

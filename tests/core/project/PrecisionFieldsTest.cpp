@@ -91,5 +91,22 @@ TEST(ProjectPrecision, ZeroNegativeOrNonNumericLossScalesAreRefused) {
   EXPECT_NE(errorOf(j).find("Training screen › Loss scale growth"), std::string::npos) << errorOf(j);
 }
 
+TEST(ProjectAllReduceDtype, Float32ByDefaultBfloat16RoundTripsOthersAreRefused) {
+  const Project p = Project::fromJson(validJson());
+  EXPECT_EQ(p.distribute.allreduceDtype, "float32");
+  EXPECT_FALSE(p.toJson()["distribute"].contains("allreduce_dtype"));  // old files' text unchanged
+  json j = validJson();
+  j["distribute"]["allreduce_dtype"] = "bfloat16";
+  const Project b = Project::fromJson(j);
+  EXPECT_EQ(b.distribute.allreduceDtype, "bfloat16");
+  EXPECT_EQ(Project::fromJson(b.toJson()).distribute.allreduceDtype, "bfloat16");
+  j["distribute"]["allreduce_dtype"] = "float16";
+  const std::string msg = errorOf(j);
+  for (const char* want : {"p.json", "Devices screen › Gradients on the wire", "'float16'", "float32", "bfloat16"})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
+  j["distribute"]["allreduce_dtype"] = 2;
+  EXPECT_NE(errorOf(j).find("float32 or bfloat16"), std::string::npos) << errorOf(j);
+}
+
 }  // namespace
 }  // namespace ml
