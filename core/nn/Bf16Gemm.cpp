@@ -60,8 +60,15 @@ void oneThreadForOneDnn() {
   if (set) set(1);
 }
 
+// Every thread keeps its own plans (oneDnnGemm below), so oneDNN's process-wide primitive cache is
+// turned off: it would only share primitives between the replicas' threads behind its lock, and
+// ThreadSanitizer, which cannot see into the uninstrumented library's locking, reports its lookups
+// as races with other threads' inserts.
 dnnl::engine& cpuEngine() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  static dnnl::engine e = [] {
+    dnnl::set_primitive_cache_capacity(0);
+    return dnnl::engine(dnnl::engine::kind::cpu, 0);
+  }();
   return e;
 }
 
