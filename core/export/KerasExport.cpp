@@ -3,6 +3,9 @@
 // variables as datasets "0", "1", ... in creation order:
 //   /vars                          the Sequential's own variables (none, but load_weights opens it)
 //   /layers/<class>[_k]/vars/0     Dense: kernel (in, units) float32;  /vars/1: bias (units)
+//                                  Conv2D: kernel (kh, kw, in, filters), bias (filters)
+//                                  BatchNormalization: gamma, beta (each when used), moving_mean,
+//                                  moving_variance (channels), in the order Keras' build() creates them
 // Layers are named by their class in snake case (dense, dense_1, flatten, dropout, activation),
 // numbered per class in model order, never by the layer's own name; layers without variables
 // still get their (empty) group. The optimizer's state is not exported: Keras warns and skips it.
@@ -53,6 +56,12 @@ std::string kerasClassPath(const ExportLayer& l) {
     case ExportLayer::Kind::Activation: return "activation";
     case ExportLayer::Kind::Flatten: return "flatten";
     case ExportLayer::Kind::Dropout: return "dropout";
+    case ExportLayer::Kind::Conv2D: return "conv2d";
+    case ExportLayer::Kind::MaxPooling2D: return "max_pooling2d";
+    case ExportLayer::Kind::AveragePooling2D: return "average_pooling2d";
+    case ExportLayer::Kind::GlobalAveragePooling2D: return "global_average_pooling2d";
+    case ExportLayer::Kind::BatchNormalization: return "batch_normalization";
+    case ExportLayer::Kind::Reshape: return "reshape";
   }
   return "layer";
 }
@@ -108,9 +117,19 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
       }
       Handle layer = group(all.get(), name, file);
       Handle vars = group(layer.get(), "vars", file);
-      if (l.kind != ExportLayer::Kind::Dense) continue;
-      dataset(vars.get(), "0", {static_cast<hsize_t>(l.in), static_cast<hsize_t>(l.out)}, l.kernel, file);
-      if (l.bias) dataset(vars.get(), "1", {static_cast<hsize_t>(l.out)}, l.bias, file);
+      const auto in = static_cast<hsize_t>(l.in), out = static_cast<hsize_t>(l.out);
+      if (l.kind == ExportLayer::Kind::Dense || l.kind == ExportLayer::Kind::Conv2D) {
+        if (l.kind == ExportLayer::Kind::Dense)
+          dataset(vars.get(), "0", {in, out}, l.kernel, file);
+        else
+          dataset(vars.get(), "0",
+                  {static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out}, l.kernel, file);
+        if (l.bias) dataset(vars.get(), "1", {out}, l.bias, file);
+      } else if (l.kind == ExportLayer::Kind::BatchNormalization) {
+        int next = 0;
+        for (const float* v : {l.gamma, l.beta, l.movingMean, l.movingVariance})
+          if (v) dataset(vars.get(), std::to_string(next++).c_str(), {in}, v, file);
+      }
     }
   }
   const ssize_t size = H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(f.get(), nullptr, 0);

@@ -7,7 +7,10 @@
 #include "AtomicFile.h"
 #include "Error.h"
 #include "export/ExportWriters.h"
+#include "nn/BatchNorm.h"
+#include "nn/Conv2D.h"
 #include "nn/Dense.h"
+#include "nn/Pooling.h"
 #include "nn/SimpleLayers.h"
 
 namespace ml {
@@ -77,12 +80,35 @@ ExportLayer describe(const Layer& layer, ExportFormat f) {
     e.kind = ExportLayer::Kind::Flatten;
   } else if (dynamic_cast<const Dropout*>(&layer)) {
     e.kind = ExportLayer::Kind::Dropout;
+  } else if (const auto* c = dynamic_cast<const Conv2D*>(&layer)) {
+    e.kind = ExportLayer::Kind::Conv2D;
+    e.activation = c->activation();
+    e.in = c->geometry().c;
+    e.out = c->filters();
+    e.kernel = c->kernel();
+    e.bias = c->bias();
+    e.window = c->window();
+    e.geometry = c->geometry();
+  } else if (const auto* p = dynamic_cast<const Pool2D*>(&layer)) {
+    e.kind = p->isMax() ? ExportLayer::Kind::MaxPooling2D : ExportLayer::Kind::AveragePooling2D;
+    e.window = p->window();
+    e.geometry = p->geometry();
+  } else if (dynamic_cast<const GlobalAveragePooling2D*>(&layer)) {
+    e.kind = ExportLayer::Kind::GlobalAveragePooling2D;
+  } else if (const auto* b = dynamic_cast<const BatchNorm*>(&layer)) {
+    e.kind = ExportLayer::Kind::BatchNormalization;
+    e.in = e.out = b->channels();
+    e.gamma = b->gamma();
+    e.beta = b->beta();
+    e.movingMean = b->movingMean();
+    e.movingVariance = b->movingVariance();
+    e.epsilon = b->epsilon();
+  } else if (dynamic_cast<const Reshape*>(&layer)) {
+    e.kind = ExportLayer::Kind::Reshape;
   } else {
     const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";
     throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
-                    toString(f) +
-                    "): that export knows Dense, Activation, Flatten and Dropout; remove the layer or keep "
-                    "the model in Mirrorlab's .mlw weights");
+                    toString(f) + "): remove the layer or keep the model in Mirrorlab's .mlw weights");
   }
   return e;
 }

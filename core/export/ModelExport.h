@@ -11,6 +11,7 @@
 #include "nn/Activations.h"
 #include "nn/Layer.h"
 #include "nn/Sequential.h"
+#include "nn/Spatial.h"
 
 namespace ml {
 
@@ -33,16 +34,33 @@ struct ExportInfo {
   std::string version = MIRRORLAB_VERSION;
 };
 
-// One layer as an exporter sees it (inference form: Dropout is the identity).
+// One layer as an exporter sees it (inference form: Dropout is the identity, BatchNormalization
+// uses its moving statistics). Images are channels-last (height, width, channels), as Keras has them.
 struct ExportLayer {
-  enum class Kind { Dense, Activation, Flatten, Dropout };
+  enum class Kind {
+    Dense,
+    Activation,
+    Flatten,
+    Dropout,
+    Conv2D,
+    MaxPooling2D,
+    AveragePooling2D,
+    GlobalAveragePooling2D,
+    BatchNormalization,
+    Reshape
+  };
   Kind kind = Kind::Dense;
   std::string name, type;         // Mirrorlab's layer name and type
-  Act activation = Act::Linear;   // Dense and Activation
+  Act activation = Act::Linear;   // Dense, Conv2D and Activation
   Shape inputShape, outputShape;  // per sample
-  int64_t in = 0, out = 0;        // Dense: features in and units
-  const float* kernel = nullptr;  // Dense: (in, out) row-major, as Keras stores it
-  const float* bias = nullptr;    // Dense: (out), null without a bias
+  int64_t in = 0, out = 0;        // Dense: features in and units; Conv2D: input channels and filters
+  const float* kernel = nullptr;  // Dense: (in, out); Conv2D: (kh, kw, in, filters); row-major, as Keras stores it
+  const float* bias = nullptr;    // Dense, Conv2D: (out), null without a bias
+  Window window;                  // Conv2D and pooling: size, strides, padding
+  Geometry geometry;              // Conv2D and pooling: input and output sizes, padding before
+  // BatchNormalization over the last axis (channels): gamma and beta are null without scale or center.
+  const float *gamma = nullptr, *beta = nullptr, *movingMean = nullptr, *movingVariance = nullptr;
+  double epsilon = 0;
 };
 
 // The layers in order; throws UserError naming the layer, its type and the format when a layer

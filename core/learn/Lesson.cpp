@@ -37,6 +37,9 @@ Project LessonExperiment::apply(const Project& base) const {
   if (epochs > 0) p.training.epochs = epochs;
   p.distribute.faults = faults;
   if (!precision.empty()) p.training.precision = precision;
+  if (batchnormSynchronized)
+    for (auto& l : p.model.layers)
+      if (l.type == "BatchNormalization") l.args["synchronized"] = *batchnormSynchronized;
   if (lossScale) {
     p.training.lossScaling = *lossScale > 0;
     if (*lossScale > 0) p.training.lossScale = *lossScale;
@@ -92,7 +95,7 @@ struct LessonReader : JsonFieldReader {
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
   r.onlyKeys(e, path,
              {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",
-              "steps", "faults", "precision", "loss_scale"});
+              "steps", "faults", "precision", "loss_scale", "batchnorm_synchronized"});
   LessonExperiment x;
   x.label = r.text(e, path, "label", true, "a name such as \"four\" (lower-case letters, digits, _)");
   if (!isName(x.label, "_"))
@@ -123,6 +126,13 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   x.precision = r.text(e, path, "precision", false, "float32, mixed_bfloat16 or mixed_float16");
   if (!x.precision.empty() && !parsePrecision(x.precision))
     r.fail(path + ".precision", "is '" + clipText(x.precision, 40) + "' (allowed: float32, mixed_bfloat16, mixed_float16)");
+  if (e.contains("batchnorm_synchronized")) {
+    const json& v = e.at("batchnorm_synchronized");
+    if (!v.is_boolean())
+      r.fail(path + ".batchnorm_synchronized",
+             "must be true (statistics all-reduced across replicas) or false (per replica), got " + shortDump(v));
+    x.batchnormSynchronized = v.get<bool>();
+  }
   if (e.contains("loss_scale")) {
     const json& v = e.at("loss_scale");
     if (v.is_string() && v.get<std::string>() == "none")
@@ -293,7 +303,7 @@ std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
       "final_acc",         "final_loss",      "train_loss", "steps",           "seconds",  "samples_per_sec", "step_ms",
       "sync_share",        "allreduce_share", "wait_share", "checksums_equal", "checksum", "replicas",        "global_batch",
       "per_replica_batch", "shard_sizes",     "lr",         "steps_per_epoch", "status",   "max_wait_ms",     "min_wait_ms",
-      "skipped_steps",     "loss_scale",      "first_loss"};
+      "skipped_steps",     "loss_scale",      "first_loss", "loss_diff"};
   static const char* perDeviceCount[] = {"speedup", "efficiency", "sync_share", "step_ms", "samples_per_sec"};
   std::vector<std::string> names = {"checksums_equal", "params", "gradient_kib", "host_cores", "experiments"};
   std::set<int> counts;

@@ -30,6 +30,7 @@ struct LessonExperiment {
   std::vector<std::string> faults;     // injected faults ("slow:cpu:1=3x"): the run shows what they do
   std::string precision;               // float32 | mixed_bfloat16 | mixed_float16; "" keeps the project's
   std::optional<double> lossScale;     // mixed_float16's initial loss scale; 0 for none (no scaling)
+  std::optional<bool> batchnormSynchronized;  // every BatchNormalization layer's "synchronized"
 
   // The project with this experiment's settings applied.
   Project apply(const Project& base) const;

@@ -178,6 +178,11 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   bool allEqual = !outcomes.empty();
   for (const auto& o : outcomes) {
     addExperimentFigures(f, o);
+    // How far this experiment's training-loss curve strayed from the first experiment's, step by step.
+    double most = 0;
+    for (size_t i = 0; i < std::min(o.steps.size(), outcomes.front().steps.size()); ++i)
+      most = std::max(most, std::abs(o.steps[i].loss - outcomes.front().steps[i].loss));
+    f["loss_diff_" + o.experiment.label] = {most, formatNumber("%.2g", most)};
     allEqual = allEqual && checksumsEqual(o);
   }
   f["checksums_equal"] = yesNo(allEqual);

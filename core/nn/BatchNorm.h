@@ -38,6 +38,8 @@ class BatchNorm : public Layer {
   double epsilon() const { return epsilon_; }
   bool center() const { return center_; }
   bool scale() const { return scale_; }
+  const float* gamma() const { return gamma_; }  // null without scale
+  const float* beta() const { return beta_; }    // null without center
   const float* movingMean() const { return movingMean_; }
   const float* movingVariance() const { return movingVar_; }
 

@@ -33,6 +33,9 @@ class Conv2D : public Layer {
   Act activation() const { return act_; }
   bool useBias() const { return useBias_; }
   const Geometry& geometry() const { return g_; }
+  // The kernel (kh, kw, in channels, filters), Keras' layout, and the bias (filters) or null.
+  const float* kernel() const { return w_; }
+  const float* bias() const { return b_; }
   // Multiply-adds of the forward pass per sample (the benchmarks' FLOP count is twice this).
   int64_t macsPerSample() const { return g_.oh * g_.ow * patch() * filters_; }
   // mixed_*: as Dense (nn/Precision.h): windows, kernel, outputs and gradients rounded to the low

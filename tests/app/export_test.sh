@@ -76,6 +76,24 @@ else
   echo "SKIP: this generated PyTorch program has no --weights/--predict-only yet (issue 24)"
 fi
 
+# The CNN (Conv2D, MaxPooling2D, Flatten, Dense) trained a few steps: ONNX, Keras and PyTorch
+# exports against `mirrorlab-cli predict` on 1,000 test images (the numpy convolutions take memory).
+C=$SRC/projects/fashion-cnn.json
+$PY - "$TEST_IMAGES" "$T/t1k.idx" <<'PY'
+import gzip, sys
+raw = gzip.open(sys.argv[1]).read()
+open(sys.argv[2], "wb").write(raw[:4] + (1000).to_bytes(4, "big") + raw[8:16] + raw[16:16 + 1000 * 28 * 28])
+PY
+out=$("$CLI" train "$C" --epochs 1 --steps 20 --save-weights "$T/cnn.mlw" --no-record 2>&1) || bad "train cnn: $out"
+"$CLI" predict "$C" --weights "$T/cnn.mlw" --input "$T/t1k.idx" --output "$T/cnn.csv" 2>/dev/null || bad "predict cnn failed"
+out=$("$CLI" export "$C" --weights "$T/cnn.mlw" --format onnx --output "$T/cnn.onnx" 2>&1) || bad "export cnn onnx: $out"
+run_check "cnn onnx vs predict" $PY "$CHECKS/onnx_reference.py" "$T/cnn.onnx" "$T/t1k.idx" "$T/cnn.csv" --expect-opset 13
+out=$("$CLI" export "$C" --weights "$T/cnn.mlw" --format keras --output "$T/cnn.weights.h5" 2>&1) || bad "export cnn keras: $out"
+run_check "cnn keras layout and outputs" $PY "$CHECKS/keras_layout.py" "$T/cnn.weights.h5" "$C" "$T/cnn.mlw" "$T/t1k.idx" "$T/cnn.csv"
+out=$("$CLI" export "$C" --weights "$T/cnn.mlw" --format torch --output "$T/cnn.npz" 2>&1) || bad "export cnn torch: $out"
+"$CLI" export-code "$C" --framework torch --output "$T/cnn_program.py" >/dev/null 2>&1 || bad "export-code cnn failed"
+run_check "cnn torch program vs predict" $PY "$CHECKS/torch_load.py" "$T/cnn.npz" "$C" "$T/t1k.idx" "$T/cnn.csv" --program "$T/cnn_program.py"
+
 out=$("$CLI" runs show 1)
 expect_contains "exports recorded" "$out" "export:onnx"
 expect_contains "exports recorded" "$out" "export:keras"
@@ -91,7 +109,7 @@ expect_fail "unknown format" "allowed: onnx, torch, keras" "$CLI" export "$P" --
 expect_fail "weights of another model" "another architecture" "$CLI" export "$SRC/projects/spirals.json" --weights "$T/w.mlw" --format onnx --output "$T/s.onnx"
 expect_fail "no weights" "--weights FILE" "$CLI" export "$P" --format onnx --output "$T/m2.onnx"
 expect_fail "run that does not exist" "run 42" "$CLI" export --run 42 --format onnx --output "$T/m3.onnx"
-[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5|model.npz|program.py)$')" ] && ok || bad "files left behind: $(ls "$T")"
+[ -z "$(ls "$T" | grep -vE '^(runs.sqlite.*|w.mlw|p.csv|model.onnx|model.weights.h5|model.npz|program.py|t1k.idx|cnn.*|cnn_program.py)$')" ] && ok || bad "files left behind: $(ls "$T")"
 [ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed exports modified the run store"
 "$CLI" train "$SRC/projects/spirals.json" --epochs 1 --steps 2 >/dev/null 2>&1
 expect_fail "run without weights" "run 2 kept no weights: train with --save-weights" "$CLI" export --run 2 --format onnx --output "$T/m4.onnx"

@@ -75,7 +75,7 @@ class LearnTest : public QObject {
     QVERIFY(w.learnView()->isVisible());
     // The lessons load when the screen opens: every lesson file of projects/lessons.
     QTRY_VERIFY(!w.learnView()->lessons()->lessons().empty());
-    QCOMPARE(static_cast<int>(w.learnView()->lessons()->lessons().size()), 8);
+    QCOMPARE(static_cast<int>(w.learnView()->lessons()->lessons().size()), 9);
     QVERIFY(w.learnView()->lessons()->loadError().isEmpty());
     shot(&w, "learn-lessons");
   }

@@ -13,6 +13,7 @@
 #include "LearnTestUtil.h"
 #include "export/ExportJob.h"
 #include "export/ModelExport.h"
+#include "learn/CodeGen.h"
 #include "nn/WeightsFile.h"
 
 namespace fs = std::filesystem;
@@ -49,6 +50,46 @@ ModelSpec sampleSoftmaxModel() {
               layer("Dense", {{"units", 5}, {"activation", "relu"}}), layer("Dropout", {{"rate", 0.5}}),
               layer("Dense", {{"units", 2}, {"activation", "sigmoid"}})};
   return m;
+}
+
+// Every spatial layer on channels-last images: "same" and "valid" windows, strides, a Conv2D
+// without a bias, BatchNormalization over images and over features, max and average pooling, a
+// softmax over a Conv2D's whole output.
+ModelSpec convModel() {
+  ModelSpec m;
+  m.inputShape = {9, 8, 2};
+  m.layers = {layer("Conv2D", {{"filters", 4}, {"kernel_size", 3}, {"padding", "same"}, {"activation", "relu"}}),
+              layer("BatchNormalization"),
+              layer("MaxPooling2D", {{"pool_size", 2}, {"padding", "same"}}),
+              layer("Conv2D", {{"filters", 3}, {"kernel_size", {2, 3}}, {"strides", {1, 2}}, {"use_bias", false},
+                               {"activation", "tanh"}}),
+              layer("AveragePooling2D", {{"pool_size", 2}, {"strides", 1}, {"padding", "same"}}),
+              layer("Flatten"),
+              layer("Dense", {{"units", 6}, {"activation", "linear"}}),
+              layer("BatchNormalization", {{"center", false}, {"epsilon", 0.01}}),
+              layer("Dense", {{"units", 3}, {"activation", "sigmoid"}})};
+  return m;
+}
+
+// A flat input reshaped into an image, a strided Conv2D with a softmax over its output, global
+// average pooling, and BatchNormalization without scale.
+ModelSpec reshapeGapModel() {
+  ModelSpec m;
+  m.inputShape = {48};
+  m.layers = {layer("Reshape", {{"target_shape", {4, -1, 2}}}),
+              layer("Conv2D", {{"filters", 5}, {"kernel_size", 2}, {"strides", 2}, {"padding", "same"}, {"activation", "softmax"}}),
+              layer("BatchNormalization", {{"scale", false}}),
+              layer("GlobalAveragePooling2D"),
+              layer("Dense", {{"units", 2}, {"activation", "linear"}})};
+  return m;
+}
+
+// Initialised weights moved by noise: BatchNormalization's moving statistics and gamma/beta are
+// not their trivial starting values (variances stay positive).
+void perturb(Sequential& model, uint64_t seed) {
+  std::mt19937 gen(static_cast<unsigned>(seed));
+  std::normal_distribution<float> dist(0.0f, 0.2f);
+  for (float& v : model.params()) v += dist(gen);
 }
 
 void writeFloats(const fs::path& p, const std::vector<float>& v) {
@@ -117,6 +158,36 @@ TEST(OnnxExport, EveryLayerMatchesMirrorlabOpByOp) {
   }
 }
 
+// Conv2D, pooling, BatchNormalization, Reshape: ONNX's channels-first ops between Transposes,
+// evaluated by numpy against Mirrorlab's forward pass.
+TEST(OnnxExport, ConvolutionalLayersMatchMirrorlab) {
+  std::string why;
+  if (!pythonHas("onnx, numpy", &why)) GTEST_SKIP() << why;
+  for (const ModelSpec& spec : {convModel(), reshapeGapModel()}) {
+    TempDir dir("onnx-conv");
+    Sequential model(spec);
+    model.initialize(21);
+    perturb(model, 22);
+    const Sample s = mirrorlabOutputs(model, 23, dir.path());
+    const ExportResult r = exportModel(model, ExportFormat::Onnx, (dir.path() / "m.onnx").string(), ExportInfo{"conv"});
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("onnx_reference.py") + " " + r.path + " " +
+                                       s.input.string() + " " + s.expected.string() + " --expect-opset 13");
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+    if (spec.inputShape.size() == 3) {
+      EXPECT_NE(c.output.find("ops=Transpose,Conv,Relu,BatchNormalization,MaxPool,Conv,Tanh,AveragePool,Transpose,Flatten,Gemm,"
+                              "BatchNormalization,Gemm,Sigmoid "),
+                std::string::npos)
+          << c.output;
+    } else {
+      EXPECT_NE(c.output.find("ops=Reshape,Transpose,Conv,Transpose,Flatten,Softmax,Reshape,Transpose,BatchNormalization,"
+                              "GlobalAveragePool,Flatten,Gemm "),
+                std::string::npos)
+          << c.output;
+    }
+  }
+}
+
 TEST(OnnxExport, OneSampleAndAThousandThroughTheSameFile) {
   std::string why;
   if (!pythonHas("onnx, numpy", &why)) GTEST_SKIP() << why;
@@ -156,6 +227,63 @@ TEST(KerasExport, Keras3SequentialLayoutAndValues) {
   // vars, layers, and per layer its group and vars: 7 layers; 3 Dense kernels and 2 biases.
   EXPECT_NE(c.output.find("layout ok: 21 groups and datasets"), std::string::npos) << c.output;
   EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+}
+
+// The same layers in Keras 3's layout (conv2d/vars/0 = kernel (kh, kw, in, filters); batch
+// normalization's gamma, beta, moving mean and variance as its build() creates them), and Keras'
+// channels-last forward pass over the file's values.
+TEST(KerasExport, ConvolutionalLayersInKerasLayout) {
+  std::string why;
+  if (!pythonHas("h5py, numpy", &why)) GTEST_SKIP() << why;
+  for (const ModelSpec& spec : {convModel(), reshapeGapModel()}) {
+    TempDir dir("keras-conv");
+    Project p;
+    p.name = "keras conv";
+    Sequential model(spec);
+    model.initialize(31);
+    perturb(model, 32);
+    p.model = model.spec();
+    const Sample s = mirrorlabOutputs(model, 19, dir.path());
+    p.save((dir.path() / "p.json").string());
+    saveWeights(model, (dir.path() / "w.mlw").string());
+    const ExportResult r = exportModel(model, ExportFormat::Keras, (dir.path() / "m.weights.h5").string(), ExportInfo{});
+    const CommandResult c = runCommand(std::string(kPython) + " " + script("keras_layout.py") + " " + r.path + " " +
+                                       (dir.path() / "p.json").string() + " " + (dir.path() / "w.mlw").string() + " " +
+                                       s.input.string() + " " + s.expected.string());
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    // vars and layers, per layer its group and its vars group, and the datasets: 2 + 2 x 9 + 14 (Conv2D
+    // 2 + 1, BatchNormalization 4 + 3, Dense 2 + 2); 2 + 2 x 5 + 7 (Conv2D 2, BatchNormalization 3, Dense 2).
+    EXPECT_NE(c.output.find(spec.inputShape.size() == 3 ? "layout ok: 34 groups and datasets" : "layout ok: 19 groups and datasets"),
+              std::string::npos)
+        << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+  }
+}
+
+// The generated PyTorch program's own model (ChannelsLast convolutions, BatchNorm in eval mode),
+// loaded by its own load_weights from the exported .npz, predicts what Mirrorlab predicts.
+TEST(TorchExport, TheGeneratedProgramLoadsConvolutionalWeights) {
+  for (const ModelSpec& spec : {convModel(), reshapeGapModel()}) {
+    TempDir dir("torch-conv");
+    Project p;
+    p.name = "torch conv";
+    p.training.loss = "mean_squared_error";  // the program's last layer is then the model's own (no softmax folded)
+    p.training.metrics = {"mae"};
+    Sequential model(spec);
+    model.initialize(41);
+    perturb(model, 42);
+    p.model = model.spec();
+    p.save((dir.path() / "p.json").string());
+    writeFile(dir.path() / "program.py", generatePyTorchProgram(p));
+    const Sample s = mirrorlabOutputs(model, 17, dir.path());
+    const ExportResult r = exportModel(model, ExportFormat::Torch, (dir.path() / "m.npz").string(), ExportInfo{});
+    const CommandResult c =
+        runCommand(std::string(kPython) + " " + script("torch_load.py") + " " + r.path + " " + (dir.path() / "p.json").string() +
+                   " " + s.input.string() + " " + s.expected.string() + " --program " + (dir.path() / "program.py").string());
+    if (c.output.find("No module named") != std::string::npos) GTEST_SKIP() << "Debian's python3-torch is missing: " << c.output;
+    ASSERT_EQ(c.exitCode, 0) << c.output;
+    EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+  }
 }
 
 TEST(TorchExport, ATorchSequentialWithTheWeightsPredictsWhatMirrorlabPredicts) {

@@ -3,7 +3,9 @@
 here from the project file alone, as keras/src/saving/saving_lib.py writes it:
   /vars                            the model's own variables (an empty group)
   /layers/<class>[_k]/vars/<i>     each layer by its class name in snake case, numbered per class
-                                   in model order; Dense: 0 = kernel (in, units), 1 = bias (units)
+                                   in model order; Dense: 0 = kernel (in, units), 1 = bias (units);
+                                   Conv2D: kernel (kh, kw, in, filters), bias; BatchNormalization:
+                                   gamma, beta (when used), moving_mean, moving_variance
 and then the values: equal to the Mirrorlab weights file (.mlw, read here with numpy), and a numpy
 forward pass over the file's datasets, given an input and Mirrorlab's outputs, agrees to 1e-5.
 
@@ -32,30 +34,77 @@ def read_mlw(path):
     return arch, params
 
 
+CLASSES = {"Dense": "dense", "Activation": "activation", "Flatten": "flatten", "Dropout": "dropout", "Conv2D": "conv2d",
+           "MaxPooling2D": "max_pooling2d", "AveragePooling2D": "average_pooling2d",
+           "GlobalAveragePooling2D": "global_average_pooling2d", "BatchNormalization": "batch_normalization",
+           "Reshape": "reshape"}
+
+
+def pair(v, default):
+    v = default if v is None else v
+    return [v, v] if isinstance(v, int) else list(v)
+
+
+def window(layer):
+    """(kernel, strides, same) of a Conv2D or pooling layer, with Keras' defaults."""
+    if layer["type"] == "Conv2D":
+        k = pair(layer["kernel_size"], None)
+        s = pair(layer.get("strides"), 1)
+    else:
+        k = pair(layer.get("pool_size"), 2)
+        s = pair(layer.get("strides"), k)
+    return k, s, layer.get("padding", "valid") == "same"
+
+
+def out_size(n, k, s, same):
+    return -(-n // s) if same else (n - k) // s + 1
+
+
 def expected_layout(project):
-    """Keras 3's paths and shapes for the project's Sequential model: {path: shape or None for a group}."""
+    """Keras 3's paths and shapes for the project's Sequential model, worked out from the file:
+    {path: shape, or None for a group}, and the layers in order with their variables' shapes."""
     shape = list(project["model"]["input_shape"])
     layout = {"vars": None, "layers": None}
     used = {}
-    dense = []  # (path, in, units, use_bias) in order
+    steps = []
     for layer in project["model"]["layers"]:
-        cls = {"Dense": "dense", "Activation": "activation", "Flatten": "flatten", "Dropout": "dropout"}[layer["type"]]
+        kind = layer["type"]
+        cls = CLASSES[kind]
         k = used.get(cls, 0)
         used[cls] = k + 1
         path = f"layers/{cls}" + (f"_{k}" if k else "")
         layout[path] = layout[path + "/vars"] = None
-        if layer["type"] == "Flatten":
+        variables, in_shape = [], list(shape)
+        if kind == "Flatten":
             shape = [int(np.prod(shape))]
-        elif layer["type"] == "Dense":
-            units, bias = layer["units"], layer.get("use_bias", True)
-            layout[path + "/vars/0"] = (shape[0], units)
-            if bias:
-                layout[path + "/vars/1"] = (units,)
-            dense.append((path, shape[0], units, bias, layer.get("activation", "linear")))
-            shape = [units]
-        else:
-            dense.append((path, None, None, None, layer.get("activation", "linear") if layer["type"] == "Activation" else None))
-    return layout, dense
+        elif kind == "Dense":
+            variables.append((shape[0], layer["units"]))
+            if layer.get("use_bias", True):
+                variables.append((layer["units"],))
+            shape = [layer["units"]]
+        elif kind == "Conv2D":
+            (kh, kw), (sh, sw), same = window(layer)
+            variables.append((kh, kw, shape[2], layer["filters"]))
+            if layer.get("use_bias", True):
+                variables.append((layer["filters"],))
+            shape = [out_size(shape[0], kh, sh, same), out_size(shape[1], kw, sw, same), layer["filters"]]
+        elif kind in ("MaxPooling2D", "AveragePooling2D"):
+            (kh, kw), (sh, sw), same = window(layer)
+            shape = [out_size(shape[0], kh, sh, same), out_size(shape[1], kw, sw, same), shape[2]]
+        elif kind == "GlobalAveragePooling2D":
+            shape = [shape[2]]
+        elif kind == "BatchNormalization":
+            count = int(layer.get("scale", True)) + int(layer.get("center", True)) + 2
+            variables += [(shape[-1],)] * count
+        elif kind == "Reshape":
+            target = list(layer["target_shape"])
+            if -1 in target:
+                target[target.index(-1)] = int(np.prod(shape)) // -int(np.prod(target))
+            shape = target
+        for i, var_shape in enumerate(variables):
+            layout[f"{path}/vars/{i}"] = tuple(var_shape)
+        steps.append({"path": path, "layer": layer, "vars": len(variables), "in": in_shape, "out": list(shape)})
+    return layout, steps
 
 
 def actual_layout(f):
@@ -74,6 +123,48 @@ def activation(name, x):
             "tanh": np.tanh, "softmax": lambda v: softmax(v.reshape(len(v), -1), 1).reshape(v.shape)}[name](x)
 
 
+def windows(x, layer, fill):
+    """(N, H, W, C) -> (N, OH, OW, kh, kw, C), padded as TensorFlow pads "same" (the odd row/column last)."""
+    (kh, kw), (sh, sw), same = window(layer)
+    n, h, w, c = x.shape
+    oh, ow = out_size(h, kh, sh, same), out_size(w, kw, sw, same)
+    ph, pw = max((oh - 1) * sh + kh - h, 0), max((ow - 1) * sw + kw - w, 0)
+    xp = np.pad(x, ((0, 0), (ph // 2, ph - ph // 2), (pw // 2, pw - pw // 2), (0, 0)), constant_values=fill)
+    out = np.empty((n, oh, ow, kh, kw, c), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[:, :, :, i, j, :] = xp[:, i:i + sh * oh:sh, j:j + sw * ow:sw, :]
+    return out
+
+
+def forward(f, steps, x):
+    """Keras' inference forward pass over the file's variables, channels-last, in float64."""
+    for st in steps:
+        layer, kind = st["layer"], st["layer"]["type"]
+        v = [f[f"{st['path']}/vars/{i}"][()].astype(np.float64) for i in range(st["vars"])]
+        if kind == "Flatten":
+            x = x.reshape(len(x), -1)
+        elif kind == "Dense":
+            x = x @ v[0] + (v[1] if len(v) > 1 else 0)
+        elif kind == "Conv2D":
+            x = np.einsum("nyxijc,ijcf->nyxf", windows(x, layer, 0.0), v[0], optimize=True) + (v[1] if len(v) > 1 else 0)
+        elif kind == "MaxPooling2D":
+            x = windows(x, layer, -np.inf).max(axis=(3, 4))
+        elif kind == "AveragePooling2D":  # TensorFlow's "same" averages the positions inside the image
+            x = windows(x, layer, 0.0).sum(axis=(3, 4)) / windows(np.ones_like(x), layer, 0.0).sum(axis=(3, 4))
+        elif kind == "GlobalAveragePooling2D":
+            x = x.mean(axis=(1, 2))
+        elif kind == "BatchNormalization":
+            gamma = v.pop(0) if layer.get("scale", True) else 1.0
+            beta = v.pop(0) if layer.get("center", True) else 0.0
+            x = (x - v[0]) / np.sqrt(v[1] + layer.get("epsilon", 1e-3)) * gamma + beta
+        elif kind == "Reshape":
+            x = x.reshape([len(x)] + st["out"])
+        if kind in ("Dense", "Conv2D", "Activation"):
+            x = activation(layer.get("activation", "linear"), x)
+    return x
+
+
 def main():
     h5_path, project_path, mlw_path = sys.argv[1:4]
     project = json.load(open(project_path))
@@ -87,32 +178,22 @@ def main():
 
     _, params = read_mlw(mlw_path)
     offset = 0
-    for path, n_in, units, bias, _ in steps:
-        if n_in is None:
-            continue
-        for name, count in (("0", n_in * units), ("1", units if bias else 0)):
-            if count == 0:
-                continue
-            stored = f[f"{path}/vars/{name}"][()].reshape(-1)
-            if not np.array_equal(stored, params[offset:offset + count]):
-                raise SystemExit(f"FAIL: {path}/vars/{name} differs from the .mlw weights")
-            offset += count
+    for st in steps:  # the .mlw holds each layer's variables in Keras' order, one after the other
+        for i in range(st["vars"]):
+            stored = f[f"{st['path']}/vars/{i}"][()].reshape(-1)
+            if not np.array_equal(stored, params[offset:offset + stored.size]):
+                raise SystemExit(f"FAIL: {st['path']}/vars/{i} differs from the .mlw weights")
+            offset += stored.size
     if offset != params.size:
         raise SystemExit(f"FAIL: the file holds {offset} weights, the .mlw {params.size}")
 
     diff = None
     if len(sys.argv) > 5:
         x = read_input(sys.argv[4]).astype(np.float64)
-        x = x.reshape(len(x), -1)  # Mirrorlab's samples are flat rows; Flatten changes nothing
-        for path, n_in, units, bias, act in steps:
-            if n_in is not None:
-                x = x @ f[f"{path}/vars/0"][()].astype(np.float64)
-                if bias:
-                    x = x + f[f"{path}/vars/1"][()].astype(np.float64)
-            if act is not None:
-                x = activation(act, x)
+        x = x.reshape([len(x)] + list(project["model"]["input_shape"]))
+        x = forward(f, steps, x)
         expected = read_expected(sys.argv[5], len(x))
-        diff = float(np.abs(x - expected).max())
+        diff = float(np.abs(x.reshape(len(x), -1) - expected).max())
     print(f"layout ok: {len(want)} groups and datasets; values equal the .mlw ({params.size} weights)"
           + (f"; max_abs_diff={diff:.3g}" if diff is not None else ""))
     if diff is not None and not diff <= TOLERANCE:

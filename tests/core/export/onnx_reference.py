@@ -45,6 +45,24 @@ def softmax(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def windows(x, a, fill):
+    """(N, C, H, W) padded by the node's pads -> (N, C, OH, OW, kh, kw): every window of the input."""
+    kh, kw = a["kernel_shape"]
+    sh, sw = a.get("strides", [1, 1])
+    top, left, bottom, right = a.get("pads", [0, 0, 0, 0])
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)), constant_values=fill)
+    oh, ow = (xp.shape[2] - kh) // sh + 1, (xp.shape[3] - kw) // sw + 1
+    out = np.empty(x.shape[:2] + (oh, ow, kh, kw), dtype=x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            out[..., i, j] = xp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw]
+    return out
+
+
+def per_channel(v, ndim):
+    return v.reshape((1, -1) + (1,) * (ndim - 2))
+
+
 def run_node(node, v):
     a, x = attrs(node), [v[name] for name in node.input]
     op = node.op_type
@@ -72,16 +90,38 @@ def run_node(node, v):
         return x[0].reshape([int(d) for d in x[1]])
     if op == "Identity":
         return x[0]
+    if op == "Transpose":
+        return np.transpose(x[0], a["perm"])
+    if op == "Conv":
+        y = np.einsum("ncyxij,mcij->nmyx", windows(x[0], a, 0.0), x[1], optimize=True)
+        return y + per_channel(x[2], 4) if len(x) > 2 else y
+    if op == "MaxPool":
+        return windows(x[0], a, -np.inf).max(axis=(4, 5))
+    if op == "AveragePool":  # count_include_pad 0 (the default): the padding is not counted
+        if a.get("count_include_pad", 0):
+            raise SystemExit("FAIL: AveragePool counts the padding; TensorFlow's 'same' does not")
+        return windows(x[0], a, 0.0).sum(axis=(4, 5)) / windows(np.ones_like(x[0]), a, 0.0).sum(axis=(4, 5))
+    if op == "GlobalAveragePool":
+        return x[0].mean(axis=(2, 3), keepdims=True)
+    if op == "BatchNormalization":
+        n = x[0].ndim
+        return (x[0] - per_channel(x[3], n)) / np.sqrt(per_channel(x[4], n) + a.get("epsilon", 1e-5)) * per_channel(x[1], n) \
+            + per_channel(x[2], n)
     raise SystemExit(f"FAIL: the evaluator does not know op {op} (node {node.name})")
 
 
-def evaluate(model, inputs):
-    values = {t.name: numpy_helper.to_array(t).astype(np.float64) if t.data_type == onnx.TensorProto.FLOAT
-              else numpy_helper.to_array(t) for t in model.graph.initializer}
-    values[model.graph.input[0].name] = inputs.astype(np.float64)
-    for node in model.graph.node:  # ONNX requires topological order: one pass
-        values[node.output[0]] = run_node(node, values)
-    return values[model.graph.output[0].name]
+def evaluate(model, inputs, chunk=500):
+    """The graph over the inputs, chunk samples at a time (a convolution's windows take memory)."""
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) if t.data_type == onnx.TensorProto.FLOAT
+               else numpy_helper.to_array(t) for t in model.graph.initializer}
+    outputs = []
+    for lo in range(0, max(len(inputs), 1), chunk):
+        values = dict(weights)
+        values[model.graph.input[0].name] = inputs[lo:lo + chunk].astype(np.float64)
+        for node in model.graph.node:  # ONNX requires topological order: one pass
+            values[node.output[0]] = run_node(node, values)
+        outputs.append(values[model.graph.output[0].name])
+    return np.concatenate(outputs)
 
 
 def dims(value_info):
@@ -109,6 +149,7 @@ def main():
         raise SystemExit("FAIL: Dropout left in the inference graph")
 
     x = read_input(input_path)
+    x = x.reshape([x.shape[0]] + [int(d) for d in dims(inp)[1:]])  # an IDX image (h, w) is (h, w, 1) to a CNN
     y = evaluate(model, x)
     expected = read_expected(expected_path, x.shape[0])
     if y.shape != expected.shape:

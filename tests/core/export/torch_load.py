@@ -4,9 +4,12 @@ generated PyTorch program builds its model (nn.Linear per Dense with weight = ke
 activations as modules, nn.Flatten, nn.Dropout in eval mode), then its outputs on an input
 compared with Mirrorlab's to 1e-5.
 
-usage: torch_load.py WEIGHTS.npz PROJECT.json INPUT EXPECTED
+usage: torch_load.py WEIGHTS.npz PROJECT.json INPUT EXPECTED [--program PROGRAM.py]
   INPUT and EXPECTED as in onnx_reference.py (IDX images or raw float32; predict's CSV or raw float32)
+  --program: the model is the generated PyTorch program's own build_model(), its weights set by the
+  program's load_weights() (convolutional models: Conv2D, pooling, BatchNormalization, Reshape)
 """
+import importlib.util
 import json
 import os
 import sys
@@ -70,7 +73,18 @@ def main():
     for key in arrays.files:
         if arrays[key].dtype != np.float32:
             raise SystemExit(f"FAIL: {key} is {arrays[key].dtype}, want float32")
-    model = build(project, arrays)
+    if "--program" in sys.argv:
+        spec = importlib.util.spec_from_file_location("generated", sys.argv[sys.argv.index("--program") + 1])
+        program = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(program)
+        model = program.build_model()
+        program.load_weights(model, npz_path)
+        model.eval()
+        # The program folds a last softmax into its loss (F.cross_entropy on the logits): put it back.
+        if "folded into the loss" in open(sys.argv[sys.argv.index("--program") + 1]).read():
+            model = nn.Sequential(model, nn.Softmax(dim=1)).eval()
+    else:
+        model = build(project, arrays)
     x = read_input(input_path)
     x = x.reshape([len(x)] + list(project["model"]["input_shape"]))
     with torch.no_grad():

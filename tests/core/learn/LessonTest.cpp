@@ -70,7 +70,7 @@ TEST(Lessons, AllShippedLessonsLoad) {
   ASSERT_GE(lessons.size(), 5u);
   const std::vector<std::string> want = {"copies-and-shards",    "gradients-averaged", "scale-learning-rate",
                                          "devices-not-accuracy", "speedup-not-linear", "linear-scaling-rule",
-                                         "one-slow-device",      "loss-scaling"};
+                                         "one-slow-device",      "loss-scaling",       "batchnorm-devices"};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lessons[i].id, want[i]) << "lessons are listed in order";
   for (const auto& l : lessons) {
     SCOPED_TRACE(l.sourcePath);
@@ -305,6 +305,40 @@ TEST(LessonRunner, LossScalingLessonSkipsAndHalvesFromATooLargeScale) {
   ASSERT_FALSE(steps.empty());
   EXPECT_TRUE(steps.front().skipped) << "2^24 overflows at once";
   EXPECT_EQ(steps.front().lossScale, 16777216.0);
+}
+
+// The BatchNorm lesson: its experiments set every BatchNormalization layer's statistics mode; per
+// replica, 4 shards of 4 leave the 1-device loss curve, synchronized they follow it to rounding.
+TEST(LessonRunner, BatchNormLessonSeparatesPerReplicaFromSynchronizedStatistics) {
+  Lesson lesson = shipped("batchnorm-devices");
+  for (size_t e : {size_t{1}, size_t{2}}) {
+    const Project p = lesson.experiments.at(e).apply(lesson.project);
+    int bn = 0;
+    for (const auto& l : p.model.layers)
+      if (l.type == "BatchNormalization") {
+        EXPECT_EQ(l.args.at("synchronized").get<bool>(), e == 2);
+        ++bn;
+      }
+    EXPECT_EQ(bn, 2);
+  }
+  LessonRunnerOptions opts;
+  opts.maxSteps = 40;
+  LessonRunner runner(lesson, opts);
+  const LessonOutcome out = runner.run();
+  ASSERT_TRUE(out.completed) << out.message;
+  expectAllFilled(out);
+  const double perReplica = out.figures.at("loss_diff_perreplica").value, synced = out.figures.at("loss_diff_synced").value;
+  EXPECT_EQ(out.figures.at("loss_diff_one").value, 0.0);
+  EXPECT_LT(synced, 1e-3) << "synchronized statistics follow 1 device";
+  EXPECT_GT(perReplica, 1e-3) << "per-replica statistics leave it";
+  EXPECT_GT(perReplica, 10 * synced);
+  EXPECT_EQ(out.figures.at("checksums_equal").text, "yes");
+}
+
+TEST(Lessons, BatchNormSynchronizedMustBeTrueOrFalse) {
+  json j = validLesson();
+  j["experiments"][0]["batchnorm_synchronized"] = "yes";
+  EXPECT_NE(loadError(j).find("experiments[0].batchnorm_synchronized must be true"), std::string::npos) << loadError(j);
 }
 
 TEST(LessonRunner, CancelBeforeRunStopsAtOnce) {
