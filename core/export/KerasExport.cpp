@@ -53,7 +53,8 @@ class Handle {
 std::string kerasClassPath(const ExportLayer& l) {
   switch (l.kind) {
     case ExportLayer::Kind::Dense: return "dense";
-    case ExportLayer::Kind::Activation: return "activation";
+    case ExportLayer::Kind::Activation:  // the TensorFlow program's Softmax(axis=[1, 2, 3]) for a whole-image softmax
+      return l.activation == Act::Softmax && l.outputShape.size() > 1 ? "softmax" : "activation";
     case ExportLayer::Kind::Flatten: return "flatten";
     case ExportLayer::Kind::Dropout: return "dropout";
     case ExportLayer::Kind::Conv2D: return "conv2d";
@@ -122,8 +123,8 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
         if (l.kind == ExportLayer::Kind::Dense)
           dataset(vars.get(), "0", {in, out}, l.kernel, file);
         else
-          dataset(vars.get(), "0",
-                  {static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out}, l.kernel, file);
+          dataset(vars.get(), "0", {static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out}, l.kernel,
+                  file);
         if (l.bias) dataset(vars.get(), "1", {out}, l.bias, file);
       } else if (l.kind == ExportLayer::Kind::BatchNormalization) {
         int next = 0;

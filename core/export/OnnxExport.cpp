@@ -4,8 +4,8 @@
 // and Mirrorlab version in the model's metadata. Images stay channels-last at the input and output
 // as in Keras; ONNX's Conv, pooling and BatchNormalization work channels-first, so a run of them
 // is wrapped in Transposes (NHWC -> NCHW before, back before anything that sees the layout: Flatten,
-// Reshape, Dense, a softmax over the sample, the output), as tf2onnx converts Keras models. The library's checker and shape inference run
-// on the result before it is written, so a malformed graph never reaches a file.
+// Reshape, Dense, a softmax over the sample, the output), as tf2onnx converts Keras models. The library's checker and shape
+// inference run on the result before it is written, so a malformed graph never reaches a file.
 #include "export/ExportWriters.h"
 
 #if MIRRORLAB_HAVE_ONNX
@@ -196,8 +196,7 @@ void buildGraph(onnx::GraphProto* g, const std::vector<ExportLayer>& layers) {
         if (l.inputShape.size() == 3)
           toChannelsFirst(l);
         else if (l.inputShape.size() != 1)
-          throw UserError("layer '" + l.name + "' (BatchNormalization) over a sample of shape " +
-                          shapeToString(l.inputShape) +
+          throw UserError("layer '" + l.name + "' (BatchNormalization) over a sample of shape " + shapeToString(l.inputShape) +
                           " cannot be exported to ONNX: ONNX normalises over axis 1, so give it features or images");
         const auto c = static_cast<size_t>(l.in);
         std::vector<float> ones(c, 1.0f), zeros(c, 0.0f);

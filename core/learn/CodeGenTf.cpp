@@ -28,6 +28,12 @@ std::string kerasLayer(const LayerPlan& l, size_t index) {
   if (l.type == "Dense")
     return "tf.keras.layers.Dense(" + pyInt(l.units) + ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
            ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
+  if (l.type == "Activation" && l.activation == "softmax" && l.outputShape.size() > 1) {
+    // Mirrorlab's softmax spans the whole sample; Keras' Activation("softmax") only the last axis.
+    std::string axes;
+    for (size_t i = 1; i <= l.outputShape.size(); ++i) axes += (axes.empty() ? "" : ", ") + std::to_string(i);
+    return "tf.keras.layers.Softmax(axis=[" + axes + "]" + nameArg(l.name) + ")";
+  }
   if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + nameArg(l.name) + ")";
   const auto pair = [&](const char* key) { return pyShape(Shape{l.args[key][0].get<int64_t>(), l.args[key][1].get<int64_t>()}); };
   if (l.type == "Conv2D")

@@ -16,10 +16,17 @@ namespace {
 
 std::string torchSpatialLayer(const LayerPlan& l);
 
-std::string torchActivation(const std::string& a) {
+// Mirrorlab's softmax spans the whole sample: over a multi-dimensional output (an image's) the
+// sample is flattened, softmaxed and put back in shape.
+std::string torchActivation(const std::string& a, const Shape& shape) {
   if (a == "relu") return "nn.ReLU()";
   if (a == "sigmoid") return "nn.Sigmoid()";
   if (a == "tanh") return "nn.Tanh()";
+  if (a == "softmax" && shape.size() > 1) {
+    std::string dims;
+    for (int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    return "nn.Flatten(), nn.Softmax(dim=1), nn.Unflatten(1, (" + dims + "))";
+  }
   if (a == "softmax") return "nn.Softmax(dim=1)";
   return "";
 }
@@ -37,7 +44,7 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
     } else if (const std::string spatial = torchSpatialLayer(l); !spatial.empty()) {
       out += "        " + spatial + "," + tag;
       if (l.type == "Conv2D" && !(last && foldSoftmax && l.activation == "softmax"))
-        if (const std::string a = torchActivation(l.activation); !a.empty()) out += "        " + a + ",\n";
+        if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty()) out += "        " + a + ",\n";
     } else if (l.type == "Dropout") {
       out += "        nn.Dropout(p=" + pyNum(l.rate) + ")," + tag;
     } else {
@@ -46,7 +53,7 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
                pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")," + tag;
       if (last && foldSoftmax && l.activation == "softmax")
         out += "        # softmax: folded into the loss (F.cross_entropy takes the logits)\n";
-      else if (const std::string a = torchActivation(l.activation); !a.empty())
+      else if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty())
         out += "        " + a + "," + (l.type == "Activation" ? tag : "\n");
     }
   }

@@ -70,6 +70,8 @@ def expected_layout(project):
     for layer in project["model"]["layers"]:
         kind = layer["type"]
         cls = CLASSES[kind]
+        if kind == "Activation" and layer["activation"] == "softmax" and len(shape) > 1:
+            cls = "softmax"  # the TensorFlow program's Softmax(axis=[1, 2, 3]): Mirrorlab's softmax spans the sample
         k = used.get(cls, 0)
         used[cls] = k + 1
         path = f"layers/{cls}" + (f"_{k}" if k else "")

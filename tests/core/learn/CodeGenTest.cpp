@@ -192,6 +192,17 @@ TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
 
 // The CNN's programs: Keras' layers with their arguments; PyTorch's channels-first layers behind
 // permutes, SyncBatchNorm where synchronized; the PyTorch program trains a few steps.
+// Mirrorlab's softmax spans the whole sample: on an image both programs take it over every axis of
+// the sample (Keras' Activation would take only the channels; nn.Softmax(dim=1) only the rows).
+TEST(CodeGen, ASoftmaxOverAnImageSpansTheWholeSample) {
+  Project p = Project::load(projectPath("fashion-cnn.json"));
+  p.model.layers.insert(p.model.layers.begin() + 1, LayerSpec{"Activation", "", {{"activation", "softmax"}}});
+  const std::string tf = generateProgram(p, Framework::TensorFlow);
+  EXPECT_NE(tf.find("tf.keras.layers.Softmax(axis=[1, 2, 3]"), std::string::npos);
+  const std::string torch = generatePyTorchProgram(p);
+  EXPECT_NE(torch.find("nn.Flatten(), nn.Softmax(dim=1), nn.Unflatten(1, (26, 26, 32)),"), std::string::npos);
+}
+
 TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
   const Project bn = Project::load(projectPath("fashion-cnn-bn.json"));
   const std::string tf = generateProgram(bn, Framework::TensorFlow);
