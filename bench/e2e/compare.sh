@@ -4,6 +4,7 @@
 # against the 2-thread sgemm peak measured in the same run.
 #   bench/e2e/compare.sh [EPOCHS] [ROUNDS]     (needs python3-torch: scripts/deps.sh python3-torch)
 #   MODELS=wide bench/e2e/compare.sh 3 2       (only the large MLP)
+#   MODELS=cnn bench/e2e/compare.sh 2 2        (projects/fashion-cnn.json; MODELS="default wide cnn" for all)
 # mixed_bfloat16 runs beside float32 on cpu:1 x 2 threads (ml1b) and cpu:2 (ml2b), and PyTorch's
 # autocast(bfloat16) beside its float32 (torchb): the ratios are printed per model.
 #   RUNNERS="ml1 ml1b torch torchb" bench/e2e/compare.sh 3 3   (a subset of the runners)
@@ -51,6 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
   rec "$round" peak1 "$(measure_peak 1)"
   for m in ${MODELS:-default wide}; do
     if [ $m = default ]; then proj=projects/fashion-mlp.json; args=(--hidden 128 --batch 128)
+    elif [ $m = cnn ]; then proj=projects/fashion-cnn.json; args=(--cnn --batch 128)
     else proj=bench/e2e/wide-mlp.json; args=(--hidden 512 512 --batch 256); fi
     # A different order each round, so no runner always follows the same neighbour.
     order=$(echo $RUNNERS | tr ' ' '\n' | python3 -c "import sys,random; r=[l.strip() for l in sys.stdin]; random.Random($round).shuffle(r); print(' '.join(r))")
@@ -73,13 +75,18 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT/rounds.txt" "$(gflop 784-128-10)" "$(gflop 784-512-512-10)" <<'PY'
+# The CNN's training work per epoch: 3 x 2 FLOPs per multiply-add of forward (forward, the input
+# gradient, the weight gradient), less the first convolution's input gradient, which nobody computes.
+cnn_gflop() { python3 -c "
+macs = [26*26*9*32, 11*11*9*32*64, 1600*128, 128*10]; n = 60000
+print((6*sum(macs) - 2*macs[0]) * n / 1e9)"; }
+python3 - "$OUT/rounds.txt" "$(gflop 784-128-10)" "$(gflop 784-512-512-10)" "$(cnn_gflop)" <<'PY'
 import sys, statistics as st
 from collections import defaultdict
 v = defaultdict(list)
 for line in open(sys.argv[1]):
     r, k, x = line.split(); v[k].append(float(x))
-work = {"default": float(sys.argv[2]), "wide": float(sys.argv[3])}
+work = {"default": float(sys.argv[2]), "wide": float(sys.argv[3]), "cnn": float(sys.argv[4])}
 med = lambda k: st.median(v[k])
 spread = lambda k: "%.3g-%.3g" % (min(v[k]), max(v[k]))
 p2, p1 = med("peak2"), med("peak1")
@@ -90,7 +97,7 @@ names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 pr
          "ml1b": "mirrorlab cpu:1 x 2 mixed_bfloat16", "ml2b": "mirrorlab cpu:2 mixed_bfloat16",
          "torchb": "pytorch 1 x 2 autocast bfloat16"}
 print("\n%-20s %-36s %9s %15s %9s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak"))
-for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256")):
+for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256"), ("cnn", "fashion-cnn b128")):
     if not v.get("torch-" + m): continue  # MODELS or RUNNERS left it out
     t = med("torch-" + m)
     has = lambda r: bool(v.get(r + "-" + m))

@@ -7,6 +7,8 @@ CPU with a stated thread count. Prints one JSON line with seconds per epoch.
   torch_mlp.py --hidden 512 512 --batch 256 --epochs 3 --threads 2
   torch_mlp.py ... --ddp 2      # DistributedDataParallel, gloo, 2 processes x --threads each
   torch_mlp.py ... --autocast   # torch.autocast("cpu", bfloat16): Mirrorlab's mixed_bfloat16
+  torch_mlp.py --cnn --batch 128 # projects/fashion-cnn.json: Conv2D 32 -> MaxPool -> Conv2D 64 -> MaxPool
+                                 # -> Dense 128 -> Dense 10, in PyTorch's own channels-first layout
 """
 import argparse, gzip, json, os, struct, sys, time
 
@@ -39,13 +41,27 @@ def build(torch, hidden):
     return model
 
 
+def build_cnn(torch):
+    """projects/fashion-cnn.json with Glorot-uniform kernels and zero biases, as Keras starts them."""
+    nn = torch.nn
+    model = nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(64 * 5 * 5, 128), nn.ReLU(), nn.Linear(128, 10))
+    for m in model:
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            torch.nn.init.xavier_uniform_(m.weight)
+            torch.nn.init.zeros_(m.bias)
+    return model
+
+
 def run(rank, world, args, result_queue=None):
     import torch
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
     x = torch.from_numpy(read_idx(os.path.join(DATA, "train-images-idx3-ubyte.gz")))
     y = torch.from_numpy(read_idx(os.path.join(DATA, "train-labels-idx1-ubyte.gz")))
-    model = build(torch, args.hidden)
+    model = build_cnn(torch) if args.cnn else build(torch, args.hidden)
+    if args.cnn:
+        x = x.reshape(-1, 1, 28, 28)
     if world > 1:
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", "29517")
@@ -76,7 +92,8 @@ def run(rank, world, args, result_queue=None):
     if world > 1:
         torch.distributed.destroy_process_group()
     if rank == 0:
-        out = {"framework": "pytorch", "torch": torch.__version__, "hidden": args.hidden, "batch": args.batch,
+        out = {"framework": "pytorch", "torch": torch.__version__, "model": "cnn" if args.cnn else "mlp", "hidden": args.hidden,
+               "batch": args.batch,
                "threads": args.threads, "processes": world, "autocast": args.autocast, "epoch_seconds": times,
                "median_epoch_seconds": sorted(times)[len(times) // 2], "blas": blas_name(torch)}
         print(json.dumps(out))
@@ -102,6 +119,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ddp", type=int, default=1)
     ap.add_argument("--autocast", action="store_true", help="bfloat16 autocast (Mirrorlab's mixed_bfloat16)")
+    ap.add_argument("--cnn", action="store_true", help="projects/fashion-cnn.json's model instead of an MLP")
     args = ap.parse_args()
     if args.ddp > 1:
         import torch.multiprocessing as mp
