@@ -74,16 +74,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_);
   if (std::string why = backend_->supportsPrecision(options_.precision); !why.empty()) throw UserError(why);
   for (auto& rep : replicas_) applyPrecision(*rep->model, options_.precision);
-  lossScaled_ = options_.precision == Precision::MixedFloat16 && options_.lossScaling.enabled;
-  if (lossScaled_) {
-    const LossScaling& ls = options_.lossScaling;
-    if (!(ls.initial > 0 && std::isfinite(static_cast<float>(ls.initial))))
-      throw UserError("the initial loss scale must be a positive number a float can hold (32768 by default), got " +
-                      std::to_string(ls.initial));
-    if (ls.growthSteps < 1)
-      throw UserError("the loss scale's growth period must be at least 1 step, got " + std::to_string(ls.growthSteps));
-    lossScale_ = ls.initial;
-  }
+  lossScale_ = DynamicLossScale(options_.precision, options_.lossScaling);
   refuseAcrossWorkers();
   spins_ = spinBudget(n);
   collective_ = makeCollective();
@@ -184,12 +175,6 @@ void MirroredStrategy::setFaults(FaultPlan plan) {
 void MirroredStrategy::releaseFaults() {
   faultsReleased_.store(true);
   faultsReleased_.notify_all();
-}
-
-void MirroredStrategy::restoreLossScale(double scale, int64_t goodSteps) {
-  if (!lossScaled_) return;
-  lossScale_ = scale;
-  goodSteps_ = goodSteps;
 }
 
 void MirroredStrategy::restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations) {
@@ -389,7 +374,7 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
   const int n = replicas();
   backend_->mark(r.rank, Mark::CommEnd);
   r.skipped = false;
-  if (lossScaled_ && !reducedGradientsFinite(r)) {
+  if (lossScale_.active() && !reducedGradientsFinite(r)) {
     // Every replica reads the same summed bits, so every replica skips this same step.
     r.skipped = true;
     backend_->mark(r.rank, Mark::UpdateEnd);
@@ -482,19 +467,9 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.indices = indices;
   job.accumulate = accumulate;
   job.lr = lr;
-  job.lossScale = lossScaled_ ? static_cast<float>(lossScale_) : 1.0f;
-  job.gradScale = 1.0f / static_cast<float>(indices.size());
-  // Loss-scaled, the summed gradients are of the loss times the scale: one multiply unscales and averages.
-  if (lossScaled_) job.gradScale = static_cast<float>(1.0 / (static_cast<double>(indices.size()) * lossScale_));
-  // float16: backward's values are rounded to float16, so they must be the values a framework has
-  // there: of the global batch's mean loss (Keras' SUM_OVER_BATCH_SIZE, PyTorch's mean), times the
-  // loss scale, not of the per-sample sum, which would be B times larger and underflow B times less.
-  // The summed gradients are then the mean's times the scale.
-  if (options_.precision == Precision::MixedFloat16) {
-    const double b = static_cast<double>(indices.size()), scale = lossScaled_ ? lossScale_ : 1.0;
-    job.lossScale = static_cast<float>(scale / b);
-    job.gradScale = static_cast<float>(1.0 / scale);
-  }
+  const auto factors = lossScale_.factors(static_cast<int64_t>(indices.size()));
+  job.lossScale = factors.loss;
+  job.gradScale = factors.grad;
   job.step = step;
   replicaSum_->newStep();
   if (hierarchical_) hierarchical_->setStep(step);
@@ -536,20 +511,20 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
       res.badWhat = o.bad == 1 ? "loss" : "gradient";
     }
   }
-  if (lossScaled_) applyLossScaling(res);
+  if (lossScale_.active()) applyLossScaling(res);
   return res;
 }
 
-// Keras' dynamic loss scale, decided once per step on the caller's thread from the replicas'
-// common verdict on the summed gradients: a skipped step halves the scale (never below 1) and is
-// not a divergence unless the scale was already 1; growthSteps finite steps in a row double it.
+// The dynamic loss scale (LossScale.h), decided once per step on the caller's thread from the
+// replicas' common verdict on the summed gradients: a skipped step is not a divergence unless the
+// scale was already 1.
 void MirroredStrategy::applyLossScaling(StepResult& res) {
-  res.lossScale = lossScale_;
+  res.lossScale = lossScale_.scale();
   res.skipped = replicas_[0]->skipped;
   for (const auto& r : replicas_)
     if (r->skipped != res.skipped) throw UserError("internal: the replicas disagree on skipping a loss-scaled step");
   if (res.skipped) {
-    if (lossScale_ > 1.0) {
+    if (lossScale_.scale() > 1.0) {
       res.finite = true;
       res.badReplica = -1;
       res.badWhat.clear();
@@ -558,12 +533,8 @@ void MirroredStrategy::applyLossScaling(StepResult& res) {
       res.badReplica = 0;
       res.badWhat = "gradient";
     }
-    lossScale_ = std::max(1.0, lossScale_ / 2);
-    goodSteps_ = 0;
-  } else if (++goodSteps_ >= options_.lossScaling.growthSteps) {
-    if (std::isfinite(static_cast<float>(lossScale_ * 2))) lossScale_ *= 2;
-    goodSteps_ = 0;
   }
+  lossScale_.afterStep(res.skipped);
 }
 
 void MirroredStrategy::evalReplica(Replica& r, const Job& job) {

@@ -19,6 +19,7 @@
 #include "data/Dataset.h"
 #include "distribute/AllReduce.h"
 #include "distribute/Faults.h"
+#include "distribute/LossScale.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
 #include "nn/Precision.h"
@@ -52,8 +53,8 @@ struct StrategyOptions {
   // all-reduce and changes the results; with one replica nothing is sent, so nothing changes.
   AllReduceDtype allreduceDtype = AllReduceDtype::Float32;
   // Mixed precision (nn/Precision.h): the layers' compute format; weights, optimizer and the
-  // all-reduce stay float32. Loss scaling is decided on the all-reduced gradients, so every
-  // replica skips the same steps and keeps the same scale.
+  // all-reduce stay float32 under every policy (allreduceDtype above is its own setting). Loss scaling is decided on the
+  // all-reduced gradients, so every replica skips the same steps and keeps the same scale.
   Precision precision = Precision::Float32;
   LossScaling lossScaling;
   // Several workers (processes, e.g. launched by mpirun): this process holds `devices` as its
@@ -161,10 +162,10 @@ class MirroredStrategy {
   bool bucketsInline() const { return collective_->inlineBuckets(); }
   Precision precision() const { return options_.precision; }
   // The loss scale of the next step (0 without loss scaling), and finite steps since it last changed.
-  double lossScale() const { return lossScaled_ ? lossScale_ : 0.0; }
-  int64_t lossScaleGoodSteps() const { return goodSteps_; }
+  double lossScale() const { return lossScale_.scale(); }
+  int64_t lossScaleGoodSteps() const { return lossScale_.goodSteps(); }
   // A resumed run goes on with its checkpoint's scale (ignored without loss scaling).
-  void restoreLossScale(double scale, int64_t goodSteps);
+  void restoreLossScale(double scale, int64_t goodSteps) { lossScale_.restore(scale, goodSteps); }
 
   // Same seed on every replica: identical initial weights.
   void initialize(uint64_t seed);
@@ -274,9 +275,7 @@ class MirroredStrategy {
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
   bool sharded_ = false;
-  bool lossScaled_ = false;                     // mixed_float16 with loss scaling on
-  double lossScale_ = 1;                        // the next step's scale
-  int64_t goodSteps_ = 0;                       // finite steps since the scale last changed
+  DynamicLossScale lossScale_;                  // mixed_float16's (inactive otherwise)
   std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
   bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)

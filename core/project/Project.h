@@ -33,7 +33,8 @@ struct TrainingSpec {
   bool checkpointInSteps = false;
   int checkpointKeep = 3;
   // Compute precision (nn/Precision.h): float32 | mixed_bfloat16 | mixed_float16. Master weights,
-  // the optimizer, softmax, losses and the all-reduce stay float32 under every policy.
+  // the optimizer, softmax, losses and the all-reduce stay float32 under every policy (the
+  // all-reduce has its own setting, distribute.allreduceDtype).
   std::string precision = "float32";
   // Dynamic loss scaling, used by mixed_float16 only (bfloat16 has float32's range and needs none):
   // lossScaling false is "loss_scale": "none" in the file.
