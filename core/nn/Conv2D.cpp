@@ -6,11 +6,14 @@
 #include <cblas.h>
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "Error.h"
 #include "Limits.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/Initializers.h"
+#include "nn/OneDnnConv.h"
+#include "nn/ThreadTeam.h"
 #include "tensor/Finite.h"
 
 namespace ml {
@@ -109,10 +112,42 @@ int64_t Conv2D::chunkRows(int64_t n) const {
   return std::clamp<int64_t>((int64_t{1} << 21) / perSample, 1, std::max<int64_t>(n, 1));
 }
 
+namespace {
+// Below this many columns per thread a split of a product costs more than it saves.
+constexpr int64_t kMinColumnsPerThread = 8;
+
+// The team of the replica on this thread when it has several threads (float32 only), else null.
+// As Dense on a team (tests/core/nn/ThreadTeamTest.cpp): im2col, col2im and the element-wise passes
+// split by samples or rows, which keeps every value's bits; whole products side by side (backward
+// on two threads) are the serial calls, the same bits; a product split by columns of its result
+// agrees to float rounding (OpenBLAS' blocking follows the block's shape), and is the same from
+// run to run.
+ThreadTeam* floatTeam(Precision p) {
+  ThreadTeam* team = ThreadTeam::current();
+  return p == Precision::Float32 && team && team->size() > 1 ? team : nullptr;
+}
+
+void forRows(ThreadTeam* team, int64_t count, const std::function<void(int64_t, int64_t)>& part) {
+  if (team && count >= team->size())
+    team->split(count, part);
+  else
+    part(0, count);
+}
+
+void forColumns(ThreadTeam* team, int64_t columns, const std::function<void(int64_t, int64_t)>& part) {
+  if (team && columns >= kMinColumnsPerThread * team->size())
+    team->split(columns, part);
+  else
+    part(0, columns);
+}
+}  // namespace
+
 // x (n, h, w, c) -> y (n, oh, ow, filters)
 void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
+  ThreadTeam* team = floatTeam(precision_);
+  if (!low && dnnconv::available()) return forwardOneDnn(x, y, n, team);
   const float* w = w_;
   if (bf) {
     wb_.resize(static_cast<size_t>(kernelSize()));
@@ -126,7 +161,9 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   if (bf) colsb_.resize(cols_.size());
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
-    im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    forRows(team, m, [&](int64_t lo, int64_t hi) {
+      im2col(x + (i0 + lo) * inFeatures(), hi - lo, g_, win_, cols_.data() + lo * pos * P);
+    });
     float* out = y + i0 * pos * F;
     if (bf) {  // the rounded input's windows times the rounded kernel on Bf16Gemm
       bf16::pack(cols_.data(), colsb_.data(), static_cast<size_t>(rows * P));
@@ -135,20 +172,26 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
       continue;
     }
     if (low) roundTo(precision_, cols_.data(), static_cast<size_t>(rows * P));  // = the rounded input's windows
-    if (useBias_)
-      for (int64_t r = 0; r < rows; ++r) std::copy(b_, b_ + F, out + r * F);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(F), static_cast<int>(P), 1.0f,
-                cols_.data(), static_cast<int>(P), w, static_cast<int>(F), useBias_ ? 1.0f : 0.0f, out, static_cast<int>(F));
+    forColumns(team, F, [&](int64_t lo, int64_t hi) {                           // columns [lo, hi): the bias, then the product
+      if (useBias_)
+        for (int64_t r = 0; r < rows; ++r) std::copy(b_ + lo, b_ + hi, out + r * F + lo);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(hi - lo),
+                  static_cast<int>(P), 1.0f, cols_.data(), static_cast<int>(P), w + lo, static_cast<int>(F),
+                  useBias_ ? 1.0f : 0.0f, out + lo, static_cast<int>(F));
+    });
     if (low) roundTo(precision_, out, static_cast<size_t>(rows * F));
   }
-  activationForward(act_, y, n * pos, F);
+  forRows(team, n * pos, [&](int64_t lo, int64_t hi) { activationForward(act_, y + lo * F, hi - lo, F); });
   if (low && act_ != Act::Softmax) roundTo(precision_, y, static_cast<size_t>(n * pos * F));
 }
 
 // dy (n, oh, ow, filters) -> dz (in place); dW += cols^T dz, db += sum dz, dx = col2im(dz W^T)
 void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
-  activationBackward(act_, y, dy, dy, n * pos, F);
+  ThreadTeam* team = floatTeam(precision_);
+  forRows(team, n * pos,
+          [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * F, dy + lo * F, dy + lo * F, hi - lo, F); });
+  if (precision_ == Precision::Float32 && dnnconv::available()) return backwardOneDnn(x, dy, dx, n, team);
   // Low precision: dz rounded, the kernel and bias gradients summed over the chunks into scratch,
   // rounded once and added; the rounded kernel of forward; dx rounded after col2im's sums.
   const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
@@ -172,7 +215,13 @@ void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int6
   for (int64_t i0 = 0; i0 < n; i0 += chunk) {
     const int64_t m = std::min(chunk, n - i0), rows = m * pos;
     const float* dz = dy + i0 * pos * F;
-    im2col(x + i0 * inFeatures(), m, g_, win_, cols_.data());
+    forRows(team, m, [&](int64_t lo, int64_t hi) {
+      im2col(x + (i0 + lo) * inFeatures(), hi - lo, g_, win_, cols_.data() + lo * pos * P);
+    });
+    if (team) {
+      backwardChunkOnTeam(*team, dz, rows, dx ? dx + i0 * inFeatures() : nullptr, m);
+      continue;
+    }
     if (bf) {  // exact: dz is already rounded
       bf16::pack(cols_.data(), colsb_.data(), static_cast<size_t>(rows * P));
       bf16::pack(dz, dzb_.data(), static_cast<size_t>(rows * F));
@@ -203,6 +252,80 @@ void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int6
   if (useBias_)
     for (int64_t f = 0; f < F; ++f) db_[f] += roundOne(precision_, dbq_[static_cast<size_t>(f)]);
   if (dx) roundTo(precision_, dx, static_cast<size_t>(n * inFeatures()));
+}
+
+// One chunk's backward on a team (float32; cols_ holds the chunk's windows): dW (with db) and the
+// window gradients side by side when the team has two threads and both are wanted, else each
+// product split by columns; then col2im by samples.
+void Conv2D::backwardChunkOnTeam(ThreadTeam& team, const float* dz, int64_t rows, float* dx, int64_t m) {
+  const int64_t P = patch(), F = filters_;
+  auto weightGrad = [&](int64_t lo, int64_t hi) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(P), static_cast<int>(hi - lo), static_cast<int>(rows),
+                1.0f, cols_.data(), static_cast<int>(P), dz + lo, static_cast<int>(F), 1.0f, dw_ + lo, static_cast<int>(F));
+    if (useBias_)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t f = lo; f < hi; ++f) db_[f] += dz[r * F + f];
+  };
+  auto windowGrad = [&](int64_t lo, int64_t hi) {  // columns [lo, hi) of dcols = dz W^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(hi - lo), static_cast<int>(F),
+                1.0f, dz, static_cast<int>(F), w_ + lo * F, static_cast<int>(F), 0.0f, dcols_.data() + lo, static_cast<int>(P));
+  };
+  if (dx && team.size() == 2) {
+    team.run(2, [&](int t) { t == 0 ? weightGrad(0, F) : windowGrad(0, P); });
+  } else {
+    forColumns(&team, F, weightGrad);
+    if (dx) forColumns(&team, P, windowGrad);
+  }
+  if (!dx) return;
+  const int64_t pos = g_.oh * g_.ow;
+  forRows(&team, m, [&](int64_t lo, int64_t hi) {
+    float* d = dx + lo * inFeatures();
+    std::fill(d, d + (hi - lo) * inFeatures(), 0.0f);
+    col2imAdd(dcols_.data() + lo * pos * P, hi - lo, g_, win_, d);
+  });
+}
+
+// float32 on oneDNN (nn/OneDnnConv.h). On a team each thread convolves its own samples (oneDNN on
+// one thread), then the activation by rows.
+void Conv2D::forwardOneDnn(const float* x, float* y, int64_t n, ThreadTeam* team) {
+  const int64_t F = filters_, pos = g_.oh * g_.ow;
+  forRows(team, n, [&](int64_t lo, int64_t hi) {
+    dnnconv::forward(g_, win_, F, hi - lo, x + lo * inFeatures(), w_, useBias_ ? b_ : nullptr, y + lo * pos * F);
+  });
+  forRows(team, n * pos, [&](int64_t lo, int64_t hi) { activationForward(act_, y + lo * F, hi - lo, F); });
+}
+
+// float32 on oneDNN, dz = the activation's gradient already in dy. Each part (one, or one per team
+// thread, by samples) writes its samples' kernel and bias gradients into its own scratch and its
+// samples' input gradient; the parts' gradients are then added in part order: the same bits from
+// run to run for a given number of threads.
+void Conv2D::backwardOneDnn(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team) {
+  const int64_t K = kernelSize(), F = filters_, pos = g_.oh * g_.ow;
+  const int parts = team && n >= team->size() ? team->size() : 1;
+  dwParts_.resize(static_cast<size_t>(parts * K));
+  dbParts_.resize(static_cast<size_t>(parts * F));
+  auto part = [&](int t) {
+    const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
+    float* dw = dwParts_.data() + t * K;
+    float* db = dbParts_.data() + t * F;
+    if (hi == lo) {
+      std::fill(dw, dw + K, 0.0f);
+      std::fill(db, db + F, 0.0f);
+      return;
+    }
+    dnnconv::backwardWeights(g_, win_, F, hi - lo, x + lo * inFeatures(), dz + lo * pos * F, dw, useBias_ ? db : nullptr);
+    if (dx) dnnconv::backwardData(g_, win_, F, hi - lo, dz + lo * pos * F, w_, dx + lo * inFeatures());
+  };
+  if (parts > 1)
+    team->run(parts, part);
+  else
+    part(0);
+  for (int t = 0; t < parts; ++t) {
+    const float* dw = dwParts_.data() + t * K;
+    for (int64_t i = 0; i < K; ++i) dw_[i] += dw[i];
+    if (useBias_)
+      for (int64_t f = 0; f < F; ++f) db_[f] += dbParts_[static_cast<size_t>(t * F + f)];
+  }
 }
 
 int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {

@@ -1,7 +1,9 @@
 // Conv2D as Keras defines it: channels-last input (h, w, c), kernel (kh, kw, c, filters) (Keras'
 // layout, so weights files and exports need no transposition), bias (filters), "valid" or "same"
-// padding, strides, a fused activation. CPU kernel: im2col then one OpenBLAS sgemm per chunk of
-// samples (see the README for why not oneDNN).
+// padding, strides, a fused activation. CPU kernels, float32: oneDNN's convolutions where it has
+// an optimized one for this CPU (nn/OneDnnConv.h; measured 2.3-4.4x faster per pass, README), else
+// im2col then one OpenBLAS sgemm per chunk of samples; the mixed policies: im2col and the rounded
+// or bfloat16 products. A replica with several threads (its ThreadTeam) splits each pass.
 #pragma once
 #include <string>
 #include <vector>
@@ -12,6 +14,8 @@
 #include "nn/Spatial.h"
 
 namespace ml {
+
+class ThreadTeam;
 
 class Conv2D : public Layer {
  public:
@@ -46,6 +50,9 @@ class Conv2D : public Layer {
   int64_t patch() const { return win_.kh * win_.kw * g_.c; }
   int64_t kernelSize() const { return patch() * filters_; }
   int64_t chunkRows(int64_t n) const;
+  void backwardChunkOnTeam(ThreadTeam& team, const float* dz, int64_t rows, float* dx, int64_t m);
+  void forwardOneDnn(const float* x, float* y, int64_t n, ThreadTeam* team);
+  void backwardOneDnn(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team);
 
   int64_t filters_;
   Window win_;
@@ -54,7 +61,8 @@ class Conv2D : public Layer {
   std::string kernelInit_, biasInit_;
   Geometry g_;
   float *w_ = nullptr, *b_ = nullptr, *dw_ = nullptr, *db_ = nullptr;
-  std::vector<float> cols_, dcols_;  // im2col scratch of one chunk of samples
+  std::vector<float> cols_, dcols_;       // im2col scratch of one chunk of samples
+  std::vector<float> dwParts_, dbParts_;  // oneDNN: each part's kernel and bias gradients
   Precision precision_ = Precision::Float32;
   // Low precision: the rounded kernel of the last forward (backward uses it), and the micro-batch's
   // kernel and bias gradients, summed over the chunks in float32 and rounded once.

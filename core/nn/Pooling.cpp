@@ -2,10 +2,12 @@
 // the forward pass (the first one on ties, as TensorFlow's CPU kernel) and routes the gradient there.
 #include "nn/Pooling.h"
 
+#include <functional>
 #include <limits>
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "nn/ThreadTeam.h"
 
 namespace ml {
 
@@ -16,69 +18,95 @@ Shape Pool2D::build(const Shape& input) {
   return outputShape;
 }
 
-// x (n, h, w, c) -> y (n, oh, ow, c)
+namespace {
+// Samples [0, n) in parts: on the team of a replica with several threads, split by samples (every
+// sample's values are computed alone, so any split gives the serial bits), else on this thread.
+void forSamples(int64_t n, const std::function<void(int64_t, int64_t)>& part) {
+  ThreadTeam* team = ThreadTeam::current();
+  if (team && team->size() > 1 && n >= team->size())
+    team->split(n, part);
+  else
+    part(0, n);
+}
+}  // namespace
+
+// x (n, h, w, c) -> y (n, oh, ow, c). Each output position's window is visited position by
+// position with the channels innermost (contiguous, so the compiler vectorizes them); the maximum
+// keeps the first winner (a strict >), the average sums in window order, as before.
 void Pool2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
   if (max_) argmax_.resize(static_cast<size_t>(n * outF));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* img = x + i * inF;
-    for (int64_t oy = 0; oy < g_.oh; ++oy)
-      for (int64_t ox = 0; ox < g_.ow; ++ox) {
-        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
-                      y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
-        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
-                      x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
-        const int64_t o = (oy * g_.ow + ox) * C;
-        for (int64_t ch = 0; ch < C; ++ch) {
-          float best = -std::numeric_limits<float>::infinity(), sum = 0;
-          int32_t at = static_cast<int32_t>((y0 * g_.w + x0) * C + ch);
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) {
-              const int64_t p = (iy * g_.w + ix) * C + ch;
-              const float v = img[p];
-              sum += v;
-              if (v > best) {
-                best = v;
-                at = static_cast<int32_t>(p);
-              }
-            }
+  forSamples(n, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const float* img = x + i * inF;
+      for (int64_t oy = 0; oy < g_.oh; ++oy)
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
+                        y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
+          const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
+                        x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
+          float* out = y + i * outF + (oy * g_.ow + ox) * C;
           if (max_) {
-            y[i * outF + o + ch] = best;
-            argmax_[static_cast<size_t>(i * outF + o + ch)] = at;
+            int32_t* at = argmax_.data() + i * outF + (oy * g_.ow + ox) * C;
+            const auto first = static_cast<int32_t>((y0 * g_.w + x0) * C);
+            for (int64_t ch = 0; ch < C; ++ch) {
+              out[ch] = -std::numeric_limits<float>::infinity();
+              at[ch] = first + static_cast<int32_t>(ch);
+            }
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) {
+                const auto base = static_cast<int32_t>((iy * g_.w + ix) * C);
+                const float* v = img + base;
+                for (int64_t ch = 0; ch < C; ++ch) {
+                  const bool wins = v[ch] > out[ch];
+                  out[ch] = wins ? v[ch] : out[ch];
+                  at[ch] = wins ? base + static_cast<int32_t>(ch) : at[ch];
+                }
+              }
           } else {
-            y[i * outF + o + ch] = sum / static_cast<float>((y1 - y0) * (x1 - x0));
+            std::fill(out, out + C, 0.0f);
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) {
+                const float* v = img + (iy * g_.w + ix) * C;
+                for (int64_t ch = 0; ch < C; ++ch) out[ch] += v[ch];
+              }
+            const auto count = static_cast<float>((y1 - y0) * (x1 - x0));
+            for (int64_t ch = 0; ch < C; ++ch) out[ch] /= count;
           }
         }
-      }
-  }
+    }
+  });
 }
 
 // dy (n, oh, ow, c) -> dx (n, h, w, c)
 void Pool2D::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext&) {
   if (!dx) return;
   const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
-  std::fill(dx, dx + n * inF, 0.0f);
-  for (int64_t i = 0; i < n; ++i) {
-    float* img = dx + i * inF;
-    const float* g = dy + i * outF;
-    if (max_) {
-      for (int64_t o = 0; o < outF; ++o) img[argmax_[static_cast<size_t>(i * outF + o)]] += g[o];
-      continue;
-    }
-    for (int64_t oy = 0; oy < g_.oh; ++oy)
-      for (int64_t ox = 0; ox < g_.ow; ++ox) {
-        const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
-                      y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
-        const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
-                      x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
-        const float inv = 1.0f / static_cast<float>((y1 - y0) * (x1 - x0));
-        for (int64_t ch = 0; ch < C; ++ch) {
-          const float v = g[(oy * g_.ow + ox) * C + ch] * inv;
-          for (int64_t iy = y0; iy < y1; ++iy)
-            for (int64_t ix = x0; ix < x1; ++ix) img[(iy * g_.w + ix) * C + ch] += v;
-        }
+  forSamples(n, [&](int64_t lo, int64_t hi) {
+    std::fill(dx + lo * inF, dx + hi * inF, 0.0f);
+    for (int64_t i = lo; i < hi; ++i) {
+      float* img = dx + i * inF;
+      const float* g = dy + i * outF;
+      if (max_) {
+        for (int64_t o = 0; o < outF; ++o) img[argmax_[static_cast<size_t>(i * outF + o)]] += g[o];
+        continue;
       }
-  }
+      for (int64_t oy = 0; oy < g_.oh; ++oy)
+        for (int64_t ox = 0; ox < g_.ow; ++ox) {
+          const int64_t y0 = std::max<int64_t>(0, oy * win_.sh - g_.padTop),
+                        y1 = std::min(g_.h, oy * win_.sh - g_.padTop + win_.kh);
+          const int64_t x0 = std::max<int64_t>(0, ox * win_.sw - g_.padLeft),
+                        x1 = std::min(g_.w, ox * win_.sw - g_.padLeft + win_.kw);
+          const float inv = 1.0f / static_cast<float>((y1 - y0) * (x1 - x0));
+          const float* go = g + (oy * g_.ow + ox) * C;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) {
+              float* d = img + (iy * g_.w + ix) * C;
+              for (int64_t ch = 0; ch < C; ++ch) d[ch] += go[ch] * inv;
+            }
+        }
+    }
+  });
 }
 
 nlohmann::json Pool2D::args() const {

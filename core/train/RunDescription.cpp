@@ -5,6 +5,7 @@
 
 #include "distribute/Workers.h"
 #include "nn/Bf16Gemm.h"
+#include "nn/OneDnnConv.h"
 #include "train/Trainer.h"
 
 namespace ml {
@@ -102,6 +103,10 @@ std::vector<std::string> Trainer::startLines() const {
       p += "no loss scaling (gradients below 2^-24 become 0)";
     lines.push_back(p);
   }
+  const bool convolutional = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
+                                         [](const LayerSpec& l) { return l.type == "Conv2D"; });
+  if (convolutional && s.options().devices.kind == DeviceKind::Cpu && s.precision() == Precision::Float32)
+    lines.push_back("convolutions on " + dnnconv::description());
   if (s.globalReplicas() > 1) {
     char b[96];
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),

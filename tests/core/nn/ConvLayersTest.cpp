@@ -10,6 +10,9 @@
 #include "Error.h"
 #include "NnTestUtil.h"
 #include "nn/BatchNorm.h"
+#include "nn/Conv2D.h"
+#include "nn/OneDnnConv.h"
+#include "nn/Pooling.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 #include "nn/WeightsFile.h"
@@ -99,6 +102,18 @@ TEST(ConvLayers, ForwardMatchesHandComputedValues) {
   EXPECT_FLOAT_EQ(y[0], (0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10) / 9.0f);
   EXPECT_FLOAT_EQ(y[6], (10 + 11 + 14 + 15) / 4.0f);
   EXPECT_FLOAT_EQ(y[7], -(10 + 11 + 14 + 15) / 4.0f);
+  // Ties: the gradient goes to the window's first maximum (row-major), as TensorFlow's CPU kernel.
+  {
+    Pool2D tie(true, Window{2, 2, 2, 2, false});
+    tie.name = "tie";
+    tie.build({2, 2, 2});
+    const std::vector<float> tx{1, 3, 2, 5, 2, 5, 0, 4};  // channel 0: 1 2 2 0, channel 1: 3 5 5 4
+    std::vector<float> ty(2), tdy{1, 1}, tdx(8, -1.0f);
+    tie.forward(tx.data(), ty.data(), 1, StepContext{});
+    tie.backward(tx.data(), ty.data(), tdy.data(), tdx.data(), 1, StepContext{});
+    EXPECT_EQ(ty, (std::vector<float>{2, 5}));
+    EXPECT_EQ(tdx, (std::vector<float>{0, 0, 1, 1, 0, 0, 0, 0}));
+  }
   Sequential gap(modelSpec({4, 4, 2}, {layerSpec("GlobalAveragePooling2D")}));
   y = gap.forward(x.data(), 1, StepContext{});
   EXPECT_FLOAT_EQ(y[0], 7.5f);
@@ -216,6 +231,66 @@ TEST(ConvLayers, Conv2DGradientsForPaddingAndStrides) {
       {{"filters", 3}, {"kernel_size", 2}, {"strides", 1}, {"padding", "same"}, {"use_bias", false}},
   };
   for (const auto& a : cases) checkGradients(modelSpec({6, 5, 2}, {layerSpec("Conv2D", a)}), 3, true, a.dump());
+}
+
+// The float32 kernels: oneDNN's convolutions (where this CPU has an optimized one) and im2col +
+// OpenBLAS give the same forward, kernel, bias and input gradients to float rounding, for padding,
+// stride, uneven kernel and no-bias combinations. (The finite-difference checks above run on
+// whichever kernel this machine uses.)
+// max |a - b| / max |b| over two arrays of the same size.
+double maxRelative(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return 1e30;
+  double num = 0, den = 1e-30;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return num / den;
+}
+
+TEST(ConvLayers, OneDnnAndIm2colKernelsAgree) {
+  ASSERT_TRUE(dnnconv::available()) << dnnconv::description();
+  EXPECT_EQ(dnnconv::description().rfind("oneDNN ", 0), 0u) << dnnconv::description();
+  struct Case {
+    int64_t filters;
+    Window win;
+    bool bias;
+    Shape input;
+  };
+  const Case cases[] = {{8, {3, 3, 1, 1, false}, true, {9, 8, 3}},
+                        {5, {3, 3, 2, 2, true}, true, {9, 8, 3}},
+                        {4, {2, 3, 2, 1, false}, true, {7, 6, 2}},
+                        {6, {2, 2, 1, 1, true}, false, {5, 7, 4}},
+                        {16, {5, 5, 2, 2, true}, true, {11, 11, 1}}};
+  for (const Case& c : cases) {
+    std::vector<float> y[2], dW[2], dx[2];
+    for (int k = 0; k < 2; ++k) {
+      dnnconv::forceOff(k == 0);
+      Conv2D conv(c.filters, c.win, Act::Tanh, c.bias, "glorot_uniform", "zeros");
+      conv.name = "conv";
+      conv.build(c.input);
+      std::vector<float> p(static_cast<size_t>(conv.paramCount())), g(p.size(), 0.0f);
+      conv.bind(p.data(), g.data());
+      conv.initialize(3);
+      const auto noise = randomVector(p.size(), 9, -0.1, 0.1);
+      for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
+      const int64_t n = 5;
+      const auto x = randomVector(static_cast<size_t>(n * conv.inFeatures()), 4, -1, 1);
+      auto dy = randomVector(static_cast<size_t>(n * conv.outFeatures()), 6, -1, 1);
+      y[k].resize(dy.size());
+      dx[k].assign(x.size(), 7.0f);
+      conv.forward(x.data(), y[k].data(), n, StepContext{});
+      conv.backward(x.data(), y[k].data(), dy.data(), dx[k].data(), n, StepContext{});
+      dW[k] = g;
+    }
+    dnnconv::forceOff(false);
+    const std::string what = "filters " + std::to_string(c.filters) + " window " + std::to_string(c.win.kh) + "x" +
+                             std::to_string(c.win.kw) + " stride " + std::to_string(c.win.sh) + "x" + std::to_string(c.win.sw) +
+                             (c.win.same ? " same" : " valid") + (c.bias ? "" : " no bias");
+    EXPECT_LT(maxRelative(y[1], y[0]), 1e-6) << "forward " << what;
+    EXPECT_LT(maxRelative(dW[1], dW[0]), 1e-5) << "kernel and bias gradients " << what;
+    EXPECT_LT(maxRelative(dx[1], dx[0]), 1e-5) << "input gradient " << what;
+  }
 }
 
 TEST(ConvLayers, PoolingGradients) {

@@ -3,17 +3,23 @@
 // element-wise parts (activation gradient by rows, bias gradient by columns) keep each element's
 // order. A GEMM split across threads is not the same math in OpenBLAS 0.3.21 (its blocking of the
 // inner dimension follows the block's shape: measured), so split GEMMs agree to float rounding.
-// Either way the result does not change from run to run.
+// Either way the result does not change from run to run. Conv2D and pooling on a team: the same
+// rules (their im2col, col2im, pooling and activations split by samples keep the bits).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "nn/Conv2D.h"
 #include "nn/Dense.h"
+#include "nn/OneDnnConv.h"
+#include "nn/Pooling.h"
 #include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
@@ -129,3 +135,131 @@ TEST(ThreadTeam, ThePlanIsChosenByShape) {
 }
 
 }  // namespace
+
+// Any layer: forward (on `forwardTeam`, or serially) of inputs on a 0.25 grid (ties for max
+// pooling), then backward twice on the current thread's team, if any; parameters' gradients in dW.
+Result runLayer(ml::Layer& layer, const ml::Shape& input, int64_t n, ml::ThreadTeam* forwardTeam) {
+  layer.name = "layer";
+  const ml::Shape out = layer.build(input);
+  int64_t in = 1, outF = 1;
+  for (auto d : input) in *= d;
+  for (auto d : out) outF *= d;
+  std::vector<float> p(static_cast<size_t>(layer.paramCount())), g(p.size(), 0.0f);
+  layer.bind(p.data(), g.data());
+  layer.initialize(7);
+  ml::Rng rng(5);
+  std::vector<float> x(static_cast<size_t>(n * in)), dy(static_cast<size_t>(n * outF));
+  for (auto& v : x) v = std::round(static_cast<float>(rng.uniform(-2, 2)) * 4) / 4;
+  Result r;
+  r.y.resize(dy.size());
+  r.dx.resize(x.size());
+  const ml::StepContext ctx;
+  {
+    ml::ThreadTeam::Scope scope(forwardTeam);
+    layer.forward(x.data(), r.y.data(), n, ctx);
+  }
+  for (int rep = 0; rep < 2; ++rep) {
+    for (auto& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
+    layer.backward(x.data(), r.y.data(), dy.data(), r.dx.data(), n, ctx);
+  }
+  r.dW = g;
+  return r;
+}
+
+TEST(ThreadTeam, ConvolutionsAndPoolingOnATeamMatchTheSerialPath) {
+  openblas_set_num_threads(1);
+  struct Case {
+    std::string what;
+    std::function<std::unique_ptr<ml::Layer>()> make;
+    ml::Shape input;
+    int64_t n;
+    bool pooling;
+  };
+  using ml::Window;
+  const Case cases[] = {
+      // fashion-cnn's first convolution, two chunks of samples (344 per chunk), an uneven split
+      {"conv 32 3x3 on 28x28x1",
+       [] {
+         return std::make_unique<ml::Conv2D>(32, Window{3, 3, 1, 1, false}, ml::Act::Relu, true, "glorot_uniform", "ones");
+       },
+       {28, 28, 1},
+       350,
+       false},
+      // its second (60 samples per chunk: two chunks), the window gradient split by 288 columns
+      {"conv 64 3x3 on 13x13x32",
+       [] {
+         return std::make_unique<ml::Conv2D>(64, Window{3, 3, 1, 1, false}, ml::Act::Relu, true, "glorot_uniform", "ones");
+       },
+       {13, 13, 32},
+       101,
+       false},
+      {"conv 16 5x5 stride 2 same, no bias",
+       [] {
+         return std::make_unique<ml::Conv2D>(16, Window{5, 5, 2, 2, true}, ml::Act::Tanh, false, "glorot_uniform", "zeros");
+       },
+       {11, 11, 3},
+       9,
+       false},
+      {"max pool 2x2 on 26x26x32",
+       [] {
+         return std::make_unique<ml::Pool2D>(true, Window{2, 2, 2, 2, false});
+       },
+       {26, 26, 32},
+       37,
+       true},
+      {"max pool 3x3 stride 2 same on 11x11x5",
+       [] {
+         return std::make_unique<ml::Pool2D>(true, Window{3, 3, 2, 2, true});
+       },
+       {11, 11, 5},
+       7,
+       true},
+      {"average pool 3x3 stride 2 same on 11x11x5",
+       [] {
+         return std::make_unique<ml::Pool2D>(false, Window{3, 3, 2, 2, true});
+       },
+       {11, 11, 5},
+       7,
+       true},
+  };
+  for (const bool oneDnn : {false, true}) {
+    ml::dnnconv::forceOff(false);
+    if (oneDnn && !ml::dnnconv::available()) {
+      ADD_FAILURE() << "not run on oneDNN: " << ml::dnnconv::description();
+      continue;
+    }
+    ml::dnnconv::forceOff(!oneDnn);
+    for (const Case& c : cases) {
+      if (oneDnn && c.pooling) continue;
+      auto serialLayer = c.make();
+      const Result serial = runLayer(*serialLayer, c.input, c.n, nullptr);
+      for (int threads : {2, 3}) {
+        ml::ThreadTeam team(threads);
+        ml::ThreadTeam::Scope scope(&team);
+        const std::string what = c.what + ", batch " + std::to_string(c.n) + ", " + std::to_string(threads) + " threads, " +
+                                 (oneDnn ? "oneDNN" : "im2col");
+        auto layer = c.make();
+        const Result r = runLayer(*layer, c.input, c.n, &team);
+        if (c.pooling) {  // nothing but per-sample work: exactly the serial bits
+          EXPECT_TRUE(sameBits(r.y, serial.y)) << "forward " << what;
+          EXPECT_TRUE(sameBits(r.dx, serial.dx)) << "input gradient " << what;
+          continue;
+        }
+        // oneDNN's team splits the samples: the kernel gradient is a sum over other parts.
+        EXPECT_LT(relDiff(r.y, serial.y), 1e-6) << "forward " << what;
+        EXPECT_LT(relDiff(r.dW, serial.dW), oneDnn ? 1e-4 : 1e-5) << "kernel and bias gradients " << what;
+        EXPECT_LT(relDiff(r.dx, serial.dx), 1e-5) << "input gradient " << what;
+        auto again = c.make();
+        const Result r2 = runLayer(*again, c.input, c.n, &team);
+        EXPECT_TRUE(sameBits(r2.y, r.y) && sameBits(r2.dW, r.dW) && sameBits(r2.dx, r.dx)) << what;
+        if (threads == 2 && !oneDnn) {  // backward's two products side by side after a serial forward: the serial calls
+          auto side = c.make();
+          const Result s2 = runLayer(*side, c.input, c.n, nullptr);
+          EXPECT_TRUE(sameBits(s2.dW, serial.dW)) << "kernel and bias gradients " << what;
+          EXPECT_TRUE(sameBits(s2.dx, serial.dx)) << "input gradient " << what;
+        }
+      }
+    }
+  }
+  ml::dnnconv::forceOff(false);
+}

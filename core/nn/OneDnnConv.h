@@ -1,0 +1,36 @@
+// Float32 convolutions on oneDNN (Debian's libdnnl): forward, backward weights (with the bias) and
+// backward data, on channels-last activations and Keras' (kh, kw, c, filters) kernel, which is
+// reordered to and from the blocked layout oneDNN's fast kernels want on every call (the kernel
+// changes every step; the reorder is a few microseconds). Measured against im2col + OpenBLAS with
+// bench_conv (README, issue 14): 2.3x to 4.4x faster per pass on one thread on fashion-cnn's layers.
+//
+// Used only where oneDNN was built in and picks an optimized implementation on this CPU (a
+// reference kernel would be slower than im2col); otherwise Conv2D keeps im2col + OpenBLAS. Runs on
+// the calling thread alone (one OpenMP thread), like Bf16Gemm: a replica's team splits the samples.
+// Plans (primitives and memory descriptors) are kept per thread and shape. Deterministic: the same
+// call gives the same bits every time.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "nn/Spatial.h"
+
+namespace ml::dnnconv {
+
+// Whether Conv2D's float32 passes run here (decided once by creating a primitive), unless forced off.
+bool available();
+// One line: "oneDNN 2.6.3 brgconv:avx512_core" or "im2col + OpenBLAS sgemm: <why>".
+std::string description();
+// Tests and benchmarks: run im2col + OpenBLAS even where oneDNN could (false: back to available()).
+void forceOff(bool on);
+
+// x (n, h, w, c) -> y (n, oh, ow, f) = conv(x, w) [+ bias]; y overwritten.
+void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* w, const float* bias,
+             float* y);
+// dw (kh, kw, c, f) and db (f, or null) overwritten with the gradients of this batch.
+void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* dz,
+                     float* dw, float* db);
+// dx (n, h, w, c) overwritten with the input gradient.
+void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* dz, const float* w, float* dx);
+
+}  // namespace ml::dnnconv
