@@ -1,4 +1,4 @@
-// Convolution kernels, the choice issue 14 asks to make by measurement: Mirrorlab's Conv2D layer
+// Convolution kernels, the choice issue 14 asks to make by measurement: Conv2D's im2col path
 // (im2col + OpenBLAS sgemm, its ThreadTeam on 2 threads) against oneDNN's convolution primitives
 // (Debian's libdnnl, float32, channels-last activations as Keras keeps them, the weights in the
 // layout oneDNN prefers: the reorder from and to Keras' (kh, kw, c, filters) is counted, since the
@@ -7,7 +7,8 @@
 // Arguments: {layer (0: 3x3x1 -> 32 on 28x28, 1: 3x3x32 -> 64 on 13x13), threads, pass (0: forward
 // with ReLU, 1: backward: ReLU's gradient, kernel and bias gradients, and the input gradient for
 // the second layer, whose input needs one)}. Counter GFLOP/s: 2 FLOPs per multiply-add of each
-// product the pass computes. The label names oneDNN's implementation.
+// product the pass computes. The label names oneDNN's implementation. ONEDNN_MAX_CPU_ISA=AVX2 shows
+// what an AVX2-only CPU would get.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -16,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "nn/Conv2D.h"
+#include "nn/OneDnnConv.h"
 #include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
@@ -42,11 +44,12 @@ double flops(const Shape& s, bool backward) {
   return 2 * macs * (s.c > 1 ? 2 : 1);  // the kernel gradient, and the input gradient after the first layer
 }
 
-void BM_Conv2DMirrorlab(benchmark::State& st) {
+void BM_Conv2DIm2col(benchmark::State& st) {
   const Shape s = kShapes[st.range(0)];
   const int threads = static_cast<int>(st.range(1));
   const bool backward = st.range(2) == 1;
   openblas_set_num_threads(1);
+  ml::dnnconv::forceOff(true);  // the layer's im2col path, whatever this CPU offers
   std::unique_ptr<ml::ThreadTeam> team = threads > 1 ? std::make_unique<ml::ThreadTeam>(threads) : nullptr;
   ml::ThreadTeam::Scope scope(team.get());
   ml::Conv2D conv(s.f, ml::Window{s.k, s.k, 1, 1, false}, ml::Act::Relu, true, "glorot_uniform", "zeros");
@@ -73,6 +76,7 @@ void BM_Conv2DMirrorlab(benchmark::State& st) {
   }
   st.counters["GFLOP/s"] = benchmark::Counter(flops(s, backward), benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel("im2col + OpenBLAS sgemm" + std::string(threads > 1 ? ", ThreadTeam" : ""));
+  ml::dnnconv::forceOff(false);
 }
 
 // oneDNN runs on OpenMP in Debian's build: the calling thread's team gets `threads` threads.
@@ -102,8 +106,8 @@ void BM_Conv2DOneDnn(benchmark::State& st) {
   primitive_attr attr;
   attr.set_post_ops(relu);
   const convolution_forward::primitive_desc fwd(
-      convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, srcMd, anyWts, biasMd, dstMd,
-                                strides, pad, pad),
+      convolution_forward::desc(prop_kind::forward_training, algorithm::convolution_direct, srcMd, anyWts, biasMd, dstMd, strides,
+                                pad, pad),
       attr, eng);
   std::vector<float> x(static_cast<size_t>(kBatch * s.h * s.w * s.c)), w(static_cast<size_t>(s.k * s.k * s.c * s.f)),
       b(static_cast<size_t>(s.f)), y(static_cast<size_t>(kBatch * oh * ow * s.f)), dy(y.size()), dx(x.size()), dw(w.size()),
@@ -169,6 +173,6 @@ void args(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(BM_Conv2DMirrorlab)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Conv2DIm2col)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Conv2DOneDnn)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_MAIN();

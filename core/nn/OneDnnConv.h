@@ -4,8 +4,9 @@
 // changes every step; the reorder is a few microseconds). Measured against im2col + OpenBLAS with
 // bench_conv (README, issue 14): 2.3x to 4.4x faster per pass on one thread on fashion-cnn's layers.
 //
-// Used only where oneDNN was built in and picks an optimized implementation on this CPU (a
-// reference kernel would be slower than im2col); otherwise Conv2D keeps im2col + OpenBLAS. Runs on
+// Used only where oneDNN was built in and picks a direct (JIT) convolution on this CPU: brgconv or
+// jit:avx512_core, jit:avx2 (measured faster than im2col too, with ONEDNN_MAX_CPU_ISA=AVX2); its
+// reference kernel or its own gemm-based one would be slower, and Conv2D keeps im2col + OpenBLAS. Runs on
 // the calling thread alone (one OpenMP thread), like Bf16Gemm: a replica's team splits the samples.
 // Plans (primitives and memory descriptors) are kept per thread and shape. Deterministic: the same
 // call gives the same bits every time.
@@ -28,8 +29,8 @@ void forceOff(bool on);
 void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* w, const float* bias,
              float* y);
 // dw (kh, kw, c, f) and db (f, or null) overwritten with the gradients of this batch.
-void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* dz,
-                     float* dw, float* db);
+void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* dz, float* dw,
+                     float* db);
 // dx (n, h, w, c) overwritten with the input gradient.
 void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* dz, const float* w, float* dx);
 
