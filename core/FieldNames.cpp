@@ -48,6 +48,8 @@ const std::map<std::string, Place>& places() {
       {"training.lr_scaling", {"Training screen", "Scaling rule"}},
       {"training.lr_reference_batch", {"Training screen", "Rate set for"}},
       {"training.warmup_epochs", {"Training screen", "Warm-up"}},
+      {"training.lr_decay_epochs", {"Training screen", "Lower the rate after epochs"}},
+      {"training.lr_decay_factor", {"Training screen", "Lower it by"}},
       {"training.accumulate", {"Training screen", "Accumulation"}},
       {"training.precision", {"Training screen", "Precision"}},
       {"training.loss_scale", {"Training screen", "Loss scale"}},

@@ -1,11 +1,15 @@
 // Training settings, written to the project on every change (undoable, merged per field).
 #include "TrainingSettingsView.h"
 
+#include <algorithm>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QLabel>
+#include <QLineEdit>
+#include <QRegularExpressionValidator>
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -96,6 +100,13 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   refBatch_->setPrefix(tr("global batch "));
   warmup_ = dspin(0, 1000, 2, 0.5, page);
   warmup_->setSuffix(tr(" epochs"));
+  decayEpochs_ = new QLineEdit(page);
+  decayEpochs_->setObjectName(QStringLiteral("LrDecayEpochs"));
+  decayEpochs_->setPlaceholderText(tr("never (or epochs such as 3, 7)"));
+  decayEpochs_->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9 ,]*")), decayEpochs_));
+  decayFactor_ = dspin(0.001, 1.0, 3, 0.05, page);
+  decayFactor_->setObjectName(QStringLiteral("LrDecayFactor"));
+  decayFactor_->setPrefix(QStringLiteral("× "));
   accumulate_ = new QSpinBox(page);
   accumulate_->setRange(1, 1024);
   accumulate_->setSuffix(tr(" micro-batches"));
@@ -111,6 +122,8 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   left->addRow(tr("Rate set for"), refBatch_);
   left->addRow(tr("Scaling rule"), scaling_);
   left->addRow(tr("Warm-up"), warmup_);
+  left->addRow(tr("Lower the rate after epochs"), decayEpochs_);
+  left->addRow(tr("Lower it by"), decayFactor_);
 
   optimizer_ = new QComboBox(page);
   optimizer_->addItem(QStringLiteral("Adam"), QStringLiteral("adam"));
@@ -171,6 +184,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   setToolTips();
   for (auto [s, w] : {std::pair{lr_, tr("learning rate")},
                       {warmup_, tr("warm-up")},
+                      {decayFactor_, tr("rate decay factor")},
                       {momentum_, tr("momentum")},
                       {beta1_, tr("beta 1")},
                       {beta2_, tr("beta 2")},
@@ -183,6 +197,8 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
                       {optimizer_, tr("optimizer")},
                       {precision_, tr("precision")}})
     connect(c, &QComboBox::currentIndexChanged, this, [this, w = w] { write(w, QString()); });
+  connect(decayEpochs_, &QLineEdit::editingFinished, this,
+          [this] { write(tr("rate decay epochs"), QStringLiteral("lr_decay_epochs")); });
   connect(nesterov_, &QCheckBox::toggled, this, [this] { write(tr("Nesterov"), QString()); });
   connect(lossScaling_, &QCheckBox::toggled, this, [this] { write(tr("loss scaling"), QString()); });
   connect(doc_, &ProjectDocument::changed, this, &TrainingSettingsView::refresh);
@@ -196,6 +212,11 @@ void TrainingSettingsView::setToolTips() {
   warmup_->setToolTip(
       tr("Ramp the learning rate linearly from the base rate to the scaled rate over these epochs: a large "
          "scaled rate from the first step can diverge."));
+  decayEpochs_->setToolTip(
+      tr("Step decay, as the TensorFlow MirroredStrategy tutorial's decay callback: after each of these epochs the "
+         "learning rate is multiplied by the factor below (3, 7 with 0.1: 1e-3, then 1e-4 from epoch 4, 1e-5 from "
+         "epoch 8). A lower rate for the last epochs settles the weights; empty keeps the rate."));
+  decayFactor_->setToolTip(tr("What the learning rate is multiplied by after each listed epoch (0.1: ten times lower)."));
   scaling_->setToolTip(
       tr("How the learning rate follows the global batch. Linear: rate × (global batch ÷ the batch the rate "
          "was set for); square root: × its square root; none: the rate as set. With the global batch "
@@ -233,6 +254,15 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.lrScaling = scaling_->currentData().toString().toStdString();
   t.lrReferenceBatch = refBatch_->value();
   t.warmupEpochs = warmup_->value();
+  {  // "3, 7" -> [3, 7]: sorted, without repeats or zeros
+    std::vector<int64_t> epochs;
+    for (const QString& part : decayEpochs_->text().split(QRegularExpression(QStringLiteral("[ ,]+")), Qt::SkipEmptyParts))
+      if (const int64_t e = part.toLongLong(); e > 0) epochs.push_back(e);
+    std::sort(epochs.begin(), epochs.end());
+    epochs.erase(std::unique(epochs.begin(), epochs.end()), epochs.end());
+    t.lrDecayEpochs = epochs;
+  }
+  t.lrDecayFactor = decayFactor_->value();
   t.optimizer.name = optimizer_->currentData().toString().toStdString();
   t.optimizer.momentum = momentum_->value();
   t.optimizer.nesterov = nesterov_->isChecked();
@@ -260,6 +290,12 @@ void TrainingSettingsView::refresh() {
   scaling_->setCurrentIndex(std::max(0, scaling_->findData(q(t.lrScaling))));
   refBatch_->setValue(static_cast<int>(t.lrReferenceBatch));
   warmup_->setValue(t.warmupEpochs);
+  {
+    QStringList epochs;
+    for (const int64_t e : t.lrDecayEpochs) epochs << QString::number(e);
+    decayEpochs_->setText(epochs.join(QStringLiteral(", ")));
+  }
+  decayFactor_->setValue(t.lrDecayFactor);
   optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(q(t.optimizer.name))));
   momentum_->setValue(t.optimizer.momentum);
   nesterov_->setChecked(t.optimizer.nesterov);

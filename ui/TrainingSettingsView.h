@@ -12,6 +12,7 @@ class QComboBox;
 class QDoubleSpinBox;
 class QFormLayout;
 class QLabel;
+class QLineEdit;
 class QSpinBox;
 
 namespace mlui {
@@ -38,6 +39,8 @@ class TrainingSettingsView : public QWidget {
   QComboBox *batchMode_, *scaling_, *optimizer_, *precision_;
   QDoubleSpinBox *lr_, *warmup_, *momentum_, *beta1_, *beta2_, *rho_, *epsilon_, *lossScale_;
   QCheckBox *nesterov_, *lossScaling_;
+  QLineEdit* decayEpochs_;  // "4" or "3, 7": the rate is multiplied by decayFactor_ after those epochs
+  QDoubleSpinBox* decayFactor_;
   QFormLayout* optForm_;
   QLabel* sentence_;
   QLabel* warnings_;

@@ -71,6 +71,10 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_option("--lr-scaling", lrScaling, "Scale the learning rate with the replicas: none, linear or sqrt")
       ->check(CLI::IsMember({"none", "linear", "sqrt"}));
   c->add_option("--warmup-epochs", warmupEpochs, "Ramp the learning rate from the base rate to the scaled one over E epochs");
+  c->add_option("--lr-decay-epochs", lrDecayEpochs,
+                "Step decay: multiply the learning rate by --lr-decay-factor after each of these finished epochs, e.g. 3,7")
+      ->delimiter(',');
+  c->add_option("--lr-decay-factor", lrDecayFactor, "What --lr-decay-epochs multiply the learning rate by (default 0.1)");
   c->add_option("--precision", precision,
                 "Compute precision: float32, mixed_bfloat16 or mixed_float16 (Dense layers compute in the low format, "
                 "weights, optimizer, softmax, loss and all-reduce stay float32; CPU devices)")
@@ -117,6 +121,8 @@ void Overrides::apply(ml::Project& p) const {
   if (devices) p.distribute.devices = *devices;
   if (lrScaling) p.training.lrScaling = *lrScaling;
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
+  if (!lrDecayEpochs.empty()) p.training.lrDecayEpochs = lrDecayEpochs;
+  if (lrDecayFactor) p.training.lrDecayFactor = *lrDecayFactor;
   if (accumulate) p.training.accumulate = *accumulate;
   if (precision) p.training.precision = *precision;
   if (lossScale && *lossScale == "none") {

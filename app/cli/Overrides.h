@@ -21,7 +21,8 @@ struct Overrides {
   std::optional<double> lr;
   std::optional<std::string> optimizer, devices, lrScaling, allreduce, allreduceDtype, dataPath;
   std::optional<uint64_t> seed;
-  std::optional<double> warmupEpochs;
+  std::optional<double> warmupEpochs, lrDecayFactor;
+  std::vector<int64_t> lrDecayEpochs;
   std::optional<int> accumulate, threadsPerDevice;
   std::optional<int64_t> bucketKb, lrReferenceBatch;
   std::optional<std::string> checkpointEvery;

@@ -51,22 +51,24 @@ struct TrainArgs {
 // --resume continues the stored run as it was: only where it runs (devices, data path), the
 // checkpoints, the watchdog and injected faults may change.
 void refuseTrainingOverrides(const Overrides& o) {
-  const char* changed = o.epochs                 ? "--epochs"
-                        : o.batchSize            ? "--batch-size"
-                        : o.perDeviceBatch       ? "--per-device-batch"
-                        : o.lr                   ? "--lr"
-                        : o.optimizer            ? "--optimizer"
-                        : o.seed                 ? "--seed"
-                        : o.lrScaling            ? "--lr-scaling"
-                        : o.warmupEpochs         ? "--warmup-epochs"
-                        : o.accumulate           ? "--accumulate"
-                        : o.allreduce            ? "--allreduce"
-                        : o.bucketKb             ? "--bucket-kb"
-                        : o.lrReferenceBatch     ? "--lr-reference-batch"
-                        : o.precision            ? "--precision"
-                        : o.lossScale            ? "--loss-scale"
-                        : o.lossScaleGrowthSteps ? "--loss-scale-growth-steps"
-                                                 : nullptr;
+  const char* changed = o.epochs                   ? "--epochs"
+                        : o.batchSize              ? "--batch-size"
+                        : o.perDeviceBatch         ? "--per-device-batch"
+                        : o.lr                     ? "--lr"
+                        : o.optimizer              ? "--optimizer"
+                        : o.seed                   ? "--seed"
+                        : o.lrScaling              ? "--lr-scaling"
+                        : o.warmupEpochs           ? "--warmup-epochs"
+                        : !o.lrDecayEpochs.empty() ? "--lr-decay-epochs"
+                        : o.lrDecayFactor          ? "--lr-decay-factor"
+                        : o.accumulate             ? "--accumulate"
+                        : o.allreduce              ? "--allreduce"
+                        : o.bucketKb               ? "--bucket-kb"
+                        : o.lrReferenceBatch       ? "--lr-reference-batch"
+                        : o.precision              ? "--precision"
+                        : o.lossScale              ? "--loss-scale"
+                        : o.lossScaleGrowthSteps   ? "--loss-scale-growth-steps"
+                                                   : nullptr;
   if (changed)
     throw ml::UserError(std::string(changed) +
                         " cannot change a resumed run: --resume goes on with the run's own settings "

@@ -52,7 +52,7 @@ for round in $(seq 1 "$ROUNDS"); do
   rec "$round" peak1 "$(measure_peak 1)"
   for m in ${MODELS:-default wide}; do
     if [ $m = default ]; then proj=projects/fashion-mlp.json; args=(--hidden 128 --batch 128)
-    elif [ $m = cnn ]; then proj=projects/fashion-cnn.json; args=(--cnn --batch 128)
+    elif [ $m = cnn ]; then proj=projects/fashion-cnn.json; args=(--cnn --batch 64)
     else proj=bench/e2e/wide-mlp.json; args=(--hidden 512 512 --batch 256); fi
     # A different order each round, so no runner always follows the same neighbour.
     order=$(echo $RUNNERS | tr ' ' '\n' | python3 -c "import sys,random; r=[l.strip() for l in sys.stdin]; random.Random($round).shuffle(r); print(' '.join(r))")
@@ -97,7 +97,7 @@ names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 pr
          "ml1b": "mirrorlab cpu:1 x 2 mixed_bfloat16", "ml2b": "mirrorlab cpu:2 mixed_bfloat16",
          "torchb": "pytorch 1 x 2 autocast bfloat16"}
 print("\n%-20s %-36s %9s %15s %9s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak"))
-for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256"), ("cnn", "fashion-cnn b128")):
+for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256"), ("cnn", "fashion-cnn b64")):
     if not v.get("torch-" + m): continue  # MODELS or RUNNERS left it out
     t = med("torch-" + m)
     has = lambda r: bool(v.get(r + "-" + m))

@@ -7,7 +7,7 @@ CPU with a stated thread count. Prints one JSON line with seconds per epoch.
   torch_mlp.py --hidden 512 512 --batch 256 --epochs 3 --threads 2
   torch_mlp.py ... --ddp 2      # DistributedDataParallel, gloo, 2 processes x --threads each
   torch_mlp.py ... --autocast   # torch.autocast("cpu", bfloat16): Mirrorlab's mixed_bfloat16
-  torch_mlp.py --cnn --batch 128 # projects/fashion-cnn.json: Conv2D 32 -> MaxPool -> Conv2D 64 -> MaxPool
+  torch_mlp.py --cnn --batch 64  # projects/fashion-cnn.json: Conv2D 32 -> MaxPool -> Conv2D 64 -> MaxPool
                                  # -> Dense 128 -> Dense 10, in PyTorch's own channels-first layout
 """
 import argparse, gzip, json, os, struct, sys, time

@@ -126,6 +126,19 @@ class LinearWarmup(tf.keras.optimizers.schedules.LearningRateSchedule):
         return {"base_lr": self.base_lr, "target_lr": self.target_lr, "warmup_steps": self.warmup_steps}
 
 
+class WarmupThenDecay(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """The warm-up's rate during its updates, then the decay's, as Mirrorlab multiplies them."""
+
+    def __init__(self, warmup, decay, warmup_steps):
+        self.warmup, self.decay, self.warmup_steps = warmup, decay, float(warmup_steps)
+
+    def __call__(self, step):
+        return self.warmup(step) * self.decay(step) / self.decay(0)
+
+    def get_config(self):
+        return {"warmup_steps": self.warmup_steps}
+
+
 class StopAfterSteps(tf.keras.callbacks.Callback):
     """--steps N: stop after N optimizer updates, counted across the epochs' fit() calls."""
 
@@ -248,6 +261,12 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
+  {
+    std::string epochs;
+    for (const int64_t e : t.lrDecayEpochs) epochs += (epochs.empty() ? "" : ", ") + std::to_string(e);
+    out += "LR_DECAY_EPOCHS = [" + epochs + "]  # after this many finished epochs the rate is multiplied by LR_DECAY_FACTOR\n";
+    out += "LR_DECAY_FACTOR = " + pyNum(t.lrDecayFactor) + "\n";
+  }
   // Each layer with weights and its arrays in a weights .npz, in Keras' get_weights() order.
   std::string arrays;
   for (const auto& l : model.layers) {
@@ -326,6 +345,11 @@ def main():
     schedule = learning_rate
     if WARMUP_EPOCHS > 0:
         schedule = LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)
+    if LR_DECAY_EPOCHS:  # Keras' PiecewiseConstantDecay on updates done, after warm-up if any
+        rates = [learning_rate * LR_DECAY_FACTOR ** (i + 1) for i in range(len(LR_DECAY_EPOCHS))]
+        decay = tf.keras.optimizers.schedules.PiecewiseConstantDecay(
+            [e * steps_per_epoch - 1 for e in LR_DECAY_EPOCHS], [learning_rate] + rates)  # Keras: past a boundary
+        schedule = decay if WARMUP_EPOCHS <= 0 else WarmupThenDecay(schedule, decay, WARMUP_EPOCHS * steps_per_epoch)
     with strategy.scope():  # variables created here are mirrored: one copy per replica
         model = build_model()
         model.compile(optimizer=make_optimizer(schedule),

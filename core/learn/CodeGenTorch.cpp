@@ -266,6 +266,12 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
   out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
+  {
+    std::string epochs;
+    for (const int64_t e : t.lrDecayEpochs) epochs += (epochs.empty() ? "" : ", ") + std::to_string(e);
+    out += "LR_DECAY_EPOCHS = [" + epochs + "]  # after this many finished epochs the rate is multiplied by LR_DECAY_FACTOR\n";
+    out += "LR_DECAY_FACTOR = " + pyNum(t.lrDecayFactor) + "\n";
+  }
   out += "METRIC = " + pyStr(accuracy ? "accuracy" : "mae") + "\n";
   const bool half = t.precision == "mixed_float16", bf = t.precision == "mixed_bfloat16";
   out += "PRECISION = " + pyStr(t.precision) + "  # Keras' policy name\n";

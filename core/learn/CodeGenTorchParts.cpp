@@ -209,16 +209,20 @@ def predict_only(args):
 
 
 def lr_schedule(global_batch, steps_per_epoch):
-    """The scaled rate (global batch against REFERENCE_BATCH) and Mirrorlab's linear warm-up from the
-    base rate to it, by updates done."""
+    """The scaled rate (global batch against REFERENCE_BATCH), Mirrorlab's linear warm-up from the
+    base rate to it, by updates done, and the step decay after LR_DECAY_EPOCHS finished epochs."""
     factor = @LR_FACTOR@
     target = BASE_LEARNING_RATE * factor
     warmup_steps = WARMUP_EPOCHS * steps_per_epoch
 
     def lr_at(step):
+        lr = target
         if step < warmup_steps:
-            return BASE_LEARNING_RATE + (target - BASE_LEARNING_RATE) * step / warmup_steps
-        return target
+            lr = BASE_LEARNING_RATE + (target - BASE_LEARNING_RATE) * step / warmup_steps
+        for after in LR_DECAY_EPOCHS:
+            if step >= after * steps_per_epoch:
+                lr *= LR_DECAY_FACTOR
+        return lr
     return factor, target, lr_at
 
 

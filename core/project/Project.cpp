@@ -146,6 +146,10 @@ json Project::toJson() const {
   };
   // Written only when set, so that files which rely on the default keep their exact text.
   if (training.lrReferenceBatch > 0) out["training"]["lr_reference_batch"] = training.lrReferenceBatch;
+  if (!training.lrDecayEpochs.empty()) {
+    out["training"]["lr_decay_epochs"] = training.lrDecayEpochs;
+    out["training"]["lr_decay_factor"] = training.lrDecayFactor;
+  }
   if (training.checkpointEvery != 1 || training.checkpointInSteps)
     out["training"]["checkpoint_every"] = checkpointEveryText(training.checkpointEvery, training.checkpointInSteps);
   if (training.checkpointKeep != 3) out["training"]["checkpoint_keep"] = training.checkpointKeep;
@@ -223,8 +227,8 @@ Project Project::fromJson(const json& j, const std::string& source) {
     const json& t = j.at("training");
     r.onlyKeys(t, "training",
                {"epochs", "batch_size", "per_device_batch", "optimizer", "loss", "from_logits", "metrics", "seed", "lr_scaling",
-                "lr_reference_batch", "warmup_epochs", "accumulate", "checkpoint_every", "checkpoint_keep", "precision",
-                "loss_scale", "loss_scale_growth_steps"});
+                "lr_reference_batch", "warmup_epochs", "lr_decay_epochs", "lr_decay_factor", "accumulate", "checkpoint_every",
+                "checkpoint_keep", "precision", "loss_scale", "loss_scale_growth_steps"});
     if (t.contains("checkpoint_every")) {
       const json& c = t.at("checkpoint_every");
       if (c.is_number_integer())
@@ -250,6 +254,19 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(t, "training", "lr_scaling", p.training.lrScaling, "none, linear or sqrt");
     r.get(t, "training", "lr_reference_batch", p.training.lrReferenceBatch, "a global batch size (0: the batch_size field)");
     r.get(t, "training", "warmup_epochs", p.training.warmupEpochs, "a number of epochs");
+    r.get(t, "training", "lr_decay_factor", p.training.lrDecayFactor, "a number above 0 and at most 1, such as 0.1");
+    if (t.contains("lr_decay_epochs")) {
+      const json& d = t.at("lr_decay_epochs");
+      const char* how = "must be a list of epoch numbers in increasing order, such as [3, 7]";
+      if (!d.is_array()) r.fail("training.lr_decay_epochs", std::string(how) + ", got " + shortDump(d));
+      p.training.lrDecayEpochs.clear();
+      for (const auto& e : d) {
+        if (!e.is_number_integer() || e.get<int64_t>() < 1 ||
+            (!p.training.lrDecayEpochs.empty() && e.get<int64_t>() <= p.training.lrDecayEpochs.back()))
+          r.fail("training.lr_decay_epochs", std::string(how) + ", got " + shortDump(d));
+        p.training.lrDecayEpochs.push_back(e.get<int64_t>());
+      }
+    }
     r.get(t, "training", "accumulate", p.training.accumulate, "a positive integer");
     r.get(t, "training", "precision", p.training.precision, "one of float32, mixed_bfloat16, mixed_float16");
     if (t.contains("loss_scale") && t.at("loss_scale").is_string()) {
@@ -363,6 +380,12 @@ void validate(const Project& p, const std::string& source) {
   if (t.lrScaling != "none" && t.lrScaling != "linear" && t.lrScaling != "sqrt")
     fail("training.lr_scaling", "is '" + clipText(t.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
   range("training.warmup_epochs", t.warmupEpochs, 0, 1e6, false, " epochs (0: no warm-up)");
+  for (size_t i = 0; i < t.lrDecayEpochs.size(); ++i)
+    if (t.lrDecayEpochs[i] < 1 || (i > 0 && t.lrDecayEpochs[i] <= t.lrDecayEpochs[i - 1]))
+      fail("training.lr_decay_epochs", "must be epoch numbers from 1 in increasing order, such as [3, 7]");
+  if (!(t.lrDecayFactor > 0 && t.lrDecayFactor <= 1))
+    fail("training.lr_decay_factor",
+         "must be above 0 and at most 1 (the rate is multiplied by it; 0.1 lowers it tenfold), got " + num(t.lrDecayFactor));
   if (!parsePrecision(t.precision))
     fail("training.precision", "is '" + clipText(t.precision, 40) + "' (allowed: " + kPrecisionNames + ")");
   if (t.lossScaling)

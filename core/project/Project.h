@@ -27,6 +27,10 @@ struct TrainingSpec {
   std::string lrScaling = "none";  // none | linear | sqrt
   int64_t lrReferenceBatch = 0;    // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
   double warmupEpochs = 0.0;
+  // Step decay (the TensorFlow tutorial's decay callback, Keras' PiecewiseConstantDecay by epoch):
+  // after each listed number of finished epochs the rate is multiplied by lrDecayFactor.
+  std::vector<int64_t> lrDecayEpochs;
+  double lrDecayFactor = 0.1;
   int accumulate = 1;  // micro-batches per update
   // Checkpoints: every checkpointEvery steps (checkpointInSteps) or epochs; the last checkpointKeep kept.
   int64_t checkpointEvery = 1;

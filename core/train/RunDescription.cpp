@@ -27,35 +27,40 @@ nlohmann::json Trainer::effectiveConfig() const {
   nlohmann::json hosts = nlohmann::json::array();
   if (s.workers())
     for (const auto& h : s.workers()->hosts()) hosts.push_back(h);
-  return {{"devices", project_.distribute.devices},
-          {"workers", s.workerCount()},
-          {"hosts", hosts},
-          {"device_names", names},
-          {"replicas", plan_.replicas},
-          {"global_batch", plan_.globalBatch},
-          {"per_replica_batch", plan_.perReplicaBatch},
-          {"base_lr", plan_.baseLr},
-          {"lr", plan_.lr},
-          {"lr_scaling", plan_.lrRule},
-          {"lr_reference_batch", plan_.scaling.referenceBatch},
-          {"warmup_epochs", plan_.warmupEpochs},
-          {"optimizer", pj["training"]["optimizer"]},
-          {"accumulate", t.accumulate},
-          {"allreduce", s.globalReplicas() > 1 ? s.allReduceName() : "none"},
-          {"bucket_bytes", project_.distribute.bucketBytes},
-          {"buckets", s.bucketCount()},
-          {"shard_optimizer", s.shardedOptimizer()},
-          {"allreduce_dtype", toString(s.options().allreduceDtype)},
-          {"precision", toString(s.precision())},
-          {"loss_scale", s.lossScale() > 0 ? nlohmann::json(s.lossScale()) : nlohmann::json("none")},
-          {"seed", t.seed},
-          {"epochs", t.epochs},
-          {"max_steps", options_.maxSteps},
-          {"threads_per_device", s.blasThreads()},
-          {"loss", t.loss},
-          {"dataset", data_->train.name},
-          {"train_samples", data_->train.size},
-          {"parameters", s.model(0).paramCount()}};
+  nlohmann::json config = {{"devices", project_.distribute.devices},
+                           {"workers", s.workerCount()},
+                           {"hosts", hosts},
+                           {"device_names", names},
+                           {"replicas", plan_.replicas},
+                           {"global_batch", plan_.globalBatch},
+                           {"per_replica_batch", plan_.perReplicaBatch},
+                           {"base_lr", plan_.baseLr},
+                           {"lr", plan_.lr},
+                           {"lr_scaling", plan_.lrRule},
+                           {"lr_reference_batch", plan_.scaling.referenceBatch},
+                           {"warmup_epochs", plan_.warmupEpochs},
+                           {"optimizer", pj["training"]["optimizer"]},
+                           {"accumulate", t.accumulate},
+                           {"allreduce", s.globalReplicas() > 1 ? s.allReduceName() : "none"},
+                           {"bucket_bytes", project_.distribute.bucketBytes},
+                           {"buckets", s.bucketCount()},
+                           {"shard_optimizer", s.shardedOptimizer()},
+                           {"allreduce_dtype", toString(s.options().allreduceDtype)},
+                           {"precision", toString(s.precision())},
+                           {"loss_scale", s.lossScale() > 0 ? nlohmann::json(s.lossScale()) : nlohmann::json("none")},
+                           {"seed", t.seed},
+                           {"epochs", t.epochs},
+                           {"max_steps", options_.maxSteps},
+                           {"threads_per_device", s.blasThreads()},
+                           {"loss", t.loss},
+                           {"dataset", data_->train.name},
+                           {"train_samples", data_->train.size},
+                           {"parameters", s.model(0).paramCount()}};
+  if (!t.lrDecayEpochs.empty()) {
+    config["lr_decay_epochs"] = t.lrDecayEpochs;
+    config["lr_decay_factor"] = t.lrDecayFactor;
+  }
+  return config;
 }
 
 std::vector<std::string> Trainer::startLines() const {
@@ -85,6 +90,7 @@ std::vector<std::string> Trainer::startLines() const {
   std::string lr = "learning rate " + plan_.scaling.explain();
   if (plan_.warmupEpochs > 0)
     lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
+  if (!plan_.lrDecayEpochs.empty()) lr += "; " + plan_.decayPhrase();
   lines.push_back(lr);
   if (s.precision() != Precision::Float32) {
     const bool half = s.precision() == Precision::MixedFloat16;

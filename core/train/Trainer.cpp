@@ -46,7 +46,16 @@ std::string RunPlan::sentence() const {
   if (accumulate > 1) s << ", " << accumulate << " micro-batches = " << globalBatch << " samples per update";
   s << "; learning rate " << scaling.explain();
   if (warmupEpochs > 0) s << ", " << fmtNum(warmupEpochs) << " epoch" << (warmupEpochs == 1 ? "" : "s") << " warm-up";
+  if (!lrDecayEpochs.empty()) s << ", then " << decayPhrase();
   return s.str();
+}
+
+std::string RunPlan::decayPhrase() const {
+  if (lrDecayEpochs.empty()) return {};
+  std::string after;
+  for (size_t i = 0; i < lrDecayEpochs.size(); ++i)
+    after += (i == 0 ? "" : i + 1 == lrDecayEpochs.size() ? " and " : ", ") + std::to_string(lrDecayEpochs[i]);
+  return "multiplied by " + fmtNum(lrDecayFactor) + " after epoch" + (lrDecayEpochs.size() == 1 ? " " : "s ") + after;
 }
 
 RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
@@ -86,6 +95,8 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   plan.lrFactor = plan.scaling.factor;
   plan.lr = plan.scaling.lr;
   plan.warmupEpochs = t.warmupEpochs;
+  plan.lrDecayEpochs = t.lrDecayEpochs;
+  plan.lrDecayFactor = t.lrDecayFactor;
   if (plan.smallestShard == 0)
     plan.warnings.push_back("the global batch (" + std::to_string(plan.microBatch) +
                             ") is smaller than the number of replicas (" + std::to_string(replicas) +
@@ -436,6 +447,8 @@ RunFinished Trainer::run() {
         double lr = plan_.lr;
         if (warmupSteps > 0 && static_cast<double>(step) < warmupSteps)
           lr = plan_.baseLr + (plan_.lr - plan_.baseLr) * static_cast<double>(step) / warmupSteps;
+        for (const int64_t after : project_.training.lrDecayEpochs)  // step decay after that many finished epochs
+          if (epoch - 1 >= after) lr *= project_.training.lrDecayFactor;
         const double t = wall();
         ++step;
         StepResult r =

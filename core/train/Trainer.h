@@ -37,6 +37,10 @@ struct RunPlan {
   std::string lrRule;  // none | linear | sqrt
   LrScaling scaling;   // the rule applied to this run's global batch
   double warmupEpochs = 0;
+  std::vector<int64_t> lrDecayEpochs;  // step decay (Project.h)
+  double lrDecayFactor = 0.1;
+  // "multiplied by 0.1 after epochs 3 and 7", or empty without a step decay.
+  std::string decayPhrase() const;
   std::vector<std::string> warnings;
   std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for ...)"
 };

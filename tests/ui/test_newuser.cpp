@@ -4,6 +4,7 @@
 // and every screen (the Lessons page especially) at 1024x700 without a horizontal scroll bar.
 #include <QAbstractScrollArea>
 #include <QAction>
+#include <QDoubleSpinBox>
 #include <QElapsedTimer>
 #include <QLabel>
 #include <QLineEdit>
@@ -210,6 +211,27 @@ class NewUserTest : public QObject {
     const QString perDevice = w.trainingView()->sentenceLabel()->text();
     QVERIFY2(perDevice.contains(QLatin1String("the global batch is 48, so linear scaling gives 0.01 x 3 = 0.03")),
              qPrintable(perDevice));
+  }
+
+  // The step decay fields: "3, 1, 3" typed into the epochs field becomes [1, 3] in the project (the
+  // factor beside it too), undo restores none, and a project's list comes back into the field.
+  void theRateDecayFieldsWriteTheProject() {
+    mlui::MainWindow w;
+    QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:2"), QStringLiteral("decay.json"))));
+    auto* epochs = w.trainingView()->findChild<QLineEdit*>(QStringLiteral("LrDecayEpochs"));
+    auto* factor = w.trainingView()->findChild<QDoubleSpinBox*>(QStringLiteral("LrDecayFactor"));
+    QVERIFY(epochs && factor);
+    QVERIFY(epochs->text().isEmpty());
+    epochs->setText(QStringLiteral("3, 1 ,3"));
+    emit epochs->editingFinished();
+    QCOMPARE(w.document()->project().training.lrDecayEpochs, (std::vector<int64_t>{1, 3}));
+    factor->setValue(0.25);
+    QCOMPARE(w.document()->project().training.lrDecayFactor, 0.25);
+    QCOMPARE(epochs->text(), QStringLiteral("1, 3"));
+    w.document()->undoStack()->undo();
+    w.document()->undoStack()->undo();
+    QVERIFY(w.document()->project().training.lrDecayEpochs.empty());
+    QVERIFY(epochs->text().isEmpty());
   }
 
   void savingAnExampleAsksWhereToSaveACopy() {

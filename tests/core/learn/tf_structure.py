@@ -146,11 +146,13 @@ def main():
     cli = os.path.abspath(sys.argv[1])
     cases = [
         ("cpu:1, global batch", base_project("cpu:1"), 1),
-        ("cpu:2, per-device 32 x accumulate 2, linear + warm-up",
-         base_project("cpu:2", batch_size=32, per_device_batch=True, accumulate=2, lr_scaling="linear", warmup_epochs=1.0), 2),
+        ("cpu:2, per-device 32 x accumulate 2, linear + warm-up, step decay",
+         base_project("cpu:2", batch_size=32, per_device_batch=True, accumulate=2, lr_scaling="linear", warmup_epochs=1.0,
+                      lr_decay_epochs=[2], lr_decay_factor=0.1), 2),
         ("cpu:3, global 64, accumulate 3, sgd nesterov",
          base_project("cpu:3", accumulate=3, optimizer={"name": "sgd", "learning_rate": 0.1, "momentum": 0.9, "nesterov": True}), 3),
-        ("cpu:4, rmsprop", base_project("cpu:4", optimizer={"name": "rmsprop", "learning_rate": 0.001}), 4),
+        ("cpu:4, rmsprop, step decay", base_project("cpu:4", optimizer={"name": "rmsprop", "learning_rate": 0.001},
+                                                    lr_decay_epochs=[1, 2], lr_decay_factor=0.5), 4),
     ]
     failures = 0
     with tempfile.TemporaryDirectory(prefix="mirrorlab-tf-structure-") as tmp:

@@ -33,7 +33,7 @@ T_99_4DOF = 4.604
 
 
 def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_scaling="none", warmup=0.0,
-            dropout=0.0, seed=42, precision="float32"):
+            dropout=0.0, seed=42, precision="float32", decay=None):
     layers = [{"type": "Dense", "units": 32, "activation": "tanh"}]
     if dropout:
         layers.append({"type": "Dropout", "rate": dropout})
@@ -47,7 +47,8 @@ def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_
         "data": {"kind": "spirals", "samples": 800, "classes": 3, "noise": 0.2, "seed": 7, "validation_split": 0.2},
         "training": {"epochs": 5, "batch_size": batch, "per_device_batch": per_device, "accumulate": accumulate,
                      "optimizer": optimizer, "loss": "sparse_categorical_crossentropy", "metrics": ["accuracy"],
-                     "seed": seed, "lr_scaling": lr_scaling, "warmup_epochs": warmup, "precision": precision},
+                     "seed": seed, "lr_scaling": lr_scaling, "warmup_epochs": warmup, "precision": precision,
+                     **({"lr_decay_epochs": decay[0], "lr_decay_factor": decay[1]} if decay else {})},
         "distribute": {"devices": devices, "allreduce": "ring"},
     }
 
@@ -174,7 +175,7 @@ def exact_cases():
     rms = {"name": "rmsprop", "learning_rate": 0.003, "momentum": 0.5, "epsilon": 1e-3}
     # 640 training samples; 20 steps always cross an epoch boundary (a new permutation, a short last batch).
     return [
-        ("sgd-nesterov 1 process, warm-up", project("a", sgd, "cpu:1", 64, warmup=1.0)),
+        ("sgd-nesterov 1 process, warm-up, x0.5 after epoch 1", project("a", sgd, "cpu:1", 64, warmup=1.0, decay=([1], 0.5))),
         ("sgd-nesterov DDP 2, per-device 24 x accumulate 2", project("b", sgd, "cpu:2", 24, per_device=True, accumulate=2)),
         ("sgd-nesterov DDP 3, global 64 (shards 21-22), accumulate 2, linear + warm-up",
          project("c", sgd, "cpu:3", 64, accumulate=2, lr_scaling="linear", warmup=0.5)),
@@ -184,7 +185,8 @@ def exact_cases():
                                                                              lr_scaling="sqrt")),
         ("rmsprop 1 process", project("g", rms, "cpu:1", 70)),
         ("rmsprop DDP 2, global 61, accumulate 2", project("h", rms, "cpu:2", 61, accumulate=2)),
-        ("rmsprop DDP 3, global 100 (shards 33-34), warm-up", project("i", rms, "cpu:3", 100, warmup=1.0)),
+        ("rmsprop DDP 3, global 100 (shards 33-34), warm-up, x0.3 after epochs 1 and 2",
+         project("i", rms, "cpu:3", 100, warmup=1.0, decay=([1, 2], 0.3))),
     ]
 
 

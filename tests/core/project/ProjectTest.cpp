@@ -124,6 +124,8 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       j["training"]["from_logits"] = true;
       j["training"]["lr_scaling"] = "sqrt";
       j["training"]["warmup_epochs"] = 1.5;
+      j["training"]["lr_decay_epochs"] = json::array({3, 7});
+      j["training"]["lr_decay_factor"] = 0.2;
       j["training"]["accumulate"] = 3;
       j["training"]["metrics"] = json::array({"accuracy", "mae"});
       j["distribute"] = {{"devices", "gpu:0,1"},    {"allreduce", "nccl"},     {"bucket_bytes", 4096},
@@ -274,6 +276,16 @@ TEST(ProjectErrors, OutOfRangeValues) {
   j = validJson();
   j["training"]["warmup_epochs"] = -1;
   EXPECT_ERROR_MENTIONS(j, "(warmup_epochs in the file's training section)");
+  for (const json& bad : {json::array({3, 3}), json::array({5, 2}), json::array({0}), json::array({1.5}), json(4)}) {
+    j = validJson();
+    j["training"]["lr_decay_epochs"] = bad;
+    EXPECT_ERROR_MENTIONS(j, "(lr_decay_epochs in the file's training section)", "increasing order");
+  }
+  for (const double bad : {0.0, 1.5, -0.1}) {
+    j = validJson();
+    j["training"]["lr_decay_factor"] = bad;
+    EXPECT_ERROR_MENTIONS(j, "(lr_decay_factor in the file's training section)", "at most 1");
+  }
   j = validJson();
   j["data"]["validation_split"] = 1.0;
   EXPECT_ERROR_MENTIONS(j, "(validation_split in the file's data section)");

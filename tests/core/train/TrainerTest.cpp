@@ -124,6 +124,34 @@ TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
   EXPECT_DOUBLE_EQ(lrs[11], 0.02);
 }
 
+// Step decay after finished epochs, on top of the warm-up: epoch 1 ramps 0.01 -> 0.02, epoch 2 runs
+// at 0.02 x 0.5, epoch 3 at 0.02 x 0.25; the start lines say so.
+TEST(Trainer, StepDecayMultipliesTheRateAfterTheListedEpochs) {
+  auto p = makeProject("cpu:2", 60);
+  p.training.lrScaling = "linear";
+  p.training.lrReferenceBatch = 30;
+  p.training.warmupEpochs = 1;  // 10 steps of 60 over 600 samples
+  p.training.epochs = 3;
+  p.training.lrDecayEpochs = {1, 2};
+  p.training.lrDecayFactor = 0.5;
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe();
+  ml::Trainer t(p, makeData(), hub);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  std::vector<double> lrs;
+  for (const auto& e : drainAll(*ch))
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) lrs.push_back(s->lr);
+  ASSERT_EQ(lrs.size(), 30u);
+  EXPECT_DOUBLE_EQ(lrs[0], 0.01);
+  EXPECT_NEAR(lrs[5], 0.015, 1e-12);
+  EXPECT_NEAR(lrs[9], 0.019, 1e-12);
+  for (int i = 10; i < 20; ++i) EXPECT_DOUBLE_EQ(lrs[static_cast<size_t>(i)], 0.01) << i;
+  for (int i = 20; i < 30; ++i) EXPECT_DOUBLE_EQ(lrs[static_cast<size_t>(i)], 0.005) << i;
+  bool said = false;
+  for (const auto& line : t.startLines()) said |= line.find("; multiplied by 0.5 after epochs 1 and 2") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Trainer, CancelStopsWithinOneStepMidEpoch) {
   ml::TelemetryHub hub;
   auto ch = hub.subscribe();
