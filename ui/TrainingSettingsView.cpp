@@ -102,7 +102,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   warmup_->setSuffix(tr(" epochs"));
   decayEpochs_ = new QLineEdit(page);
   decayEpochs_->setObjectName(QStringLiteral("LrDecayEpochs"));
-  decayEpochs_->setPlaceholderText(tr("never (or epochs such as 3, 7)"));
+  decayEpochs_->setPlaceholderText(tr("never (or epochs: 3, 7)"));
   decayEpochs_->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9 ,]*")), decayEpochs_));
   decayFactor_ = dspin(0.001, 1.0, 3, 0.05, page);
   decayFactor_->setObjectName(QStringLiteral("LrDecayFactor"));
@@ -122,8 +122,8 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   left->addRow(tr("Rate set for"), refBatch_);
   left->addRow(tr("Scaling rule"), scaling_);
   left->addRow(tr("Warm-up"), warmup_);
-  left->addRow(tr("Lower the rate after epochs"), decayEpochs_);
-  left->addRow(tr("Lower it by"), decayFactor_);
+  left->addRow(tr("Decay after"), decayEpochs_);
+  left->addRow(tr("Decay factor"), decayFactor_);
 
   optimizer_ = new QComboBox(page);
   optimizer_->addItem(QStringLiteral("Adam"), QStringLiteral("adam"));
