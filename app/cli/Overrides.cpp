@@ -76,7 +76,7 @@ void Overrides::addTo(CLI::App* c, bool training) {
       ->delimiter(',');
   c->add_option("--lr-decay-factor", lrDecayFactor, "What --lr-decay-epochs multiply the learning rate by (default 0.1)");
   c->add_option("--precision", precision,
-                "Compute precision: float32, mixed_bfloat16 or mixed_float16 (Dense layers compute in the low format, "
+                "Compute precision: float32, mixed_bfloat16 or mixed_float16 (Dense and Conv2D layers compute in the low format, "
                 "weights, optimizer, softmax, loss and all-reduce stay float32; CPU devices)")
       ->check(CLI::IsMember({"float32", "mixed_bfloat16", "mixed_float16"}));
   c->add_option("--loss-scale", lossScale,

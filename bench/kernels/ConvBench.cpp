@@ -8,7 +8,7 @@
 // with ReLU, 1: backward: ReLU's gradient, kernel and bias gradients, and the input gradient for
 // the second layer, whose input needs one)}. Counter GFLOP/s: 2 FLOPs per multiply-add of each
 // product the pass computes. The label names oneDNN's implementation. ONEDNN_MAX_CPU_ISA=AVX2 shows
-// what an AVX2-only CPU would get.
+// what an AVX2-only CPU would get. BM_Conv2DMixedBf16: the mixed_bfloat16 policy's two kernels.
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
@@ -16,6 +16,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "nn/Bf16Gemm.h"
 #include "nn/Conv2D.h"
 #include "nn/OneDnnConv.h"
 #include "nn/ThreadTeam.h"
@@ -76,6 +77,47 @@ void BM_Conv2DIm2col(benchmark::State& st) {
   }
   st.counters["GFLOP/s"] = benchmark::Counter(flops(s, backward), benchmark::Counter::kIsIterationInvariantRate);
   st.SetLabel("im2col + OpenBLAS sgemm" + std::string(threads > 1 ? ", ThreadTeam" : ""));
+  ml::dnnconv::forceOff(false);
+}
+
+// The layer's mixed_bfloat16 passes on one thread: im2col + Bf16Gemm (forced) against oneDNN's
+// bfloat16 convolutions (where this CPU has them: AVX512-BF16, AMX). Arguments {layer, pass,
+// kernel (0: im2col, 1: oneDNN)}; the packing to bfloat16 and the rounding are counted.
+void BM_Conv2DMixedBf16(benchmark::State& st) {
+  const Shape s = kShapes[st.range(0)];
+  const bool backward = st.range(1) == 1, oneDnn = st.range(2) == 1;
+  openblas_set_num_threads(1);
+  ml::dnnconv::forceOff(!oneDnn);
+  ml::Conv2D conv(s.f, ml::Window{s.k, s.k, 1, 1, false}, ml::Act::Relu, true, "glorot_uniform", "zeros");
+  conv.name = "conv";
+  conv.build({s.h, s.w, s.c});
+  conv.setPrecision(ml::Precision::MixedBfloat16);
+  if (oneDnn && !ml::dnnconv::availableBf16(conv.geometry(), conv.window(), s.f)) {
+    st.SkipWithError(("no oneDNN bfloat16 convolution here: " + ml::dnnconv::descriptionBf16()).c_str());
+    ml::dnnconv::forceOff(false);
+    return;
+  }
+  std::vector<float> p(static_cast<size_t>(conv.paramCount())), g(p.size());
+  conv.bind(p.data(), g.data());
+  conv.initialize(1);
+  std::vector<float> x(static_cast<size_t>(kBatch * s.h * s.w * s.c)), y(static_cast<size_t>(kBatch * conv.outFeatures())),
+      dy(y.size()), dx(x.size());
+  fill(x, 2);
+  const ml::StepContext ctx;
+  conv.forward(x.data(), y.data(), kBatch, ctx);
+  for (auto _ : st) {
+    if (!backward) {
+      conv.forward(x.data(), y.data(), kBatch, ctx);
+    } else {
+      st.PauseTiming();
+      fill(dy, 3);
+      st.ResumeTiming();
+      conv.backward(x.data(), y.data(), dy.data(), s.c > 1 ? dx.data() : nullptr, kBatch, ctx);
+    }
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(flops(s, backward), benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(oneDnn ? ml::dnnconv::descriptionBf16() : "im2col + " + ml::bf16::kernelDescription());
   ml::dnnconv::forceOff(false);
 }
 
@@ -175,4 +217,5 @@ void args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Conv2DIm2col)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Conv2DOneDnn)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Conv2DMixedBf16)->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_MAIN();

@@ -127,6 +127,13 @@ ThreadTeam* floatTeam(Precision p) {
   return p == Precision::Float32 && team && team->size() > 1 ? team : nullptr;
 }
 
+// The team of the replica on this thread when it has several threads, for the oneDNN paths of
+// either type (the same splits by samples and rows), else null.
+ThreadTeam* anyTeam() {
+  ThreadTeam* team = ThreadTeam::current();
+  return team && team->size() > 1 ? team : nullptr;
+}
+
 void forRows(ThreadTeam* team, int64_t count, const std::function<void(int64_t, int64_t)>& part) {
   if (team && count >= team->size())
     team->split(count, part);
@@ -147,7 +154,8 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
   ThreadTeam* team = floatTeam(precision_);
-  if (!low && dnnconv::available()) return forwardOneDnn(x, y, n, team);
+  if (!low && dnnconv::available(g_, win_, F)) return forwardOneDnn(x, y, n, team);
+  if (bf && dnnconv::availableBf16(g_, win_, F)) return forwardOneDnnBf16(x, y, n, anyTeam());
   const float* w = w_;
   if (bf) {
     wb_.resize(static_cast<size_t>(kernelSize()));
@@ -189,9 +197,11 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
 void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   ThreadTeam* team = floatTeam(precision_);
-  forRows(team, n * pos,
+  const bool bfDnn = precision_ == Precision::MixedBfloat16 && dnnconv::availableBf16(g_, win_, F);
+  forRows(bfDnn ? anyTeam() : team, n * pos,
           [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * F, dy + lo * F, dy + lo * F, hi - lo, F); });
-  if (precision_ == Precision::Float32 && dnnconv::available()) return backwardOneDnn(x, dy, dx, n, team);
+  if (precision_ == Precision::Float32 && dnnconv::available(g_, win_, F)) return backwardOneDnn(x, dy, dx, n, team);
+  if (bfDnn) return backwardOneDnnBf16(x, dy, dx, n, anyTeam());
   // Low precision: dz rounded, the kernel and bias gradients summed over the chunks into scratch,
   // rounded once and added; the rounded kernel of forward; dx rounded after col2im's sums.
   const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
@@ -328,20 +338,93 @@ void Conv2D::backwardOneDnn(const float* x, const float* dz, float* dx, int64_t 
   }
 }
 
+// mixed_bfloat16 on oneDNN's bfloat16 convolutions: the input and kernel packed to bfloat16, the
+// products summed in float32 with the bias, then rounded as the im2col path rounds them (the
+// output, and again after the activation). On a team each thread packs and convolves its samples.
+void Conv2D::forwardOneDnnBf16(const float* x, float* y, int64_t n, ThreadTeam* team) {
+  const int64_t F = filters_, pos = g_.oh * g_.ow, in = inFeatures();
+  wb_.resize(static_cast<size_t>(kernelSize()));
+  bf16::pack(w_, wb_.data(), wb_.size());
+  xb_.resize(static_cast<size_t>(n * in));
+  forRows(team, n, [&](int64_t lo, int64_t hi) {
+    bf16::pack(x + lo * in, xb_.data() + lo * in, static_cast<size_t>((hi - lo) * in));
+    dnnconv::forward(g_, win_, F, hi - lo, xb_.data() + lo * in, wb_.data(), useBias_ ? b_ : nullptr, y + lo * pos * F);
+  });
+  forRows(team, n * pos, [&](int64_t lo, int64_t hi) {
+    float* rows = y + lo * F;
+    const auto count = static_cast<size_t>((hi - lo) * F);
+    bf16::roundInPlace(rows, count);
+    activationForward(act_, rows, hi - lo, F);
+    if (act_ != Act::Relu && act_ != Act::Linear) bf16::roundInPlace(rows, count);  // ReLU of a bfloat16 value is one
+  });
+}
+
+// mixed_bfloat16 backward on oneDNN, dz = the activation's gradient in dy: dz packed to bfloat16
+// (the rounding the im2col path applies), each part's kernel and bias gradients in float32 into
+// its scratch, added in part order, rounded once and added to the layer's gradients; the input
+// gradient in float32, then rounded. The kernel is forward's bfloat16 copy.
+void Conv2D::backwardOneDnnBf16(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team) {
+  const int64_t K = kernelSize(), F = filters_, pos = g_.oh * g_.ow, in = inFeatures();
+  const int parts = team && n >= team->size() ? team->size() : 1;
+  dwParts_.resize(static_cast<size_t>(parts * K));
+  dbParts_.resize(static_cast<size_t>(parts * F));
+  xb_.resize(static_cast<size_t>(n * in));
+  dzb_.resize(static_cast<size_t>(n * pos * F));
+  auto part = [&](int t) {
+    const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
+    float* dw = dwParts_.data() + t * K;
+    float* db = dbParts_.data() + t * F;
+    if (hi == lo) {
+      std::fill(dw, dw + K, 0.0f);
+      std::fill(db, db + F, 0.0f);
+      return;
+    }
+    uint16_t* xs = xb_.data() + lo * in;
+    uint16_t* dzs = dzb_.data() + lo * pos * F;
+    bf16::pack(x + lo * in, xs, static_cast<size_t>((hi - lo) * in));
+    bf16::pack(dz + lo * pos * F, dzs, static_cast<size_t>((hi - lo) * pos * F));
+    dnnconv::backwardWeights(g_, win_, F, hi - lo, xs, dzs, dw, useBias_ ? db : nullptr);
+    if (dx) {
+      float* d = dx + lo * in;
+      dnnconv::backwardData(g_, win_, F, hi - lo, dzs, wb_.data(), d);
+      bf16::roundInPlace(d, static_cast<size_t>((hi - lo) * in));
+    }
+  };
+  if (parts > 1)
+    team->run(parts, part);
+  else
+    part(0);
+  dwq_.assign(static_cast<size_t>(K), 0.0f);
+  dbq_.assign(static_cast<size_t>(F), 0.0f);
+  for (int t = 0; t < parts; ++t) {
+    const float* dw = dwParts_.data() + t * K;
+    for (int64_t i = 0; i < K; ++i) dwq_[static_cast<size_t>(i)] += dw[i];
+    if (useBias_)
+      for (int64_t f = 0; f < F; ++f) dbq_[static_cast<size_t>(f)] += dbParts_[static_cast<size_t>(t * F + f)];
+  }
+  bf16::addRounded(dwq_.data(), dw_, dwq_.size());
+  if (useBias_)
+    for (int64_t f = 0; f < F; ++f) db_[f] += roundOne(precision_, dbq_[static_cast<size_t>(f)]);
+}
+
+bool Conv2D::bf16OnOneDnn() const { return precision_ == Precision::MixedBfloat16 && dnnconv::availableBf16(g_, win_, filters_); }
+
 int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {
   const int64_t K = kernelSize(), F = filters_, rows = chunkRows(batch) * g_.oh * g_.ow;
   const int64_t common = 4 * (K + F);  // dwq, dbq: the micro-batch's gradients summed over chunks
   switch (precision_) {
     case Precision::Float32: return 0;
-    case Precision::MixedBfloat16: return common + 4 * K + 2 * (K + rows * patch() + rows * F);  // dwChunk; wb, colsb, dzb
-    case Precision::MixedFloat16: return common + 4 * K;                                         // wq
+    case Precision::MixedBfloat16:
+      if (bf16OnOneDnn()) return common + 2 * (K + batch * inFeatures() + batch * g_.oh * g_.ow * F);  // wb, xb, dzb
+      return common + 4 * K + 2 * (K + rows * patch() + rows * F);                                     // dwChunk; wb, colsb, dzb
+    case Precision::MixedFloat16: return common + 4 * K;                                               // wq
   }
   return 0;
 }
 
 int64_t Conv2D::lowPrecisionBytesInUse() const {
   return static_cast<int64_t>(4 * (wq_.size() + dwq_.size() + dbq_.size() + dwChunk_.size()) +
-                              2 * (wb_.size() + colsb_.size() + dzb_.size()));
+                              2 * (wb_.size() + xb_.size() + colsb_.size() + dzb_.size()));
 }
 
 bool Conv2D::gradientsFinite() const {

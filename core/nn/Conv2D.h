@@ -2,8 +2,10 @@
 // layout, so weights files and exports need no transposition), bias (filters), "valid" or "same"
 // padding, strides, a fused activation. CPU kernels, float32: oneDNN's convolutions where it has
 // an optimized one for this CPU (nn/OneDnnConv.h; measured 2.3-4.4x faster per pass, README), else
-// im2col then one OpenBLAS sgemm per chunk of samples; the mixed policies: im2col and the rounded
-// or bfloat16 products. A replica with several threads (its ThreadTeam) splits each pass.
+// im2col then one OpenBLAS sgemm per chunk of samples. mixed_bfloat16: oneDNN's bfloat16
+// convolutions where this CPU has them (AVX512-BF16, AMX), else im2col and Bf16Gemm; mixed_float16:
+// im2col and the rounded products. A replica with several threads (its ThreadTeam) splits each
+// pass (the im2col low-precision paths excepted).
 #pragma once
 #include <string>
 #include <vector>
@@ -53,6 +55,9 @@ class Conv2D : public Layer {
   void backwardChunkOnTeam(ThreadTeam& team, const float* dz, int64_t rows, float* dx, int64_t m);
   void forwardOneDnn(const float* x, float* y, int64_t n, ThreadTeam* team);
   void backwardOneDnn(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team);
+  void forwardOneDnnBf16(const float* x, float* y, int64_t n, ThreadTeam* team);
+  void backwardOneDnnBf16(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team);
+  bool bf16OnOneDnn() const;  // mixed_bfloat16 with oneDNN's bfloat16 convolutions for this shape
 
   int64_t filters_;
   Window win_;
@@ -70,6 +75,7 @@ class Conv2D : public Layer {
   // mixed_bfloat16: the kernel, one chunk's windows and dz as bfloat16 for Bf16Gemm, and one
   // chunk's kernel gradient before it joins the sum over chunks.
   std::vector<uint16_t> wb_, colsb_, dzb_;
+  std::vector<uint16_t> xb_;  // oneDNN bfloat16: the batch's input packed
   std::vector<float> dwChunk_;
 };
 

@@ -18,11 +18,19 @@
 
 namespace ml::dnnconv {
 
-// Whether Conv2D's float32 passes run here (decided once by creating a primitive), unless forced off.
+// Whether Conv2D's float32 passes run here (decided once by creating a primitive), unless forced
+// off; with a layer's shape, also whether oneDNN has a direct kernel for all three of its passes.
 bool available();
+bool available(const Geometry& g, const Window& win, int64_t filters);
 // One line: "oneDNN 2.6.3 brgconv:avx512_core" or "im2col + OpenBLAS sgemm: <why>".
 std::string description();
-// Tests and benchmarks: run im2col + OpenBLAS even where oneDNN could (false: back to available()).
+// The same for the mixed_bfloat16 policy: bfloat16 operands, float32 sums and results. oneDNN 2.6
+// has direct bfloat16 convolutions only on CPUs with AVX512-BF16 or AMX; elsewhere Conv2D keeps
+// im2col and Bf16Gemm. "oneDNN 2.6.3 bfloat16 brgconv:avx512_core_bf16 (backward jit_bf16:...)".
+bool availableBf16();
+bool availableBf16(const Geometry& g, const Window& win, int64_t filters);
+std::string descriptionBf16();
+// Tests and benchmarks: run im2col even where oneDNN could, both types (false: back to available()).
 void forceOff(bool on);
 
 // x (n, h, w, c) -> y (n, oh, ow, f) = conv(x, w) [+ bias]; y overwritten.
@@ -33,5 +41,15 @@ void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int6
                      float* db);
 // dx (n, h, w, c) overwritten with the input gradient.
 void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* dz, const float* w, float* dx);
+
+// bfloat16 (bits in uint16_t) operands, float32 results: the same passes. Every product of two
+// bfloat16 values is exact in float32, so these agree with im2col + Bf16Gemm up to the order of the
+// float32 sums.
+void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* x, const uint16_t* w,
+             const float* bias, float* y);
+void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* x, const uint16_t* dz,
+                     float* dw, float* db);
+void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* dz, const uint16_t* w,
+                  float* dx);
 
 }  // namespace ml::dnnconv

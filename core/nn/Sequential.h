@@ -69,13 +69,17 @@ class Sequential {
   std::vector<LayerSummary> summary() const;
   // Bytes a replica needs for a batch of `batch`: params, grads, activations and their gradients.
   int64_t activationBytes(int64_t batch) const;
+  // What the activation and activation-gradient buffers hold now (bytes): forward alone (an
+  // evaluation) allocates no gradients.
+  int64_t bufferBytes() const;
   // The low-precision working copies of a mixed policy (Layer::lowPrecisionBytes), summed.
   int64_t lowPrecisionBytes(int64_t batch) const;
   // FNV-1a over the parameter bytes: equal checksums = bit-identical replicas.
   uint64_t checksum() const;
 
  private:
-  void ensureCapacity(int64_t n);
+  void ensureCapacity(int64_t n);      // activations for n samples
+  void ensureGradCapacity(int64_t n);  // and their gradients
 
   ModelSpec spec_;
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -85,7 +89,7 @@ class Sequential {
   std::vector<std::vector<float>> acts_, dacts_;  // per layer output and its gradient
   std::vector<const float*> out_;                 // per layer output pointer of the last forward
   std::vector<bool> needsInputGrad_;              // does anything below layer i have parameters?
-  int64_t capacity_ = 0;
+  int64_t capacity_ = 0, gradCapacity_ = 0;
 };
 
 uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);

@@ -113,6 +113,8 @@ std::vector<std::string> Trainer::startLines() const {
                                          [](const LayerSpec& l) { return l.type == "Conv2D"; });
   if (convolutional && s.options().devices.kind == DeviceKind::Cpu && s.precision() == Precision::Float32)
     lines.push_back("convolutions on " + dnnconv::description());
+  if (convolutional && s.options().devices.kind == DeviceKind::Cpu && s.precision() == Precision::MixedBfloat16)
+    lines.push_back("convolutions on " + dnnconv::descriptionBf16());
   if (s.globalReplicas() > 1) {
     char b[96];
     std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),

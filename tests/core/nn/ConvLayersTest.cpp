@@ -13,8 +13,10 @@
 #include "nn/Conv2D.h"
 #include "nn/OneDnnConv.h"
 #include "nn/Pooling.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
+#include "nn/ThreadTeam.h"
 #include "nn/WeightsFile.h"
 
 namespace ml {
@@ -248,49 +250,164 @@ double maxRelative(const std::vector<float>& a, const std::vector<float>& b) {
   return num / den;
 }
 
+struct KernelCase {
+  int64_t filters;
+  Window win;
+  bool bias;
+  Shape input;
+  std::string what() const {
+    return "filters " + std::to_string(filters) + " window " + std::to_string(win.kh) + "x" + std::to_string(win.kw) +
+           " stride " + std::to_string(win.sh) + "x" + std::to_string(win.sw) + (win.same ? " same" : " valid") +
+           (bias ? "" : " no bias") + " on " + std::to_string(input[0]) + "x" + std::to_string(input[1]) + "x" +
+           std::to_string(input[2]);
+  }
+};
+const KernelCase kKernelCases[] = {
+    {8, {3, 3, 1, 1, false}, true, {9, 8, 3}},    {5, {3, 3, 2, 2, true}, true, {9, 8, 3}},
+    {4, {2, 3, 2, 1, false}, true, {7, 6, 2}},    {6, {2, 2, 1, 1, true}, false, {5, 7, 4}},
+    {16, {5, 5, 2, 2, true}, true, {11, 11, 1}},  {32, {3, 3, 1, 1, false}, true, {28, 28, 1}},  // fashion-cnn's layers
+    {64, {3, 3, 1, 1, false}, true, {13, 13, 32}}};
+
+// One forward and backward of a case at precision p, im2col (forced) and then oneDNN where it takes
+// this shape: y, the kernel and bias gradients, the input gradient. onOneDnn says whether the
+// second run was oneDNN's.
+struct KernelRun {
+  std::vector<float> y[2], dW[2], dx[2];
+  bool onOneDnn = false;
+};
+KernelRun runBothKernels(const KernelCase& c, Precision p) {
+  KernelRun r;
+  for (int k = 0; k < 2; ++k) {
+    dnnconv::forceOff(k == 0);
+    Conv2D conv(c.filters, c.win, Act::Tanh, c.bias, "glorot_uniform", "zeros");
+    conv.name = "conv";
+    conv.build(c.input);
+    conv.setPrecision(p);
+    if (k == 1)
+      r.onOneDnn = p == Precision::Float32 ? dnnconv::available(conv.geometry(), c.win, c.filters)
+                                           : dnnconv::availableBf16(conv.geometry(), c.win, c.filters);
+    std::vector<float> params(static_cast<size_t>(conv.paramCount())), g(params.size(), 0.0f);
+    conv.bind(params.data(), g.data());
+    conv.initialize(3);
+    const auto noise = randomVector(params.size(), 9, -0.1, 0.1);
+    for (size_t i = 0; i < params.size(); ++i) params[i] += noise[i];
+    const int64_t n = 5;
+    const auto x = randomVector(static_cast<size_t>(n * conv.inFeatures()), 4, -1, 1);
+    auto dy = randomVector(static_cast<size_t>(n * conv.outFeatures()), 6, -1, 1);
+    r.y[k].resize(dy.size());
+    r.dx[k].assign(x.size(), 7.0f);
+    conv.forward(x.data(), r.y[k].data(), n, StepContext{});
+    conv.backward(x.data(), r.y[k].data(), dy.data(), r.dx[k].data(), n, StepContext{});
+    r.dW[k] = g;
+  }
+  dnnconv::forceOff(false);
+  return r;
+}
+
+// The share of the values that are the same float in both arrays.
+double sameShare(const std::vector<float>& a, const std::vector<float>& b) {
+  size_t same = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) same += a[i] == b[i] ? 1 : 0;
+  return a.empty() ? 0.0 : static_cast<double>(same) / static_cast<double>(a.size());
+}
+
 TEST(ConvLayers, OneDnnAndIm2colKernelsAgree) {
   ASSERT_TRUE(dnnconv::available()) << dnnconv::description();
   EXPECT_EQ(dnnconv::description().rfind("oneDNN ", 0), 0u) << dnnconv::description();
-  struct Case {
-    int64_t filters;
-    Window win;
-    bool bias;
-    Shape input;
-  };
-  const Case cases[] = {{8, {3, 3, 1, 1, false}, true, {9, 8, 3}},
-                        {5, {3, 3, 2, 2, true}, true, {9, 8, 3}},
-                        {4, {2, 3, 2, 1, false}, true, {7, 6, 2}},
-                        {6, {2, 2, 1, 1, true}, false, {5, 7, 4}},
-                        {16, {5, 5, 2, 2, true}, true, {11, 11, 1}}};
-  for (const Case& c : cases) {
-    std::vector<float> y[2], dW[2], dx[2];
-    for (int k = 0; k < 2; ++k) {
-      dnnconv::forceOff(k == 0);
-      Conv2D conv(c.filters, c.win, Act::Tanh, c.bias, "glorot_uniform", "zeros");
-      conv.name = "conv";
-      conv.build(c.input);
-      std::vector<float> p(static_cast<size_t>(conv.paramCount())), g(p.size(), 0.0f);
-      conv.bind(p.data(), g.data());
-      conv.initialize(3);
-      const auto noise = randomVector(p.size(), 9, -0.1, 0.1);
-      for (size_t i = 0; i < p.size(); ++i) p[i] += noise[i];
-      const int64_t n = 5;
-      const auto x = randomVector(static_cast<size_t>(n * conv.inFeatures()), 4, -1, 1);
-      auto dy = randomVector(static_cast<size_t>(n * conv.outFeatures()), 6, -1, 1);
-      y[k].resize(dy.size());
-      dx[k].assign(x.size(), 7.0f);
-      conv.forward(x.data(), y[k].data(), n, StepContext{});
-      conv.backward(x.data(), y[k].data(), dy.data(), dx[k].data(), n, StepContext{});
-      dW[k] = g;
-    }
-    dnnconv::forceOff(false);
-    const std::string what = "filters " + std::to_string(c.filters) + " window " + std::to_string(c.win.kh) + "x" +
-                             std::to_string(c.win.kw) + " stride " + std::to_string(c.win.sh) + "x" + std::to_string(c.win.sw) +
-                             (c.win.same ? " same" : " valid") + (c.bias ? "" : " no bias");
-    EXPECT_LT(maxRelative(y[1], y[0]), 1e-6) << "forward " << what;
-    EXPECT_LT(maxRelative(dW[1], dW[0]), 1e-5) << "kernel and bias gradients " << what;
-    EXPECT_LT(maxRelative(dx[1], dx[0]), 1e-5) << "input gradient " << what;
+  for (const KernelCase& c : kKernelCases) {
+    const KernelRun r = runBothKernels(c, Precision::Float32);
+    EXPECT_TRUE(r.onOneDnn) << "oneDNN has no direct kernel for " << c.what();
+    EXPECT_LT(maxRelative(r.y[1], r.y[0]), 5e-6) << "forward " << c.what();  // sums of up to 288 products
+    EXPECT_LT(maxRelative(r.dW[1], r.dW[0]), 1e-5) << "kernel and bias gradients " << c.what();
+    EXPECT_LT(maxRelative(r.dx[1], r.dx[0]), 1e-5) << "input gradient " << c.what();
   }
+}
+
+// mixed_bfloat16: oneDNN's bfloat16 convolutions against im2col + Bf16Gemm. Both multiply the same
+// bfloat16 values exactly and sum in float32, then round the output, the gradients and the input
+// gradient to bfloat16; only the order of the float32 sums differs, which moves a rounded value by
+// one bfloat16 step (2^-8 relative) now and then.
+TEST(ConvLayers, OneDnnBfloat16AndIm2colBf16GemmAgree) {
+  if (!dnnconv::availableBf16()) GTEST_SKIP() << dnnconv::descriptionBf16();
+  EXPECT_EQ(dnnconv::descriptionBf16().rfind("oneDNN ", 0), 0u) << dnnconv::descriptionBf16();
+  int onOneDnn = 0;
+  for (const KernelCase& c : kKernelCases) {
+    const KernelRun r = runBothKernels(c, Precision::MixedBfloat16);
+    if (!r.onOneDnn) continue;  // a shape oneDNN has no direct bfloat16 kernel for runs im2col: nothing to compare
+    ++onOneDnn;
+    for (const auto* v : {&r.y[1], &r.dW[1], &r.dx[1]})
+      for (float f : *v) ASSERT_EQ(f, roundToBfloat16(f)) << "a result that is not a bfloat16 value, " << c.what();
+    EXPECT_LT(maxRelative(r.y[1], r.y[0]), 8e-3) << "forward " << c.what();
+    EXPECT_LT(maxRelative(r.dW[1], r.dW[0]), 8e-3) << "kernel and bias gradients " << c.what();
+    EXPECT_LT(maxRelative(r.dx[1], r.dx[0]), 8e-3) << "input gradient " << c.what();
+    EXPECT_GT(sameShare(r.y[1], r.y[0]), 0.9) << "forward " << c.what();
+    EXPECT_GT(sameShare(r.dW[1], r.dW[0]), 0.8) << "kernel and bias gradients " << c.what();
+    EXPECT_GT(sameShare(r.dx[1], r.dx[0]), 0.9) << "input gradient " << c.what();
+  }
+  // fashion-cnn's two layers at least (the probe's shape is the second).
+  EXPECT_GE(onOneDnn, 2);
+}
+
+KernelRun runBf16OnTeam(const KernelCase& c, ThreadTeam* team) {
+  ThreadTeam::Scope scope(team);
+  Conv2D conv(c.filters, c.win, Act::Relu, c.bias, "glorot_uniform", "zeros");
+  conv.name = "conv";
+  conv.build(c.input);
+  conv.setPrecision(Precision::MixedBfloat16);
+  EXPECT_TRUE(dnnconv::availableBf16(conv.geometry(), c.win, c.filters)) << c.what();
+  KernelRun r;
+  std::vector<float> params(static_cast<size_t>(conv.paramCount()));
+  r.dW[0].assign(params.size(), 0.0f);
+  conv.bind(params.data(), r.dW[0].data());
+  conv.initialize(5);
+  const int64_t n = 7;
+  const auto x = randomVector(static_cast<size_t>(n * conv.inFeatures()), 4, -1, 1);
+  auto dy = randomVector(static_cast<size_t>(n * conv.outFeatures()), 6, -1, 1);
+  r.y[0].resize(dy.size());
+  r.dx[0].resize(x.size());
+  conv.forward(x.data(), r.y[0].data(), n, StepContext{});
+  conv.backward(x.data(), r.y[0].data(), dy.data(), r.dx[0].data(), n, StepContext{});
+  return r;
+}
+
+// mixed_bfloat16 on oneDNN on a replica's team of 2 and 3 threads (each thread packs and convolves
+// its own samples; the parts' kernel gradients are added in part order) against one thread: the
+// same values up to the order of float32 sums, and the same bits from run to run.
+TEST(ConvLayers, OneDnnBfloat16OnATeamMatchesOneThread) {
+  if (!dnnconv::availableBf16()) GTEST_SKIP() << dnnconv::descriptionBf16();
+  const KernelCase c{64, {3, 3, 1, 1, false}, true, {13, 13, 32}};
+  const KernelRun serial = runBf16OnTeam(c, nullptr);
+  for (int threads : {2, 3}) {
+    ThreadTeam team(threads);
+    const KernelRun r = runBf16OnTeam(c, &team), again = runBf16OnTeam(c, &team);
+    const std::string what = std::to_string(threads) + " threads";
+    EXPECT_LT(maxRelative(r.y[0], serial.y[0]), 8e-3) << "forward " << what;
+    EXPECT_GT(sameShare(r.y[0], serial.y[0]), 0.99) << "forward " << what;
+    EXPECT_LT(maxRelative(r.dW[0], serial.dW[0]), 8e-3) << "kernel and bias gradients " << what;
+    EXPECT_LT(maxRelative(r.dx[0], serial.dx[0]), 8e-3) << "input gradient " << what;
+    EXPECT_GT(sameShare(r.dx[0], serial.dx[0]), 0.99) << "input gradient " << what;
+    EXPECT_EQ(sameShare(again.y[0], r.y[0]), 1.0) << what;
+    EXPECT_EQ(sameShare(again.dW[0], r.dW[0]), 1.0) << what;
+    EXPECT_EQ(sameShare(again.dx[0], r.dx[0]), 1.0) << what;
+  }
+}
+
+// Evaluation runs forward alone: a forward over 300 samples holds their activations and no
+// gradient buffers (it held both: ~150 MB per replica for fashion-cnn's 1024-sample chunks); a
+// training step's outputGrad adds the gradients, which then sum to activationBytes.
+TEST(ConvLayers, ForwardAloneAllocatesNoGradientBuffers) {
+  Sequential m(fashionCnn());
+  m.initialize(1);
+  const auto x = randomVector(static_cast<size_t>(300 * m.inFeatures()), 2, 0, 1);
+  m.forward(x.data(), 300, StepContext{});
+  int64_t actFloats = 0;  // every layer's output but Flatten's (a view of its input)
+  for (size_t i = 0; i < m.layerCount(); ++i)
+    if (!m.layer(i).isReshape()) actFloats += 300 * m.layer(i).outFeatures();
+  EXPECT_EQ(m.bufferBytes(), actFloats * 4);
+  m.outputGrad(300);
+  EXPECT_EQ(m.bufferBytes(), m.activationBytes(300));
+  m.forward(x.data(), 100, StepContext{});  // smaller batches reuse the buffers
+  EXPECT_EQ(m.bufferBytes(), m.activationBytes(300));
 }
 
 TEST(ConvLayers, PoolingGradients) {
