@@ -411,7 +411,7 @@ bool Conv2D::bf16OnOneDnn() const { return precision_ == Precision::MixedBfloat1
 
 int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {
   const int64_t K = kernelSize(), F = filters_, rows = chunkRows(batch) * g_.oh * g_.ow;
-  const int64_t common = 4 * (K + F);  // dwq, dbq: the micro-batch's gradients summed over chunks
+  const int64_t common = 4 * (K + F);  // dwq, dbq: the micro-batch's gradients, summed over chunks or parts
   switch (precision_) {
     case Precision::Float32: return 0;
     case Precision::MixedBfloat16:

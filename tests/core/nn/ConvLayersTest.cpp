@@ -393,7 +393,7 @@ TEST(ConvLayers, OneDnnBfloat16OnATeamMatchesOneThread) {
 }
 
 // Evaluation runs forward alone: a forward over 300 samples holds their activations and no
-// gradient buffers (it held both: ~150 MB per replica for fashion-cnn's 1024-sample chunks); a
+// gradient buffers (it held both: ~300 MB per replica for fashion-cnn's 1024-sample chunks); a
 // training step's outputGrad adds the gradients, which then sum to activationBytes.
 TEST(ConvLayers, ForwardAloneAllocatesNoGradientBuffers) {
   Sequential m(fashionCnn());
