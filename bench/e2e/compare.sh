@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end: seconds per epoch of Mirrorlab and PyTorch side by side, in one run, on the same
 # data, model, initialisation scheme, optimizer, batch and epochs; prints ratios and GFLOP/s
-# against the 2-thread sgemm peak measured in the same run.
+# against the 2-thread peaks measured in the same run: OpenBLAS' sgemm and oneDNN's matmul.
 #   bench/e2e/compare.sh [EPOCHS] [ROUNDS]     (needs python3-torch: scripts/deps.sh python3-torch)
 #   MODELS=wide bench/e2e/compare.sh 3 2       (only the large MLP)
 #   MODELS=cnn bench/e2e/compare.sh 2 2        (projects/fashion-cnn.json; MODELS="default wide cnn" for all)
@@ -36,7 +36,7 @@ torch_epoch() { # tag args...
   LD_LIBRARY_PATH=$OMP_BLAS OMP_NUM_THREADS=${THREADS:-2} /usr/bin/python3 bench/e2e/torch_mlp.py --epochs "$EPOCHS" "$@" > "$OUT/$tag.json"
   python3 -c 'import json,sys; e=json.load(open(sys.argv[1]))["epoch_seconds"]; e=sorted(e[1:] if len(e)>2 else e); print(e[len(e)//2])' "$OUT/$tag.json"
 }
-measure_peak() { build/bench/kernels/bench_kernels --benchmark_filter="BM_Sgemm/2048/${1:-2}(/real_time)?\$" --benchmark_format=json --benchmark_repetitions=3 \
+measure_peak() { build/bench/kernels/bench_kernels --benchmark_filter="${2:-BM_Sgemm}/2048/${1:-2}(/real_time)?\$" --benchmark_format=json --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c 'import json,sys; b=[x for x in json.load(sys.stdin)["benchmarks"] if x.get("aggregate_name")=="median"][0]; print(b["GFLOP/s"]/1e9)'; }
 gflop() { python3 -c "
 import sys; sizes=[int(s) for s in sys.argv[1].split('-')]; n=60000
@@ -50,6 +50,9 @@ for round in $(seq 1 "$ROUNDS"); do
   rec "$round" load1 "$(cut -d' ' -f1 /proc/loadavg)"
   rec "$round" peak2 "$(measure_peak 2)"
   rec "$round" peak1 "$(measure_peak 1)"
+  # oneDNN's matmul (the kernel of Mirrorlab's Dense layers where the CPU has its blocked one).
+  dnn2=$(measure_peak 2 BM_OneDnnMatmul || true) dnn1=$(measure_peak 1 BM_OneDnnMatmul || true)
+  if [ -n "$dnn2" ] && [ -n "$dnn1" ]; then rec "$round" dnnpeak2 "$dnn2"; rec "$round" dnnpeak1 "$dnn1"; fi
   for m in ${MODELS:-default wide}; do
     if [ $m = default ]; then proj=projects/fashion-mlp.json; args=(--hidden 128 --batch 128)
     elif [ $m = cnn ]; then proj=projects/fashion-cnn.json; args=(--cnn --batch 64)
@@ -92,11 +95,17 @@ spread = lambda k: "%.3g-%.3g" % (min(v[k]), max(v[k]))
 p2, p1 = med("peak2"), med("peak1")
 print("rounds: %d; load (1-min) per round: %s" % (len(v["peak2"]), " ".join("%.1f" % x for x in v["load1"])))
 print("sgemm 2048^3 peak: 2 threads %.0f GFLOP/s (%s), 1 thread %.0f (%s); 2/1 ratio %.2f" % (p2, spread("peak2"), p1, spread("peak1"), p2 / p1))
+d2 = med("dnnpeak2") if v.get("dnnpeak2") else None
+if d2:
+    d1 = med("dnnpeak1")
+    print("oneDNN matmul 2048^3 peak: 2 threads %.0f GFLOP/s (%s), 1 thread %.0f (%s); 2/1 ratio %.2f" % (d2, spread("dnnpeak2"), d1, spread("dnnpeak1"), d2 / d1))
+    print("'of peak' is against the sgemm's 2-thread peak; 'of best' against the better of the two 2-thread peaks (%.0f)" % max(p2, d2))
+best = max(p2, d2) if d2 else p2
 names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 proc x 1 thread", "ml1": "mirrorlab cpu:1 x 2 threads",
          "ml2": "mirrorlab cpu:2 (1 core each)", "ml2s": "mirrorlab cpu:2 --shard-optimizer", "ml1c": "mirrorlab cpu:1 x 1 thread",
          "ml1b": "mirrorlab cpu:1 x 2 mixed_bfloat16", "ml2b": "mirrorlab cpu:2 mixed_bfloat16",
          "torchb": "pytorch 1 x 2 autocast bfloat16"}
-print("\n%-20s %-36s %9s %15s %9s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak"))
+print("\n%-20s %-36s %9s %15s %9s %8s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak", "of best"))
 for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256"), ("cnn", "fashion-cnn b64")):
     if not v.get("torch-" + m): continue  # MODELS or RUNNERS left it out
     t = med("torch-" + m)
@@ -104,12 +113,14 @@ for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256")
     for r in ("torch", "ddp", "ml1", "ml2", "ml2s", "ml1c", "ml1b", "ml2b", "torchb"):
         if not has(r): continue
         k = r + "-" + m; x = med(k)
-        print("%-20s %-36s %9.3f %15s %8.2fx %8.0f %7.0f%%" % (label, names[r], x, spread(k), t / x, work[m] / x, 100 * work[m] / x / p2))
+        print("%-20s %-36s %9.3f %15s %8.2fx %8.0f %7.0f%% %7.0f%%" % (label, names[r], x, spread(k), t / x, work[m] / x, 100 * work[m] / x / p2, 100 * work[m] / x / best))
         label = ""
     if has("ml1c") and has("ml2") and has("ml2s"):
         s21 = med("ml1c-" + m) / med("ml2-" + m)
         print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it" %
               (s21, med("ml1c-" + m) / med("ml2s-" + m), p2 / p1, 100 * s21 / (p2 / p1)))
+        if d2:
+            print("    ... and against oneDNN's 2/1 ratio %.2f: %.0f%% of it" % (d2 / med("dnnpeak1"), 100 * s21 / (d2 / med("dnnpeak1"))))
     for f32, bf, what in (("ml1", "ml1b", "mirrorlab cpu:1 x 2"), ("ml2", "ml2b", "mirrorlab cpu:2"), ("torch", "torchb", "pytorch 1 x 2")):
         if has(f32) and has(bf):
             print("    bfloat16 vs float32, %s: %.2fx (above 1: bfloat16 faster)" % (what, med(f32 + "-" + m) / med(bf + "-" + m)))

@@ -4,13 +4,17 @@
 // Dense runs as one replica does: on T > 1 threads a ThreadTeam splits the work (BLAS single-
 // threaded per part); the fifth argument picks backward's plan (0 = the one choosePlan() takes by
 // shape, 1 = each GEMM split, 2 = the two GEMMs side by side, 3 = no team: OpenBLAS' own threads,
-// the old way), and the label states the plan that ran and the one Auto chooses.
+// the old way), and the label states the plan that ran and the one Auto chooses. Dense runs on the
+// products of nn/Sgemm.h: oneDNN's blocked matmul where the CPU has it (the "auto" benchmarks) and,
+// beside them, OpenBLAS forced ("openblas"). BM_GemmKernel times the three products of a Dense
+// layer on each kernel alone, and BM_OneDnnMatmul the oneDNN counterpart of BM_Sgemm's peak.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
 #include "nn/Dense.h"
 #include "nn/Loss.h"
 #include "nn/Optimizer.h"
+#include "nn/Sgemm.h"
 #include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
@@ -66,7 +70,13 @@ struct Threads {
   ~Threads() { ml::Dense::forcePlan(ml::Dense::BackwardPlan::Auto); }
 };
 
-void BM_DenseForward(benchmark::State& s) {
+struct Kernel {
+  explicit Kernel(bool openBlas) { ml::sgemm::forceOpenBlas(openBlas); }
+  ~Kernel() { ml::sgemm::forceOpenBlas(false); }
+};
+
+void BM_DenseForward(benchmark::State& s, bool openBlas) {
+  Kernel k(openBlas);
   Threads th(s, false);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
@@ -76,7 +86,8 @@ void BM_DenseForward(benchmark::State& s) {
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-void BM_DenseBackward(benchmark::State& s) {
+void BM_DenseBackward(benchmark::State& s, bool openBlas) {
+  Kernel k(openBlas);
   Threads th(s, true);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
@@ -99,6 +110,74 @@ void BM_Sgemm(benchmark::State& s) {
   fill(b, 2);
   for (auto _ : s) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1, a.data(), n, b.data(), n, 0, c.data(), n);
   s.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * static_cast<double>(n) * static_cast<double>(s.iterations()),
+                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+// The oneDNN matmul's 2048^3 peak, BM_Sgemm's counterpart: on 1 thread, or a team of range(1)
+// threads each computing a block of columns (as a replica's team runs Dense).
+void BM_OneDnnMatmul(benchmark::State& s) {
+  if (ml::sgemm::kernel() != ml::sgemm::Kernel::OneDnn) {
+    s.SkipWithError(("no oneDNN matmul: " + ml::sgemm::kernelDescription()).c_str());
+    return;
+  }
+  openblas_set_num_threads(1);
+  const int64_t n = s.range(0);
+  const int t = static_cast<int>(s.range(1));
+  std::vector<float> a(static_cast<size_t>(n * n)), b(a.size()), c(a.size());
+  fill(a, 1);
+  fill(b, 2);
+  ml::ThreadTeam team(t);
+  ml::ThreadTeam::Scope scope(t > 1 ? &team : nullptr);
+  auto columns = [&](int64_t lo, int64_t hi) {
+    ml::sgemm::gemm(false, false, n, hi - lo, n, a.data(), n, b.data() + lo, n, c.data() + lo, n);
+  };
+  for (auto _ : s) {
+    if (t > 1)
+      team.split(n, columns);
+    else
+      columns(0, n);
+  }
+  s.SetLabel(ml::sgemm::kernelDescription());
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * n * n) * static_cast<double>(s.iterations()),
+                                             benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
+// One product of a Dense layer (in -> out, batch n) on one thread, range(3): 0 forward y = x W + b,
+// 1 weight gradient dW += x^T dz, 2 input gradient dx = dz W^T; range(4): 0 oneDNN, 1 OpenBLAS.
+void BM_GemmKernel(benchmark::State& s) {
+  openblas_set_num_threads(1);
+  const int64_t in = s.range(0), out = s.range(1), n = s.range(2), which = s.range(3);
+  Kernel k(s.range(4) == 1);
+  if (s.range(4) == 0 && ml::sgemm::kernel() != ml::sgemm::Kernel::OneDnn) {
+    s.SkipWithError(("no oneDNN matmul: " + ml::sgemm::kernelDescription()).c_str());
+    return;
+  }
+  std::vector<float> x(static_cast<size_t>(n * in)), w(static_cast<size_t>(in * out)), bias(static_cast<size_t>(out)),
+      y(static_cast<size_t>(n * out)), dw(w.size());
+  fill(x, 1);
+  fill(w, 2);
+  fill(y, 3);
+  fill(bias, 4);
+  struct Product {
+    bool transA, transB;
+    int64_t M, N, K, lda, ldb, ldc;
+    const float *A, *B;
+    float* C;
+    bool accumulate;
+    const float* bias;
+  };
+  const Product products[] = {
+      {false, false, n, out, in, in, out, out, x.data(), w.data(), y.data(), false, bias.data()},  // y = x W + b
+      {true, false, in, out, n, in, out, out, x.data(), y.data(), dw.data(), true, nullptr},       // dW += x^T dz
+      {false, true, n, in, out, out, out, in, y.data(), w.data(), x.data(), false, nullptr},       // dx = dz W^T
+  };
+  const Product& p = products[which];
+  for (auto _ : s) ml::sgemm::gemm(p.transA, p.transB, p.M, p.N, p.K, p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.accumulate, p.bias);
+  const char* names[] = {"y = x W + b", "dW += x^T dz", "dx = dz W^T"};
+  const bool dnn = ml::sgemm::kernelFor(p.transA, p.transB, p.M, p.N, p.K, p.lda, p.ldb, p.ldc, p.accumulate,
+                                        p.bias != nullptr) == ml::sgemm::Kernel::OneDnn;
+  s.SetLabel(std::string(names[which]) + " on " + (dnn ? ml::sgemm::kernelDescription() : "OpenBLAS sgemm"));
+  s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(in * out * n) * static_cast<double>(s.iterations()),
                                              benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
@@ -143,9 +222,19 @@ void BM_OptimizerStep(benchmark::State& s, const char* name) {
       ->ArgsProduct({{512}, {10}, {256}, {2}, {0, 1, 2, 3}})       \
       ->ArgsProduct({{2048}, {2048}, {512}, {2}, {0, 1, 2, 3}})
 // Wall time: on several threads the caller's CPU time alone would flatter every figure.
-DENSE_SHAPES(BENCHMARK(BM_DenseForward)->UseRealTime());
-DENSE_SHAPES(BENCHMARK(BM_DenseBackward)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, auto, false)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, openblas, true)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, auto, false)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, openblas, true)->UseRealTime());
 BENCHMARK(BM_Sgemm)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_OneDnnMatmul)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+// {in, out, batch, product, kernel}: the products of both MLPs' layers, oneDNN and OpenBLAS.
+BENCHMARK(BM_GemmKernel)
+    ->ArgsProduct({{784}, {512}, {256}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{512}, {512}, {256}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{512}, {10}, {256}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{784}, {128}, {128}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{128}, {10}, {128}, {0, 1, 2}, {0, 1}});
 BENCHMARK(BM_SoftmaxCrossEntropy)->Arg(128)->Arg(256);
 BENCHMARK_CAPTURE(BM_OptimizerStep, adam, "adam")->Arg(101770)->Arg(669706);
 BENCHMARK_CAPTURE(BM_OptimizerStep, sgd_momentum, "sgd")->Arg(101770)->Arg(669706);

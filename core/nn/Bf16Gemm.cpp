@@ -3,7 +3,6 @@
 #include "nn/Bf16Gemm.h"
 
 #include <cblas.h>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <bit>
@@ -14,7 +13,7 @@
 #include "tensor/Dispatch.h"
 
 #if MIRRORLAB_HAVE_DNNL
-#include <oneapi/dnnl/dnnl.hpp>
+#include "nn/OneDnnContext.h"
 #endif
 
 namespace ml::bf16 {
@@ -48,29 +47,8 @@ void emulatedGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, con
 
 #if MIRRORLAB_HAVE_DNNL
 
-// oneDNN (Debian's build uses OpenMP) would start an OpenMP team per calling thread. The replicas
-// are the parallelism here, so each thread that calls it asks for one thread, through libgomp's
-// per-thread setting (looked up, so that nothing else in Mirrorlab links OpenMP).
-void oneThreadForOneDnn() {
-  thread_local bool done = false;
-  if (done) return;
-  done = true;
-  using SetThreads = void (*)(int);
-  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  if (set) set(1);
-}
-
-// Every thread keeps its own plans (oneDnnGemm below), so oneDNN's process-wide primitive cache is
-// turned off: it would only share primitives between the replicas' threads behind its lock, and
-// ThreadSanitizer, which cannot see into the uninstrumented library's locking, reports its lookups
-// as races with other threads' inserts.
-dnnl::engine& cpuEngine() {
-  static dnnl::engine e = [] {
-    dnnl::set_primitive_cache_capacity(0);
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
-  return e;
-}
+using onednn::engine;
+using onednn::oneOpenMpThread;
 
 struct Key {
   bool transA, transB, bias, bf16Out = false;
@@ -102,7 +80,7 @@ Plan makePlan(const Key& k) {
   p.c = dnnl::memory::desc(dims{k.M, k.N}, k.bf16Out ? dt::bf16 : dt::f32, dims{k.ldc, 1});
   if (k.bias) p.bias = dnnl::memory::desc(dims{1, k.N}, dt::f32, dims{k.N, 1});
   const auto desc = k.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
-  p.pd = dnnl::matmul::primitive_desc(desc, cpuEngine());
+  p.pd = dnnl::matmul::primitive_desc(desc, engine());
   p.prim = dnnl::matmul(p.pd);
   return p;
 }
@@ -110,14 +88,14 @@ Plan makePlan(const Key& k) {
 // C is float32, or bfloat16 with bf16Out.
 void oneDnnGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t lda, const uint16_t* B,
                 int64_t ldb, void* C, int64_t ldc, const float* bias, bool bf16Out) {
-  oneThreadForOneDnn();
+  oneOpenMpThread();
   thread_local std::unordered_map<Key, Plan, KeyHash> plans;
-  thread_local dnnl::stream stream(cpuEngine());
+  thread_local dnnl::stream stream(engine());
   const Key key{transA, transB, bias != nullptr, bf16Out, M, N, K, lda, ldb, ldc};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, makePlan(key)).first;
   const Plan& p = it->second;
-  auto& eng = cpuEngine();
+  auto& eng = engine();
   dnnl::memory a(p.a, eng, const_cast<uint16_t*>(A)), b(p.b, eng, const_cast<uint16_t*>(B)), c(p.c, eng, C);
   if (bias) {
     dnnl::memory bm(p.bias, eng, const_cast<float*>(bias));
@@ -137,13 +115,11 @@ struct Probe {
 Probe probe() {
   Probe p;
   try {
-    oneThreadForOneDnn();
+    oneOpenMpThread();
     const Key k{false, false, true, false, 64, 64, 64, 64, 64, 64};
     Plan plan = makePlan(k);
     const std::string impl = plan.pd.impl_info_str();
-    const dnnl_version_t* v = dnnl_version();
-    const std::string lib =
-        "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+    const std::string lib = "oneDNN " + onednn::version();
     if (impl.find("ref") != std::string::npos) {
       p.description = "emulated (float32 sgemm): " + lib + " has only its reference bfloat16 matmul on this CPU (" + impl + ")";
       return p;

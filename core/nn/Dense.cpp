@@ -1,15 +1,16 @@
-// Dense forward/backward with OpenBLAS sgemm; bias and activation are fused into one pass.
+// Dense forward/backward on nn/Sgemm.h's products (oneDNN matmul or OpenBLAS sgemm).
 #include "nn/Dense.h"
 
-#include <cblas.h>
-
+#include <algorithm>
 #include <atomic>
+#include <utility>
 #include <vector>
 
 #include "Error.h"
 #include "Limits.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/Initializers.h"
+#include "nn/Sgemm.h"
 #include "nn/ThreadTeam.h"
 #include "tensor/Finite.h"
 
@@ -47,14 +48,34 @@ void Dense::initialize(uint64_t seed) {
 
 namespace {
 std::atomic<Dense::BackwardPlan> gForced{Dense::BackwardPlan::Auto};
-// Below this many columns per thread a split costs more than it saves.
-constexpr int64_t kMinColumnsPerThread = 8;
-// A team splits GEMMs by columns of the result only: OpenBLAS blocks the inner dimension according
-// to the number of rows, so a split by rows changes the sums' order (measured: not the serial
-// bits), while every column block is computed exactly as in the whole product.
-bool useTeam(const ThreadTeam* team, int64_t columns) {
-  return team && team->size() > 1 && columns >= kMinColumnsPerThread * team->size();
+// Below this many rows (samples) per thread a split costs more than it saves.
+constexpr int64_t kMinRowsPerThread = 8;
+// A team splits each product by rows of its result: samples for the output and the input gradient,
+// inputs for the weight gradient. Every part is then a whole-width product with dense operands,
+// which oneDNN's blocked kernel needs (a block of columns of a wider matrix gets its generic
+// kernel, measured 2x slower); the weight gradient's part packs its columns of x first (n x part
+// values against 2 n x part x units flops). Split products sum in another order than the whole one
+// (OpenBLAS and oneDNN alike block the inner dimension by the shape), so a team agrees with the
+// serial path to float rounding, and gives the same bits every time.
+bool useTeam(const ThreadTeam* team, int64_t rows) {
+  return team && team->size() > 1 && rows >= kMinRowsPerThread * team->size();
 }
+
+// Part i of parts of [0, count), as ThreadTeam::split cuts it.
+std::pair<int64_t, int64_t> partOf(int64_t count, int i, int parts) { return {count * i / parts, count * (i + 1) / parts}; }
+
+// Columns [lo, hi) of the row-major n x width matrix m: m itself when that is all of it, else a
+// dense copy in `block`.
+template <typename T>
+const T* columnBlock(const T* m, int64_t n, int64_t width, int64_t lo, int64_t hi, std::vector<T>& block) {
+  if (lo == 0 && hi == width) return m;
+  const int64_t w = hi - lo;
+  block.resize(static_cast<size_t>(n * w));
+  for (int64_t r = 0; r < n; ++r) std::copy(m + r * width + lo, m + r * width + hi, block.data() + r * w);
+  return block.data();
+}
+thread_local std::vector<float> tBlock;
+thread_local std::vector<uint16_t> tBlockBf16;
 }  // namespace
 
 void Dense::forcePlan(BackwardPlan plan) { gForced.store(plan, std::memory_order_relaxed); }
@@ -69,49 +90,43 @@ Dense::BackwardPlan Dense::choosePlan(int64_t in, int64_t out, int64_t n, int th
   return threads == 2 && flopsPerGemm <= 4.2e8 ? BackwardPlan::SideBySide : BackwardPlan::Split;
 }
 
-// x (n, in) -> y (n, out). On a team each thread computes a block of output columns (bias, then
-// GEMM), then the activation by rows (softmax needs whole rows).
+// x (n, in) -> y (n, out): y = x W + b (the bias added by the product), then the activation, by
+// rows: on a team each thread computes a block of samples.
 void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
   if (n == 0) return;
   if (precision_ != Precision::Float32) return forwardLow(x, y, n);
   const int64_t in = inFeatures(), out = units_;
-  auto columns = [&](int64_t lo, int64_t hi) {
-    if (useBias_) {
-      for (int64_t r = 0; r < n; ++r) std::copy(b_ + lo, b_ + hi, y + r * out + lo);
-    }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(hi - lo), static_cast<int>(in),
-                1.0f, x, static_cast<int>(in), w_ + lo, static_cast<int>(out), useBias_ ? 1.0f : 0.0f, y + lo,
-                static_cast<int>(out));
+  auto rows = [&](int64_t lo, int64_t hi) {
+    sgemm::gemm(false, false, hi - lo, out, in, x + lo * in, in, w_, out, y + lo * out, out, false, useBias_ ? b_ : nullptr);
+    activationForward(act_, y + lo * out, hi - lo, out);
   };
-  ThreadTeam* team = ThreadTeam::current();
-  if (!useTeam(team, out)) {
-    columns(0, out);
-    activationForward(act_, y, n, out);
-    return;
-  }
-  team->split(out, columns);
-  team->split(n, [&](int64_t lo, int64_t hi) { activationForward(act_, y + lo * out, hi - lo, out); });
+  if (ThreadTeam* team = ThreadTeam::current(); useTeam(team, n))
+    team->split(n, rows);
+  else
+    rows(0, n);
 }
 
-// Columns [lo, hi) of dW += x^T dz and db += column sums of dz: the same kernel and the same order
-// per element as the whole matrix, so any split gives the serial bits.
+// Rows [lo, hi) of dW += x^T dz: x's columns lo..hi against all of dz.
 void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(hi - lo), static_cast<int>(n), 1.0f,
-              x, static_cast<int>(in), dz + lo, static_cast<int>(out), 1.0f, dw_ + lo, static_cast<int>(out));
-  if (useBias_) {
-    for (int64_t r = 0; r < n; ++r) {
-      const float* row = dz + r * out;
-      for (int64_t j = lo; j < hi; ++j) db_[j] += row[j];
-    }
+  const float* a = columnBlock(x, n, in, lo, hi, tBlock);
+  sgemm::gemm(true, false, hi - lo, out, n, a, a == x ? in : hi - lo, dz, out, dw_ + lo * out, out, true);
+}
+
+// Columns [lo, hi) of db += the column sums of dz (each column's sum in row order, as serially).
+void Dense::biasGrad(const float* dz, int64_t n, int64_t lo, int64_t hi) {
+  if (!useBias_) return;
+  const int64_t out = units_;
+  for (int64_t r = 0; r < n; ++r) {
+    const float* row = dz + r * out;
+    for (int64_t j = lo; j < hi; ++j) db_[j] += row[j];
   }
 }
 
-// Columns [lo, hi) of dx = dz W^T (rows lo..hi of W).
-void Dense::inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi) {
+// Rows (samples) [lo, hi) of dx = dz W^T.
+void Dense::inputGrad(const float* dz, float* dx, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(hi - lo), static_cast<int>(out),
-              1.0f, dz, static_cast<int>(out), w_ + lo * out, static_cast<int>(out), 0.0f, dx + lo, static_cast<int>(in));
+  sgemm::gemm(false, true, hi - lo, in, out, dz + lo * out, out, w_, out, dx + lo * in, in);
 }
 
 // dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
@@ -122,12 +137,14 @@ void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64
   if (ThreadTeam* team = ThreadTeam::current(); team && team->size() > 1 && n >= 2 * team->size())
     return backwardOnTeam(y, x, dy, dx, n);
   if (!fusedSoftmax_) activationBackward(act_, y, dy, dy, n, out);
-  weightGrad(x, dy, n, 0, out);
-  if (dx) inputGrad(dy, dx, n, 0, inFeatures());
+  weightGrad(x, dy, n, 0, inFeatures());
+  biasGrad(dy, n, 0, out);
+  if (dx) inputGrad(dy, dx, 0, n);
 }
 
-// The activation's gradient by rows; then either both GEMMs at once, one per thread (the bias
-// gradient with the weight gradient), or each GEMM split by columns: dW (with db), then dx.
+// The activation's gradient by rows; then either both products at once, one per thread (the bias
+// gradient with the weight gradient: the serial calls), or each split: every thread a block of
+// dW's rows and of db's columns, then a block of dx's rows.
 void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n) {
   ThreadTeam& team = *ThreadTeam::current();
   const int64_t in = inFeatures(), out = units_;
@@ -136,21 +153,21 @@ void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx,
         n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
   if (dx && choosePlan(in, out, n, team.size()) == BackwardPlan::SideBySide) {
     team.run(2, [&](int t) {
-      if (t == 0)
-        weightGrad(x, dz, n, 0, out);
-      else
-        inputGrad(dz, dx, n, 0, in);
+      if (t == 0) {
+        weightGrad(x, dz, n, 0, in);
+        biasGrad(dz, n, 0, out);
+      } else {
+        inputGrad(dz, dx, 0, n);
+      }
     });
     return;
   }
-  if (useTeam(&team, out))
-    team.split(out, [&](int64_t lo, int64_t hi) { weightGrad(x, dz, n, lo, hi); });
-  else
-    weightGrad(x, dz, n, 0, out);
-  if (dx && useTeam(&team, in))
-    team.split(in, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, n, lo, hi); });
-  else if (dx)
-    inputGrad(dz, dx, n, 0, in);
+  const int parts = team.size();
+  team.run(parts, [&](int t) {
+    if (const auto [lo, hi] = partOf(in, t, parts); hi > lo) weightGrad(x, dz, n, lo, hi);
+    if (const auto [lo, hi] = partOf(out, t, parts); hi > lo) biasGrad(dz, n, lo, hi);
+  });
+  if (dx) team.split(n, [&](int64_t lo, int64_t hi) { inputGrad(dz, dx, lo, hi); });
 }
 
 // Mixed precision, as a GPU computing in the low format: the rounded input and kernel multiplied
@@ -165,11 +182,7 @@ void Dense::forwardLow(const float* x, float* y, int64_t n) {
   wq_.resize(static_cast<size_t>(in * out));
   roundCopy(precision_, x, xq_.data(), xq_.size());
   roundCopy(precision_, w_, wq_.data(), wq_.size());
-  if (useBias_)
-    for (int64_t r = 0; r < n; ++r) std::copy(b_, b_ + out, y + r * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(out), static_cast<int>(in), 1.0f,
-              xq_.data(), static_cast<int>(in), wq_.data(), static_cast<int>(out), useBias_ ? 1.0f : 0.0f, y,
-              static_cast<int>(out));
+  sgemm::gemm(false, false, n, out, in, xq_.data(), in, wq_.data(), out, y, out, false, useBias_ ? b_ : nullptr);
   roundTo(precision_, y, static_cast<size_t>(n * out));
   activationForward(act_, y, n, out);
   if (act_ != Act::Softmax) roundTo(precision_, y, static_cast<size_t>(n * out));
@@ -185,8 +198,7 @@ void Dense::backwardLow(const float* y, float* dz, float* dx, int64_t n) {
   if (!fusedSoftmax_) activationBackward(act_, y, dz, dz, n, out);
   roundTo(precision_, dz, static_cast<size_t>(n * out));
   dwq_.resize(static_cast<size_t>(in * out));
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(in), static_cast<int>(out), static_cast<int>(n), 1.0f,
-              xq_.data(), static_cast<int>(in), dz, static_cast<int>(out), 0.0f, dwq_.data(), static_cast<int>(out));
+  sgemm::gemm(true, false, in, out, n, xq_.data(), in, dz, out, dwq_.data(), out);
   roundTo(precision_, dwq_.data(), dwq_.size());
   for (size_t i = 0; i < dwq_.size(); ++i) dw_[i] += dwq_[i];
   if (useBias_) {
@@ -196,38 +208,34 @@ void Dense::backwardLow(const float* y, float* dz, float* dx, int64_t n) {
     for (int64_t j = 0; j < out; ++j) db_[j] += roundOne(precision_, sum[static_cast<size_t>(j)]);
   }
   if (!dx) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(n), static_cast<int>(in), static_cast<int>(out), 1.0f, dz,
-              static_cast<int>(out), wq_.data(), static_cast<int>(out), 0.0f, dx, static_cast<int>(in));
+  sgemm::gemm(false, true, n, in, out, dz, out, wq_.data(), out, dx, in);
   roundTo(precision_, dx, static_cast<size_t>(n * in));
 }
 
 // mixed_bfloat16: the same rounding as forwardLow, with bfloat16 operands multiplied by Bf16Gemm
-// (oneDNN's native kernel where the CPU has one). On a team, the element-wise passes split by rows
-// and each product by columns of its result, as float32's forward and backward do.
+// (oneDNN's native kernel where the CPU has one). On a team the work splits as float32's does: by
+// samples, except the weight gradient (by its rows) and the bias gradient (by its columns).
 void Dense::forwardBf16(const float* x, float* y, int64_t n) {
   const int64_t in = inFeatures(), out = units_;
   xb_.resize(static_cast<size_t>(n * in));
   wb_.resize(static_cast<size_t>(in * out));
-  parallelSplit(
-      n, [&](int64_t lo, int64_t hi) { bf16::pack(x + lo * in, xb_.data() + lo * in, static_cast<size_t>((hi - lo) * in)); });
   parallelSplit(in, [&](int64_t lo, int64_t hi) {
     bf16::pack(w_ + lo * out, wb_.data() + lo * out, static_cast<size_t>((hi - lo) * out));
   });
-  auto columns = [&](int64_t lo, int64_t hi) {
-    bf16::gemm(false, false, n, hi - lo, in, xb_.data(), in, wb_.data() + lo, out, y + lo, out, useBias_ ? b_ + lo : nullptr);
-  };
-  if (ThreadTeam* team = ThreadTeam::current(); useTeam(team, out))
-    team->split(out, columns);
-  else
-    columns(0, out);
-  parallelSplit(n, [&](int64_t lo, int64_t hi) {
-    float* rows = y + lo * out;
+  auto rows = [&](int64_t lo, int64_t hi) {
+    bf16::pack(x + lo * in, xb_.data() + lo * in, static_cast<size_t>((hi - lo) * in));
+    float* yr = y + lo * out;
+    bf16::gemm(false, false, hi - lo, out, in, xb_.data() + lo * in, in, wb_.data(), out, yr, out, useBias_ ? b_ : nullptr);
     const auto count = static_cast<size_t>((hi - lo) * out);
-    bf16::roundInPlace(rows, count);
-    activationForward(act_, rows, hi - lo, out);
+    bf16::roundInPlace(yr, count);
+    activationForward(act_, yr, hi - lo, out);
     if (act_ != Act::Softmax && act_ != Act::Relu && act_ != Act::Linear)  // relu and linear keep bfloat16 values
-      bf16::roundInPlace(rows, count);
-  });
+      bf16::roundInPlace(yr, count);
+  };
+  if (ThreadTeam* team = ThreadTeam::current(); useTeam(team, n))
+    team->split(n, rows);
+  else
+    rows(0, n);
 }
 
 void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
@@ -241,32 +249,50 @@ void Dense::backwardBf16(const float* y, float* dz, float* dx, int64_t n) {
     bf16::pack(rows, dzb_.data() + lo * out, count);  // exact: already rounded
   });
   dwb_.resize(static_cast<size_t>(in * out));
-  // Columns [lo, hi) of the micro-batch's dW = x^T dz, rounded and added; db's the same columns.
-  auto weightColumns = [&](int64_t lo, int64_t hi) {
-    bf16::gemm(true, false, in, hi - lo, n, xb_.data(), in, dzb_.data() + lo, out, dwb_.data() + lo, out);  // rounded
-    for (int64_t r = 0; r < in; ++r)
-      bf16::addUnpacked(dwb_.data() + r * out + lo, dw_ + r * out + lo, static_cast<size_t>(hi - lo));
+  // Rows [lo, hi) of the micro-batch's dW = x^T dz (xb's columns lo..hi), rounded and added.
+  auto weightRows = [&](int64_t lo, int64_t hi) {
+    const uint16_t* a = columnBlock(xb_.data(), n, in, lo, hi, tBlockBf16);
+    bf16::gemm(true, false, hi - lo, out, n, a, a == xb_.data() ? in : hi - lo, dzb_.data(), out, dwb_.data() + lo * out,
+               out);  // rounded
+    bf16::addUnpacked(dwb_.data() + lo * out, dw_ + lo * out, static_cast<size_t>((hi - lo) * out));
+  };
+  // Columns [lo, hi) of db += the column sums of dz, each rounded.
+  auto biasColumns = [&](int64_t lo, int64_t hi) {
     if (!useBias_) return;
     std::vector<float> sum(static_cast<size_t>(hi - lo), 0.0f);
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = lo; j < hi; ++j) sum[static_cast<size_t>(j - lo)] += dz[r * out + j];
     for (int64_t j = lo; j < hi; ++j) db_[j] += roundToBfloat16(sum[static_cast<size_t>(j - lo)]);
   };
-  // Columns [lo, hi) of dx = dz W^T (rows lo..hi of W), rounded.
-  auto inputColumns = [&](int64_t lo, int64_t hi) {
-    bf16::gemm(false, true, n, hi - lo, out, dzb_.data(), out, wb_.data() + lo * out, out, dx + lo, in);
-    for (int64_t r = 0; r < n; ++r) bf16::roundInPlace(dx + r * in + lo, static_cast<size_t>(hi - lo));
+  // Rows (samples) [lo, hi) of dx = dz W^T, rounded.
+  auto inputRows = [&](int64_t lo, int64_t hi) {
+    bf16::gemm(false, true, hi - lo, in, out, dzb_.data() + lo * out, out, wb_.data(), out, dx + lo * in, in);
+    bf16::roundInPlace(dx + lo * in, static_cast<size_t>((hi - lo) * in));
   };
   ThreadTeam* team = ThreadTeam::current();
-  if (useTeam(team, out))
-    team->split(out, weightColumns);
-  else
-    weightColumns(0, out);
-  if (!dx) return;
-  if (useTeam(team, in))
-    team->split(in, inputColumns);
-  else
-    inputColumns(0, in);
+  if (!team || team->size() < 2 || n < 2 * team->size()) {
+    weightRows(0, in);
+    biasColumns(0, out);
+    if (dx) inputRows(0, n);
+    return;
+  }
+  if (dx && choosePlan(in, out, n, team->size()) == BackwardPlan::SideBySide) {
+    team->run(2, [&](int t) {
+      if (t == 0) {
+        weightRows(0, in);
+        biasColumns(0, out);
+      } else {
+        inputRows(0, n);
+      }
+    });
+    return;
+  }
+  const int parts = team->size();
+  team->run(parts, [&](int t) {
+    if (const auto [lo, hi] = partOf(in, t, parts); hi > lo) weightRows(lo, hi);
+    if (const auto [lo, hi] = partOf(out, t, parts); hi > lo) biasColumns(lo, hi);
+  });
+  if (dx) team->split(n, inputRows);
 }
 
 int64_t Dense::lowPrecisionBytes(int64_t batch) const {

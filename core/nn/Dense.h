@@ -60,8 +60,9 @@ class Dense : public Layer {
   std::vector<uint16_t> xb_, wb_, dzb_, dwb_;
 
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
-  void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // columns [lo, hi) of dW, db
-  void inputGrad(const float* dz, float* dx, int64_t n, int64_t lo, int64_t hi);        // columns [lo, hi) of dx
+  void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // rows [lo, hi) of dW
+  void biasGrad(const float* dz, int64_t n, int64_t lo, int64_t hi);                    // columns [lo, hi) of db
+  void inputGrad(const float* dz, float* dx, int64_t lo, int64_t hi);                   // rows [lo, hi) of dx
   void forwardLow(const float* x, float* y, int64_t n);
   void backwardLow(const float* y, float* dz, float* dx, int64_t n);
   void forwardBf16(const float* x, float* y, int64_t n);

@@ -8,11 +8,10 @@
 #include "nn/Bf16Gemm.h"
 
 #if MIRRORLAB_HAVE_DNNL
-#include <dlfcn.h>
-
 #include <memory>
-#include <oneapi/dnnl/dnnl.hpp>
+
 #include <unordered_map>
+#include "nn/OneDnnContext.h"
 #endif
 
 namespace ml::dnnconv {
@@ -31,23 +30,8 @@ using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 using dims = dnnl::memory::dims;
 
-// One OpenMP thread for the calling thread, set before every call (Bf16Gemm sets the same).
-void oneOpenMpThread() {
-  using SetThreads = void (*)(int);
-  static const auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  thread_local bool done = false;
-  if (set && !done) set(1);
-  done = true;
-}
-
-// The process-wide primitive cache is off (Bf16Gemm.cpp says why): plans are per thread.
-dnnl::engine& engine() {
-  static dnnl::engine e = [] {
-    dnnl::set_primitive_cache_capacity(0);
-    return dnnl::engine(dnnl::engine::kind::cpu, 0);
-  }();
-  return e;
-}
+using onednn::engine;
+using onednn::oneOpenMpThread;
 
 struct Key {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, padTop, padLeft, f, n;
@@ -145,11 +129,6 @@ dnnl::stream& stream() {
 
 dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) { return dnnl::memory(md, engine(), const_cast<void*>(p)); }
 
-std::string versionString() {
-  const dnnl_version_t* v = dnnl_version();
-  return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-}
-
 // Its reference kernel, or its own im2col + gemm ("gemm:jit", what it falls back to without a
 // direct kernel for channels-last data), measured slower than Conv2D's im2col path.
 bool direct(const std::string& impl) { return impl.rfind("ref", 0) != 0 && impl.find("gemm") == std::string::npos; }
@@ -182,8 +161,8 @@ const Probe& probe() {
       const Key k{13, 13, 32, 11, 11, 3, 3, 1, 1, 0, 0, 64, 8, true, false};
       const std::string impl = Descs(k).forwardPd().impl_info_str();
       r.ok = direct(impl);
-      r.description = r.ok ? "oneDNN " + versionString() + " " + impl
-                           : "im2col + OpenBLAS sgemm: oneDNN " + versionString() +
+      r.description = r.ok ? "oneDNN " + onednn::version() + " " + impl
+                           : "im2col + OpenBLAS sgemm: oneDNN " + onednn::version() +
                                  " has no direct convolution on this CPU (it offers " + impl + ")";
     } catch (const dnnl::error& e) {
       r.description = std::string("im2col + OpenBLAS sgemm: oneDNN could not create a convolution (") + e.what() + ")";
@@ -201,8 +180,8 @@ const Probe& probeBf16() {
     try {
       const Impls im = implsOf(Key{13, 13, 32, 11, 11, 3, 3, 1, 1, 0, 0, 64, 8, true, true});
       r.ok = im.allDirect() && im.forward.find("bf16") != std::string::npos;
-      r.description = r.ok ? "oneDNN " + versionString() + " bfloat16 " + im.forward + " (backward " + im.weights + ")"
-                           : "im2col + bfloat16 products on " + bf16::kernelDescription() + ": oneDNN " + versionString() +
+      r.description = r.ok ? "oneDNN " + onednn::version() + " bfloat16 " + im.forward + " (backward " + im.weights + ")"
+                           : "im2col + bfloat16 products on " + bf16::kernelDescription() + ": oneDNN " + onednn::version() +
                                  " has no direct bfloat16 convolution on this CPU (it offers " + im.forward + ", " + im.weights +
                                  ", " + im.data + ")";
     } catch (const dnnl::error& e) {

@@ -1,8 +1,9 @@
-// ThreadTeam: the threads of ONE replica that uses several cores. BLAS stays single-threaded and
-// the layers split their own work across the team (rows of a GEMM, columns of a gradient, the two
-// GEMMs of Dense backward side by side), so that no second thread pool spins beside this one
-// (OpenBLAS' pool and a team on the same cores oversubscribe) and each part is computed by the
-// same single-threaded kernel as the serial path: the same bits.
+// ThreadTeam: the threads of ONE replica that uses several cores. BLAS and oneDNN stay single-
+// threaded and the layers split their own work across the team (rows of a product, columns of a
+// gradient, the two products of Dense backward side by side), so that no second thread pool spins
+// beside this one (OpenBLAS' pool and a team on the same cores oversubscribe). Each part runs the
+// serial path's single-threaded kernel; a split product sums in another order than the whole one
+// (to float rounding), and every split gives the same bits run after run.
 #pragma once
 #include <atomic>
 #include <cstdint>

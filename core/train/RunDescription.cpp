@@ -6,6 +6,7 @@
 #include "distribute/Workers.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/OneDnnConv.h"
+#include "nn/Sgemm.h"
 #include "train/Trainer.h"
 
 namespace ml {
@@ -96,7 +97,7 @@ std::vector<std::string> Trainer::startLines() const {
     const bool half = s.precision() == Precision::MixedFloat16;
     std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " +
                     (half ? "float16" : "bfloat16") + " (inputs, weights and outputs rounded, float32 accumulation; products " +
-                    (half ? std::string("on float32 sgemm") : "on " + bf16::kernelDescription()) +
+                    (half ? "in float32 on " + sgemm::kernelDescription() : "on " + bf16::kernelDescription()) +
                     "); weights, optimizer, softmax and loss stay float32" +
                     (s.options().allreduceDtype == AllReduceDtype::Float32 ? ", and so does the all-reduce; " : "; ");
     if (!half)
@@ -109,11 +110,14 @@ std::vector<std::string> Trainer::startLines() const {
       p += "no loss scaling (gradients below 2^-24 become 0)";
     lines.push_back(p);
   }
+  const bool cpu = s.options().devices.kind == DeviceKind::Cpu;
+  const bool dense = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
+                                 [](const LayerSpec& l) { return l.type == "Dense"; });
+  if (dense && cpu && s.precision() == Precision::Float32) lines.push_back("Dense products on " + sgemm::kernelDescription());
   const bool convolutional = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
                                          [](const LayerSpec& l) { return l.type == "Conv2D"; });
-  if (convolutional && s.options().devices.kind == DeviceKind::Cpu && s.precision() == Precision::Float32)
-    lines.push_back("convolutions on " + dnnconv::description());
-  if (convolutional && s.options().devices.kind == DeviceKind::Cpu && s.precision() == Precision::MixedBfloat16)
+  if (convolutional && cpu && s.precision() == Precision::Float32) lines.push_back("convolutions on " + dnnconv::description());
+  if (convolutional && cpu && s.precision() == Precision::MixedBfloat16)
     lines.push_back("convolutions on " + dnnconv::descriptionBf16());
   if (s.globalReplicas() > 1) {
     char b[96];

@@ -2,7 +2,9 @@
 // backward with its two GEMMs side by side runs the very calls of the serial path, and the
 // element-wise parts (activation gradient by rows, bias gradient by columns) keep each element's
 // order. A GEMM split across threads is not the same math in OpenBLAS 0.3.21 (its blocking of the
-// inner dimension follows the block's shape: measured), so split GEMMs agree to float rounding.
+// inner dimension follows the block's shape: measured) nor in oneDNN's blocked matmul (nn/Sgemm.h,
+// which Dense uses where the CPU has it), so split GEMMs agree to float rounding: for the forward,
+// a few float32 steps of the largest output (512 summands).
 // Either way the result does not change from run to run. Conv2D and pooling on a team: the same
 // rules (their im2col, col2im, pooling and activations split by samples keep the bits).
 #include <gtest/gtest.h>
@@ -110,7 +112,7 @@ TEST(ThreadTeam, DenseOnATeamMatchesTheSerialPath) {
                                  std::to_string(threads) + " threads, plan " + std::to_string(static_cast<int>(plan));
         // Forward and backward on the team: the serial results to float rounding, the same bits every time.
         const Result r = runDense(c.in, c.out, c.n, c.act, &team);
-        EXPECT_LT(relDiff(r.y, serial.y), 1e-6) << "forward " << what;
+        EXPECT_LT(relDiff(r.y, serial.y), 5e-6) << "forward " << what;
         EXPECT_LT(relDiff(r.dW, serial.dW), 1e-5) << "weight and bias gradients " << what;
         EXPECT_LT(relDiff(r.dx, serial.dx), 1e-5) << "input gradient " << what;
         const Result again = runDense(c.in, c.out, c.n, c.act, &team);
@@ -246,7 +248,7 @@ TEST(ThreadTeam, ConvolutionsAndPoolingOnATeamMatchTheSerialPath) {
           continue;
         }
         // oneDNN's team splits the samples: the kernel gradient is a sum over other parts.
-        EXPECT_LT(relDiff(r.y, serial.y), 1e-6) << "forward " << what;
+        EXPECT_LT(relDiff(r.y, serial.y), 5e-6) << "forward " << what;
         EXPECT_LT(relDiff(r.dW, serial.dW), oneDnn ? 1e-4 : 1e-5) << "kernel and bias gradients " << what;
         EXPECT_LT(relDiff(r.dx, serial.dx), 1e-5) << "input gradient " << what;
         auto again = c.make();

@@ -6,6 +6,7 @@
 
 #include "Error.h"
 #include "TestData.h"
+#include "nn/Sgemm.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -150,6 +151,22 @@ TEST(Trainer, StepDecayMultipliesTheRateAfterTheListedEpochs) {
   bool said = false;
   for (const auto& line : t.startLines()) said |= line.find("; multiplied by 0.5 after epochs 1 and 2") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+// The start lines name the kernel of the Dense products: oneDNN's matmul where this CPU has its
+// blocked kernel, else OpenBLAS, with the reason.
+TEST(Trainer, ADenseRunNamesItsProductKernel) {
+  auto p = makeProject("cpu:2", 60);
+  p.training.epochs = 1;
+  ml::TelemetryHub hub;
+  ml::Trainer t(p, makeData(), hub);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  int said = 0;
+  for (const auto& line : t.startLines()) said += line == "Dense products on " + ml::sgemm::kernelDescription() ? 1 : 0;
+  EXPECT_EQ(said, 1) << ml::sgemm::kernelDescription();
+  EXPECT_TRUE(ml::sgemm::kernelDescription().rfind("oneDNN ", 0) == 0 ||
+              ml::sgemm::kernelDescription().rfind("OpenBLAS sgemm: ", 0) == 0)
+      << ml::sgemm::kernelDescription();
 }
 
 TEST(Trainer, CancelStopsWithinOneStepMidEpoch) {

@@ -1,0 +1,184 @@
+// The float32 products of Sgemm.h: oneDNN's blocked matmul where it has one, OpenBLAS elsewhere.
+#include "nn/Sgemm.h"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_map>
+
+#if MIRRORLAB_HAVE_DNNL
+#include "nn/OneDnnContext.h"
+#endif
+
+namespace ml::sgemm {
+
+namespace {
+
+std::atomic<bool> gForceOpenBlas{false};
+
+void openBlasGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
+                  int64_t ldb, float* C, int64_t ldc, bool accumulate, const float* bias) {
+  if (bias)
+    for (int64_t r = 0; r < M; ++r) std::memcpy(C + r * ldc, bias, static_cast<size_t>(N) * sizeof(float));
+  cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, static_cast<int>(M),
+              static_cast<int>(N), static_cast<int>(K), 1.0f, A, static_cast<int>(lda), B, static_cast<int>(ldb),
+              accumulate || bias ? 1.0f : 0.0f, C, static_cast<int>(ldc));
+}
+
+#if MIRRORLAB_HAVE_DNNL
+
+using onednn::engine;
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+struct Key {
+  bool transA, transB, accumulate, bias;
+  int64_t M, N, K, lda, ldb, ldc;
+  bool operator==(const Key&) const = default;
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = (k.transA ? 1u : 0u) | (k.transB ? 2u : 0u) | (k.accumulate ? 4u : 0u) | (k.bias ? 8u : 0u);
+    for (int64_t v : {k.M, k.N, k.K, k.lda, k.ldb, k.ldc}) h = h * 1000003u ^ static_cast<size_t>(v);
+    return h;
+  }
+};
+
+// A blocked kernel ("brg:avx512_core", "brg:avx512_core_amx"): the one that beats OpenBLAS. Not the
+// reference loops, and not "gemm:jit", oneDNN's own sgemm, no faster than OpenBLAS'.
+bool blocked(const std::string& impl) { return impl.rfind("brg", 0) == 0; }
+
+struct Plan {
+  bool oneDnn = false;
+  dnnl::memory::desc a, b, c, bias;
+  dnnl::matmul prim;
+};
+
+dnnl::matmul::primitive_desc describe(const Key& k, Plan& p) {
+  // Row-major operands given by strides: op(A) is M x K, stored (M, lda) or transposed (K, lda).
+  p.a = dnnl::memory::desc(dims{k.M, k.K}, dt::f32, k.transA ? dims{1, k.lda} : dims{k.lda, 1});
+  p.b = dnnl::memory::desc(dims{k.K, k.N}, dt::f32, k.transB ? dims{1, k.ldb} : dims{k.ldb, 1});
+  p.c = dnnl::memory::desc(dims{k.M, k.N}, dt::f32, dims{k.ldc, 1});
+  if (k.bias) p.bias = dnnl::memory::desc(dims{1, k.N}, dt::f32, dims{k.N, 1});
+  const auto desc = k.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
+  dnnl::primitive_attr attr;
+  if (k.accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  return dnnl::matmul::primitive_desc(desc, attr, engine());
+}
+
+Plan makePlan(const Key& k) {
+  Plan p;
+  try {
+    const auto pd = describe(k, p);
+    if (!blocked(pd.impl_info_str())) return p;
+    p.prim = dnnl::matmul(pd);
+    p.oneDnn = true;
+  } catch (const dnnl::error&) {
+    p.oneDnn = false;  // no implementation for this shape: OpenBLAS
+  }
+  return p;
+}
+
+const Plan& planFor(const Key& k) {
+  onednn::oneOpenMpThread();
+  thread_local std::unordered_map<Key, Plan, KeyHash> plans;
+  auto it = plans.find(k);
+  if (it == plans.end()) it = plans.emplace(k, makePlan(k)).first;
+  return it->second;
+}
+
+void run(const Plan& p, const float* A, const float* B, float* C, const float* bias) {
+  thread_local dnnl::stream stream(engine());
+  auto& eng = engine();
+  dnnl::memory a(p.a, eng, const_cast<float*>(A)), b(p.b, eng, const_cast<float*>(B)), c(p.c, eng, C);
+  if (bias) {
+    dnnl::memory bm(p.bias, eng, const_cast<float*>(bias));
+    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, c}});
+  } else {
+    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  }
+  stream.wait();
+}
+
+struct Probe {
+  Kernel kernel = Kernel::OpenBlas;
+  std::string description;
+};
+
+// The wide MLP's second layer at batch 256: the implementation oneDNN picks for it.
+Probe probe() {
+  Probe r;
+  const std::string lib = "oneDNN " + onednn::version();
+  try {
+    onednn::oneOpenMpThread();
+    Plan p;
+    const std::string impl = describe(Key{false, false, false, true, 256, 512, 512, 512, 512, 512}, p).impl_info_str();
+    if (!blocked(impl)) {
+      r.description = "OpenBLAS sgemm: " + lib + " has no blocked float32 matmul on this CPU (it offers " + impl + ")";
+      return r;
+    }
+    r.kernel = Kernel::OneDnn;
+    r.description = lib + " " + impl;
+  } catch (const dnnl::error& e) {
+    r.description = "OpenBLAS sgemm: " + lib + " could not create a float32 matmul (" + e.what() + ")";
+  }
+  return r;
+}
+
+#else
+
+struct Probe {
+  Kernel kernel = Kernel::OpenBlas;
+  std::string description = "OpenBLAS sgemm: this Mirrorlab was built without oneDNN (libdnnl-dev)";
+};
+Probe probe() { return {}; }
+
+#endif
+
+const Probe& probed() {
+  static const Probe p = probe();
+  return p;
+}
+
+}  // namespace
+
+Kernel kernel() { return gForceOpenBlas.load(std::memory_order_relaxed) ? Kernel::OpenBlas : probed().kernel; }
+
+std::string kernelDescription() {
+  if (gForceOpenBlas.load(std::memory_order_relaxed) && probed().kernel == Kernel::OneDnn) return "OpenBLAS sgemm: forced";
+  return probed().description;
+}
+
+void forceOpenBlas(bool on) { gForceOpenBlas.store(on, std::memory_order_relaxed); }
+
+Kernel kernelFor(bool transA, bool transB, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc,
+                 bool accumulate, bool bias) {
+  if (kernel() != Kernel::OneDnn || M == 0 || N == 0 || K == 0) return Kernel::OpenBlas;
+#if MIRRORLAB_HAVE_DNNL
+  return planFor(Key{transA, transB, accumulate, bias, M, N, K, lda, ldb, ldc}).oneDnn ? Kernel::OneDnn : Kernel::OpenBlas;
+#else
+  (void)transA, (void)transB, (void)lda, (void)ldb, (void)ldc, (void)accumulate, (void)bias;
+  return Kernel::OpenBlas;
+#endif
+}
+
+void gemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+          float* C, int64_t ldc, bool accumulate, const float* bias) {
+  if (bias && accumulate) throw std::logic_error("sgemm::gemm: bias and accumulate together");
+  if (M == 0 || N == 0) return;
+#if MIRRORLAB_HAVE_DNNL
+  if (kernel() == Kernel::OneDnn && K > 0) {
+    const Plan& p = planFor(Key{transA, transB, accumulate, bias != nullptr, M, N, K, lda, ldb, ldc});
+    if (p.oneDnn) return run(p, A, B, C, bias);
+  }
+#endif
+  openBlasGemm(transA, transB, M, N, K, A, lda, B, ldb, C, ldc, accumulate, bias);
+}
+
+}  // namespace ml::sgemm
