@@ -5,11 +5,14 @@
 // threaded per part); the fifth argument picks backward's plan (0 = the one choosePlan() takes by
 // shape, 1 = each GEMM split, 2 = the two GEMMs side by side, 3 = no team: OpenBLAS' own threads,
 // the old way), and the label states the plan that ran and the one Auto chooses. Dense runs on the
-// products of nn/Sgemm.h: oneDNN's blocked matmul where the CPU has it (the "auto" benchmarks) and,
-// beside them, OpenBLAS forced ("openblas"). BM_GemmKernel times the three products of a Dense
-// layer on each kernel alone, and BM_OneDnnMatmul the oneDNN counterpart of BM_Sgemm's peak.
+// products of nn/Sgemm.h, each kernel forced ("onednn": its blocked matmul where the CPU has it;
+// "openblas"), side by side; the run's own choice is printed first ("Dense products on ..."). BM_GemmKernel times the three
+// products of a Dense layer on each kernel alone, and BM_OneDnnMatmul the oneDNN counterpart of BM_Sgemm's peak.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+
+#include <cstdio>
+#include <optional>
 
 #include "nn/Dense.h"
 #include "nn/Loss.h"
@@ -70,13 +73,14 @@ struct Threads {
   ~Threads() { ml::Dense::forcePlan(ml::Dense::BackwardPlan::Auto); }
 };
 
+// The products' kernel for one benchmark: OpenBLAS forced, oneDNN forced, or (nullopt) the preferred one.
 struct Kernel {
-  explicit Kernel(bool openBlas) { ml::sgemm::forceOpenBlas(openBlas); }
-  ~Kernel() { ml::sgemm::forceOpenBlas(false); }
+  explicit Kernel(std::optional<ml::sgemm::Kernel> k) { ml::sgemm::force(k); }
+  ~Kernel() { ml::sgemm::force(std::nullopt); }
 };
 
-void BM_DenseForward(benchmark::State& s, bool openBlas) {
-  Kernel k(openBlas);
+void BM_DenseForward(benchmark::State& s, std::optional<ml::sgemm::Kernel> kernel) {
+  Kernel k(kernel);
   Threads th(s, false);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
@@ -86,8 +90,8 @@ void BM_DenseForward(benchmark::State& s, bool openBlas) {
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
-void BM_DenseBackward(benchmark::State& s, bool openBlas) {
-  Kernel k(openBlas);
+void BM_DenseBackward(benchmark::State& s, std::optional<ml::sgemm::Kernel> kernel) {
+  Kernel k(kernel);
   Threads th(s, true);
   DenseFixture f(s.range(0), s.range(1), s.range(2));
   ml::StepContext ctx;
@@ -114,12 +118,13 @@ void BM_Sgemm(benchmark::State& s) {
 }
 
 // The oneDNN matmul's 2048^3 peak, BM_Sgemm's counterpart: on 1 thread, or a team of range(1)
-// threads each computing a block of columns (as a replica's team runs Dense).
+// threads each computing a block of rows (as a replica's team runs Dense: whole-width products).
 void BM_OneDnnMatmul(benchmark::State& s) {
-  if (ml::sgemm::kernel() != ml::sgemm::Kernel::OneDnn) {
+  if (!ml::sgemm::oneDnnAvailable()) {
     s.SkipWithError(("no oneDNN matmul: " + ml::sgemm::kernelDescription()).c_str());
     return;
   }
+  Kernel k(ml::sgemm::Kernel::OneDnn);
   openblas_set_num_threads(1);
   const int64_t n = s.range(0);
   const int t = static_cast<int>(s.range(1));
@@ -128,14 +133,14 @@ void BM_OneDnnMatmul(benchmark::State& s) {
   fill(b, 2);
   ml::ThreadTeam team(t);
   ml::ThreadTeam::Scope scope(t > 1 ? &team : nullptr);
-  auto columns = [&](int64_t lo, int64_t hi) {
-    ml::sgemm::gemm(false, false, n, hi - lo, n, a.data(), n, b.data() + lo, n, c.data() + lo, n);
+  auto rows = [&](int64_t lo, int64_t hi) {
+    ml::sgemm::gemm(false, false, hi - lo, n, n, a.data() + lo * n, n, b.data(), n, c.data() + lo * n, n);
   };
   for (auto _ : s) {
     if (t > 1)
-      team.split(n, columns);
+      team.split(n, rows);
     else
-      columns(0, n);
+      rows(0, n);
   }
   s.SetLabel(ml::sgemm::kernelDescription());
   s.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(n * n * n) * static_cast<double>(s.iterations()),
@@ -147,8 +152,8 @@ void BM_OneDnnMatmul(benchmark::State& s) {
 void BM_GemmKernel(benchmark::State& s) {
   openblas_set_num_threads(1);
   const int64_t in = s.range(0), out = s.range(1), n = s.range(2), which = s.range(3);
-  Kernel k(s.range(4) == 1);
-  if (s.range(4) == 0 && ml::sgemm::kernel() != ml::sgemm::Kernel::OneDnn) {
+  Kernel k(s.range(4) == 1 ? ml::sgemm::Kernel::OpenBlas : ml::sgemm::Kernel::OneDnn);
+  if (s.range(4) == 0 && !ml::sgemm::oneDnnAvailable()) {
     s.SkipWithError(("no oneDNN matmul: " + ml::sgemm::kernelDescription()).c_str());
     return;
   }
@@ -222,10 +227,10 @@ void BM_OptimizerStep(benchmark::State& s, const char* name) {
       ->ArgsProduct({{512}, {10}, {256}, {2}, {0, 1, 2, 3}})       \
       ->ArgsProduct({{2048}, {2048}, {512}, {2}, {0, 1, 2, 3}})
 // Wall time: on several threads the caller's CPU time alone would flatter every figure.
-DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, auto, false)->UseRealTime());
-DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, openblas, true)->UseRealTime());
-DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, auto, false)->UseRealTime());
-DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, openblas, true)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, onednn, ml::sgemm::Kernel::OneDnn)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseForward, openblas, ml::sgemm::Kernel::OpenBlas)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, onednn, ml::sgemm::Kernel::OneDnn)->UseRealTime());
+DENSE_SHAPES(BENCHMARK_CAPTURE(BM_DenseBackward, openblas, ml::sgemm::Kernel::OpenBlas)->UseRealTime());
 BENCHMARK(BM_Sgemm)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_OneDnnMatmul)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 // {in, out, batch, product, kernel}: the products of both MLPs' layers, oneDNN and OpenBLAS.
@@ -239,4 +244,11 @@ BENCHMARK(BM_SoftmaxCrossEntropy)->Arg(128)->Arg(256);
 BENCHMARK_CAPTURE(BM_OptimizerStep, adam, "adam")->Arg(101770)->Arg(669706);
 BENCHMARK_CAPTURE(BM_OptimizerStep, sgd_momentum, "sgd")->Arg(101770)->Arg(669706);
 BENCHMARK_CAPTURE(BM_OptimizerStep, rmsprop, "rmsprop")->Arg(101770)->Arg(669706);
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  std::fprintf(stderr, "Dense products on %s\n", ml::sgemm::kernelDescription().c_str());
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
