@@ -90,20 +90,11 @@ void oneDnnGemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, const
                 int64_t ldb, void* C, int64_t ldc, const float* bias, bool bf16Out) {
   oneOpenMpThread();
   thread_local std::unordered_map<Key, Plan, KeyHash> plans;
-  thread_local dnnl::stream stream(engine());
   const Key key{transA, transB, bias != nullptr, bf16Out, M, N, K, lda, ldb, ldc};
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, makePlan(key)).first;
   const Plan& p = it->second;
-  auto& eng = engine();
-  dnnl::memory a(p.a, eng, const_cast<uint16_t*>(A)), b(p.b, eng, const_cast<uint16_t*>(B)), c(p.c, eng, C);
-  if (bias) {
-    dnnl::memory bm(p.bias, eng, const_cast<float*>(bias));
-    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, c}});
-  } else {
-    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  }
-  stream.wait();
+  onednn::executeMatmul(p.prim, p.a, A, p.b, B, p.c, C, p.bias, bias);
 }
 
 struct Probe {

@@ -28,5 +28,19 @@ std::string version() {
   return std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
+void executeMatmul(const dnnl::matmul& prim, const dnnl::memory::desc& a, const void* A, const dnnl::memory::desc& b,
+                   const void* B, const dnnl::memory::desc& c, void* C, const dnnl::memory::desc& bias, const float* biasValues) {
+  thread_local dnnl::stream stream(engine());
+  auto& eng = engine();
+  dnnl::memory am(a, eng, const_cast<void*>(A)), bm(b, eng, const_cast<void*>(B)), cm(c, eng, C);
+  if (biasValues) {
+    dnnl::memory biasm(bias, eng, const_cast<float*>(biasValues));
+    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_BIAS, biasm}, {DNNL_ARG_DST, cm}});
+  } else {
+    prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+  }
+  stream.wait();
+}
+
 }  // namespace ml::onednn
 #endif

@@ -19,5 +19,9 @@ dnnl::engine& engine();
 void oneOpenMpThread();
 // "2.6.3"
 std::string version();
+// Runs a matmul primitive on this thread's stream over caller-owned buffers described by a, b, c
+// (and bias, when given) and waits for it.
+void executeMatmul(const dnnl::matmul& prim, const dnnl::memory::desc& a, const void* A, const dnnl::memory::desc& b,
+                   const void* B, const dnnl::memory::desc& c, void* C, const dnnl::memory::desc& bias, const float* biasValues);
 
 }  // namespace ml::onednn

@@ -96,16 +96,7 @@ const Plan& planFor(const Key& k) {
 }
 
 void run(const Plan& p, const float* A, const float* B, float* C, const float* bias) {
-  thread_local dnnl::stream stream(engine());
-  auto& eng = engine();
-  dnnl::memory a(p.a, eng, const_cast<float*>(A)), b(p.b, eng, const_cast<float*>(B)), c(p.c, eng, C);
-  if (bias) {
-    dnnl::memory bm(p.bias, eng, const_cast<float*>(bias));
-    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bm}, {DNNL_ARG_DST, c}});
-  } else {
-    p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
-  }
-  stream.wait();
+  onednn::executeMatmul(p.prim, p.a, A, p.b, B, p.c, C, p.bias, bias);
 }
 
 struct Probe {

@@ -21,8 +21,12 @@
 #include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
+#include "NnTestUtil.h"
+
 namespace ml {
 namespace {
+
+using test::DenseOut;
 
 // Restores the kernel choice when a test ends.
 struct ForceEmulated {
@@ -207,58 +211,25 @@ TEST(Bf16Gemm, Bfloat16OutputIsTheRoundedFloat32Product) {
   }
 }
 
-int threadsOfThisProcess() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  return -1;
-}
-
 TEST(Bf16Gemm, RunsOnTheCallingThreadAlone) {
   // OpenMP keeps a calling thread's team alive after a parallel region: were oneDNN to use one,
   // the process would have more threads than the caller's while the caller still lives.
   const GemmCase c{false, false, 256, 512, 784, 0, true};
   const GemmData d = makeData(c, 3);
-  const int before = threadsOfThisProcess();
+  const int before = test::threadsOfThisProcess();
   int during = 0;
   std::thread t([&] {
     runAndCheck(c, d);
     runAndCheck(c, d);
-    during = threadsOfThisProcess();
+    during = test::threadsOfThisProcess();
   });
   t.join();
   EXPECT_EQ(during, before + 1) << bf16::kernelDescription();
 }
 
-struct DenseOut {
-  std::vector<float> y, dx, grads;
-};
-
-// One mixed_bfloat16 Dense (in -> out, batch n) forward and backward, on the current thread's team
-// if any; the kernel forced to the emulated one or not.
 DenseOut runBf16Dense(int64_t in, int64_t out, int64_t n, Act act, bool emulated) {
   ForceEmulated force(emulated);
-  Dense d(out, act);
-  d.name = "dense";
-  d.build({in});
-  std::vector<float> params(static_cast<size_t>(d.paramCount())), grads(params.size(), 0.0f);
-  d.bind(params.data(), grads.data());
-  d.initialize(11);
-  d.setPrecision(Precision::MixedBfloat16);
-  Rng rng(12);
-  std::vector<float> x(static_cast<size_t>(n * in)), dy(static_cast<size_t>(n * out));
-  for (float& v : x) v = static_cast<float>(rng.uniform(0, 1));
-  for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
-  DenseOut o;
-  o.y.assign(dy.size(), 0.0f);
-  o.dx.assign(x.size(), 0.0f);
-  StepContext ctx;
-  ctx.training = true;
-  d.forward(x.data(), o.y.data(), n, ctx);
-  d.backward(x.data(), o.y.data(), dy.data(), o.dx.data(), n, ctx);
-  o.grads = grads;
-  return o;
+  return test::runDenseLayer(in, out, n, act, Precision::MixedBfloat16, 1);
 }
 
 // Equal up to one bfloat16 rounding step each (the sums' order differs), most of them exactly. A

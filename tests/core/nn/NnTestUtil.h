@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "nn/Dense.h"
+#include "nn/Precision.h"
 #include "project/Project.h"
 #include "random/Rng.h"
 
@@ -44,6 +47,47 @@ inline std::vector<float> randomVector(size_t n, uint64_t seed, double lo = -1.0
 // |a - n| / max(floor, |a| + |n|): relative for large gradients, absolute near zero.
 inline double normalisedError(double analytic, double numeric, double floor = 1e-3) {
   return std::fabs(analytic - numeric) / std::max(floor, std::fabs(analytic) + std::fabs(numeric));
+}
+
+// The threads this process has now (/proc/self/status): a kernel that started a pool would add some.
+inline int threadsOfThisProcess() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
+  return -1;
+}
+
+struct DenseOut {
+  std::vector<float> y, dx, grads;
+};
+
+// One Dense (in -> out, batch n, seeded weights and data) forward and `backwards` backward passes
+// (gradients accumulate) under precision p, on the current thread's team if any.
+inline DenseOut runDenseLayer(int64_t in, int64_t out, int64_t n, Act act, Precision p, int backwards = 1) {
+  Dense d(out, act);
+  d.name = "dense";
+  d.build({in});
+  std::vector<float> params(static_cast<size_t>(d.paramCount())), grads(params.size(), 0.0f);
+  d.bind(params.data(), grads.data());
+  d.initialize(11);
+  d.setPrecision(p);
+  Rng rng(12);
+  std::vector<float> x(static_cast<size_t>(n * in)), dy(static_cast<size_t>(n * out));
+  for (float& v : x) v = static_cast<float>(rng.uniform(0, 1));
+  for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
+  DenseOut o;
+  o.y.assign(dy.size(), 0.0f);
+  o.dx.assign(x.size(), 0.0f);
+  StepContext ctx;
+  ctx.training = true;
+  d.forward(x.data(), o.y.data(), n, ctx);
+  for (int rep = 0; rep < backwards; ++rep) {
+    std::vector<float> dz = dy;
+    d.backward(x.data(), o.y.data(), dz.data(), o.dx.data(), n, ctx);
+  }
+  o.grads = grads;
+  return o;
 }
 
 }  // namespace ml::test

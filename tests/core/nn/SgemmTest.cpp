@@ -20,8 +20,12 @@
 #include "nn/ThreadTeam.h"
 #include "random/Rng.h"
 
+#include "NnTestUtil.h"
+
 namespace ml {
 namespace {
+
+using test::DenseOut;
 
 // One kernel for the test's products; the preferred one again when the test ends.
 struct Force {
@@ -174,57 +178,23 @@ TEST(Sgemm, BiasAndAccumulateTogetherAreRefused) {
   EXPECT_THROW(sgemm::gemm(false, false, 2, 2, 2, a.data(), 2, b.data(), 2, c.data(), 2, true, bias.data()), std::logic_error);
 }
 
-int threadsOfThisProcess() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("Threads:", 0) == 0) return std::stoi(line.substr(8));
-  return -1;
-}
-
 TEST(Sgemm, RunsOnTheCallingThreadAlone) {
   const Case c{false, false, 256, 512, 784, 0, false, true};
   const Data d = makeData(c, 3);
-  const int before = threadsOfThisProcess();
+  const int before = test::threadsOfThisProcess();
   int during = 0;
   std::thread t([&] {
     runAndCheck(c, d);
     runAndCheck(c, d);
-    during = threadsOfThisProcess();
+    during = test::threadsOfThisProcess();
   });
   t.join();
   EXPECT_EQ(during, before + 1) << sgemm::kernelDescription();
 }
 
-struct DenseOut {
-  std::vector<float> y, dx, grads;
-};
-
-// One float32 Dense forward and two backwards (gradients accumulate), on the current team if any.
 DenseOut runDense(int64_t in, int64_t out, int64_t n, Act act, bool openBlas) {
   Force force(openBlas ? sgemm::Kernel::OpenBlas : sgemm::Kernel::OneDnn);
-  Dense d(out, act);
-  d.name = "dense";
-  d.build({in});
-  std::vector<float> params(static_cast<size_t>(d.paramCount())), grads(params.size(), 0.0f);
-  d.bind(params.data(), grads.data());
-  d.initialize(11);
-  Rng rng(12);
-  std::vector<float> x(static_cast<size_t>(n * in)), dy(static_cast<size_t>(n * out));
-  for (float& v : x) v = static_cast<float>(rng.uniform(0, 1));
-  for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
-  DenseOut o;
-  o.y.assign(dy.size(), 0.0f);
-  o.dx.assign(x.size(), 0.0f);
-  StepContext ctx;
-  ctx.training = true;
-  d.forward(x.data(), o.y.data(), n, ctx);
-  for (int rep = 0; rep < 2; ++rep) {
-    std::vector<float> dz = dy;
-    d.backward(x.data(), o.y.data(), dz.data(), o.dx.data(), n, ctx);
-  }
-  o.grads = grads;
-  return o;
+  return test::runDenseLayer(in, out, n, act, Precision::Float32, 2);
 }
 
 // max |a - b| / max |b|: the same numbers up to the order of float32 sums.
