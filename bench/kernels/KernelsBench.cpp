@@ -4,10 +4,11 @@
 // Dense runs as one replica does: on T > 1 threads a ThreadTeam splits the work (BLAS single-
 // threaded per part); the fifth argument picks backward's plan (0 = the one choosePlan() takes by
 // shape, 1 = each GEMM split, 2 = the two GEMMs side by side, 3 = no team: OpenBLAS' own threads,
-// the old way), and the label states the plan that ran and the one Auto chooses. Dense runs on the
-// products of nn/Sgemm.h, each kernel forced ("onednn": its blocked matmul where the CPU has it;
-// "openblas"), side by side; the run's own choice is printed first ("Dense products on ..."). BM_GemmKernel times the three
-// products of a Dense layer on each kernel alone, and BM_OneDnnMatmul the oneDNN counterpart of BM_Sgemm's peak.
+// the old way; with oneDNN forced it runs on one thread), and the label states the plan that ran
+// and the one Auto chooses. Dense runs on the products of nn/Sgemm.h, each kernel forced ("onednn":
+// its blocked matmul where the CPU has it; "openblas"), side by side; the kernel a run would choose
+// is printed first ("Dense products on ..."). BM_GemmKernel times the three products of a Dense
+// layer on each kernel alone, and BM_OneDnnMatmul is the oneDNN counterpart of BM_Sgemm's peak.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

@@ -4,9 +4,9 @@
 // Two kernels:
 //  - oneDNN's matmul (Debian's libdnnl, the CPU library of PyTorch and TensorFlow) where it has a
 //    blocked kernel for the shape ("brg:avx512_core" on AVX-512 CPUs) and OpenBLAS runs only its
-//    AVX2 kernels on that CPU (pinned by OPENBLAS_CORETYPE=Haswell, as on some machines here, or
-//    a CPU newer than OpenBLAS knows): there oneDNN measured 1.8-2.0x OpenBLAS per product of the
-//    784-512-512-10 MLP on one thread (bench_kernels, BM_GemmKernel: the README's table);
+//    AVX2 kernels on that CPU (pinned by OPENBLAS_CORETYPE=Haswell, as on some machines here):
+//    there oneDNN measured 1.8-2.0x OpenBLAS per product of the 784-512-512-10 MLP on one thread
+//    (bench_kernels, BM_GemmKernel: the README's table);
 //  - OpenBLAS' cblas_sgemm everywhere else: where it runs its own AVX-512 kernels (SkylakeX,
 //    Cooperlake, SapphireRapids), measured as fast as oneDNN per product and faster end to end;
 //    where oneDNN was not built in or offers only its reference or generic gemm kernel (AVX2 CPUs

@@ -259,7 +259,7 @@ TEST(Bf16Gemm, DenseGivesTheEmulatedNumbersUpToRoundingOrder) {
 }
 
 // One replica on a team of threads (cpu:1 with --threads-per-device): the bfloat16 products split
-// by columns, with either kernel, give the serial numbers up to rounding order and the same bits
+// by rows (Dense.cpp says how), with either kernel, give the serial numbers up to rounding order and the same bits
 // from run to run.
 TEST(Bf16Gemm, DenseOnATeamMatchesTheSerialPath) {
   struct Case {
