@@ -133,7 +133,7 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   sync_->setWordWrap(true);
   sync_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   setRole(sync_, "syncIdle");
-  v->addWidget(sync_);
+  v->addWidget(new SteadyLabelHolder(sync_, body));  // it changes every epoch: no layout pass each time
 
   // Charts.
   loss_ = new MetricChart(tr("Loss"), tr("step"), tr("loss"), QStringLiteral("loss"), trainColor(), true, body);
@@ -158,13 +158,13 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   setRole(phaseLegend_, "caption");
   updatePhaseLegend(false);
 
-  auto wrap = [body](QWidget* chart, QLabel* caption) {
+  auto wrap = [this, body](QWidget* chart, QLabel* caption) {
     auto* w = new QWidget(body);
     auto* l = new QVBoxLayout(w);
     l->setContentsMargins(0, 0, 0, 0);
     l->setSpacing(2);
     l->addWidget(chart, 1);
-    l->addWidget(caption);
+    l->addWidget(caption == shareNumbers_ ? static_cast<QWidget*>(new SteadyLabelHolder(caption, w)) : caption);
     return w;
   };
   // Three charts a row on a wide window, two or one on a narrow one.
@@ -361,7 +361,10 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
       if (n.rfind(e.hosts[0] + "/", 0) == 0) n = n.substr(e.hosts[0].size() + 1);
   if (deviceNames_.empty())
     for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));
-  for (LiveChart* c : charts()) c->clearData();
+  for (LiveChart* c : charts()) {
+    c->clearData();
+    c->setLive(true, static_cast<double>(e.totalSteps));
+  }
   showLossScale(false);  // until a step says it has a loss scale
   util_->setDevices(deviceNames_);
   breakdown_->setDevices(deviceNames_);
@@ -384,7 +387,7 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
                          .arg(e.globalBatch)
                          .arg(e.lr, 0, 'g', 4));
   setRole(sync_, "syncIdle");
-  sync_->setText(tr("Replica sync check: waiting for the end of epoch 1…"));
+  setSteadyWrappedText(sync_, tr("Replica sync check: waiting for the end of epoch 1…"));
 }
 
 // Seven charts go 4 + 3 where the window is wide enough, not 3 + 3 + 1 below the fold.
@@ -422,27 +425,28 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   lastValMetric_ = e.valMetric;
   if (e.inSync && !e.checksums.empty()) {
     setRole(sync_, "syncOk");
-    sync_->setText(e.checksums.size() == 1
-                       ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).")
-                             .arg(e.epoch)
-                             .arg(hex(e.checksums.front()))
-                       : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
-                             .arg(e.epoch)
-                             .arg(e.checksums.size())
-                             .arg(hex(e.checksums.front())));
+    setSteadyWrappedText(sync_, e.checksums.size() == 1
+                                    ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).")
+                                          .arg(e.epoch)
+                                          .arg(hex(e.checksums.front()))
+                                    : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
+                                          .arg(e.epoch)
+                                          .arg(e.checksums.size())
+                                          .arg(hex(e.checksums.front())));
   } else {
     QStringList parts;
     for (size_t i = 0; i < e.checksums.size(); ++i)
       parts << QStringLiteral("%1 %2").arg(i < deviceNames_.size() ? q(deviceNames_[i]) : QString::number(i),
                                            hex(e.checksums[i]));
     setRole(sync_, "syncBad");
-    sync_->setText(
-        tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
+    setSteadyWrappedText(
+        sync_, tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
   }
 }
 
 void DashboardView::onFinished(const ml::RunFinished& e) {
-  sinceNumbers_.invalidate();  // the next frame shows the final numbers, whatever their timers say
+  for (LiveChart* c : charts()) c->setLive(false);  // the last frame fits the axes to the data
+  sinceNumbers_.invalidate();                       // the next frame shows the final numbers, whatever their timers say
   sinceShare_.invalidate();
   runTitle_->setText(runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
                      tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
@@ -454,7 +458,7 @@ void DashboardView::updateNumbers() {
       releaseSteadyText(l);
       l->setText(QStringLiteral("—"));
     }
-    shareNumbers_->setText(tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
+    setSteadyWrappedText(shareNumbers_, tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
     return;
   }
   setSteadyText(stepValue_, QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
@@ -472,21 +476,23 @@ void DashboardView::updateNumbers() {
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
   const double net = breakdown_->networkShare() * 100;  // several workers only
   setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
-  // Word-wrapped, so each new text is a layout pass: once a second is enough for a 20-step mean.
+  // Once a second is enough for a 20-step mean (and a sentence that changes faster is hard to read).
   if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
     sinceShare_.restart();
     if (net > 0)
-      shareNumbers_->setText(
+      setSteadyWrappedText(
+          shareNumbers_,
           tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · network %3% · waiting %4%")
               .arg(100 - ar - net - wait, 0, 'f', 1)
               .arg(ar, 0, 'f', 1)
               .arg(net, 0, 'f', 1)
               .arg(wait, 0, 'f', 1));
     else
-      shareNumbers_->setText(tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
-                                 .arg(100 - ar - wait, 0, 'f', 1)
-                                 .arg(ar, 0, 'f', 1)
-                                 .arg(wait, 0, 'f', 1));
+      setSteadyWrappedText(shareNumbers_,
+                           tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
+                               .arg(100 - ar - wait, 0, 'f', 1)
+                               .arg(ar, 0, 'f', 1)
+                               .arg(wait, 0, 'f', 1));
   }
   const double elapsed = last_.wallTime;
   const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *

@@ -1,17 +1,15 @@
 // Colours, fonts and chart styling shared by every screen.
 #include "Theme.h"
 
-#include <QFrame>
-
-#include <QVBoxLayout>
-
-#include <QScrollArea>
-
 #include <qcustomplot.h>
 #include <QApplication>
 #include <QFile>
+#include <QFrame>
+#include <QHash>
 #include <QLabel>
+#include <QScrollArea>
 #include <QStyle>
+#include <QVBoxLayout>
 
 static void initStudioResources() { Q_INIT_RESOURCE(mirrorlab); }
 
@@ -70,8 +68,12 @@ void applyStudioTheme(QApplication& app) {
 
 QIcon icon(const QString& name) {
   // SVG renders crisply at any device pixel ratio when the Qt SVG icon engine is installed;
-  // without it the icon is empty and every action still shows its text.
-  return QIcon(QStringLiteral(":/icons/%1.svg").arg(name));
+  // without it the icon is empty and every action still shows its text. Each name is parsed
+  // once (a play/pause button that changes state would otherwise parse its SVG every time).
+  static QHash<QString, QIcon> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) it = cache.insert(name, QIcon(QStringLiteral(":/icons/%1.svg").arg(name)));
+  return *it;
 }
 
 void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, const QString& yLabel) {
@@ -80,6 +82,9 @@ void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, 
   plot->setAntialiasedElements(QCP::aeNone);
   plot->setPlottingHint(QCP::phFastPolylines, true);
   plot->setPlottingHint(QCP::phCacheLabels, true);
+  // A replot paints with the window's next paint, not at once: QCustomPlot's default repaint()
+  // per replot meant a paint and a backing-store flush per chart, six a frame on the dashboard.
+  plot->setPlottingHint(QCP::phImmediateRefresh, false);
   QFont base = plot->font();
   QFont tick = base;
   tick.setPointSizeF(base.pointSizeF() * 0.88);
@@ -136,7 +141,65 @@ void releaseSteadyText(QLabel* label) {
   label->setMaximumSize(QWIDGETSIZE_MAX, QWIDGETSIZE_MAX);
 }
 
+SteadyLabelHolder::SteadyLabelHolder(QLabel* label, QWidget* parent) : QWidget(parent), label_(label) {
+  label_->setParent(this);
+  label_->move(0, 0);
+  QSizePolicy p(QSizePolicy::Preferred, QSizePolicy::Preferred);
+  p.setHeightForWidth(true);
+  setSizePolicy(p);
+  label_->installEventFilter(this);  // a new role (stylesheet padding) or font changes the height
+  label_->show();
+}
+
+QSize SteadyLabelHolder::sizeHint() const {
+  const QSize s = label_->sizeHint();
+  return {s.width(), heightForWidth(s.width())};
+}
+
+QSize SteadyLabelHolder::minimumSizeHint() const { return {0, 0}; }
+
+int SteadyLabelHolder::heightForWidth(int w) const { return label_->heightForWidth(w); }
+
+void SteadyLabelHolder::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  fit();
+}
+
+bool SteadyLabelHolder::eventFilter(QObject* o, QEvent* e) {
+  if (o == label_ && (e->type() == QEvent::StyleChange || e->type() == QEvent::FontChange)) {
+    fit();
+    updateGeometry();
+  }
+  return QWidget::eventFilter(o, e);
+}
+
+// The label at the holder's width and the height its text needs there. The label is not in a
+// layout: its own geometry updates (QLabel::setText asks for one) go to this holder, which has no
+// layout to invalidate, instead of to the window's.
+void SteadyLabelHolder::fit() {
+  const int w = std::max(1, width());
+  label_->setGeometry(0, 0, w, std::max(1, label_->heightForWidth(w)));
+}
+
+void SteadyLabelHolder::setText(const QString& text) {
+  if (label_->text() == text) return;
+  label_->setText(text);  // a repaint, and a layout request to this holder only
+  const int w = std::max(1, width()), h = std::max(1, label_->heightForWidth(w));
+  if (h == label_->height()) return;
+  label_->resize(w, h);
+  updateGeometry();  // a different number of lines: the window's layout gives the holder its new height
+}
+
+void setSteadyWrappedText(QLabel* label, const QString& text) {
+  if (auto* holder = dynamic_cast<SteadyLabelHolder*>(label->parentWidget()))
+    holder->setText(text);
+  else
+    label->setText(text);
+}
+
 void setRole(QWidget* w, const char* role) {
+  // Polishing again costs a style pass and a layout pass of the window: only when the role changes.
+  if (w->property("role").toString() == QLatin1String(role)) return;
   w->setProperty("role", QString::fromLatin1(role));
   w->style()->unpolish(w);
   w->style()->polish(w);

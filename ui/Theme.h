@@ -4,13 +4,12 @@
 #include <QColor>
 #include <QIcon>
 #include <QString>
+#include <QWidget>
 
 class QApplication;
 class QCustomPlot;
 class QCPAxisRect;
-class QWidget;
 class QLabel;
-
 class QVBoxLayout;
 
 namespace mlui {
@@ -40,6 +39,31 @@ void setRole(QWidget* w, const char* role);
 // percent). releaseSteadyText() lets the label shrink again (at the start of a run).
 void setSteadyText(QLabel* label, const QString& text);
 void releaseSteadyText(QLabel* label);
+// The same for a word-wrapped sentence that changes while a run trains (the sync check after each
+// epoch, the share of the step each second): the label sits outside any layout inside this
+// holder, which places it itself and asks its window for a layout pass only when the sentence
+// needs a different height. Put the holder where the label would go; set the text with
+// setSteadyWrappedText (or the holder's setText).
+class SteadyLabelHolder : public QWidget {
+ public:
+  explicit SteadyLabelHolder(QLabel* label, QWidget* parent = nullptr);
+  QLabel* label() const { return label_; }
+  void setText(const QString& text);
+  QSize sizeHint() const override;
+  QSize minimumSizeHint() const override;
+  bool hasHeightForWidth() const override { return true; }
+  int heightForWidth(int w) const override;
+
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+  bool eventFilter(QObject* o, QEvent* e) override;
+
+ private:
+  void fit();
+  QLabel* label_;
+};
+// Sets the text through the label's SteadyLabelHolder, or plainly when it has none.
+void setSteadyWrappedText(QLabel* label, const QString& text);
 QLabel* pageTitle(const QString& text, QWidget* parent = nullptr);
 QLabel* pageHint(const QString& text, QWidget* parent = nullptr);
 // A scrolling settings page inside `owner`: returns the page's vertical layout, already holding

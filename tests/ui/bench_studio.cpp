@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include <QAction>
@@ -28,6 +30,7 @@
 #include "Theme.h"
 #include "TrainingSession.h"
 #include "charts/DeviceCharts.h"
+#include "charts/FrameBudget.h"
 #include "charts/MetricChart.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
@@ -67,9 +70,28 @@ static double headlessSamplesPerSec(const ml::Project& p, int64_t steps, const s
   return static_cast<double>(f.steps * t.plan().globalBatch) / f.seconds;
 }
 
+// MIRRORLAB_BENCH_EVENTS=1: which widgets get layout requests and paints while the studio trains.
+class EventCounter : public QObject {
+ public:
+  std::map<std::string, int> layouts, paints;
+  bool on = false;
+  bool eventFilter(QObject* o, QEvent* e) override {
+    if (on && (e->type() == QEvent::LayoutRequest || e->type() == QEvent::Paint)) {
+      std::string name = o->metaObject()->className();
+      for (QObject* p = o->parent(); p && name.size() < 200; p = p->parent())
+        name += std::string("<") + p->metaObject()->className() +
+                (p->objectName().isEmpty() ? "" : ":" + p->objectName().toStdString());
+      ++(e->type() == QEvent::LayoutRequest ? layouts : paints)[name];
+    }
+    return false;
+  }
+};
+static EventCounter* g_events = nullptr;
+
 struct StudioRun {
   double samplesPerSec = 0;
   double fps = 0, drawMsPerSec = 0;  // from the stored run: what the dashboard drew while it trained
+  double uiCpuMsPerSec = 0;          // all of the UI thread's CPU time while the run lasted (events, frames, paints)
 };
 
 static StudioRun studioRun(mlui::MainWindow& w, int64_t steps, int64_t globalBatch, const std::string& db) {
@@ -83,11 +105,16 @@ static StudioRun studioRun(mlui::MainWindow& w, int64_t steps, int64_t globalBat
                               ended = true;
                             });
   w.dashboard()->setMaxSteps(static_cast<int>(steps));
+  const double cpu0 = mlui::FrameBudget::threadCpuMs();
+  if (g_events) g_events->on = true;
   w.dashboard()->trainAction()->trigger();
   if (!QTest::qWaitFor([&] { return ended; }, 600000)) std::fprintf(stderr, "the studio run did not end within 10 minutes\n");
+  const double cpu1 = mlui::FrameBudget::threadCpuMs();
+  if (g_events) g_events->on = false;
   QObject::disconnect(c);
   StudioRun r;
   r.samplesPerSec = static_cast<double>(out.steps * globalBatch) / out.seconds;
+  r.uiCpuMsPerSec = out.seconds > 0 ? (cpu1 - cpu0) / out.seconds : 0;
   if (runId) {
     const auto d = ml::RunStore::open(db).loadRun(*runId);
     if (d.uiFrames && d.seconds && *d.seconds > 0) {
@@ -113,6 +140,10 @@ int main(int argc, char** argv) {
   QTemporaryDir dir;
   qputenv("MIRRORLAB_DB", dir.filePath(QStringLiteral("bench.sqlite")).toUtf8());
   mlui::applyStudioTheme(app);
+  if (qEnvironmentVariableIntValue("MIRRORLAB_BENCH_EVENTS")) {
+    g_events = new EventCounter;
+    app.installEventFilter(g_events);
+  }
   QDir::setCurrent(QStringLiteral(MIRRORLAB_SOURCE_DIR));
 
   // 1. Cold start: QApplication to the exposed, painted main window on the example project.
@@ -164,19 +195,47 @@ int main(int argc, char** argv) {
                 frames * 1000.0 / static_cast<double>(t.elapsed()));
   }
 
+  // 2b. What one frame of one dashboard-sized chart costs, in the UI thread's CPU time: a full
+  //     replot, a replot of the data layer only, and the paint that puts it on screen.
+  {
+    mlui::MetricChart loss(QStringLiteral("Loss"), QStringLiteral("step"), QStringLiteral("loss"), QStringLiteral("loss"),
+                           QColor(0x4e, 0x79, 0xa7), true);
+    loss.resize(480, 300);
+    for (int i = 0; i < 20000; ++i) loss.addStep(i, 1.0 / (1 + i * 0.001) + 0.05 * std::sin(i * 0.7));
+    loss.show();
+    if (!QTest::qWaitForWindowExposed(&loss)) std::fprintf(stderr, "the chart was not shown\n");
+    if (qEnvironmentVariableIntValue("NOFAST")) loss.setPlottingHint(QCP::phFastPolylines, false);
+    if (qEnvironmentVariableIntValue("THIN")) loss.smoothGraph()->setPen(QPen(QColor(0x4e, 0x79, 0xa7), 1));
+    loss.refresh();
+    QCoreApplication::processEvents();
+    auto cpuPer = [](int n, const std::function<void()>& f) {
+      const double t0 = mlui::FrameBudget::threadCpuMs();
+      for (int i = 0; i < n; ++i) f();
+      return (mlui::FrameBudget::threadCpuMs() - t0) / n;
+    };
+    const double full = cpuPer(300, [&] { loss.replot(QCustomPlot::rpQueuedRefresh); });
+    const double data = cpuPer(300, [&] { loss.layer(QStringLiteral("main"))->replot(); });
+    const double paint = cpuPer(300, [&] { loss.repaint(); });
+    std::printf("one 480x300 chart, CPU ms: full replot %.2f, data layer only %.2f, paint to the window %.2f\n", full, data,
+                paint);
+  }
+
   // 3. Training throughput with the dashboard watching vs. headless, interleaved in rounds; the
   //    order alternates so a slow spell of this shared VM does not always hit the same side.
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 1500;
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;
   ml::Project p = w->document()->project();
   if (defaultProject) p.distribute.devices = "cpu:2";
+  // `steps` steps whatever the project's epochs (its 5 epochs are 2,345 steps, under a second on
+  // this machine now): a run long enough that its start and end do not decide the figure.
+  p.training.epochs = std::max(p.training.epochs, 1000);
   w->document()->reset(p);
   w->resize(1500, 950);
   w->showPage(mlui::MainWindow::DashboardPage);
   const std::string db = qEnvironmentVariable("MIRRORLAB_DB").toStdString();
   const std::string headlessDb = dir.filePath(QStringLiteral("headless.sqlite")).toStdString();
   const int64_t globalBatch = p.training.perDeviceBatch ? p.training.batchSize * 2 : p.training.batchSize;
-  std::vector<double> ratios, fps, drawMs, headless, studio;
+  std::vector<double> ratios, fps, drawMs, uiCpu, headless, studio;
   std::printf("training %s on %s, %lld steps, %d rounds (dashboard visible, %d cores):\n", p.name.c_str(),
               p.distribute.devices.c_str(), static_cast<long long>(steps), rounds, QThread::idealThreadCount());
   for (int round = 0; round < rounds; ++round) {
@@ -194,8 +253,11 @@ int main(int argc, char** argv) {
     ratios.push_back(s.samplesPerSec / h);
     fps.push_back(s.fps);
     drawMs.push_back(s.drawMsPerSec);
-    std::printf("  round %d: headless %.0f samples/s, studio %.0f samples/s (%.1f%%), dashboard %.1f fps, %.1f ms drawing/s\n",
-                round + 1, h, s.samplesPerSec, 100.0 * ratios.back(), s.fps, s.drawMsPerSec);
+    uiCpu.push_back(s.uiCpuMsPerSec);
+    std::printf(
+        "  round %d: headless %.0f samples/s, studio %.0f samples/s (%.1f%%), dashboard %.1f fps, %.1f ms drawing/s, "
+        "UI thread %.1f ms CPU/s\n",
+        round + 1, h, s.samplesPerSec, 100.0 * ratios.back(), s.fps, s.drawMsPerSec, s.uiCpuMsPerSec);
     std::fflush(stdout);
   }
   const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
@@ -207,9 +269,20 @@ int main(int argc, char** argv) {
       "frame rate the redraw budget settled on: %.1f fps (median; %.1f ms of drawing per second, i.e. %.1f%% of "
       "one core); cost per frame %.1f ms\n",
       median(fps), median(drawMs), median(drawMs) / 10.0, w->dashboard()->frameBudget().frameCostMs());
+  std::printf("UI thread in all (events, frames, paints, labels): %.1f ms of CPU per second of training (median)\n",
+              median(uiCpu));
   std::printf("average replot per chart (ms):");
   for (auto* c : w->dashboard()->charts()) std::printf(" %s %.1f;", qPrintable(c->accessibleName()), c->replotTime(true));
+  std::printf("\nframes that redrew only the data layers / everything, per chart:");
+  for (auto* c : w->dashboard()->charts())
+    std::printf(" %s %d/%d;", qPrintable(c->accessibleName()), c->dataOnlyFrames(), c->fullFrames());
   std::printf("\n");
+  if (g_events) {
+    for (auto* m : {&g_events->layouts, &g_events->paints}) {
+      std::printf(m == &g_events->layouts ? "layout requests:\n" : "paints:\n");
+      for (const auto& [k, v] : *m) std::printf("  %6d %s\n", v, k.c_str());
+    }
+  }
   delete w;
   return 0;
 }

@@ -15,6 +15,7 @@
 #include <QListWidget>
 #include <QSignalSpy>
 #include <QTableWidget>
+#include <QVBoxLayout>
 
 #include <qcustomplot.h>
 
@@ -227,6 +228,54 @@ class LearnTest : public QObject {
     d.setProgress(d.duration());
     QVERIFY2(d.currentActivity().contains(QStringLiteral("each replica keeps 1/3 of Adam's state")),
              qPrintable(d.currentActivity()));
+  }
+
+  // The live replay follows a training run without costing it: hidden, it only keeps the steps
+  // (no diagram, no labels); shown again, it catches up to the newest step; shown, it follows at
+  // most 4 times a second however often events arrive, and the newest step still arrives.
+  void liveReplayFollowsOnlyWhenShown() {
+    QWidget window;
+    auto* v = new QVBoxLayout(&window);
+    auto* panel = new mlui::StepReplayPanel([this] { return db_; }, &window);
+    v->addWidget(panel);
+    window.resize(1200, 600);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    ml::RunStarted started;
+    started.configJson = R"({"allreduce": "ring", "buckets": 1})";
+    panel->onLiveRunStarted(started);
+    auto steps = [](int64_t from, int64_t count) {
+      std::vector<ml::Event> events;
+      for (int64_t s = from; s < from + count; ++s) {
+        ml::StepEvent e;
+        e.step = s;
+        for (int r = 0; r < 2; ++r) {
+          ml::ReplicaStep t;
+          t.replica = r;
+          t.samples = 32;
+          t.phases.forward = 0.001 * (r + 1);
+          t.phases.backward = 0.002;
+          t.phases.allreduce = 0.0005;
+          t.phases.optimizer = 0.0002;
+          e.replicas.push_back(t);
+        }
+        events.emplace_back(e);
+      }
+      return events;
+    };
+    panel->hide();
+    for (int batch = 0; batch < 10; ++batch) panel->onLiveEvents(steps(1 + batch * 5, 5));
+    QVERIFY(panel->steps().empty());  // nothing followed while hidden
+    QVERIFY(!panel->diagram()->hasStep());
+    panel->show();
+    QTRY_VERIFY(!panel->steps().empty());
+    QCOMPARE(panel->steps().back().step, int64_t(50));  // caught up to the newest step
+    QCOMPARE(panel->diagram()->step().step, int64_t(50));
+    // Shown: 25 batches in a burst follow once at once, then the rest within 250 ms.
+    for (int batch = 0; batch < 25; ++batch) panel->onLiveEvents(steps(51 + batch * 2, 2));
+    QVERIFY(panel->steps().back().step < 100);  // not every batch laid the panel out
+    QTRY_COMPARE_WITH_TIMEOUT(panel->steps().back().step, int64_t(100), 2000);
+    QCOMPARE(panel->diagram()->step().step, int64_t(100));
   }
 
   // The replay draws a stored run's steps with widths proportional to the stored phase times, and

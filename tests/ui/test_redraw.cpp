@@ -1,6 +1,9 @@
 // The studio's redraw budget: decimation keeps every pixel column's min and max exactly, the
 // budget lowers and raises the frame rate from measured costs, views nobody can see do not
-// replot (counted) and catch up when shown, and a run trained in the studio stores its UI cost.
+// replot (counted) and catch up when shown, live frames redraw only the data layers while the
+// axes stay, sentences that change every epoch do not lay out the window again, and a run
+// trained in the studio stores its UI cost.
+#include <cmath>
 #include <random>
 
 #include <QAction>
@@ -256,6 +259,134 @@ class RedrawTest : public QObject {
     QCoreApplication::processEvents();
     QVERIFY(value->width() >= value->sizeHint().width());
     QCOMPARE(value->text(), QStringLiteral("1,234,567 / 99,999,999 steps"));
+  }
+
+  // The axis of a live chart moves in steps: the smallest total / 2^k (down to total / 32) that
+  // holds the data, or 1, 2, 4 ... units without a total.
+  void steppedSpanHoldsTheDataInFewSteps() {
+    QCOMPARE(mlui::LiveChart::steppedSpan(1938, 15300), 3825.0);  // total/4: step 1,900 of 15,000 (2% room)
+    QCOMPARE(mlui::LiveChart::steppedSpan(3825, 15300), 3825.0);
+    QCOMPARE(mlui::LiveChart::steppedSpan(3826, 15300), 7650.0);
+    QCOMPARE(mlui::LiveChart::steppedSpan(15300, 15300), 15300.0);
+    QCOMPARE(mlui::LiveChart::steppedSpan(1, 15300), 15300.0 / 32);  // never narrower than total / 32
+    QCOMPARE(mlui::LiveChart::steppedSpan(20000, 15300), 32768.0);   // past the total: powers of two
+    QCOMPARE(mlui::LiveChart::steppedSpan(0.3, 0, 1.0), 1.0);
+    QCOMPARE(mlui::LiveChart::steppedSpan(5.1, 0, 1.0), 8.0);
+    // Every span holds what it must, and the data fill at least half of it (above total / 32).
+    for (double need = 1; need < 15300; need *= 1.37) {
+      const double span = mlui::LiveChart::steppedSpan(need, 15300);
+      QVERIFY(span >= need);
+      if (need > 15300.0 / 32) QVERIFY2(need > span / 2, qPrintable(QStringLiteral("%1 in %2").arg(need).arg(span)));
+    }
+  }
+
+  // While a run trains, most frames redraw only the graphs: frames whose axes did not move are
+  // data-layer frames, and they really change the pixels; a point outside the axes moves them and
+  // draws everything; once the run ends the axes fit the data again.
+  void liveFramesRedrawOnlyTheDataLayer() {
+    mlui::MetricChart chart(QStringLiteral("Loss"), QStringLiteral("step"), QStringLiteral("loss"), QStringLiteral("loss"),
+                            Qt::blue, false);
+    chart.resize(480, 300);
+    chart.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&chart));
+    chart.setLive(true, 1000);
+    for (int i = 1; i <= 100; ++i) chart.addStep(i, 1.0 + 0.1 * std::sin(i * 0.3));
+    QVERIFY(chart.drawFrame());
+    QCOMPARE(chart.fullFrames(), 1);  // the first frame of a run draws everything
+    const QCPRange x0 = chart.xAxis->range(), y0 = chart.yAxis->range();
+    QCOMPARE(x0.upper, 1020.0 / 8);  // steps 1..100 of 1,000: an eighth of the run (2% room)
+    QCoreApplication::processEvents();
+    const QImage before = chart.grab().toImage();
+    for (int i = 101; i <= 120; ++i) chart.addStep(i, 1.0 + 0.1 * std::sin(i * 0.3));  // inside both axes
+    QVERIFY(chart.drawFrame());
+    QCOMPARE(chart.fullFrames(), 1);
+    QCOMPARE(chart.dataOnlyFrames(), 1);
+    QCOMPARE(chart.xAxis->range(), x0);
+    QCOMPARE(chart.yAxis->range(), y0);
+    QCoreApplication::processEvents();
+    const QImage after = chart.grab().toImage();
+    QVERIFY(before != after);  // the new points are on screen
+    // The curve's new stretch is drawn where the axes put steps 101..120, and nowhere left of it.
+    const int xa = static_cast<int>(chart.xAxis->coordToPixel(101)) + 1,
+              xb = static_cast<int>(chart.xAxis->coordToPixel(120)) - 1;
+    const int xl = static_cast<int>(chart.xAxis->coordToPixel(50));
+    int changedInside = 0, changedLeft = 0;
+    for (int y = 0; y < after.height(); ++y) {
+      for (int x = xa; x <= xb; ++x) changedInside += before.pixel(x, y) != after.pixel(x, y);
+      for (int x = xl - 5; x <= xl + 5; ++x) changedLeft += before.pixel(x, y) != after.pixel(x, y);
+    }
+    QVERIFY(changedInside > 0);
+    QCOMPARE(changedLeft, 0);
+    // A value far above the axis: the axis moves (a full frame) and holds it.
+    chart.addStep(121, 50.0);
+    QVERIFY(chart.drawFrame());
+    QCOMPARE(chart.fullFrames(), 2);
+    QVERIFY(chart.yAxis->range().upper > 50.0);
+    // Past the eighth: the step axis doubles.
+    for (int i = 122; i <= 200; ++i) chart.addStep(i, 1.0);
+    QVERIFY(chart.drawFrame());
+    QCOMPARE(chart.xAxis->range().upper, 1020.0 / 4);
+    // The run ended: the axes fit the data (2% past the last step).
+    chart.setLive(false);
+    QVERIFY(chart.drawFrame());
+    QCOMPARE(chart.xAxis->range().upper, 200 * 1.02);
+  }
+
+  // A sentence that changes every epoch changes without a layout pass of its window while it
+  // keeps its number of lines, and gets the height it needs when it has more lines.
+  void steadyWrappedSentenceWithoutALayoutPass() {
+    QWidget window;
+    auto* v = new QVBoxLayout(&window);
+    auto* sentence = new QLabel(QStringLiteral("Replicas in sync after epoch 1."));
+    sentence->setWordWrap(true);
+    auto* holder = new mlui::SteadyLabelHolder(sentence, &window);
+    auto* below = new QLabel(QStringLiteral("below"), &window);
+    v->addWidget(holder);
+    v->addWidget(below);
+    v->addStretch(1);
+    window.resize(400, 300);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QCoreApplication::processEvents();
+    QCOMPARE(sentence->width(), holder->width());
+    const int oneLine = sentence->height();
+    struct LayoutRequests : QObject {
+      int count = 0;
+      bool eventFilter(QObject*, QEvent* e) override {
+        if (e->type() == QEvent::LayoutRequest) ++count;
+        return false;
+      }
+    } requests;
+    window.installEventFilter(&requests);
+    for (int epoch = 2; epoch <= 9; ++epoch) {
+      mlui::setSteadyWrappedText(sentence, QStringLiteral("Replicas in sync after epoch %1.").arg(epoch));
+      QCoreApplication::processEvents();
+    }
+    QCOMPARE(sentence->text(), QStringLiteral("Replicas in sync after epoch 9."));
+    QCOMPARE(requests.count, 0);
+    QCOMPARE(sentence->height(), oneLine);
+    // Four times as long: more lines, a taller holder, and the label below moves down.
+    const int belowY = below->y();
+    const QString longer = QStringLiteral(
+        "Replicas differ after epoch 9 — checksum mismatch: cpu:0 0x1234abcd, cpu:1 "
+        "0x9876fedc, cpu:2 0x1234abcd, cpu:3 0x1234abcd.");
+    mlui::setSteadyWrappedText(sentence, longer);
+    QTRY_VERIFY(requests.count > 0);
+    QTRY_VERIFY(holder->height() > oneLine);
+    QCOMPARE(sentence->height(), sentence->heightForWidth(holder->width()));
+    QVERIFY(below->y() > belowY);
+    // A narrower window: the sentence follows the width and wraps into more lines.
+    const int wide = sentence->height();
+    window.resize(200, 300);
+    QTRY_COMPARE(sentence->width(), holder->width());
+    QTRY_VERIFY2(sentence->height() > wide, qPrintable(QStringLiteral("%1x%2 in %3x%4 (window %5), was %6, hfw %7")
+                                                           .arg(sentence->width())
+                                                           .arg(sentence->height())
+                                                           .arg(holder->width())
+                                                           .arg(holder->height())
+                                                           .arg(window.width())
+                                                           .arg(wide)
+                                                           .arg(sentence->heightForWidth(holder->width()))));
   }
 
   void studioRunStoresItsDrawingCost() {

@@ -16,7 +16,11 @@ ChartInteraction::ChartInteraction(QCustomPlot* plot, QString fileStem) : QObjec
   plot_->setContextMenuPolicy(Qt::CustomContextMenu);
   plot_->setMouseTracking(true);
   if (!plot_->layer(QStringLiteral("hover"))) plot_->addLayer(QStringLiteral("hover"), nullptr, QCustomPlot::limAbove);
-  plot_->layer(QStringLiteral("hover"))->setMode(QCPLayer::lmBuffered);
+  // The hover layer gets a paint buffer of its own only while the pointer is over the chart (the
+  // tracer then moves without a full replot); otherwise it shares the axes' buffer, and a live
+  // frame does not blend one more empty, chart-sized buffer into the window.
+  plot_->layer(QStringLiteral("hover"))->setMode(QCPLayer::lmLogical);
+  plot_->installEventFilter(this);
   tracer_ = new QCPItemTracer(plot_);
   tracer_->setLayer(QStringLiteral("hover"));
   tracer_->setStyle(QCPItemTracer::tsCircle);
@@ -33,6 +37,16 @@ ChartInteraction::ChartInteraction(QCustomPlot* plot, QString fileStem) : QObjec
   connect(plot_, &QCustomPlot::mouseWheel, this, [this](QWheelEvent*) { onUserMoved(); });
   connect(plot_, &QCustomPlot::mouseDoubleClick, this, [this](QMouseEvent*) { resetView(); });
   connect(plot_, &QWidget::customContextMenuRequested, this, &ChartInteraction::showMenu);
+}
+
+bool ChartInteraction::eventFilter(QObject* o, QEvent* e) {
+  if (o == plot_ && (e->type() == QEvent::Enter || e->type() == QEvent::Leave)) {
+    const bool over = e->type() == QEvent::Enter;
+    if (!over) tracer_->setVisible(false);
+    plot_->layer(QStringLiteral("hover"))->setMode(over ? QCPLayer::lmBuffered : QCPLayer::lmLogical);
+    plot_->replot(QCustomPlot::rpQueuedReplot);  // new paint buffers
+  }
+  return QObject::eventFilter(o, e);
 }
 
 void ChartInteraction::onUserMoved() {

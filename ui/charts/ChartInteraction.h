@@ -33,6 +33,9 @@ class ChartInteraction : public QObject {
  Q_SIGNALS:
   void followingChanged(bool following);
 
+ protected:
+  bool eventFilter(QObject* o, QEvent* e) override;
+
  private:
   void onMouseMove(QMouseEvent* e);
   void onUserMoved();

@@ -65,7 +65,9 @@ void UtilizationChart::clearData() {
 }
 
 void UtilizationChart::rescaleToData() {
-  xAxis->setRange(0, tmax_ > 0 ? tmax_ * 1.02 : 1.0);  // a 30 ms run gets a 30 ms axis
+  // Live: 1, 2, 4, 8 ... s (the axis moves a few times a run); after: a 30 ms run gets a 30 ms axis.
+  const double fit = tmax_ > 0 ? tmax_ * 1.02 : 1.0;
+  xAxis->setRange(0, live() ? steppedSpan(fit, 0, 1.0) : fit);
   yAxis->setRange(0, 105);
 }
 
@@ -104,6 +106,7 @@ void StepBreakdownChart::setDevices(const std::vector<std::string>& names) {
   xAxis->setTicker(ticker);
   devices_ = std::max<int>(1, static_cast<int>(names.size()));
   xAxis->setRange(0.4, devices_ + 0.6);
+  requestFullFrame();  // new tick labels
 }
 
 void StepBreakdownChart::addStep(const ml::StepEvent& e) {
@@ -142,10 +145,8 @@ void StepBreakdownChart::updateBars() {
   allreduce_->setData(keys, ar, true);
   network_->setData(keys, net, true);
   wait_->setData(keys, wait, true);
-  if (netTotal > 0)
-    network_->addToLegend();  // false (and nothing changes) when it is there already
-  else
-    network_->removeFromLegend();
+  // false (and nothing changes) when it is there already, or not there
+  if (netTotal > 0 ? network_->addToLegend() : network_->removeFromLegend()) requestFullFrame();
   allreduceShare_ = total > 0 ? arTotal / total : 0;
   waitShare_ = total > 0 ? waitTotal / total : 0;
   networkShare_ = total > 0 ? netTotal / total : 0;
@@ -165,7 +166,11 @@ void StepBreakdownChart::clearData() {
 
 void StepBreakdownChart::rescaleToData() {
   xAxis->setRange(0.4, devices_ + 0.6);
-  yAxis->setRange(0, std::max(0.01, ymax_ * 1.25));  // headroom for the legend
+  const double want = std::max(0.01, ymax_ * 1.25);  // headroom for the legend
+  const double now = yAxis->range().upper;
+  // Live, the bars move every frame but the axis only when they outgrow it or use under 60% of it.
+  if (!live() || want > now * 1.1 || want < now * 0.6 || yAxis->range().lower != 0)
+    yAxis->setRange(0, live() ? want * 1.1 : want);
 }
 
 }  // namespace mlui

@@ -15,7 +15,60 @@ LiveChart::LiveChart(const QString& title, const QString& xLabel, const QString&
   interaction_ = new ChartInteraction(this, fileStem);
   interaction_->setRescale([this] { rescaleToData(); });
   setMinimumHeight(170);
-  connect(this, &QCustomPlot::afterReplot, this, [this] { ++replots_; });
+  // The chart fills its whole rectangle (a white background), so a frame repaints the chart alone,
+  // not the dashboard, page and window behind it as well.
+  setAttribute(Qt::WA_OpaquePaintEvent);
+  // The title is drawn with the axes (it changes only with them); "main" holds the graphs.
+  if (auto* title = qobject_cast<QCPTextElement*>(plotLayout()->element(0, 0))) title->setLayer(QStringLiteral("axes"));
+  setFrameLayers({QStringLiteral("main")});
+  connect(this, &QCustomPlot::afterReplot, this, [this] {
+    ++replots_;
+    fullFrame_ = false;
+    drawnX_ = xAxis->range();
+    drawnY_ = yAxis->range();
+  });
+}
+
+void LiveChart::setFrameLayers(const QStringList& names) {
+  for (QCPLayer* l : frameLayers_) l->setMode(QCPLayer::lmLogical);
+  frameLayers_.clear();
+  for (const QString& n : names)
+    if (QCPLayer* l = layer(n)) {
+      l->setMode(QCPLayer::lmBuffered);
+      frameLayers_.push_back(l);
+    }
+  fullFrame_ = true;
+}
+
+void LiveChart::setLive(bool live, double totalSteps) {
+  live_ = live;
+  runSteps_ = live ? std::max(0.0, totalSteps) : 0;
+  fullFrame_ = true;
+}
+
+double LiveChart::stepAxisEnd(double lastStep) const {
+  const double fit = std::max(1.0, lastStep * 1.02);
+  return live_ ? steppedSpan(fit, runSteps_ * 1.02, 16) : fit;
+}
+
+double LiveChart::steppedSpan(double needed, double total, double unit) {
+  needed = std::max(needed, 0.0);
+  if (total > 0 && needed <= total) {
+    double span = total;
+    for (int k = 0; k < 5 && span / 2 >= needed; ++k) span /= 2;
+    return span;
+  }
+  double span = unit > 0 ? unit : 1.0;
+  while (span < needed) span *= 2;
+  return span;
+}
+
+bool LiveChart::stickyRange(QCPAxis* axis, double lo, double hi, double pad, double minFill) {
+  const QCPRange r = axis->range();
+  if (hi > lo && lo >= r.lower && hi <= r.upper && (hi - lo) >= minFill * r.size()) return false;
+  const QCPRange before = r;
+  padRange(axis, lo, hi, pad);
+  return axis->range() != before;
 }
 
 bool LiveChart::canBeSeen() const { return isVisible() && !window()->isMinimized() && !visibleRegion().isEmpty(); }
@@ -28,7 +81,14 @@ bool LiveChart::drawFrame() {
   stale_ = false;
   syncData();
   if (interaction_->following()) rescaleToData();
-  replot(QCustomPlot::rpRefreshHint);  // into the buffer now; the paint joins the window's next one
+  if (fullFrame_ || xAxis->range() != drawnX_ || yAxis->range() != drawnY_ || hasInvalidatedPaintBuffers()) {
+    replot(QCustomPlot::rpRefreshHint);  // into the buffers now; the paint joins the window's next one
+    ++fullFrames_;
+  } else {
+    for (QCPLayer* l : frameLayers_) l->replot();  // its buffer only, then an update() of the widget
+    ++dataFrames_;
+    ++replots_;
+  }
   return true;
 }
 

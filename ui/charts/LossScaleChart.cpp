@@ -80,7 +80,7 @@ void LossScaleChart::rescaleToData() {
     yAxis->setRange(1, 65536);
     return;
   }
-  xAxis->setRange(0, std::max(1.0, lastStep_ * 1.02));
+  xAxis->setRange(0, stepAxisEnd(lastStep_));
   yAxis->setRange(lo_ / 2, hi_ * 2);  // a power of two of room either side
 }
 

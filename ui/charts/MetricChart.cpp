@@ -112,9 +112,11 @@ void MetricChart::rescaleToData() {
   }
   double xmax = keys_.empty() ? 1 : keys_.back();
   if (val_ && !val_->data()->isEmpty()) xmax = std::max(xmax, (val_->data()->constEnd() - 1)->key);
-  xAxis->setRange(0, std::max(1.0, xmax * 1.02));
+  xAxis->setRange(0, stepAxisEnd(xmax));
   if (fixed_) {
     yAxis->setRange(std::min(fixedLo_, lo_), std::max(fixedHi_, hi_));
+  } else if (live()) {
+    stickyRange(yAxis, lo_, hi_);  // moves when a new extreme leaves the range, not every frame
   } else {
     padRange(yAxis, lo_, hi_);
   }

@@ -9,6 +9,7 @@ TimelineChart::TimelineChart(QWidget* parent)
     : LiveChart(tr("Timeline of the last 10 steps"), tr("time since the first step shown (ms)"), QString(),
                 QStringLiteral("timeline"), parent) {
   addLayer(QStringLiteral("bars"), layer(QStringLiteral("main")), QCustomPlot::limAbove);
+  setFrameLayers({QStringLiteral("bars")});  // the bars change every frame; its "main" holds nothing
   yAxis->grid()->setVisible(false);
   yAxis->setRangeReversed(true);  // device 0 on top, like the cards
   axisRect()->setRangeDrag(Qt::Horizontal);
@@ -23,6 +24,7 @@ void TimelineChart::setDevices(const std::vector<std::string>& names) {
   yAxis->setTicker(ticker);
   devices_ = std::max<int>(1, static_cast<int>(names.size()));
   yAxis->setRange(-0.6, devices_ - 0.4);
+  requestFullFrame();  // new lane labels
 }
 
 void TimelineChart::addStep(const ml::StepEvent& e) {
@@ -104,7 +106,15 @@ void TimelineChart::rescaleToData() {
     xAxis->setRange(0, 1);
     return;
   }
-  const double pad = (t1_ - t0_) * 0.02;
+  const double span = t1_ - t0_;
+  if (live()) {  // the last steps' span wobbles a little every frame; the axis moves when it must
+    const double now = xAxis->range().upper;
+    if (span * 1.02 <= now && span * 1.02 >= 0.7 * now && xAxis->range().lower < t0_) return;
+    const double end = span * 1.15;
+    xAxis->setRange(t0_ - 0.02 * end, t0_ + end);
+    return;
+  }
+  const double pad = span * 0.02;
   xAxis->setRange(t0_ - pad, t1_ + pad);
 }
 

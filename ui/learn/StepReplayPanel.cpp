@@ -77,6 +77,8 @@ StepReplayPanel::StepReplayPanel(std::function<QString()> storePath, QWidget* pa
   timer_.setInterval(33);
   timer_.setTimerType(Qt::PreciseTimer);
   connect(&timer_, &QTimer::timeout, this, &StepReplayPanel::tick);
+  followLater_.setSingleShot(true);
+  connect(&followLater_, &QTimer::timeout, this, &StepReplayPanel::followLive);
   connect(reload, &QPushButton::clicked, this, &StepReplayPanel::refreshRuns);
   connect(source_, &QComboBox::currentIndexChanged, this, &StepReplayPanel::onSourceChanged);
   connect(stepBox_, &QSpinBox::valueChanged, this, [this](int v) {
@@ -111,6 +113,7 @@ void StepReplayPanel::onSourceChanged() {
   const qlonglong id = source_->currentData().toLongLong();
   if (id <= 0) {
     showingLive_ = true;
+    pendingLive_ = 0;
     setSteps(live_, liveInfo_, tr("the latest run in this studio"));
     return;
   }
@@ -188,6 +191,7 @@ void StepReplayPanel::onLiveRunStarted(const ml::RunStarted& started) {
   live_.clear();
   liveEnded_.clear();
   liveInfo_ = sceneInfoFromConfig(started.configJson);
+  pendingLive_ = 0;
   if (showingLive_) setSteps({}, liveInfo_, tr("the latest run in this studio"));
 }
 
@@ -200,14 +204,39 @@ void StepReplayPanel::onLiveEvents(const std::vector<ml::Event>& events) {
       ++added;
     } else if (const auto* f = std::get_if<ml::RunFinished>(&e)) {
       liveEnded_ = QString::fromLatin1(ml::toString(f->status));
-      if (showingLive_ && !steps_.empty()) describeLive();
+      if (showingLive_ && !steps_.empty() && isVisible()) describeLive();
     }
   }
-  added = std::min(added, static_cast<size_t>(kLiveKeep));
   if (static_cast<int>(live_.size()) > kLiveKeep) live_.erase(live_.begin(), live_.end() - kLiveKeep);
+  pendingLive_ = std::min(pendingLive_ + added, live_.size());
+  if (pendingLive_ == 0 || !showingLive_) return;
+  // While training runs at thousands of steps a second, following each batch of events would
+  // lay out this panel's labels 25 times a second, hidden or not: a hidden panel catches up when
+  // shown, a shown one follows 4 times a second.
+  if (!isVisible() || window()->isMinimized()) return;
+  if (sinceFollow_.isValid() && sinceFollow_.elapsed() < 250) {
+    if (!followLater_.isActive()) followLater_.start(static_cast<int>(250 - sinceFollow_.elapsed()));
+    return;
+  }
+  followLive();
+}
+
+void StepReplayPanel::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (pendingLive_ > 0 && showingLive_)
+    followLive();
+  else if (showingLive_ && !steps_.empty() && !liveEnded_.isEmpty())
+    describeLive();
+}
+
+void StepReplayPanel::followLive() {
+  followLater_.stop();
+  sinceFollow_.start();
+  const size_t added = std::min(pendingLive_, live_.size());
+  pendingLive_ = 0;
   if (added == 0 || !showingLive_) return;
-  // What is shown follows the live steps: append only the new ones (this runs at display rate
-  // during training), keeping the same window of the latest steps.
+  // What is shown follows the live steps: append only the new ones, keeping the same window of
+  // the latest steps.
   steps_.insert(steps_.end(), live_.end() - static_cast<std::ptrdiff_t>(added), live_.end());
   const int drop = static_cast<int>(steps_.size()) - kLiveKeep;
   if (drop > 0) steps_.erase(steps_.begin(), steps_.begin() + drop);
@@ -299,8 +328,11 @@ void StepReplayPanel::updateLabels() {
         tr("%1 s per step: %2x slower than measured").arg(secondsPerStep(), 0, 'f', 1).arg(secondsPerStep() / d, 0, 'f', 0));
   else
     speedLabel_->setText(tr("%1 s per step").arg(secondsPerStep(), 0, 'f', 1));
-  play_->setText(isPlaying() && !stopAtEnd_ ? tr("Pause") : tr("Play"));
-  play_->setIcon(icon(isPlaying() && !stopAtEnd_ ? QStringLiteral("pause") : QStringLiteral("play")));
+  const bool pausable = isPlaying() && !stopAtEnd_;
+  if (play_->text().isEmpty() || pausable != (play_->text() == tr("Pause"))) {  // the SVG icon loads only on a change
+    play_->setText(pausable ? tr("Pause") : tr("Play"));
+    play_->setIcon(icon(pausable ? QStringLiteral("pause") : QStringLiteral("play")));
+  }
   play_->setEnabled(!steps_.empty());
   single_->setEnabled(!steps_.empty());
 }

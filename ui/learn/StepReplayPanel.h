@@ -58,6 +58,10 @@ class StepReplayPanel : public QWidget {
   void onSourceChanged();
   void tick();
   void updateLabels();
+  // Shows the live steps that arrived since the last time (the newest one when idle). Events only
+  // accumulate while the panel is hidden; it follows at most 4 times a second while it is shown.
+  void followLive();
+  void showEvent(QShowEvent* e) override;
 
   std::function<QString()> storePath_;
   StepDiagram* diagram_;
@@ -73,7 +77,10 @@ class StepReplayPanel : public QWidget {
   std::vector<ml::StepEvent> steps_;
   std::vector<ml::StepEvent> live_;
   StepSceneInfo liveInfo_;
-  QString liveEnded_;  // the live run's final status once it ended
+  QString liveEnded_;       // the live run's final status once it ended
+  size_t pendingLive_ = 0;  // live steps not yet shown
+  QElapsedTimer sinceFollow_;
+  QTimer followLater_;
   void describeLive();
   StepSceneInfo storedInfo_;
   int index_ = -1;
