@@ -388,6 +388,8 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
                          .arg(e.lr, 0, 'g', 4));
   setRole(sync_, "syncIdle");
   setSteadyWrappedText(sync_, tr("Replica sync check: waiting for the end of epoch 1…"));
+  pendingSyncRole_ = nullptr;
+  sinceSync_.invalidate();  // the first epoch's check shows at once
 }
 
 // Seven charts go 4 + 3 where the window is wide enough, not 3 + 3 + 1 below the fold.
@@ -424,24 +426,34 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   lastValLoss_ = e.valLoss;
   lastValMetric_ = e.valMetric;
   if (e.inSync && !e.checksums.empty()) {
-    setRole(sync_, "syncOk");
-    setSteadyWrappedText(sync_, e.checksums.size() == 1
-                                    ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).")
-                                          .arg(e.epoch)
-                                          .arg(hex(e.checksums.front()))
-                                    : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
-                                          .arg(e.epoch)
-                                          .arg(e.checksums.size())
-                                          .arg(hex(e.checksums.front())));
+    pendingSyncRole_ = "syncOk";
+    pendingSync_ = e.checksums.size() == 1
+                       ? tr("✓ One replica after epoch %1: nothing to keep in sync (weight checksum %2).")
+                             .arg(e.epoch)
+                             .arg(hex(e.checksums.front()))
+                       : tr("✓ Replicas in sync after epoch %1: all %2 replicas have equal weight checksums (%3).")
+                             .arg(e.epoch)
+                             .arg(e.checksums.size())
+                             .arg(hex(e.checksums.front()));
+    if (!sinceSync_.isValid() || sinceSync_.elapsed() >= 1000) showPendingSync();
   } else {
     QStringList parts;
     for (size_t i = 0; i < e.checksums.size(); ++i)
       parts << QStringLiteral("%1 %2").arg(i < deviceNames_.size() ? q(deviceNames_[i]) : QString::number(i),
                                            hex(e.checksums[i]));
-    setRole(sync_, "syncBad");
-    setSteadyWrappedText(
-        sync_, tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", "))));
+    pendingSyncRole_ = "syncBad";
+    pendingSync_ =
+        tr("✗ Replicas differ after epoch %1 — checksum mismatch: %2").arg(e.epoch).arg(parts.join(QStringLiteral(", ")));
+    showPendingSync();  // a mismatch is shown at once
   }
+}
+
+void DashboardView::showPendingSync() {
+  if (!pendingSyncRole_) return;
+  sinceSync_.restart();
+  setRole(sync_, pendingSyncRole_);
+  setSteadyWrappedText(sync_, pendingSync_);
+  pendingSyncRole_ = nullptr;
 }
 
 void DashboardView::onFinished(const ml::RunFinished& e) {
@@ -476,6 +488,7 @@ void DashboardView::updateNumbers() {
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
   const double net = breakdown_->networkShare() * 100;  // several workers only
   setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
+  if (pendingSyncRole_ && (!sinceSync_.isValid() || sinceSync_.elapsed() >= 1000 || !session_->isActive())) showPendingSync();
   // Once a second is enough for a 20-step mean (and a sentence that changes faster is hard to read).
   if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
     sinceShare_.restart();

@@ -115,6 +115,12 @@ class DashboardView : public QWidget {
   FrameBudget budget_;
   QElapsedTimer sinceRender_, sinceNumbers_;
   QElapsedTimer sinceShare_;  // the word-wrapped share sentence: at most once a second
+  // The sync check's newest sentence and role: shown at most once a second while the replicas
+  // agree (a small model ends several epochs a second), at once when they differ.
+  QString pendingSync_;
+  const char* pendingSyncRole_ = nullptr;
+  QElapsedTimer sinceSync_;
+  void showPendingSync();
   QTimer* renderLater_;
   bool dirty_ = false;
   bool externalBusy_ = false;

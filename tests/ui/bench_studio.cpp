@@ -1,13 +1,16 @@
 // Studio speed figures (not a test: run by hand, prints numbers).
-//   cold start to a usable window, chart redraw rate with 4 devices x 100,000 points,
+//   cold start to a usable window, chart redraw rate with 4 devices x 100,000 points, what one
+//   dashboard-sized chart's frame costs (full replot, data layer only, paint),
 //   training throughput with the dashboard watching vs. the same run headless (as the CLI runs it:
 //   recorded, with the project's checkpoints),
-//   interleaved in rounds (the order alternates), with the median ratio, its spread, and the frame
-//   rate the dashboard's redraw budget settled on (read back from the stored run's UI cost).
+//   interleaved in rounds (the order alternates), with the median ratio, its spread, the frame
+//   rate the dashboard's redraw budget settled on (read back from the stored run's UI cost), the
+//   UI thread's whole CPU time per second of training, and how many frames redrew only the graphs.
 // Usage: bench_studio [project.json|-] [steps] [rounds]
-//   (default projects/fashion-mlp.json on cpu:2, 1500 steps, 5 rounds; on a fast machine give more
-//   steps, e.g. `bench_studio - 15000 7`: the project's 5 epochs, about 2 s a run, so that the start
-//   of a run does not dominate)
+//   (default projects/fashion-mlp.json on cpu:2, 1500 steps, 5 rounds). Each run trains `steps`
+//   steps whatever the project's epochs, e.g. `bench_studio - 15000 9`: 32 epochs of the MLP,
+//   about 6 s a run on the development machine, so that a run's start and end do not decide the
+//   figure. MIRRORLAB_BENCH_EVENTS=1 also lists which widgets got layout requests and paints.
 #include "data/Dataset.h"
 #include "train/Trainer.h"
 

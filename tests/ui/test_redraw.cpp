@@ -332,6 +332,46 @@ class RedrawTest : public QObject {
     QCOMPARE(chart.xAxis->range().upper, 200 * 1.02);
   }
 
+  // A live graph draws its lines as 1-pixel polylines: a 2-pixel pen covers about the pixels
+  // QCustomPlot's own 2-pixel line covers, and a NaN (a pause) still breaks the line.
+  void liveGraphDrawsWhatAPlainGraphDraws() {
+    auto render = [](bool live) {
+      mlui::MetricChart plot(QStringLiteral("Curve"), QStringLiteral("x"), QStringLiteral("y"), QStringLiteral("curve"), Qt::blue,
+                             false);
+      plot.resize(420, 300);
+      plot.legend->setVisible(false);
+      plot.clearGraphs();
+      QCPGraph* g = live ? new mlui::LiveGraph(plot.xAxis, plot.yAxis) : new QCPGraph(plot.xAxis, plot.yAxis);
+      g->setPen(QPen(QColor(200, 0, 0), 2));
+      g->setAdaptiveSampling(false);
+      for (int i = 0; i <= 400; ++i) {
+        const double x = i * 0.25;
+        g->addData(x, x > 40 && x < 50 ? qQNaN() : std::sin(x * 0.2) * (1 + x * 0.02));
+      }
+      plot.xAxis->setRange(0, 100);
+      plot.yAxis->setRange(-3.5, 3.5);
+      plot.replot();
+      const QImage img = plot.toPixmap(420, 300).toImage();
+      int red = 0, inGap = 0;
+      const int g0 = static_cast<int>(plot.xAxis->coordToPixel(41)), g1 = static_cast<int>(plot.xAxis->coordToPixel(49));
+      for (int y = 0; y < img.height(); ++y)
+        for (int x = 0; x < img.width(); ++x) {
+          const QColor c = img.pixelColor(x, y);
+          if (c.red() > 150 && c.green() < 90 && c.blue() < 90) {
+            ++red;
+            if (x >= g0 && x <= g1) ++inGap;
+          }
+        }
+      return std::pair{red, inGap};
+    };
+    const auto [plain, plainGap] = render(false);
+    const auto [live, liveGap] = render(true);
+    QVERIFY(plain > 500);
+    QVERIFY2(std::abs(live - plain) < plain * 0.35, qPrintable(QStringLiteral("%1 vs %2 pixels").arg(live).arg(plain)));
+    QCOMPARE(plainGap, 0);
+    QCOMPARE(liveGap, 0);
+  }
+
   // A sentence that changes every epoch changes without a layout pass of its window while it
   // keeps its number of lines, and gets the height it needs when it has more lines.
   void steadyWrappedSentenceWithoutALayoutPass() {

@@ -22,7 +22,7 @@ void UtilizationChart::setDevices(const std::vector<std::string>& names) {
   clearGraphs();
   cols_.clear();
   for (size_t i = 0; i < names.size(); ++i) {
-    QCPGraph* g = addGraph();
+    QCPGraph* g = addLiveGraph();
     g->setName(q(names[i]));
     g->setPen(QPen(deviceColor(static_cast<int>(i)), 1.6));
     g->setAdaptiveSampling(false);  // decimated to min/max per pixel column already
@@ -35,7 +35,7 @@ QCPGraph* UtilizationChart::deviceGraph(int device) const { return device < grap
 void UtilizationChart::addSample(const ml::DeviceSample& s) {
   if (s.device < 0) return;
   while (graphCount() <= s.device) {  // samples before RunStarted named the devices
-    QCPGraph* g = addGraph();
+    QCPGraph* g = addLiveGraph();
     g->setName(QStringLiteral("device %1").arg(graphCount() - 1));
     g->setPen(QPen(deviceColor(graphCount() - 1), 1.6));
   }

@@ -8,6 +8,39 @@
 
 namespace mlui {
 
+void LiveGraph::drawLinePlot(QCPPainter* painter, const QVector<QPointF>& lines) const {
+  const QPen pen = painter->pen();
+  if (pen.style() != Qt::SolidLine || pen.color().alpha() == 0 || painter->modes().testFlag(QCPPainter::pmVectorized) ||
+      lines.size() < 2) {
+    QCPGraph::drawLinePlot(painter, lines);  // dashes, PDF and SVG export: QCustomPlot's own way
+    return;
+  }
+  applyDefaultAntialiasingHint(painter);
+  QPen thin = pen;
+  thin.setWidth(0);  // cosmetic, one pixel
+  painter->setPen(thin);
+  // A 2-pixel pen: the line, one pixel right and one pixel down; wider pens likewise.
+  const int width = std::max(1, static_cast<int>(std::lround(pen.widthF())));
+  for (int dx = 0; dx < width; ++dx)
+    for (int dy = 0; dy < width; ++dy) {
+      if (dx > 0 && dy > 0) continue;
+      painter->save();
+      painter->translate(dx, dy);
+      // Runs between NaNs (a pause breaks the line).
+      int from = 0;
+      const int n = static_cast<int>(lines.size());
+      while (from < n) {
+        while (from < n && (qIsNaN(lines[from].x()) || qIsNaN(lines[from].y()))) ++from;
+        int to = from;
+        while (to < n && !qIsNaN(lines[to].x()) && !qIsNaN(lines[to].y())) ++to;
+        if (to - from >= 2) painter->drawPolyline(lines.constData() + from, to - from);
+        from = to;
+      }
+      painter->restore();
+    }
+  painter->setPen(pen);
+}
+
 LiveChart::LiveChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem, QWidget* parent)
     : QCustomPlot(parent) {
   styleChart(this, title, xLabel, yLabel);

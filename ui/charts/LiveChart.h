@@ -13,6 +13,19 @@
 
 namespace mlui {
 
+// A graph for live charts: its solid lines are drawn as 1-pixel polylines, the raster engine's
+// fast path, and a pen wider than 1 pixel as 1-pixel copies side by side. QCustomPlot draws each
+// segment on its own (and a 2-pixel pen through the stroker, several times slower); a dense live
+// curve is most of what a frame costs.
+class LiveGraph : public QCPGraph {
+  Q_OBJECT
+ public:
+  LiveGraph(QCPAxis* keyAxis, QCPAxis* valueAxis) : QCPGraph(keyAxis, valueAxis) {}
+
+ protected:
+  void drawLinePlot(QCPPainter* painter, const QVector<QPointF>& lines) const override;
+};
+
 class LiveChart : public QCustomPlot {
   Q_OBJECT
  public:
@@ -48,6 +61,8 @@ class LiveChart : public QCustomPlot {
 
  protected:
   virtual void rescaleToData();
+  // A LiveGraph on this chart's axes (what addGraph() is for a plain QCPGraph).
+  LiveGraph* addLiveGraph() { return new LiveGraph(xAxis, yAxis); }
   // The next frame draws everything (axes, labels, legend): for changes that are not an axis range,
   // such as new tick labels or legend entries.
   void requestFullFrame() { fullFrame_ = true; }

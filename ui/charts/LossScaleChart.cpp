@@ -9,7 +9,7 @@ namespace mlui {
 
 LossScaleChart::LossScaleChart(QWidget* parent)
     : LiveChart(tr("Loss scale"), tr("step"), tr("loss scale (log2)"), QStringLiteral("loss-scale"), parent) {
-  scale_ = addGraph();
+  scale_ = addLiveGraph();
   scale_->setName(tr("loss scale"));
   scale_->setLineStyle(QCPGraph::lsStepLeft);
   scale_->setPen(QPen(QColor(0x4E, 0x79, 0xA7), 2));

@@ -10,14 +10,14 @@ namespace mlui {
 MetricChart::MetricChart(const QString& title, const QString& xLabel, const QString& yLabel, const QString& fileStem,
                          const QColor& color, bool withValidation, QWidget* parent)
     : LiveChart(title, xLabel, yLabel, fileStem, parent) {
-  raw_ = addGraph();
+  raw_ = addLiveGraph();
   raw_->setName(tr("train (per step)"));
   // The raw steps are a pale band behind the smoothed curve (a blend with white, not alpha:
   // alpha on dense graphs is slow).
   const QColor light = QColor::fromRgbF(0.78 + 0.22 * color.redF(), 0.78 + 0.22 * color.greenF(), 0.78 + 0.22 * color.blueF());
   raw_->setPen(QPen(light, 1));
   raw_->setAdaptiveSampling(false);  // the decimator already keeps min/max per pixel column
-  smooth_ = addGraph();
+  smooth_ = addLiveGraph();
   smooth_->setName(tr("train (smoothed)"));
   smooth_->setPen(QPen(color, 2));
   smooth_->setAdaptiveSampling(false);
