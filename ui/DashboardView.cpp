@@ -89,7 +89,7 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   runTitle_->setObjectName(QStringLiteral("RunTitle"));
   runTitle_->setTextFormat(Qt::RichText);
   runTitle_->setWordWrap(true);
-  v->addWidget(runTitle_);
+  v->addWidget(new SteadyLabelHolder(runTitle_, body));  // set at each start and end of a run: no layout pass
 
   straggler_ = new QLabel(body);
   straggler_->setObjectName(QStringLiteral("StragglerBanner"));
@@ -362,8 +362,8 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   if (deviceNames_.empty())
     for (int i = 0; i < e.replicas; ++i) deviceNames_.push_back("replica " + std::to_string(i));
   for (LiveChart* c : charts()) {
-    c->clearData();
     c->setLive(true, static_cast<double>(e.totalSteps));
+    c->clearData();  // drawn by the frame after these events, not by a replot of its own
   }
   showLossScale(false);  // until a step says it has a loss scale
   util_->setDevices(deviceNames_);
@@ -379,13 +379,13 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   if (isAccuracy) accuracy_->setFixedValueRange(0, 100);
   progress_->setRange(0, static_cast<int>(std::max<int64_t>(1, e.totalSteps)));
   progress_->setValue(0);
-  runTitle_->setText(tr("<b>%1</b> · %2 replica%3 × %4 = %5 samples per step · lr %6")
-                         .arg(q(e.runName).toHtmlEscaped())
-                         .arg(e.replicas)
-                         .arg(e.replicas == 1 ? QString() : QStringLiteral("s"))
-                         .arg(e.perReplicaBatch)
-                         .arg(e.globalBatch)
-                         .arg(e.lr, 0, 'g', 4));
+  setSteadyWrappedText(runTitle_, tr("<b>%1</b> · %2 replica%3 × %4 = %5 samples per step · lr %6")
+                                      .arg(q(e.runName).toHtmlEscaped())
+                                      .arg(e.replicas)
+                                      .arg(e.replicas == 1 ? QString() : QStringLiteral("s"))
+                                      .arg(e.perReplicaBatch)
+                                      .arg(e.globalBatch)
+                                      .arg(e.lr, 0, 'g', 4));
   setRole(sync_, "syncIdle");
   setSteadyWrappedText(sync_, tr("Replica sync check: waiting for the end of epoch 1…"));
   pendingSyncRole_ = nullptr;
@@ -460,8 +460,9 @@ void DashboardView::onFinished(const ml::RunFinished& e) {
   for (LiveChart* c : charts()) c->setLive(false);  // the last frame fits the axes to the data
   sinceNumbers_.invalidate();                       // the next frame shows the final numbers, whatever their timers say
   sinceShare_.invalidate();
-  runTitle_->setText(runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
-                     tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
+  setSteadyWrappedText(runTitle_,
+                       runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
+                           tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
 }
 
 void DashboardView::updateNumbers() {

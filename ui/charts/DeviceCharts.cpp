@@ -61,7 +61,7 @@ void UtilizationChart::clearData() {
   for (auto& c : cols_) c.clear();
   tmax_ = 0;
   pauseOffset_ = 0;
-  replot(QCustomPlot::rpQueuedReplot);
+  redrawSoon();
 }
 
 void UtilizationChart::rescaleToData() {
@@ -161,7 +161,7 @@ void StepBreakdownChart::clearData() {
   wait_->data()->clear();
   allreduceShare_ = waitShare_ = networkShare_ = 0;
   ymax_ = 1;
-  replot(QCustomPlot::rpQueuedReplot);
+  redrawSoon();
 }
 
 void StepBreakdownChart::rescaleToData() {

@@ -73,6 +73,13 @@ void LiveChart::setFrameLayers(const QStringList& names) {
   fullFrame_ = true;
 }
 
+void LiveChart::redrawSoon() {
+  if (live_)
+    fullFrame_ = true;
+  else
+    replot(QCustomPlot::rpQueuedReplot);
+}
+
 void LiveChart::setLive(bool live, double totalSteps) {
   live_ = live;
   runSteps_ = live ? std::max(0.0, totalSteps) : 0;

@@ -61,6 +61,10 @@ class LiveChart : public QCustomPlot {
 
  protected:
   virtual void rescaleToData();
+  // After a change outside a frame (cleared data): a live chart draws it with its next frame (the
+  // dashboard draws one once it has handled the events that came with the change), anything else
+  // queues a replot. A queued replot on top of the frame would draw everything twice.
+  void redrawSoon();
   // A LiveGraph on this chart's axes (what addGraph() is for a plain QCPGraph).
   LiveGraph* addLiveGraph() { return new LiveGraph(xAxis, yAxis); }
   // The next frame draws everything (axes, labels, legend): for changes that are not an axis range,

@@ -71,7 +71,7 @@ void LossScaleChart::clearData() {
   lastStep_ = lastScale_ = lo_ = hi_ = 0;
   endPoint_ = false;
   skippedCount_ = 0;
-  replot(QCustomPlot::rpQueuedReplot);
+  redrawSoon();
 }
 
 void LossScaleChart::rescaleToData() {

@@ -48,7 +48,7 @@ void MetricChart::clearData() {
   smoothCols_.clear();
   ema_ = weight_ = lastSmoothed_ = 0;
   lo_ = hi_ = 0;
-  replot(QCustomPlot::rpQueuedReplot);
+  redrawSoon();
 }
 
 double MetricChart::smoothNext(double v) {

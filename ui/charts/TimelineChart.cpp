@@ -44,7 +44,7 @@ void TimelineChart::clearData() {
   bars_.clear();
   for (auto* r : pool_) r->setVisible(false);
   dirty_ = false;
-  replot(QCustomPlot::rpQueuedReplot);
+  redrawSoon();
 }
 
 void TimelineChart::updateBars() {
