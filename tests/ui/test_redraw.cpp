@@ -48,6 +48,15 @@ std::pair<double, double> rawExtremes(const std::vector<double>& k, const std::v
   return {lo, hi};
 }
 
+// Counts the layout requests a window receives (each one is a layout pass of the window).
+struct LayoutRequests : QObject {
+  int count = 0;
+  bool eventFilter(QObject*, QEvent* e) override {
+    if (e->type() == QEvent::LayoutRequest) ++count;
+    return false;
+  }
+};
+
 std::vector<ml::Event> syntheticSteps(int64_t from, int64_t count) {
   std::vector<ml::Event> events;
   for (int64_t s = from; s < from + count; ++s) {
@@ -235,13 +244,7 @@ class RedrawTest : public QObject {
     QVERIFY(QTest::qWaitForWindowExposed(&window));
     mlui::setSteadyText(value, QStringLiteral("1 / 2345"));
     QCoreApplication::processEvents();
-    struct LayoutRequests : QObject {
-      int count = 0;
-      bool eventFilter(QObject*, QEvent* e) override {
-        if (e->type() == QEvent::LayoutRequest) ++count;
-        return false;
-      }
-    } requests;
+    LayoutRequests requests;
     window.installEventFilter(&requests);
     for (int step = 2; step <= 9; ++step) {
       mlui::setSteadyText(value, QStringLiteral("%1 / 2345").arg(step));
@@ -390,13 +393,7 @@ class RedrawTest : public QObject {
     QCoreApplication::processEvents();
     QCOMPARE(sentence->width(), holder->width());
     const int oneLine = sentence->height();
-    struct LayoutRequests : QObject {
-      int count = 0;
-      bool eventFilter(QObject*, QEvent* e) override {
-        if (e->type() == QEvent::LayoutRequest) ++count;
-        return false;
-      }
-    } requests;
+    LayoutRequests requests;
     window.installEventFilter(&requests);
     for (int epoch = 2; epoch <= 9; ++epoch) {
       mlui::setSteadyWrappedText(sentence, QStringLiteral("Replicas in sync after epoch %1.").arg(epoch));
