@@ -375,6 +375,52 @@ class RedrawTest : public QObject {
     QCOMPARE(liveGap, 0);
   }
 
+  // Hovering still shows the tracer on the curve: the hover layer gets a paint buffer of its own
+  // while the pointer is over the chart (the tracer moves without a full replot) and gives it up
+  // when the pointer leaves (a live frame blends one buffer less), taking the tracer with it.
+  void hoverTracerComesAndGoesWithThePointer() {
+    QWidget window;
+    auto* v = new QVBoxLayout(&window);
+    auto* chartPtr = new mlui::MetricChart(QStringLiteral("Loss"), QStringLiteral("step"), QStringLiteral("loss"),
+                                           QStringLiteral("loss"), Qt::blue, false, &window);
+    auto* below = new QLabel(QStringLiteral("below the chart"), &window);
+    below->setMinimumHeight(60);
+    v->addWidget(chartPtr);
+    v->addWidget(below);
+    auto& chart = *chartPtr;
+    window.resize(480, 400);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    for (int i = 1; i <= 100; ++i) chart.addStep(i, 1.0 + 0.5 * std::sin(i * 0.05));
+    chart.refresh();
+    QTest::mouseMove(below, QPoint(20, 20));  // the pointer starts outside the chart
+    QCoreApplication::processEvents();
+    QCPLayer* hover = chart.layer(QStringLiteral("hover"));
+    QCOMPARE(hover->mode(), QCPLayer::lmLogical);
+    const QImage before = chart.grab().toImage();
+    const QPoint onCurve(static_cast<int>(chart.xAxis->coordToPixel(50)),
+                         static_cast<int>(chart.yAxis->coordToPixel(chart.smoothGraph()->data()->findBegin(50)->value)));
+    QTest::mouseMove(&chart, onCurve);
+    QTRY_COMPARE(hover->mode(), QCPLayer::lmBuffered);
+    QTest::mouseMove(&chart, onCurve + QPoint(1, 0));  // a move over the chart places the tracer
+    QCoreApplication::processEvents();
+    const QImage hovered = chart.grab().toImage();
+    int changedNear = 0;
+    for (int y = onCurve.y() - 6; y <= onCurve.y() + 6; ++y)
+      for (int x = onCurve.x() - 6; x <= onCurve.x() + 6; ++x) changedNear += before.pixel(x, y) != hovered.pixel(x, y);
+    QVERIFY2(changedNear > 10, qPrintable(QString::number(changedNear)));  // the tracer's circle on the curve
+    QTest::mouseMove(below, QPoint(20, 20));                               // the pointer leaves the chart
+    QTRY_COMPARE(hover->mode(), QCPLayer::lmLogical);
+    auto differing = [&] {
+      const QImage now = chart.grab().toImage();
+      int n = 0;
+      for (int y = 0; y < now.height(); ++y)
+        for (int x = 0; x < now.width(); ++x) n += now.pixel(x, y) != before.pixel(x, y);
+      return n;
+    };
+    QTRY_COMPARE(differing(), 0);  // the tracer went with the pointer
+  }
+
   // A sentence that changes every epoch changes without a layout pass of its window while it
   // keeps its number of lines, and gets the height it needs when it has more lines.
   void steadyWrappedSentenceWithoutALayoutPass() {
