@@ -145,7 +145,7 @@ void StepBreakdownChart::updateBars() {
   allreduce_->setData(keys, ar, true);
   network_->setData(keys, net, true);
   wait_->setData(keys, wait, true);
-  // false (and nothing changes) when it is there already, or not there
+  // Each returns whether the legend changed (the network entry shows once a step crosses workers).
   if (netTotal > 0 ? network_->addToLegend() : network_->removeFromLegend()) requestFullFrame();
   allreduceShare_ = total > 0 ? arTotal / total : 0;
   waitShare_ = total > 0 ? waitTotal / total : 0;

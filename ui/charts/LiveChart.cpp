@@ -2,6 +2,7 @@
 #include "charts/LiveChart.h"
 
 #include <limits>
+#include <vector>
 
 #include "Theme.h"
 #include "charts/FrameBudget.h"
@@ -16,6 +17,16 @@ void LiveGraph::drawLinePlot(QCPPainter* painter, const QVector<QPointF>& lines)
     return;
   }
   applyDefaultAntialiasingHint(painter);
+  // The runs between NaNs (a pause breaks the line), found once for every copy below.
+  std::vector<std::pair<int, int>> runs;
+  const int n = static_cast<int>(lines.size());
+  for (int from = 0; from < n;) {
+    while (from < n && (qIsNaN(lines[from].x()) || qIsNaN(lines[from].y()))) ++from;
+    int to = from;
+    while (to < n && !qIsNaN(lines[to].x()) && !qIsNaN(lines[to].y())) ++to;
+    if (to - from >= 2) runs.emplace_back(from, to - from);
+    from = to;
+  }
   QPen thin = pen;
   thin.setWidth(0);  // cosmetic, one pixel
   painter->setPen(thin);
@@ -24,19 +35,9 @@ void LiveGraph::drawLinePlot(QCPPainter* painter, const QVector<QPointF>& lines)
   for (int dx = 0; dx < width; ++dx)
     for (int dy = 0; dy < width; ++dy) {
       if (dx > 0 && dy > 0) continue;
-      painter->save();
       painter->translate(dx, dy);
-      // Runs between NaNs (a pause breaks the line).
-      int from = 0;
-      const int n = static_cast<int>(lines.size());
-      while (from < n) {
-        while (from < n && (qIsNaN(lines[from].x()) || qIsNaN(lines[from].y()))) ++from;
-        int to = from;
-        while (to < n && !qIsNaN(lines[to].x()) && !qIsNaN(lines[to].y())) ++to;
-        if (to - from >= 2) painter->drawPolyline(lines.constData() + from, to - from);
-        from = to;
-      }
-      painter->restore();
+      for (const auto& [from, count] : runs) painter->drawPolyline(lines.constData() + from, count);
+      painter->translate(-dx, -dy);
     }
   painter->setPen(pen);
 }

@@ -8,7 +8,6 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <thread>
@@ -295,25 +294,7 @@ TEST(Bf16Gemm, Conv2DGivesTheEmulatedNumbersUpToRoundingOrder) {
     ForceEmulated force(emulated);
     Conv2D c(16, Window{3, 3, 2, 2, true}, Act::Relu, true, "glorot_uniform", "ones");
     c.name = "conv2d";
-    c.build({13, 13, 3});
-    std::vector<float> params(static_cast<size_t>(c.paramCount())), grads(params.size(), 0.0f);
-    c.bind(params.data(), grads.data());
-    c.initialize(3);
-    c.setPrecision(Precision::MixedBfloat16);
-    Rng rng(4);
-    const int64_t n = 24;
-    std::vector<float> x(static_cast<size_t>(n * c.inFeatures())), dy(static_cast<size_t>(n * c.outFeatures()));
-    for (float& v : x) v = static_cast<float>(rng.uniform(-1, 1));
-    for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
-    DenseOut o;
-    o.y.assign(dy.size(), 0.0f);
-    o.dx.assign(x.size(), 0.0f);
-    StepContext ctx;
-    ctx.training = true;
-    c.forward(x.data(), o.y.data(), n, ctx);
-    c.backward(x.data(), o.y.data(), dy.data(), o.dx.data(), n, ctx);
-    o.grads = grads;
-    return o;
+    return test::runLayerPasses(c, {13, 13, 3}, 24, Precision::MixedBfloat16, 3, 4, -1.0, 1);
   };
   const DenseOut native = run(false), emulated = run(true);
   expectWithinOneBfloat16Step(native.y, emulated.y, "y");

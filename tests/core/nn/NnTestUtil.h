@@ -62,32 +62,41 @@ struct DenseOut {
   std::vector<float> y, dx, grads;
 };
 
-// One Dense (in -> out, batch n, seeded weights and data) forward and `backwards` backward passes
-// (gradients accumulate) under precision p, on the current thread's team if any.
-inline DenseOut runDenseLayer(int64_t in, int64_t out, int64_t n, Act act, Precision p, int backwards = 1) {
-  Dense d(out, act);
-  d.name = "dense";
-  d.build({in});
-  std::vector<float> params(static_cast<size_t>(d.paramCount())), grads(params.size(), 0.0f);
-  d.bind(params.data(), grads.data());
-  d.initialize(11);
-  d.setPrecision(p);
-  Rng rng(12);
-  std::vector<float> x(static_cast<size_t>(n * in)), dy(static_cast<size_t>(n * out));
-  for (float& v : x) v = static_cast<float>(rng.uniform(0, 1));
+// A layer's forward and `backwards` backward passes (gradients accumulate) under precision p, on
+// the current thread's team if any: weights from initSeed, inputs uniform in [xLo, 1) and upstream
+// gradients in [-1, 1) from dataSeed.
+template <class L>
+DenseOut runLayerPasses(L& layer, const Shape& input, int64_t n, Precision p, uint64_t initSeed, uint64_t dataSeed, double xLo,
+                        int backwards) {
+  layer.build(input);
+  std::vector<float> params(static_cast<size_t>(layer.paramCount())), grads(params.size(), 0.0f);
+  layer.bind(params.data(), grads.data());
+  layer.initialize(initSeed);
+  layer.setPrecision(p);
+  Rng rng(dataSeed);
+  std::vector<float> x(static_cast<size_t>(n * layer.inFeatures())), dy(static_cast<size_t>(n * layer.outFeatures()));
+  for (float& v : x) v = static_cast<float>(rng.uniform(xLo, 1));
   for (float& v : dy) v = static_cast<float>(rng.uniform(-1, 1));
   DenseOut o;
   o.y.assign(dy.size(), 0.0f);
   o.dx.assign(x.size(), 0.0f);
   StepContext ctx;
   ctx.training = true;
-  d.forward(x.data(), o.y.data(), n, ctx);
+  layer.forward(x.data(), o.y.data(), n, ctx);
   for (int rep = 0; rep < backwards; ++rep) {
     std::vector<float> dz = dy;
-    d.backward(x.data(), o.y.data(), dz.data(), o.dx.data(), n, ctx);
+    layer.backward(x.data(), o.y.data(), dz.data(), o.dx.data(), n, ctx);
   }
   o.grads = grads;
   return o;
+}
+
+// One Dense (in -> out, batch n, seeded weights and data) forward and `backwards` backward passes
+// (gradients accumulate) under precision p, on the current thread's team if any.
+inline DenseOut runDenseLayer(int64_t in, int64_t out, int64_t n, Act act, Precision p, int backwards = 1) {
+  Dense d(out, act);
+  d.name = "dense";
+  return runLayerPasses(d, {in}, n, p, 11, 12, 0.0, backwards);
 }
 
 }  // namespace ml::test
