@@ -7,6 +7,10 @@
 #include <filesystem>
 #include <numeric>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "Error.h"
 #include "FieldNames.h"
 #include "Format.h"
@@ -16,6 +20,19 @@
 #include "random/Rng.h"
 
 namespace ml {
+
+void reserveSamples(std::vector<float>& v, size_t n) {
+  v.reserve(n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // The whole 2 MiB pages inside the allocation; nothing is touched yet, so the first writes fault
+  // in huge pages. A refusal (no THP in this kernel) leaves ordinary pages: only slower.
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  const auto lo = (reinterpret_cast<uintptr_t>(v.data()) + kHuge - 1) & ~(kHuge - 1);
+  const auto hi = (reinterpret_cast<uintptr_t>(v.data() + v.capacity())) & ~(kHuge - 1);
+  if (hi > lo) (void)madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#endif
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -30,6 +47,7 @@ Dataset gather(const Dataset& all, const std::vector<int64_t>& idx, const std::s
   out.classNames = all.classNames;
   out.size = static_cast<int64_t>(idx.size());
   const int64_t f = all.featureCount();
+  reserveSamples(out.x, static_cast<size_t>(out.size * f));
   out.x.resize(static_cast<size_t>(out.size * f));
   out.y.resize(static_cast<size_t>(out.size * all.targetDim));
   for (int64_t i = 0; i < out.size; ++i) {

@@ -32,6 +32,12 @@ struct DataSplit {
   std::optional<Dataset> validation;  // the test set, or a held-out split of train
 };
 
+// Reserves n floats for a data set's samples, asking the kernel for huge pages where it has them
+// (Linux, transparent huge pages in madvise mode): a training step gathers its batch from rows all
+// over the set, and with 4 KiB pages nearly every row was a TLB miss (perf: the batch copy ran at
+// ~3 GB/s on 188 MB of Fashion-MNIST). Call it before the first resize; the values come later.
+void reserveSamples(std::vector<float>& v, size_t n);
+
 // Loads (or generates) what the project's data section describes. Throws UserError with a
 // message that names the file or package and the fix.
 DataSplit loadData(const DataSpec& spec);

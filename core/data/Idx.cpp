@@ -129,6 +129,7 @@ Dataset readIdxPair(const std::string& imagesPath, const std::string& labelsPath
   std::array<float, 256> scale{};
   for (int v = 0; v < 256; ++v) scale[static_cast<size_t>(v)] = static_cast<float>(v) / 255.0f;
   const auto* px = reinterpret_cast<const unsigned char*>(img.data() + imgOff);
+  reserveSamples(ds.x, img.size() - imgOff);
   ds.x.resize(img.size() - imgOff);
   for (size_t i = 0; i < ds.x.size(); ++i) ds.x[i] = scale[px[i]];
 

@@ -110,13 +110,14 @@ void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
 void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
   const float* a = columnBlock(x, n, in, lo, hi, tBlock);
-  sgemm::gemm(true, false, hi - lo, out, n, a, a == x ? in : hi - lo, dz, out, dw_ + lo * out, out, true);
+  sgemm::gemm(true, false, hi - lo, out, n, a, a == x ? in : hi - lo, dz, out, dw_ + lo * out, out, !overwrite_);
 }
 
 // Columns [lo, hi) of db += the column sums of dz (each column's sum in row order, as serially).
 void Dense::biasGrad(const float* dz, int64_t n, int64_t lo, int64_t hi) {
   if (!useBias_) return;
   const int64_t out = units_;
+  if (overwrite_) std::fill(db_ + lo, db_ + hi, 0.0f);
   for (int64_t r = 0; r < n; ++r) {
     const float* row = dz + r * out;
     for (int64_t j = lo; j < hi; ++j) db_[j] += row[j];
@@ -130,9 +131,17 @@ void Dense::inputGrad(const float* dz, float* dx, int64_t lo, int64_t hi) {
 }
 
 // dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
-void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
+void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) {
   if (n == 0) return;
-  if (precision_ != Precision::Float32) return backwardLow(y, dy, dx, n);
+  overwrite_ = ctx.overwriteGrads;
+  if (precision_ != Precision::Float32) {
+    if (overwrite_) {  // the low-precision paths add their rounded products: start from zero
+      std::fill_n(dw_, inFeatures() * units_, 0.0f);
+      if (useBias_) std::fill_n(db_, units_, 0.0f);
+      overwrite_ = false;
+    }
+    return backwardLow(y, dy, dx, n);
+  }
   const int64_t out = units_;
   if (ThreadTeam* team = ThreadTeam::current(); team && team->size() > 1 && n >= 2 * team->size())
     return backwardOnTeam(y, x, dy, dx, n);

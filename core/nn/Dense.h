@@ -20,6 +20,7 @@ class Dense : public Layer {
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   nlohmann::json args() const override;
   bool gradientsFinite() const override;
+  bool overwritesGrads() const override { return true; }
   int64_t lowPrecisionBytes(int64_t batch) const override;
   int64_t lowPrecisionBytesInUse() const override;
 
@@ -59,6 +60,7 @@ class Dense : public Layer {
   // mixed_bfloat16: the input, kernel and dz as bfloat16 for Bf16Gemm (xq_ and wq_ stay unused).
   std::vector<uint16_t> xb_, wb_, dzb_, dwb_;
 
+  bool overwrite_ = false;  // this backward writes dW and db (StepContext::overwriteGrads)
   void backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n);
   void weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi);  // rows [lo, hi) of dW
   void biasGrad(const float* dz, int64_t n, int64_t lo, int64_t hi);                    // columns [lo, hi) of db

@@ -36,6 +36,9 @@ struct StepContext {
   int replica = 0;  // this replica's rank
   int micro = 0;    // the micro-batch (gradient accumulation)
   int peers = 1;    // replicas that call replicaSum in this micro-batch
+  // Set by Sequential for a layer whose overwritesGrads() is true, on the first backward after
+  // discardGrads(): the pass WRITES its parameter gradients (=) instead of adding to stale values.
+  bool overwriteGrads = false;
   // Sums v across the replicas of the step (in place); a no-op with one replica.
   void sumAcrossReplicas(std::span<double> v) const {
     if (replicaSum && peers > 1) replicaSum->sum(*this, v);
@@ -60,6 +63,9 @@ class Layer {
   // dy (n, out) -> dx (n, in), dx may be null (nothing below needs it); param grads +=.
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
   virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) = 0;
+  // True when backward honours ctx.overwriteGrads (writes every parameter gradient of its slice);
+  // for the others Sequential zeroes the slice before their first backward after discardGrads().
+  virtual bool overwritesGrads() const { return false; }
   // True when training calls ctx.sumAcrossReplicas (BatchNormalization): every replica then runs
   // each micro-batch, an empty shard included, so that all of them join every sum.
   virtual bool needsReplicaSum() const { return false; }

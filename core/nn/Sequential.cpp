@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "Error.h"
 #include "FieldNames.h"
@@ -110,7 +111,14 @@ int64_t Sequential::nonTrainableCount() const {
   return n;
 }
 
-void Sequential::zeroGrads() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void Sequential::zeroGrads() {
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  discarded_ = false;
+}
+
+void Sequential::settleGrads() {
+  if (discarded_) zeroGrads();
+}
 
 void Sequential::configureLoss(Loss& loss) {
   const bool wants = loss.isClassification() && !loss.fromLogits();
@@ -167,12 +175,26 @@ float* Sequential::outputGrad(int64_t n) {
 }
 
 void Sequential::backward(const float* x, int64_t n, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) {
+  if (discarded_ && n == 0) settleGrads();  // a pass over no rows writes nothing
+  const bool fresh = std::exchange(discarded_, false);
+  StepContext overwrite = ctx;
+  overwrite.overwriteGrads = true;
   float* dy = dacts_.back().data();
+  size_t range = ranges_.size();  // ranges_ are in layer order: walked down with the layers
   for (size_t i = layers_.size(); i-- > 0;) {
     const float* in = i == 0 ? x : out_[i - 1];
     float* dx = nullptr;
     if (needsInputGrad_[i]) dx = layers_[i]->isReshape() ? dy : dacts_[i - 1].data();
-    if (!layers_[i]->isReshape()) layers_[i]->backward(in, out_[i], dy, dx, n, ctx);
+    bool writes = false;
+    if (fresh && layers_[i]->paramCount() > 0) {
+      while (range > 0 && ranges_[range - 1].layer > i) --range;
+      writes = layers_[i]->overwritesGrads();
+      if (!writes && range > 0 && ranges_[range - 1].layer == i) {
+        const ParamRange& pr = ranges_[range - 1];
+        std::fill_n(grads_.data() + pr.offset, pr.count, 0.0f);
+      }
+    }
+    if (!layers_[i]->isReshape()) layers_[i]->backward(in, out_[i], dy, dx, n, writes ? overwrite : ctx);
     if (onLayerDone && layers_[i]->paramCount() > 0) onLayerDone(i);
     if (!needsInputGrad_[i]) {
       // Nothing below needs gradients; still report the remaining layers (none have params).

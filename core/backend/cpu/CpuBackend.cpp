@@ -51,7 +51,7 @@ void CpuBackend::prepare(int r, int micro, int64_t, int64_t targetDim, bool trai
   p.micro.assign(static_cast<size_t>(3 * micro), 0.0);
   if (!training) return;
   p.sums = {};
-  p.model->zeroGrads();
+  p.model->discardGrads();  // the first backward writes them
 }
 
 void CpuBackend::mark(int r, Mark m, int micro) {
@@ -108,6 +108,7 @@ void CpuBackend::backward(int r, int64_t rows, const StepContext& ctx, const std
 }
 
 void CpuBackend::checkGradients(int r) {
+  rep(r).model->settleGrads();  // no backward ran this step: the gradients are zero
   if (!rep(r).model->gradientsFinite()) rep(r).sums.gradientsFinite = false;
 }
 

@@ -33,7 +33,12 @@ class CpuBackend : public Backend {
   void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) override {
     rep(r).opt->restore(slots, iterations);
   }
-  std::span<float> hostGradients(int r) override { return rep(r).model->grads(); }
+  // Zeroed first if no backward has written them this step (Sequential::discardGrads): read by the
+  // replica's own thread, or by others only after its backward.
+  std::span<float> hostGradients(int r) override {
+    rep(r).model->settleGrads();
+    return rep(r).model->grads();
+  }
 
   void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
   void mark(int r, Mark m, int micro) override;
