@@ -106,7 +106,7 @@ void Dense::forward(const float* x, float* y, int64_t n, const StepContext&) {
     rows(0, n);
 }
 
-// Rows [lo, hi) of dW += x^T dz: x's columns lo..hi against all of dz.
+// Rows [lo, hi) of dW += x^T dz (= when overwrite_): x's columns lo..hi against all of dz.
 void Dense::weightGrad(const float* x, const float* dz, int64_t n, int64_t lo, int64_t hi) {
   const int64_t in = inFeatures(), out = units_;
   const float* a = columnBlock(x, n, in, lo, hi, tBlock);
@@ -130,7 +130,8 @@ void Dense::inputGrad(const float* dz, float* dx, int64_t lo, int64_t hi) {
   sgemm::gemm(false, true, hi - lo, in, out, dz + lo * out, out, w_, out, dx + lo * in, in);
 }
 
-// dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz), dx = dz W^T
+// dy (n, out) -> dz (in place) -> dW += x^T dz, db += sum(dz) (= for both when ctx.overwriteGrads),
+// dx = dz W^T
 void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) {
   if (n == 0) return;
   overwrite_ = ctx.overwriteGrads;

@@ -60,7 +60,8 @@ class Layer {
   virtual void initialize(uint64_t /*seed*/) {}
   // x (n, in) -> y (n, out)
   virtual void forward(const float* x, float* y, int64_t n, const StepContext& ctx) = 0;
-  // dy (n, out) -> dx (n, in), dx may be null (nothing below needs it); param grads +=.
+  // dy (n, out) -> dx (n, in), dx may be null (nothing below needs it); param grads += (= when
+  // ctx.overwriteGrads).
   // dy is scratch: the layer may overwrite it (e.g. with the pre-activation gradient).
   virtual void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) = 0;
   // True when backward honours ctx.overwriteGrads (writes every parameter gradient of its slice);

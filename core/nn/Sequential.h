@@ -66,7 +66,8 @@ class Sequential {
   const float* forward(const float* x, int64_t n, const StepContext& ctx);
   // Writable buffer (n, outFeatures) for the loss to put d(sum loss)/d(output) in.
   float* outputGrad(int64_t n);
-  // Backward from outputGrad(): parameter gradients ACCUMULATE. onLayerDone(i) is called as soon
+  // Backward from outputGrad(): parameter gradients ACCUMULATE (the first pass after discardGrads
+  // writes them). onLayerDone(i) is called as soon
   // as layer i's parameter gradients are final for this pass (the all-reduce starts buckets then).
   void backward(const float* x, int64_t n, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone = {});
 
