@@ -149,11 +149,16 @@ void BM_OneDnnMatmul(benchmark::State& s) {
 }
 
 // One product of a Dense layer (in -> out, batch n) on one thread, range(3): 0 forward y = x W + b,
-// 1 weight gradient dW += x^T dz, 2 input gradient dx = dz W^T; range(4): 0 oneDNN, 1 OpenBLAS.
+// 1 weight gradient dW += x^T dz, 2 input gradient dx = dz W^T, 3 the weight gradient written
+// (dW = x^T dz, a step's first backward: OpenBLAS zeroes C in a pass of its own, oneDNN writes it);
+// range(4): 0 oneDNN, 1 OpenBLAS, 2 neither forced (the kernel a run uses; the label names it).
 void BM_GemmKernel(benchmark::State& s) {
   openblas_set_num_threads(1);
   const int64_t in = s.range(0), out = s.range(1), n = s.range(2), which = s.range(3);
-  Kernel k(s.range(4) == 1 ? ml::sgemm::Kernel::OpenBlas : ml::sgemm::Kernel::OneDnn);
+  const int64_t kernel = s.range(4);
+  Kernel k(kernel == 2   ? std::nullopt
+           : kernel == 1 ? std::optional(ml::sgemm::Kernel::OpenBlas)
+                         : std::optional(ml::sgemm::Kernel::OneDnn));
   if (s.range(4) == 0 && !ml::sgemm::oneDnnAvailable()) {
     s.SkipWithError(("no oneDNN matmul: " + ml::sgemm::kernelDescription()).c_str());
     return;
@@ -176,10 +181,11 @@ void BM_GemmKernel(benchmark::State& s) {
       {false, false, n, out, in, in, out, out, x.data(), w.data(), y.data(), false, bias.data()},  // y = x W + b
       {true, false, in, out, n, in, out, out, x.data(), y.data(), dw.data(), true, nullptr},       // dW += x^T dz
       {false, true, n, in, out, out, out, in, y.data(), w.data(), x.data(), false, nullptr},       // dx = dz W^T
+      {true, false, in, out, n, in, out, out, x.data(), y.data(), dw.data(), false, nullptr},      // dW = x^T dz
   };
   const Product& p = products[which];
   for (auto _ : s) ml::sgemm::gemm(p.transA, p.transB, p.M, p.N, p.K, p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.accumulate, p.bias);
-  const char* names[] = {"y = x W + b", "dW += x^T dz", "dx = dz W^T"};
+  const char* names[] = {"y = x W + b", "dW += x^T dz", "dx = dz W^T", "dW = x^T dz"};
   const bool dnn = ml::sgemm::kernelFor(p.transA, p.transB, p.M, p.N, p.K, p.lda, p.ldb, p.ldc, p.accumulate,
                                         p.bias != nullptr) == ml::sgemm::Kernel::OneDnn;
   s.SetLabel(std::string(names[which]) + " on " + (dnn ? ml::sgemm::kernelDescription() : "OpenBLAS sgemm"));
@@ -238,6 +244,7 @@ BENCHMARK(BM_OneDnnMatmul)->Args({2048, 1})->Args({2048, 2})->Unit(benchmark::kM
 BENCHMARK(BM_GemmKernel)
     ->ArgsProduct({{784}, {512}, {256}, {0, 1, 2}, {0, 1}})
     ->ArgsProduct({{512}, {512}, {256}, {0, 1, 2}, {0, 1}})
+    ->ArgsProduct({{784, 512}, {512}, {128, 256}, {3}, {0, 1, 2}})
     ->ArgsProduct({{512}, {10}, {256}, {0, 1, 2}, {0, 1}})
     ->ArgsProduct({{784}, {128}, {128}, {0, 1, 2}, {0, 1}})
     ->ArgsProduct({{128}, {10}, {128}, {0, 1, 2}, {0, 1}});

@@ -88,11 +88,14 @@ class Backend {
   // and the metric. ctx.sampleIds is ignored: the staged rows' ids key the randomness.
   virtual void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) = 0;
   // Backward from the loss gradient; parameter gradients accumulate. With onLayerDone (the last
-  // micro-batch), each layer's gradients are checked for inf/NaN, then onLayerDone(layer) is called
-  // for every layer with parameters: after it the collective may own that layer's bucket.
+  // micro-batch), each layer's gradients are checked for inf/NaN (unless setLayerChecks(false)), then onLayerDone(layer) is
+  // called for every layer with parameters: after it the collective may own that layer's bucket.
   virtual void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) = 0;
   // Checks the whole accumulated gradient (a replica whose last micro-batch was empty).
   virtual void checkGradients(int r) = 0;
+  // Off: backward skips its per-layer check, because the collective checks every replica's own
+  // values as it reads them for the sum (Collective::checksLocalValues); checkGradients still checks.
+  virtual void setLayerChecks(bool /*on*/) {}
   // Dynamic loss scaling: forwardLoss multiplies the loss gradient by this (1: none), and
   // reducedFinite says whether the all-reduced gradients [offset, offset + count), read from
   // replica `from` as update() reads them, are all finite. Backends without mixed precision refuse

@@ -63,6 +63,12 @@ class Collective {
   virtual double networkSeconds(int /*rank*/) const { return 0; }
   // Ring's reduce-scatter: chunk c of each unit stays with its owner, where the optimizer reads it.
   virtual bool scatters() const { return false; }
+  // Whether the collective checks each replica's own gradient values for inf/NaN as it reads them
+  // (before they are summed), so that backward need not read them again to check; then
+  // localFinite(rank), once finish(rank) has returned, says whether every value of that replica's
+  // buffer was finite this step.
+  virtual bool checksLocalValues() const { return false; }
+  virtual bool localFinite(int /*rank*/) const { return true; }
   virtual bool onCommThreads() const { return false; }
   virtual bool inlineBuckets() const { return false; }
 };

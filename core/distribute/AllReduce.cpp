@@ -1,6 +1,7 @@
 #include "distribute/AllReduce.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "Error.h"
 #include "nn/Bf16Gemm.h"
@@ -46,6 +47,36 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
   throw UserError("unknown all-reduce '" + name + "' (allowed: " + names + ")");
 }
 
+namespace {
+// dst[i] += src[i] over [a, b); returns whether any dst value read was inf or NaN, and with
+// srcBad also whether any src value was (integer tests of the exponent bits, which vectorize).
+inline bool nonFinite(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return (bits & 0x7FFFFFFFu) > 0x7F7FFFFFu;
+}
+bool addChecking(float* __restrict dst, const float* __restrict src, size_t a, size_t b, bool* srcBad) {
+  int32_t bad = 0;
+  if (srcBad) {
+    int32_t sbad = 0;
+    for (size_t i = a; i < b; ++i) {
+      const float d = dst[i], s = src[i];
+      bad |= nonFinite(d);
+      sbad |= nonFinite(s);
+      dst[i] = d + s;
+    }
+    *srcBad = sbad != 0;
+  } else {
+    for (size_t i = a; i < b; ++i) {
+      const float d = dst[i];
+      bad |= nonFinite(d);
+      dst[i] = d + src[i];
+    }
+  }
+  return bad != 0;
+}
+}  // namespace
+
 // Ring over shared memory. Chunk c = [c*len/n, (c+1)*len/n). Reduce-scatter step s: rank r adds
 // chunk (r-1-s) mod n of its predecessor into its own; nobody writes that chunk of the
 // predecessor in the same step, so a barrier between steps is all the synchronisation needed.
@@ -53,6 +84,13 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
 // copies chunk (r-s) mod n from its predecessor. In bfloat16, each rank rounds its buffer before
 // the first step and every sum it forms (which it sends on, or owns at the end, for the
 // all-gather to send): chunk c's sum is R(..R(R(x_c) + R(x_c+1)).. + R(x_c+n-1)), R rounding.
+//
+// Every participant's own values are read exactly once before anything is added to them: chunk c
+// != r of rank r as the destination of rank r's own addition (each chunk is its destination once,
+// and only rank r writes its buffer), and chunk r, which rank r never adds into, by its successor
+// in the first step. Both reads check for inf/NaN, so the replica where one appeared is known
+// without a pass of its own over the gradient (localFinite). In bfloat16 they see the rounded
+// values, the ones that are sent (a finite float32 beyond bfloat16's range is infinite there).
 const float* RingAllReduce::scatter(int rank, std::span<float> data) {
   const int n = n_;
   toWire(data.data(), data.size());
@@ -65,13 +103,25 @@ const float* RingAllReduce::scatter(int rank, std::span<float> data) {
   for (int s = 0; s < n - 1; ++s) {
     const int c = ((rank - 1 - s) % n + n) % n;
     const size_t a = chunkBegin(len, c, n), b = chunkBegin(len, c + 1, n);
-    float* __restrict dst = mine;
-    const float* __restrict src = pbuf;
-    for (size_t i = a; i < b; ++i) dst[i] += src[i];
-    toWire(dst + a, b - a);
+    bool srcBad = false;
+    if (addChecking(mine, pbuf, a, b, s == 0 ? &srcBad : nullptr)) ownBad_[static_cast<size_t>(rank)] = 1;
+    if (srcBad) prevBad_[static_cast<size_t>(rank)] = 1;
+    toWire(mine + a, b - a);
     barrier_.arriveAndWait();
   }
   return pbuf;
+}
+
+void RingAllReduce::beginStep(int rank) {
+  ownBad_[static_cast<size_t>(rank)] = 0;
+  prevBad_[static_cast<size_t>(rank)] = 0;
+}
+
+// Read after the participant's last reduce-scatter of the step, whose closing barrier orders the
+// successor's writes of prevBad_ before it; reset by each participant's next beginStep, which comes
+// after every replica has finished the step.
+bool RingAllReduce::localFinite(int rank) const {
+  return ownBad_[static_cast<size_t>(rank)] == 0 && prevBad_[static_cast<size_t>((rank + 1) % n_)] == 0;
 }
 
 void RingAllReduce::allReduce(int rank, std::span<float> data) {

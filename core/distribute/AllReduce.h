@@ -48,6 +48,12 @@ class AllReduce {
     return false;
   }
   virtual bool scatters() const { return false; }  // reduceScatter leaves chunks with owners
+  // Whether the algorithm reads every participant's own values before adding them to anything and
+  // checks them for inf/NaN as it goes; then localFinite(rank), after the participant's last call
+  // of the step, says whether all of that participant's values were finite (every call since
+  // beginStep). Costs nothing extra: the values are read for the sum anyway.
+  virtual bool checksLocalValues() const { return false; }
+  virtual bool localFinite(int /*rank*/) const { return true; }
   // A new step starts on this participant (before its first call of the step).
   virtual void beginStep(int /*rank*/) {}
   // Seconds this participant spent this step in the cross-worker hop (several workers only).
@@ -74,8 +80,15 @@ class RingAllReduce : public AllReduce {
   void allReduce(int rank, std::span<float> data) override;
   bool reduceScatter(int rank, std::span<float> data) override;
   bool scatters() const override { return true; }
+  bool checksLocalValues() const override { return n_ > 1; }
+  bool localFinite(int rank) const override;
+  void beginStep(int rank) override;
 
  private:
+  // Non-finite values seen this step, each written only by its own participant's thread: in its own
+  // buffer (ownBad_), and in its predecessor's chunk it read untouched in the first step (prevBad_).
+  std::vector<uint8_t> ownBad_ = std::vector<uint8_t>(static_cast<size_t>(n_), 0);
+  std::vector<uint8_t> prevBad_ = std::vector<uint8_t>(static_cast<size_t>(n_), 0);
   // Reduce-scatter's n-1 steps; returns the predecessor's buffer.
   const float* scatter(int rank, std::span<float> data);
 };

@@ -33,6 +33,8 @@ class HostCollective : public Collective {
   double inlineSeconds(int rank) const override { return slot(rank).inlineSeconds; }
   double networkSeconds(int rank) const override { return algo_->networkSeconds(rank); }
   bool scatters() const override { return algo_->scatters(); }
+  bool checksLocalValues() const override { return algo_->checksLocalValues(); }
+  bool localFinite(int rank) const override { return algo_->localFinite(rank); }
   bool onCommThreads() const override { return mode_ == Mode::Threads; }
   bool inlineBuckets() const override { return mode_ == Mode::Inline; }
 

@@ -78,6 +78,9 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   refuseAcrossWorkers();
   spins_ = spinBudget(n);
   collective_ = makeCollective();
+  // A collective that checks every replica's own gradient values as it reads them for the sum
+  // (the ring) saves backward a pass over them; the replica is still named (collectStep).
+  backend_->setLayerChecks(!collective_->checksLocalValues());
   units_ = updateUnits(buckets_, params, n);
   if (options_.shardOptimizer && n > 1) {
     std::vector<std::vector<GradBucket>> owned;
@@ -442,7 +445,7 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (!sums.gradientsFinite) {
+  } else if (!sums.gradientsFinite || !collective_->localFinite(r.rank)) {
     r.finite = false;
     r.badWhat = "gradient";
   }

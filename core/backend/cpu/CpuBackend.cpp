@@ -100,6 +100,7 @@ void CpuBackend::backward(int r, int64_t rows, const StepContext& ctx, const std
   c.sampleIds = p.ids.data();
   ThreadTeam::Scope team(team_.get());
   if (!onLayerDone) return p.model->backward(p.x.data(), rows, c);
+  if (!layerChecks_) return p.model->backward(p.x.data(), rows, c, onLayerDone);
   // Checked on this thread before the bucket is released: after that the collective owns it.
   p.model->backward(p.x.data(), rows, c, [&](size_t layer) {
     if (!p.model->layer(layer).gradientsFinite()) p.sums.gradientsFinite = false;

@@ -48,6 +48,7 @@ class CpuBackend : public Backend {
   void checkGradients(int r) override;
   void setLossScale(int r, float scale) override { rep(r).lossScale = scale; }
   bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
+  void setLayerChecks(bool on) override { layerChecks_ = on; }
   std::string supportsPrecision(Precision) const override { return {}; }
   void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
@@ -58,6 +59,7 @@ class CpuBackend : public Backend {
   void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
  private:
+  bool layerChecks_ = true;  // backward checks each layer's gradients (off: the collective checks them)
   struct Replica {
     Sequential* model = nullptr;
     std::unique_ptr<Optimizer> opt;

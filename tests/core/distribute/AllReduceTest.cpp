@@ -62,6 +62,46 @@ TEST_P(AllReduceTest, RepeatedCallsReuseTheBarrier) {
 
 INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest, ::testing::Values("ring", "reduce-to-one"));
 
+// The ring checks each participant's own values for inf/NaN as it reads them for the sum: one bad
+// value anywhere in one replica's buffer (every position of a 13-value buffer, so every chunk: the
+// ones the replica adds into itself and the one only its successor reads) names that replica and no
+// other, over two buckets (a step's calls accumulate), and the next step starts clean.
+TEST(AllReduce, TheRingNamesTheReplicaWhoseOwnValuesWereNotFinite) {
+  for (const int n : {2, 3, 4}) {
+    auto ar = ml::makeAllReduce("ring", n);
+    ASSERT_TRUE(ar->checksLocalValues());
+    const size_t len = 13;
+    for (int bad = 0; bad < n; ++bad)
+      for (size_t at = 0; at < 2 * len; ++at)
+        for (const float v : {std::nanf(""), -INFINITY}) {
+          std::vector<std::vector<float>> bufs(static_cast<size_t>(n), std::vector<float>(2 * len, 1.0f));
+          bufs[static_cast<size_t>(bad)][at] = v;
+          std::vector<std::thread> threads;
+          for (int r = 0; r < n; ++r)
+            threads.emplace_back([&, r] {
+              ar->beginStep(r);
+              ar->reduceScatter(r, std::span<float>(bufs[static_cast<size_t>(r)]).first(len));
+              ar->reduceScatter(r, std::span<float>(bufs[static_cast<size_t>(r)]).last(len));
+            });
+          for (auto& t : threads) t.join();
+          for (int r = 0; r < n; ++r)
+            EXPECT_EQ(ar->localFinite(r), r != bad)
+                << "n=" << n << ", replica " << bad << "'s value " << at << " = " << v << ", asked about replica " << r;
+        }
+    // A clean step after a bad one: everyone finite again.
+    std::vector<std::vector<float>> bufs(static_cast<size_t>(n), std::vector<float>(len, 2.0f));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r)
+      threads.emplace_back([&, r] {
+        ar->beginStep(r);
+        ar->reduceScatter(r, bufs[static_cast<size_t>(r)]);
+      });
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) EXPECT_TRUE(ar->localFinite(r)) << "n=" << n << ", replica " << r << " after a clean step";
+  }
+  EXPECT_FALSE(ml::makeAllReduce("reduce-to-one", 2)->checksLocalValues());
+}
+
 TEST(AllReduce, UnknownNameIsAUserError) { EXPECT_ANY_THROW(ml::makeAllReduce("tree", 2)); }
 
 // bfloat16 on the wire: every value sent is rounded to bfloat16, the additions are float32. The
