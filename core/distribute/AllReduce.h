@@ -51,7 +51,7 @@ class AllReduce {
   // Whether the algorithm reads every participant's own values before adding them to anything and
   // checks them for inf/NaN as it goes; then localFinite(rank), after the participant's last call
   // of the step, says whether all of that participant's values were finite (every call since
-  // beginStep). Costs nothing extra: the values are read for the sum anyway.
+  // beginStep). No pass of its own: the values are read for the sum anyway.
   virtual bool checksLocalValues() const { return false; }
   virtual bool localFinite(int /*rank*/) const { return true; }
   // A new step starts on this participant (before its first call of the step).
