@@ -38,6 +38,15 @@ torch_epoch() { # tag args...
 }
 measure_peak() { build/bench/kernels/bench_kernels --benchmark_filter="${2:-BM_Sgemm}/2048/${1:-2}(/real_time)?\$" --benchmark_format=json --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c 'import json,sys; b=[x for x in json.load(sys.stdin)["benchmarks"] if x.get("aggregate_name")=="median"][0]; print(b["GFLOP/s"]/1e9)'; }
+# The bound the wide MLP's own products set (bench_step's BM_ReplicaProducts): one line per variant,
+# "replicas adam milliseconds" (medians of 3).
+measure_products() { build/bench/kernels/bench_step --benchmark_filter='BM_ReplicaProducts/replicas:[12]/batch:256' --benchmark_format=json \
+  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true 2>/dev/null | python3 -c '
+import json, re, sys
+for b in json.load(sys.stdin)["benchmarks"]:
+    if b.get("aggregate_name") != "median": continue
+    m = re.search(r"replicas:(\d+)/batch:256/adam:(\d)", b["name"])
+    print(m.group(1), m.group(2), b["real_time"] / 1e6)'; }
 gflop() { python3 -c "
 import sys; sizes=[int(s) for s in sys.argv[1].split('-')]; n=60000
 f=sum(2*n*a*b for a,b in zip(sizes,sizes[1:])); print((3*f-2*n*sizes[0]*sizes[1])/1e9)" "$1"; }
@@ -53,6 +62,7 @@ for round in $(seq 1 "$ROUNDS"); do
   # oneDNN's matmul (Dense's kernel where OpenBLAS runs no AVX-512 kernels on an AVX-512 CPU).
   dnn2=$(measure_peak 2 BM_OneDnnMatmul || true) dnn1=$(measure_peak 1 BM_OneDnnMatmul || true)
   if [ -n "$dnn2" ] && [ -n "$dnn1" ]; then rec "$round" dnnpeak2 "$dnn2"; rec "$round" dnnpeak1 "$dnn1"; fi
+  case " ${MODELS:-default wide} " in *" wide "*) measure_products | while read -r reps adam ms; do rec "$round" "prod$reps$adam" "$ms"; done ;; esac
   for m in ${MODELS:-default wide}; do
     if [ $m = default ]; then proj=projects/fashion-mlp.json; args=(--hidden 128 --batch 128)
     elif [ $m = cnn ]; then proj=projects/fashion-cnn.json; args=(--cnn --batch 64)
@@ -107,14 +117,24 @@ names = {"torch": "pytorch 1 process x 2 threads", "ddp": "pytorch DDP gloo 2 pr
          "torchb": "pytorch 1 x 2 autocast bfloat16"}
 print("\n%-20s %-36s %9s %15s %9s %8s %8s %8s" % ("model", "runner", "s/epoch", "spread", "vs torch", "GFLOP/s", "of peak", "of best"))
 for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256"), ("cnn", "fashion-cnn b64")):
-    if not v.get("torch-" + m): continue  # MODELS or RUNNERS left it out
-    t = med("torch-" + m)
+    if not any(k.endswith("-" + m) for k in v): continue  # MODELS left it out
+    t = med("torch-" + m) if v.get("torch-" + m) else None  # RUNNERS may leave PyTorch out
     has = lambda r: bool(v.get(r + "-" + m))
     for r in ("torch", "ddp", "ml1", "ml2", "ml2s", "ml1c", "ml1b", "ml2b", "torchb"):
         if not has(r): continue
         k = r + "-" + m; x = med(k)
-        print("%-20s %-36s %9.3f %15s %8.2fx %8.0f %7.0f%% %7.0f%%" % (label, names[r], x, spread(k), t / x, work[m] / x, 100 * work[m] / x / p2, 100 * work[m] / x / best))
+        vs = "%8.2fx" % (t / x) if t else "%9s" % "-"
+        print("%-20s %-36s %9.3f %15s %s %8.0f %7.0f%% %7.0f%%" % (label, names[r], x, spread(k), vs, work[m] / x, 100 * work[m] / x / p2, 100 * work[m] / x / best))
         label = ""
+    if m == "wide" and v.get("prod10") and v.get("prod21"):
+        # The bound the products set (bench_step's BM_ReplicaProducts, in the same rounds): the same
+        # step's eight products for 1 replica at 256 and for 2 at 128 on their own cores at once,
+        # alone and with Adam over each replica's half of the parameters (the sharded update).
+        b0, b1 = med("prod10") / med("prod20"), med("prod11") / med("prod21")
+        print("    the bound the products set: cpu:2 vs cpu:1 on one core at most %.2fx with nothing but the products (%.0f%% of the"
+              " sgemm 2/1 ratio), %.2fx with them and the sharded Adam (%.0f%%); the step at most %.0f%% and %.0f%% of the peak" %
+              (b0, 100 * b0 / (p2 / p1), b1, 100 * b1 / (p2 / p1), 100 * work[m] * 256 / 60000 / med("prod20") * 1e3 / p2,
+               100 * work[m] * 256 / 60000 / med("prod21") * 1e3 / p2))
     if has("ml1c") and has("ml2") and has("ml2s"):
         s21 = med("ml1c-" + m) / med("ml2-" + m)
         print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it" %

@@ -11,6 +11,9 @@
 
 #include "BenchData.h"
 #include "distribute/MirroredStrategy.h"
+#include "nn/Optimizer.h"
+#include "nn/Sgemm.h"
+#include "nn/ThreadTeam.h"
 
 namespace {
 
@@ -81,8 +84,83 @@ void BM_Sgemm(benchmark::State& s) {
                                              benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// The bound of "cpu:2 against cpu:1 on one core" that the products alone set: the eight products of
+// one step of the wide MLP (784-512-512-10: forward, and backward's weight and input gradients, less
+// the first layer's input gradient) for a global batch split over R replicas, each on its own core
+// at the same time with its own single-threaded products and buffers, as the replicas of cpu:R run
+// them. R = 1 at batch 256 against R = 2 at 128 each is the speed-up a data-parallel step could
+// reach if everything but its products cost nothing (no optimizer, all-reduce, activations or
+// batch copy), with this machine's product kernel at these shapes; set beside the 2048^3 sgemm 2/1
+// ratio, it says how much of that ratio the smaller products of a replica leave. With adam = 1 each
+// replica also applies Adam to its 1/R of the 669,706 parameters (the sharded update, ZeRO stage 1;
+// R = 1: all of them): products and the optimizer's pass over its state are the least work a
+// mirrored step with Adam does, so its GFLOP/s against the 2-thread sgemm peak bounds the step's.
+// args: replicas, global batch, adam (0/1).
+void BM_ReplicaProducts(benchmark::State& s) {
+  openblas_set_num_threads(1);
+  const int R = static_cast<int>(s.range(0));
+  const int64_t n = s.range(1) / R;
+  const int64_t L[] = {784, 512, 512, 10};
+  struct Bufs {
+    std::vector<float> x, w[3], dw[3], y[3], dz[3], dx[3];
+  };
+  std::vector<Bufs> bufs(static_cast<size_t>(R));
+  const bool adam = s.range(2) != 0;
+  const int64_t params = L[0] * L[1] + L[1] + L[1] * L[2] + L[2] + L[2] * L[3] + L[3];  // 669,706
+  std::vector<std::unique_ptr<ml::Optimizer>> opt(static_cast<size_t>(R));
+  std::vector<std::vector<float>> shardP(static_cast<size_t>(R)), shardG(static_cast<size_t>(R));
+  ml::ThreadTeam team(R);
+  // Each replica allocates and touches its own buffers on its own thread.
+  team.run(R, [&](int r) {
+    Bufs& b = bufs[static_cast<size_t>(r)];
+    b.x.assign(static_cast<size_t>(n * L[0]), 0.5f);
+    for (int l = 0; l < 3; ++l) {
+      b.w[l].assign(static_cast<size_t>(L[l] * L[l + 1]), 0.01f);
+      b.dw[l].assign(b.w[l].size(), 0.0f);
+      b.y[l].assign(static_cast<size_t>(n * L[l + 1]), 0.0f);
+      b.dz[l].assign(b.y[l].size(), 0.001f);
+      b.dx[l].assign(static_cast<size_t>(n * L[l]), 0.0f);
+    }
+    if (adam) {  // shard r of R: sizes differing by at most one
+      const int64_t size = params / R + (r < params % R ? 1 : 0);
+      ml::OptimizerSpec spec;
+      spec.name = "adam";
+      opt[static_cast<size_t>(r)] = ml::Optimizer::make(spec, size);
+      shardP[static_cast<size_t>(r)].assign(static_cast<size_t>(size), 0.01f);
+      shardG[static_cast<size_t>(r)].assign(static_cast<size_t>(size), 0.001f);
+    }
+  });
+  auto step = [&](int r) {
+    Bufs& b = bufs[static_cast<size_t>(r)];
+    const float* in = b.x.data();
+    for (int l = 0; l < 3; ++l) {  // y = x W
+      ml::sgemm::gemm(false, false, n, L[l + 1], L[l], in, L[l], b.w[l].data(), L[l + 1], b.y[l].data(), L[l + 1]);
+      in = b.y[l].data();
+    }
+    for (int l = 2; l >= 0; --l) {  // dW = x^T dz, dx = dz W^T
+      const float* xl = l == 0 ? b.x.data() : b.y[l - 1].data();
+      ml::sgemm::gemm(true, false, L[l], L[l + 1], n, xl, L[l], b.dz[l].data(), L[l + 1], b.dw[l].data(), L[l + 1]);
+      if (l > 0)
+        ml::sgemm::gemm(false, true, n, L[l], L[l + 1], b.dz[l].data(), L[l + 1], b.w[l].data(), L[l + 1], b.dx[l].data(), L[l]);
+    }
+    if (adam)
+      opt[static_cast<size_t>(r)]->step(shardP[static_cast<size_t>(r)], shardG[static_cast<size_t>(r)], 1.0f / 256, 0.001f);
+  };
+  for (auto _ : s) team.run(R, step);
+  double flop = 0;
+  for (int l = 0; l < 3; ++l) flop += 2.0 * static_cast<double>(s.range(1) * L[l] * L[l + 1]) * (l == 0 ? 2 : 3);
+  s.counters["GFLOP/s"] =
+      benchmark::Counter(flop * static_cast<double>(s.iterations()), benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 }  // namespace
 
+BENCHMARK(BM_ReplicaProducts)
+    ->ArgNames({"replicas", "batch", "adam"})
+    ->ArgsProduct({{1, 2}, {256}, {0, 1}})
+    ->Args({1, 128, 0})
+    ->UseRealTime()
+    ->MinTime(0.5);
 BENCHMARK(BM_MirroredStep)
     ->ArgNames({"devices", "threads", "batch", "wide", "bucket_kib", "comm", "shard"})
     ->Args({1, 1, 256, 1, 0, 0, 0})

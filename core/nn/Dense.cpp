@@ -323,7 +323,13 @@ int64_t Dense::lowPrecisionBytesInUse() const {
 bool Dense::gradientsFinite() const {
   // The whole kernel gradient: a NaN input swallowed by a relu (NaN > 0 is false) leaves the loss
   // and the bias gradient finite but poisons dW = x^T dz.
-  return allFinite(dw_, static_cast<size_t>(inFeatures() * units_)) && (!useBias_ || allFinite(db_, static_cast<size_t>(units_)));
+  // On a team (one replica on several cores, checked between backward's layers) each thread reads
+  // a block: the check is one pass over the gradient, as long as the memory it streams.
+  std::atomic<bool> finite{!useBias_ || allFinite(db_, static_cast<size_t>(units_))};
+  parallelSplit(inFeatures() * units_, [&](int64_t lo, int64_t hi) {
+    if (!allFinite(dw_ + lo, static_cast<size_t>(hi - lo))) finite.store(false, std::memory_order_relaxed);
+  });
+  return finite.load(std::memory_order_relaxed);
 }
 
 nlohmann::json Dense::args() const {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,32 @@ TEST(ThreadTeam, RunsEveryTaskOnceAndSplitsCoverTheRange) {
       for (int64_t i = lo; i < hi; ++i) ++hits[static_cast<size_t>(i)];
     });
     for (int h : hits) ASSERT_EQ(h, 1);
+  }
+}
+
+// The gradient check between backward's layers reads the kernel gradient in blocks on a team: one
+// inf or NaN anywhere in it (uneven blocks: 37 x 29 on 2 and 3 threads), or in the bias gradient,
+// is found, and a finite gradient passes, serially and on the team alike.
+TEST(ThreadTeam, TheGradientCheckOnATeamFindsEveryNonFiniteValue) {
+  ml::Dense d(29, ml::Act::Relu);
+  d.name = "dense";
+  d.build({37});
+  std::vector<float> p(static_cast<size_t>(d.paramCount())), g(p.size(), 0.25f);
+  d.bind(p.data(), g.data());
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  for (int threads : {1, 2, 3}) {
+    ml::ThreadTeam team(threads);
+    ml::ThreadTeam::Scope scope(threads > 1 ? &team : nullptr);
+    ASSERT_TRUE(d.gradientsFinite()) << threads << " threads";
+    for (size_t i = 0; i < g.size(); ++i) {  // the kernel's 37 x 29 values, then the bias' 29
+      for (float v : bad) {
+        g[i] = v;
+        EXPECT_FALSE(d.gradientsFinite()) << "value " << v << " at " << i << ", " << threads << " threads";
+      }
+      g[i] = 0.25f;
+    }
+    EXPECT_TRUE(d.gradientsFinite()) << threads << " threads";
   }
 }
 
