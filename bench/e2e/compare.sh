@@ -11,6 +11,10 @@
 # The runners are interleaved in ROUNDS rounds (default 3), each round also measuring the sgemm
 # 2048^3 peak on 1 and 2 threads; every figure is the median over the rounds (each round's value
 # the median of its epochs after the first), with the spread (min-max) beside it, and the load.
+# With the wide MLP each round also runs bench_step's BM_ReplicaProducts: the step's products alone,
+# and with the sharded Adam, for 1 replica at 256 and 2 at 128 on their own cores at once; the
+# bound they set on "cpu:2 vs cpu:1 on one core" and on the step's share of the peak is printed
+# beside the figures (RUNNERS without torch print "-" for the ratio to PyTorch).
 # PyTorch runs on Debian's OpenBLAS OpenMP build (its best here); Mirrorlab on the pthread build
 # with explicit thread counts. Medians over the epochs after the first.
 set -euo pipefail
