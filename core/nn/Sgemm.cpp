@@ -111,17 +111,32 @@ std::string openBlasCore() {
   return name ? name : "unknown";
 }
 
-// OpenBLAS runs AVX-512 kernels (its own choice on an AVX-512 CPU): measured as fast as oneDNN's
-// blocked matmul on the wide MLP's products (0.86x-1.1x per product) and faster end to end, where
-// oneDNN's per-call cost counts. Its AVX2 (Haswell) kernels on the same CPU measured half as fast.
+// OpenBLAS runs AVX-512 kernels (its own choice on an AVX-512 CPU). On an AMD EPYC (Zen 5, its
+// Cooperlake kernels) they measured as fast as oneDNN's blocked matmul on the wide MLP's products
+// (0.86x-1.1x per product) and faster end to end, where oneDNN's per-call cost counts. On an Intel
+// Xeon (its SkylakeX kernels) oneDNN was faster on every product of the wide MLP at batch 128 and
+// 256 (3-20%, bench_kernels' BM_GemmKernel) and end to end (cpu:2 0.915 -> 0.827 s/epoch, cpu:1 x 2
+// threads 0.863 -> 0.793, cpu:1 x 1 1.618 -> 1.487; interleaved rounds). So: OpenBLAS where it runs
+// AVX-512 kernels on an AMD CPU, oneDNN elsewhere. Its AVX2 (Haswell) kernels measured half as fast.
+// The choice depends on the machine alone (no timing at start), so a run's bits do not change
+// from one start to the next.
 bool openBlasHasAvx512Kernels(const std::string& core) {
   for (const char* k : {"SkylakeX", "Cooperlake", "SapphireRapids"})
     if (core == k) return true;
   return false;
 }
 
+bool amdCpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 // The wide MLP's second layer at batch 256: the implementation oneDNN picks for it; oneDNN is
-// preferred where it is blocked and OpenBLAS does not run AVX-512 kernels.
+// preferred where it is blocked, unless OpenBLAS runs AVX-512 kernels on an AMD CPU.
 Probe probe() {
   Probe r;
   const std::string lib = "oneDNN " + onednn::version(), core = openBlasCore();
@@ -137,11 +152,13 @@ Probe probe() {
     r.description = "OpenBLAS sgemm: " + lib + " could not create a float32 matmul (" + e.what() + ")";
   }
   if (!r.oneDnnBlocked) return r;
-  if (openBlasHasAvx512Kernels(core)) {
-    r.description = "OpenBLAS sgemm (its " + core + " kernels, as fast as " + lib + "'s matmul on AVX-512)";
+  if (openBlasHasAvx512Kernels(core) && amdCpu()) {
+    r.description = "OpenBLAS sgemm (its " + core + " kernels, as fast as " + lib + "'s matmul on this AMD CPU)";
   } else {
     r.kernel = Kernel::OneDnn;
-    r.description = r.oneDnnDescription + " (OpenBLAS runs its " + core + " kernels here)";
+    r.description =
+        r.oneDnnDescription + (openBlasHasAvx512Kernels(core) ? " (faster than OpenBLAS' " + core + " kernels on this Intel CPU)"
+                                                              : " (OpenBLAS runs its " + core + " kernels here)");
   }
   return r;
 }
