@@ -153,7 +153,7 @@ void Dense::backward(const float* x, const float* y, float* dy, float* dx, int64
 }
 
 // The activation's gradient by rows; then either both products at once, one per thread (the bias
-// gradient with the weight gradient: the serial calls), or each split: every thread a block of
+// gradient with the input gradient; the serial calls), or each split: every thread a block of
 // dW's rows and of db's columns, then a block of dx's rows.
 void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx, int64_t n) {
   ThreadTeam& team = *ThreadTeam::current();
@@ -162,12 +162,14 @@ void Dense::backwardOnTeam(const float* y, const float* x, float* dz, float* dx,
     team.split(
         n, [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * out, dz + lo * out, dz + lo * out, hi - lo, out); });
   if (dx && choosePlan(in, out, n, team.size()) == BackwardPlan::SideBySide) {
+    // The bias gradient goes with the input gradient: the weight gradient, accumulated, is the
+    // longer product of the two (oneDNN, 512x512 at batch 256: 799 against 748 us).
     team.run(2, [&](int t) {
       if (t == 0) {
         weightGrad(x, dz, n, 0, in);
-        biasGrad(dz, n, 0, out);
       } else {
         inputGrad(dz, dx, 0, n);
+        biasGrad(dz, n, 0, out);
       }
     });
     return;
