@@ -21,6 +21,7 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -53,19 +54,57 @@ def project(name, optimizer, devices, batch, per_device=False, accumulate=1, lr_
     }
 
 
+# A generated program's run takes 4-7 s here; a hang is given HANG_SECONDS before it is stopped.
+HANG_SECONDS = 120
+
+
+def run_once(cmd, cwd, env):
+    """(return code, output), or (None, output) when cmd hung. cmd runs in a process group of its own:
+    a hung DDP run is the program and the ranks mp.spawn started, and killing the program alone left
+    the ranks spinning at full speed, without parent, through the rest of the test command (seen
+    2026-12-07: one rank of a 3-process gloo run, 80% of a core for half an hour). On a hang every
+    process of the group first dumps its Python stack (PYTHONFAULTHANDLER, SIGABRT), so the output
+    says where each rank waited, then the whole group is killed."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=HANG_SECONDS)
+        return p.returncode, out
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGABRT, 5), (signal.SIGKILL, 30)):
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                out, _ = p.communicate(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                out = ""
+        try:
+            os.killpg(p.pid, signal.SIGKILL)  # whatever outlived SIGABRT
+        except ProcessLookupError:
+            pass
+        return None, out
+
+
 def run(cmd, cwd):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    try:
-        r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
-    except subprocess.TimeoutExpired:
-        # Seen once under a parallel ctest (2026-12-05): a 2-process gloo run of the generated program
-        # hung; run alone it passed. A hang compares nothing: it is started again once, and a second
-        # hang fails the test.
-        print(f"note: {' '.join(cmd)} hung for 300 s; starting it again", flush=True)
-        r = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}")
-    return r.stdout
+    env["PYTHONFAULTHANDLER"] = "1"  # a hung rank's stack on SIGABRT (run_once)
+    code, out = run_once(cmd, cwd, env)
+    if code is None:
+        # Seen under a parallel ctest (2026-12-05, 2026-12-07): a 3-process gloo run of the generated
+        # program hung; run alone it passes (18 runs of 18, with and without load). A hang compares
+        # nothing: it is started again once, and a second hang fails the test.
+        tail = "\n".join(out.splitlines()[-60:])
+        print(f"note: {' '.join(cmd)} hung for {HANG_SECONDS} s; its process group was stopped (the stacks of its "
+              f"processes follow) and it starts again\n{tail}", flush=True)
+        code, out = run_once(cmd, cwd, env)
+        if code is None:
+            raise RuntimeError(f"{' '.join(cmd)} hung twice for {HANG_SECONDS} s:\n{out}")
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}):\n{out}")
+    return out
 
 
 def curves(cli, python, proj, work):
