@@ -63,7 +63,7 @@ for round in $(seq 1 "$ROUNDS"); do
   rec "$round" load1 "$(cut -d' ' -f1 /proc/loadavg)"
   rec "$round" peak2 "$(measure_peak 2)"
   rec "$round" peak1 "$(measure_peak 1)"
-  # oneDNN's matmul (Dense's kernel where OpenBLAS runs no AVX-512 kernels on an AVX-512 CPU).
+  # oneDNN's matmul (Dense's kernel wherever it has its blocked kernel, except OpenBLAS' AVX-512 kernels on AMD CPUs).
   dnn2=$(measure_peak 2 BM_OneDnnMatmul || true) dnn1=$(measure_peak 1 BM_OneDnnMatmul || true)
   if [ -n "$dnn2" ] && [ -n "$dnn1" ]; then rec "$round" dnnpeak2 "$dnn2"; rec "$round" dnnpeak1 "$dnn1"; fi
   case " ${MODELS:-default wide} " in *" wide "*) measure_products | while read -r reps adam ms; do rec "$round" "prod$reps$adam" "$ms"; done ;; esac

@@ -1,10 +1,9 @@
 #include "distribute/AllReduce.h"
 
 #include <algorithm>
-#include <cstring>
-
 #include "Error.h"
 #include "nn/Bf16Gemm.h"
+#include "tensor/Finite.h"
 
 namespace ml {
 
@@ -49,27 +48,22 @@ std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
 
 namespace {
 // dst[i] += src[i] over [a, b); returns whether any dst value read was inf or NaN, and with
-// srcBad also whether any src value was (integer tests of the exponent bits, which vectorize).
-inline bool nonFinite(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return (bits & 0x7FFFFFFFu) > 0x7F7FFFFFu;
-}
+// srcBad also whether any src value was (tensor/Finite.h's test of the exponent bits, which vectorizes).
 bool addChecking(float* __restrict dst, const float* __restrict src, size_t a, size_t b, bool* srcBad) {
   int32_t bad = 0;
   if (srcBad) {
     int32_t sbad = 0;
     for (size_t i = a; i < b; ++i) {
       const float d = dst[i], s = src[i];
-      bad |= nonFinite(d);
-      sbad |= nonFinite(s);
+      bad |= nonFiniteBit(d);
+      sbad |= nonFiniteBit(s);
       dst[i] = d + s;
     }
     *srcBad = sbad != 0;
   } else {
     for (size_t i = a; i < b; ++i) {
       const float d = dst[i];
-      bad |= nonFinite(d);
+      bad |= nonFiniteBit(d);
       dst[i] = d + src[i];
     }
   }

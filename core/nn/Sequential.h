@@ -56,9 +56,8 @@ class Sequential {
   // overwrite) or zeroes each layer's slice just before its pass (the rest). A step saves a pass
   // over every gradient (3% of a cpu:2 step of the wide MLP) where oneDNN computes Dense's products;
   // OpenBLAS zeroes a product's output itself before adding (beta = 0), so there the pass only moves
-  // into sgemm. Until that backward the buffer
-  // holds stale values: settleGrads() zeroes it for anyone who reads it first (a replica with no
-  // rows this step, a fault that poisons it).
+  // into sgemm. Until that backward the buffer holds stale values: settleGrads() zeroes it for
+  // anyone who reads it first (a replica with no rows this step, a fault that poisons it).
   void discardGrads() { discarded_ = true; }
   void settleGrads();
   // Lets the loss fuse with a softmax output layer (exact p - y gradient, no Jacobian pass).

@@ -153,12 +153,12 @@ Probe probe() {
   }
   if (!r.oneDnnBlocked) return r;
   if (openBlasHasAvx512Kernels(core) && amdCpu()) {
-    r.description = "OpenBLAS sgemm (its " + core + " kernels, as fast as " + lib + "'s matmul on this AMD CPU)";
+    r.description = "OpenBLAS sgemm (its " + core + " kernels, as fast as " + lib + "'s matmul on AMD CPUs)";
   } else {
     r.kernel = Kernel::OneDnn;
-    r.description =
-        r.oneDnnDescription + (openBlasHasAvx512Kernels(core) ? " (faster than OpenBLAS' " + core + " kernels on this Intel CPU)"
-                                                              : " (OpenBLAS runs its " + core + " kernels here)");
+    std::string why = " (OpenBLAS runs its " + core + " kernels here)";
+    if (openBlasHasAvx512Kernels(core)) why = " (faster than OpenBLAS' " + core + " kernels on Intel CPUs; this is not AMD's)";
+    r.description = r.oneDnnDescription + why;
   }
   return r;
 }

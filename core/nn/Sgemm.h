@@ -3,14 +3,15 @@
 //
 // Two kernels:
 //  - oneDNN's matmul (Debian's libdnnl, the CPU library of PyTorch and TensorFlow) where it has a
-//    blocked kernel for the shape ("brg:avx512_core" on AVX-512 CPUs) and OpenBLAS runs only its
-//    AVX2 kernels on that CPU (pinned by OPENBLAS_CORETYPE=Haswell, as on some machines here):
-//    there oneDNN measured 1.8-2.0x OpenBLAS per product of the 784-512-512-10 MLP on one thread
-//    (bench_kernels, BM_GemmKernel: the README's table);
-//  - OpenBLAS' cblas_sgemm everywhere else: where it runs its own AVX-512 kernels (SkylakeX,
-//    Cooperlake, SapphireRapids), measured as fast as oneDNN per product and faster end to end;
-//    where oneDNN was not built in or offers only its reference or generic gemm kernel (AVX2 CPUs
-//    with oneDNN 2.6, a block of columns of a wider matrix); and when forced.
+//    blocked kernel for the shape ("brg:avx512_core" on AVX-512 CPUs), unless OpenBLAS runs its
+//    own AVX-512 kernels on an AMD CPU. Against OpenBLAS pinned to its AVX2 kernels
+//    (OPENBLAS_CORETYPE=Haswell, as on some machines here) oneDNN measured 1.8-2.0x per product of
+//    the 784-512-512-10 MLP on one thread; against OpenBLAS' own SkylakeX kernels on an Intel Xeon,
+//    1.03-1.2x per product and 1.08-1.1x end to end (bench_kernels' BM_GemmKernel: the README's tables);
+//  - OpenBLAS' cblas_sgemm everywhere else: where it runs its own AVX-512 kernels on an AMD CPU
+//    (a Zen 5 EPYC: as fast as oneDNN per product and faster end to end); where oneDNN was not
+//    built in or offers only its reference or generic gemm kernel (AVX2 CPUs with oneDNN 2.6, a
+//    block of columns of a wider matrix); and when forced.
 // Both sum in float32; the order of the sums differs between them (results agree to rounding).
 // Each kernel gives the same bits for the same call every time, so a run is reproducible and two
 // threads computing the same product get the same result.
