@@ -21,7 +21,8 @@ using mlbench::mlp;
 using mlbench::randomImages;
 
 // args: devices, threads per device (single device only), global batch, wide (0/1), bucket KiB (0: default),
-// bucket reduction (0 auto, 1 communication threads, 2 inline between layers), shard (1: ZeRO stage 1)
+// bucket reduction (0 auto, 1 communication threads, 2 inline between layers), shard (1: ZeRO stage 1,
+// fused with its exchange where it can be; 2: the reduce-scatter, the update and the all-gather one after the other)
 void BM_MirroredStep(benchmark::State& s) {
   static const ml::Dataset data = randomImages(4096);
   ml::StrategyOptions so;
@@ -30,6 +31,7 @@ void BM_MirroredStep(benchmark::State& s) {
   if (s.range(4) > 0) so.bucketBytes = s.range(4) << 10;  // KiB; 0 keeps the default
   so.bucketComm = static_cast<ml::BucketComm>(s.range(5));
   so.shardOptimizer = s.range(6) != 0;
+  so.fuseShardedExchange = s.range(6) != 2;
   ml::OptimizerSpec o;
   ml::MirroredStrategy strat(s.range(3) ? mlp({512, 512}) : mlp({128}), ml::Loss::make("sparse_categorical_crossentropy", false),
                              ml::MetricKind::Accuracy, o, so);
@@ -168,6 +170,7 @@ BENCHMARK(BM_MirroredStep)
     ->Args({2, 1, 256, 1, 0, 2, 0})
     ->Args({1, 2, 256, 1, 0, 0, 0})
     ->Args({2, 1, 256, 1, 0, 0, 1})
+    ->Args({2, 1, 256, 1, 0, 0, 2})
     ->Args({2, 1, 256, 1, 256, 1, 0})
     ->Args({2, 1, 256, 1, 256, 2, 0})
     ->Args({2, 1, 256, 1, 65536, 0, 0})

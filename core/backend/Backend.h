@@ -127,6 +127,18 @@ class Backend {
   }
   // The all-gather: copies replica `from`'s parameters [offset, offset + count) into replica r's.
   virtual void gatherParameters(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) {}
+  // The sharded update fused with its exchange, where every replica's gradients and parameters
+  // are memory this thread can reach (simulated CPU devices): for replica r's owned range
+  // [offset, offset + count), tile by tile, sums the replicas' gradients in the order `from` lists
+  // them (left to right: the ring's order, so the bits are the ring's), applies the optimizer to
+  // the sum while it is in the cache and writes the new parameters into every other replica. The
+  // reduce-scatter's pass that stores the sum, the update's pass that reads it back and the
+  // all-gather's pass that reads the parameters again are gone. bad[from[i]] is set when a value
+  // of replica from[i] was inf or NaN; the seconds spent summing and writing the other replicas'
+  // parameters are added to `sum` and `push` (the rest is the update).
+  virtual bool fusesShardedExchange() const { return false; }
+  virtual void sumUpdatePush(int /*r*/, int64_t /*offset*/, int64_t /*count*/, std::span<const int> /*from*/, float /*gradScale*/,
+                             uint8_t* /*bad*/, double& /*sum*/, double& /*push*/) {}
   virtual ReplicaTimes times(int r, int micro) = 0;
 
   // ---- evaluation: forward of the staged rows, loss and metric sums; outputs (rows, k) to the host

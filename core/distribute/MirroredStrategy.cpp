@@ -92,6 +92,17 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
       throw UserError(fieldInWords("distribute.shard_optimizer") + ": " + why);
     sharded_ = true;
     updated_ = std::make_unique<SpinBarrier>(n);
+    // Fused with its exchange where the replica threads share the memory, the ring sums float32
+    // and each replica reduces on its own thread anyway (no communication threads to overlap
+    // backward with): one pass over the summed chunk instead of three (Backend::sumUpdatePush).
+    fused_ = options_.fuseShardedExchange && !workers_ && backend_->fusesShardedExchange() && collective_->scatters() &&
+             !collective_->onCommThreads() && options_.allreduceDtype == AllReduceDtype::Float32 && !lossScale_.active();
+    if (fused_) {
+      fusedBad_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
+      // The owner of chunk c is c - 1, and the ring adds c's values first, then c + 1's, ..., the owner's last.
+      for (int r = 0; r < n; ++r)
+        for (int k = 1; k <= n; ++k) fusedOrder_.push_back((r + k) % n);
+    }
   }
   // One compute thread per replica but the first, which runs on the caller's thread.
   for (auto& rep : replicas_) {
@@ -145,7 +156,9 @@ MirroredStrategy::~MirroredStrategy() {
 }
 
 std::string MirroredStrategy::threadPolicy() const {
-  const std::string note = collective_->threadNote();
+  const std::string note =
+      fused_ ? "no spare core for communication threads, so each replica sums the gradient chunks it owns itself, in its update"
+             : collective_->threadNote();
   return backend_->threadPolicy() + (note.empty() ? "" : "; " + note);
 }
 
@@ -300,7 +313,13 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.step.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
   guarded(r, [&] { computeGradients(r, job); });
   enter(r, StepPhase::AllReduce);
-  collective_->finish(r.rank);
+  if (fused_) {
+    // Every replica's gradients complete (zeroed where a replica had no rows) before anyone sums them.
+    guarded(r, [&] { backend_->hostGradients(r.rank); });
+    updated_->arriveAndWait();
+  } else {
+    collective_->finish(r.rank);
+  }
   if (failure_.failed()) {
     enter(r, StepPhase::Idle);
     return;
@@ -310,9 +329,10 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.gather = 0;
   if (sharded_) {
     // Every replica passes the barrier, even one whose update failed, so nobody waits forever.
+    // Fused, the owners have already written their chunks into everyone's parameters.
     const double t = now();
     updated_->arriveAndWait();
-    if (!failure_.failed()) guarded(r, [&] { gatherParameters(r); });
+    if (!fused_ && !failure_.failed()) guarded(r, [&] { gatherParameters(r); });
     r.gather = now() - t;
   }
   guarded(r, [&] { collectStep(r, job); });
@@ -334,7 +354,7 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     const int ready = completeBuckets(layer);
     r.bucketsHanded.store(ready, std::memory_order_relaxed);
-    collective_->bucketsReady(r.rank, ready);
+    if (!fused_) collective_->bucketsReady(r.rank, ready);  // fused: summed after backward, by the update
   };
   const int64_t computeStart = steadyNs();
   const bool faulty = !faults_.empty();
@@ -384,7 +404,15 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
     return;
   }
   backend_->beginUpdate(r.rank, job.lr);
-  if (sharded_) {
+  r.fusedSum = r.fusedPush = 0;
+  if (fused_) {
+    const size_t n0 = static_cast<size_t>(r.rank) * static_cast<size_t>(n);
+    uint8_t* bad = fusedBad_.data() + n0;
+    std::fill(bad, bad + n, uint8_t{0});  // read by collectStep after the closing barrier; this step starts after the last one's
+    const std::span<const int> from(fusedOrder_.data() + n0, static_cast<size_t>(n));
+    for (const GradBucket& u : r.owned)
+      backend_->sumUpdatePush(r.rank, u.offset, u.count, from, job.gradScale, bad, r.fusedSum, r.fusedPush);
+  } else if (sharded_) {
     for (const GradBucket& u : r.owned) backend_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
   } else if (collective_->scatters()) {
     for (const GradBucket& u : units_) {
@@ -419,6 +447,14 @@ bool MirroredStrategy::reducedGradientsFinite(Replica& r) {
   return true;
 }
 
+// Fused: whether no owner saw an inf or NaN among this replica's values (read after the closing barrier).
+bool MirroredStrategy::fusedLocalFinite(int rank) const {
+  const int n = replicas();
+  for (int reader = 0; reader < n; ++reader)
+    if (fusedBad_[static_cast<size_t>(reader) * static_cast<size_t>(n) + static_cast<size_t>(rank)]) return false;
+  return true;
+}
+
 // The all-gather: every chunk this replica does not own is copied from its owner, who has updated
 // it (the barrier before this call); nobody writes parameters again before the next step's update.
 void MirroredStrategy::gatherParameters(Replica& r) {
@@ -445,7 +481,7 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (!sums.gradientsFinite || !collective_->localFinite(r.rank)) {
+  } else if (!sums.gradientsFinite || !(fused_ ? fusedLocalFinite(r.rank) : collective_->localFinite(r.rank))) {
     r.finite = false;
     r.badWhat = "gradient";
   }
@@ -454,6 +490,12 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   r.phases = t.phases;
   r.phases.allgather = r.gather;
   r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
+  if (fused_) {
+    // The fused update's tiles interleave the three: each part's own seconds go to its phase.
+    r.phases.optimizer = std::max(0.0, r.phases.optimizer - r.fusedSum - r.fusedPush);
+    r.phases.allgather += r.fusedPush;
+    r.inlineComm += r.fusedSum;  // counted with the all-reduce (trainStep)
+  }
   r.backwardEnd = r.start + t.backwardEnd;
   r.network = collective_->networkSeconds(r.rank);
   r.commEnd = globalReplicas() > 1 ? r.start + t.commEnd : r.backwardEnd;  // one replica never communicates

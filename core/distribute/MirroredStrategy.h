@@ -49,6 +49,11 @@ struct StrategyOptions {
   // ZeRO stage 1: each replica updates only the chunks of the summed gradient it owns and keeps
   // optimizer state for those alone; the updated parameters are then all-gathered.
   bool shardOptimizer = false;
+  // Sharded, over host memory with the ring in float32 and no spare core for communication
+  // threads: each owner sums its chunk, updates it and writes the new parameters into the other
+  // replicas tile by tile (Backend::sumUpdatePush), with the ring's bits. Off: the ring's
+  // reduce-scatter, the update and the all-gather one after the other (tests compare the two).
+  bool fuseShardedExchange = true;
   // The format of the gradients between replicas (AllReduce.h): bfloat16 halves the bytes of the
   // all-reduce and changes the results; with one replica nothing is sent, so nothing changes.
   AllReduceDtype allreduceDtype = AllReduceDtype::Float32;
@@ -157,6 +162,7 @@ class MirroredStrategy {
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
+  bool fusedExchange() const { return fused_; }
   bool shardedOptimizer() const { return sharded_; }
   bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
   bool bucketsInline() const { return collective_->inlineBuckets(); }
@@ -211,8 +217,9 @@ class MirroredStrategy {
     std::atomic<int> phase{0}, bucketsHanded{0};
     std::atomic<int64_t> phaseSinceNs{0};
     double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0, network = 0;
-    std::vector<GradBucket> owned;  // sharded: the ranges this replica updates
-    bool skipped = false;           // loss scaling: the summed gradients were not finite
+    double fusedSum = 0, fusedPush = 0;  // fused exchange: seconds summing and writing the others' parameters
+    std::vector<GradBucket> owned;       // sharded: the ranges this replica updates
+    bool skipped = false;                // loss scaling: the summed gradients were not finite
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -255,6 +262,7 @@ class MirroredStrategy {
   void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);
   bool reducedGradientsFinite(Replica& r);
+  bool fusedLocalFinite(int rank) const;
   void applyLossScaling(StepResult& res);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
@@ -277,6 +285,9 @@ class MirroredStrategy {
   bool sharded_ = false;
   DynamicLossScale lossScale_;                  // mixed_float16's (inactive otherwise)
   std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
+  bool fused_ = false;                          // sharded update fused with its exchange (sumUpdatePush)
+  std::vector<uint8_t> fusedBad_;               // fused: [reader * n + source], a non-finite value seen
+  std::vector<int> fusedOrder_;                 // fused: replica r's sources from[] at [r * n, (r + 1) * n)
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
   bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 

@@ -121,8 +121,9 @@ std::vector<std::string> Trainer::startLines() const {
     lines.push_back("convolutions on " + dnnconv::descriptionBf16());
   if (s.globalReplicas() > 1) {
     char b[96];
-    std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, started during backward", s.bucketCount(),
-                  s.bucketCount() == 1 ? "" : "s", static_cast<double>(project_.distribute.bucketBytes) / (1 << 20));
+    std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, %s", s.bucketCount(), s.bucketCount() == 1 ? "" : "s",
+                  static_cast<double>(project_.distribute.bucketBytes) / (1 << 20),
+                  s.fusedExchange() ? "reduce-scattered by the sharded update itself" : "started during backward");
     lines.push_back("all-reduce: " + s.allReducePath() + b);
     if (s.options().allreduceDtype == AllReduceDtype::Bfloat16)
       lines.push_back(
@@ -131,7 +132,11 @@ std::vector<std::string> Trainer::startLines() const {
     if (s.shardedOptimizer())
       lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
                       " of the parameters with 1/" + std::to_string(s.replicas()) +
-                      " of the optimizer state, then the updated parameters are all-gathered");
+                      " of the optimizer state, then the updated parameters are all-gathered" +
+                      (s.fusedExchange()
+                           ? std::string(" (fused: each replica sums its chunks in the ring's order, updates them and "
+                                         "writes them into the others, tile by tile, in one pass after backward)")
+                           : std::string()));
   } else {
     lines.push_back(s.options().allreduceDtype == AllReduceDtype::Bfloat16
                         ? "all-reduce: none (one replica: bfloat16 on the wire changes nothing, as nothing is sent)"

@@ -125,17 +125,20 @@ bool CpuBackend::reducedFinite(int, int64_t offset, int64_t count, int from) {
   return allFinite(rep(from).model->grads().data() + offset, static_cast<size_t>(count));
 }
 
+size_t CpuBackend::stateOffset(const Replica& p, int64_t offset) const {
+  if (p.stateAt.empty()) return static_cast<size_t>(offset);
+  // Sharded: where this owned range's state starts in the compact slots.
+  auto it = std::upper_bound(p.stateAt.begin(), p.stateAt.end(), std::pair{offset, INT64_MAX});
+  if (it == p.stateAt.begin()) throw UserError("internal: update of a range this replica does not own");
+  --it;
+  return static_cast<size_t>(it->second + (offset - it->first));
+}
+
 void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gradScale) {
   Replica& p = rep(r);
   const size_t at = static_cast<size_t>(offset);
   const float* g = rep(from).model->grads().data() + at;
-  size_t state = at;
-  if (!p.stateAt.empty()) {  // sharded: where this owned range's state starts in the compact slots
-    auto it = std::upper_bound(p.stateAt.begin(), p.stateAt.end(), std::pair{offset, INT64_MAX});
-    if (it == p.stateAt.begin()) throw UserError("internal: update of a range this replica does not own");
-    --it;
-    state = static_cast<size_t>(it->second + (offset - it->first));
-  }
+  const size_t state = stateOffset(p, offset);
   // Element-wise: any split across the team gives the same bits.
   auto part = [&](int64_t lo, int64_t hi) {
     const size_t a = static_cast<size_t>(lo), m = static_cast<size_t>(hi - lo);
@@ -169,6 +172,62 @@ std::string CpuBackend::shardOptimizer(const std::vector<std::vector<GradBucket>
 void CpuBackend::gatherParameters(int r, int64_t offset, int64_t count, int from) {
   const float* src = rep(from).model->params().data() + offset;
   std::copy(src, src + count, rep(r).model->params().data() + offset);
+}
+
+// 4096 floats: the sum (16 KiB) and the tile of parameters it updates stay in L1/L2 between the
+// three passes. Every replica has its own thread here (several replicas: no team).
+void CpuBackend::sumUpdatePush(int r, int64_t offset, int64_t count, std::span<const int> from, float gradScale, uint8_t* bad,
+                               double& sum, double& push) {
+  constexpr int64_t kTile = 4096;
+  constexpr int kMost = 64;
+  Replica& p = rep(r);
+  const size_t state = stateOffset(p, offset);
+  const int n = static_cast<int>(from.size());
+  if (n < 1 || n > kMost) throw UserError("internal: the fused exchange takes 1 to 64 replicas");
+  const float* src[kMost];
+  int32_t srcBad[kMost] = {};
+  float* peers[kMost];
+  int np = 0;
+  for (int i = 0; i < n; ++i) src[i] = rep(from[static_cast<size_t>(i)]).model->grads().data() + offset;
+  for (int q = 0; q < replicas(); ++q)
+    if (q != r) peers[np++] = rep(q).model->params().data() + offset;
+  float* params = p.model->params().data() + offset;
+  alignas(64) float acc[kTile];
+  using Clock = std::chrono::steady_clock;
+  Clock::duration tSum{}, tPush{};
+  for (int64_t t = 0; t < count; t += kTile) {
+    const int64_t m = std::min(kTile, count - t);
+    const auto t0 = Clock::now();
+    {
+      const float* __restrict s0 = src[0] + t;
+      int32_t b = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        b |= nonFiniteBit(s0[i]);
+        acc[i] = s0[i];
+      }
+      srcBad[0] |= b;
+    }
+    for (int k = 1; k < n; ++k) {  // acc = x_k + acc: IEEE addition commutes, so these are the ring's bits
+      const float* __restrict s = src[k] + t;
+      int32_t b = 0;
+      for (int64_t i = 0; i < m; ++i) {
+        b |= nonFiniteBit(s[i]);
+        acc[i] = s[i] + acc[i];
+      }
+      srcBad[k] |= b;
+    }
+    const auto t1 = Clock::now();
+    p.opt->update(state + static_cast<size_t>(t), std::span<float>(params + t, static_cast<size_t>(m)),
+                  std::span<const float>(acc, static_cast<size_t>(m)), gradScale);
+    const auto t2 = Clock::now();
+    for (int q = 0; q < np; ++q) std::copy(params + t, params + t + m, peers[q] + t);
+    tSum += t1 - t0;
+    tPush += Clock::now() - t2;
+  }
+  for (int i = 0; i < n; ++i)
+    if (srcBad[i]) bad[from[static_cast<size_t>(i)]] = 1;
+  sum += std::chrono::duration<double>(tSum).count();
+  push += std::chrono::duration<double>(tPush).count();
 }
 
 ReplicaSums CpuBackend::finishStep(int r, int) { return rep(r).sums; }

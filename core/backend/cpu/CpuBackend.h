@@ -55,6 +55,9 @@ class CpuBackend : public Backend {
   ReplicaSums finishStep(int r, int micro) override;
   std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) override;
   void gatherParameters(int r, int64_t offset, int64_t count, int from) override;
+  bool fusesShardedExchange() const override { return true; }
+  void sumUpdatePush(int r, int64_t offset, int64_t count, std::span<const int> from, float gradScale, uint8_t* bad, double& sum,
+                     double& push) override;
   ReplicaTimes times(int r, int micro) override;
   void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
@@ -75,6 +78,7 @@ class CpuBackend : public Backend {
     std::vector<double> micro;  // 3 per micro-batch
   };
   Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
+  size_t stateOffset(const Replica& p, int64_t offset) const;  // where the range's optimizer state starts
 
   std::vector<std::unique_ptr<Replica>> reps_;
   Loss loss_;

@@ -295,6 +295,66 @@ TEST(ShardedOptimizer, EachReplicaKeepsItsShareOfTheOptimizerState) {
   }
 }
 
+// On simulated devices the owner sums its chunk, updates it and writes the new parameters into
+// the other replicas tile by tile (Backend::sumUpdatePush) instead of the ring's reduce-scatter,
+// the update and the all-gather one after the other. It adds in the ring's order, so the weights
+// are the same bits, with every optimizer, uneven chunks and buckets cutting layers; where it
+// cannot be fused (communication threads, bfloat16 on the wire) the three phases stay.
+TEST(ShardedOptimizer, TheFusedExchangeGivesTheRingsBits) {
+  auto make = [](int n, const std::string& opt, int64_t bytes, ml::BucketComm comm, bool fuse,
+                 ml::AllReduceDtype dtype = ml::AllReduceDtype::Float32, bool dropout = true) {
+    ml::StrategyOptions so;
+    so.shardOptimizer = true;
+    so.fuseShardedExchange = fuse;
+    so.bucketComm = comm;
+    so.devices = ml::parseDevices("cpu:" + std::to_string(n));
+    so.bucketBytes = bytes;
+    so.allreduceDtype = dtype;
+    auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                    ml::MetricKind::Accuracy, optimizer(opt), so);
+    s->initialize(11);
+    return s;
+  };
+  for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
+    for (int n : {2, 3, 4}) {
+      for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+        auto fused = make(n, opt, bytes, ml::BucketComm::Inline, true);
+        auto apart = make(n, opt, bytes, ml::BucketComm::Inline, false);
+        ASSERT_TRUE(fused->fusedExchange());
+        ASSERT_FALSE(apart->fusedExchange());
+        const auto a = train(*fused, data(), 13, 4), b = train(*apart, data(), 13, 4);
+        ASSERT_EQ(a.size(), b.size());
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
+            << opt << ", " << n << " replicas, bucket " << bytes;
+      }
+    }
+  }
+  EXPECT_FALSE(make(2, "adam", 400, ml::BucketComm::Threads, true)->fusedExchange());
+  EXPECT_FALSE(make(2, "adam", 400, ml::BucketComm::Inline, true, ml::AllReduceDtype::Bfloat16)->fusedExchange());
+  // Each value is read once, by the owner of its chunk, and checked: the replica is still named.
+  // relu(NaN) is 0, so the loss stays finite and only the first layer's gradient carries it.
+  ml::Dataset d = data();
+  d.x[45 * 12] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<int64_t> idx(60);
+  std::iota(idx.begin(), idx.end(), 0);  // row 45: replica 2's shard (rows 40..59)
+  const auto f32 = ml::AllReduceDtype::Float32;
+  for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
+    auto s = make(3, "sgd", bytes, ml::BucketComm::Inline, true, f32, false);
+    const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
+    EXPECT_FALSE(r.finite);
+    EXPECT_EQ(r.badReplica, 2) << "bucket " << bytes;
+    EXPECT_EQ(r.badWhat, "gradient");
+    const auto fine = make(3, "sgd", bytes, ml::BucketComm::Inline, true, f32, false)->trainStep(data(), idx, 1, 0.1f, 1);
+    EXPECT_TRUE(fine.finite);
+    // The three parts are timed, each in its own phase, and together they fit in the step.
+    for (const auto& rs : fine.replicas) {
+      EXPECT_GT(rs.phases.allreduce, 0);
+      EXPECT_GT(rs.phases.optimizer, 0);
+      EXPECT_GT(rs.phases.allgather, 0);
+    }
+  }
+}
+
 // The all-gather is its own phase: timed when sharded, zero otherwise, and inside the step's wall time.
 TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
   std::vector<int64_t> idx(101);
