@@ -12,7 +12,8 @@
 # 2048^3 peak on 1 and 2 threads; every figure is the median over the rounds (each round's value
 # the median of its epochs after the first), with the spread (min-max) beside it, and the load.
 # With the wide MLP each round also runs bench_step's BM_ReplicaProducts: the step's products alone,
-# and with the sharded Adam, for 1 replica at 256 and 2 at 128 on their own cores at once; the
+# and with the sharded Adam, for 1 replica at 256 and 2 at 128 on their own cores at once, and for
+# the 2 replicas with the bytes that must cross between them crossing too (the fused exchange); the
 # bound they set on "cpu:2 vs cpu:1 on one core" and on the step's share of the peak is printed
 # beside the figures (RUNNERS without torch print "-" for the ratio to PyTorch).
 # PyTorch runs on Debian's OpenBLAS OpenMP build (its best here); Mirrorlab on the pthread build
@@ -139,10 +140,16 @@ for m, label in (("default", "784-128-10 b128"), ("wide", "784-512-512-10 b256")
               " sgemm 2/1 ratio), %.2fx with them and the sharded Adam (%.0f%%); the step at most %.0f%% and %.0f%% of the peak" %
               (b0, 100 * b0 / (p2 / p1), b1, 100 * b1 / (p2 / p1), 100 * work[m] * 256 / 60000 / med("prod20") * 1e3 / p2,
                100 * work[m] * 256 / 60000 / med("prod21") * 1e3 / p2))
+        if v.get("prod22"):
+            b2 = med("prod11") / med("prod22")
+            print("    ... and %.2fx (%.0f%% of the ratio) once the bytes that must cross between the cores cross too (each replica"
+                  " reads the other's gradient over its half and writes its updated half into the other's weights); the step"
+                  " at most %.0f%% of the peak" % (b2, 100 * b2 / (p2 / p1), 100 * work[m] * 256 / 60000 / med("prod22") * 1e3 / p2))
     if has("ml1c") and has("ml2") and has("ml2s"):
         s21 = med("ml1c-" + m) / med("ml2-" + m)
-        print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it" %
-              (s21, med("ml1c-" + m) / med("ml2s-" + m), p2 / p1, 100 * s21 / (p2 / p1)))
+        s21s = med("ml1c-" + m) / med("ml2s-" + m)
+        print("    cpu:2 vs cpu:1 on one core: %.2fx (sharded %.2fx) against the sgemm 2/1 ratio %.2f: %.0f%% of it (sharded %.0f%%)" %
+              (s21, s21s, p2 / p1, 100 * s21 / (p2 / p1), 100 * s21s / (p2 / p1)))
         if d2:
             print("    ... and against oneDNN's 2/1 ratio %.2f: %.0f%% of it" % (d2 / med("dnnpeak1"), 100 * s21 / (d2 / med("dnnpeak1"))))
     for f32, bf, what in (("ml1", "ml1b", "mirrorlab cpu:1 x 2"), ("ml2", "ml2b", "mirrorlab cpu:2"), ("torch", "torchb", "pytorch 1 x 2")):

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "BenchData.h"
+#include "backend/SpinBarrier.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/Optimizer.h"
 #include "nn/Sgemm.h"
@@ -97,56 +98,84 @@ void BM_Sgemm(benchmark::State& s) {
 // replica also applies Adam to its 1/R of the 669,706 parameters (the sharded update, ZeRO stage 1;
 // R = 1: all of them): products and the optimizer's pass over its state are the least work a
 // mirrored step with Adam does, so its GFLOP/s against the 2-thread sgemm peak bounds the step's.
-// args: replicas, global batch, adam (0/1).
+// With adam = 2 (R = 2) the bytes that have to cross between the replicas' cores cross too, each
+// once: after both backwards each replica reads the other's gradient over the half it owns, adds
+// it to its own tile by tile, applies Adam to the tile and writes the new parameters into the
+// other's weights, which the other's next forward reads (the fused exchange of the sharded update,
+// without anything else of a step: no activations, loss, bias, batch copy or checks).
+// args: replicas, global batch, adam (0/1/2).
 void BM_ReplicaProducts(benchmark::State& s) {
   openblas_set_num_threads(1);
   const int R = static_cast<int>(s.range(0));
   const int64_t n = s.range(1) / R;
   const int64_t L[] = {784, 512, 512, 10};
+  const int64_t params = L[0] * L[1] + L[1] + L[1] * L[2] + L[2] + L[2] * L[3] + L[3];  // 669,706
   struct Bufs {
-    std::vector<float> x, w[3], dw[3], y[3], dz[3], dx[3];
+    std::vector<float> x, wFlat, dwFlat, y[3], dz[3], dx[3];
+    float *w[3], *dw[3];  // each layer's kernel in the flat buffers (its bias after it, unused here)
   };
   std::vector<Bufs> bufs(static_cast<size_t>(R));
-  const bool adam = s.range(2) != 0;
-  const int64_t params = L[0] * L[1] + L[1] + L[1] * L[2] + L[2] + L[2] * L[3] + L[3];  // 669,706
+  const int adam = static_cast<int>(s.range(2));
   std::vector<std::unique_ptr<ml::Optimizer>> opt(static_cast<size_t>(R));
-  std::vector<std::vector<float>> shardP(static_cast<size_t>(R)), shardG(static_cast<size_t>(R));
   ml::ThreadTeam team(R);
+  ml::SpinBarrier both(R);
+  auto shard = [&](int r) { return std::pair<int64_t, int64_t>{params * r / R, params * (r + 1) / R}; };
   // Each replica allocates and touches its own buffers on its own thread.
   team.run(R, [&](int r) {
     Bufs& b = bufs[static_cast<size_t>(r)];
     b.x.assign(static_cast<size_t>(n * L[0]), 0.5f);
+    b.wFlat.assign(static_cast<size_t>(params), 0.01f);
+    b.dwFlat.assign(static_cast<size_t>(params), 0.0f);
+    int64_t at = 0;
     for (int l = 0; l < 3; ++l) {
-      b.w[l].assign(static_cast<size_t>(L[l] * L[l + 1]), 0.01f);
-      b.dw[l].assign(b.w[l].size(), 0.0f);
+      b.w[l] = b.wFlat.data() + at;
+      b.dw[l] = b.dwFlat.data() + at;
+      at += L[l] * L[l + 1] + L[l + 1];
       b.y[l].assign(static_cast<size_t>(n * L[l + 1]), 0.0f);
       b.dz[l].assign(b.y[l].size(), 0.001f);
       b.dx[l].assign(static_cast<size_t>(n * L[l]), 0.0f);
     }
-    if (adam) {  // shard r of R: sizes differing by at most one
-      const int64_t size = params / R + (r < params % R ? 1 : 0);
+    if (adam) {
       ml::OptimizerSpec spec;
       spec.name = "adam";
-      opt[static_cast<size_t>(r)] = ml::Optimizer::make(spec, size);
-      shardP[static_cast<size_t>(r)].assign(static_cast<size_t>(size), 0.01f);
-      shardG[static_cast<size_t>(r)].assign(static_cast<size_t>(size), 0.001f);
+      const auto [lo, hi] = shard(r);
+      opt[static_cast<size_t>(r)] = ml::Optimizer::make(spec, hi - lo);
     }
   });
   auto step = [&](int r) {
     Bufs& b = bufs[static_cast<size_t>(r)];
     const float* in = b.x.data();
     for (int l = 0; l < 3; ++l) {  // y = x W
-      ml::sgemm::gemm(false, false, n, L[l + 1], L[l], in, L[l], b.w[l].data(), L[l + 1], b.y[l].data(), L[l + 1]);
+      ml::sgemm::gemm(false, false, n, L[l + 1], L[l], in, L[l], b.w[l], L[l + 1], b.y[l].data(), L[l + 1]);
       in = b.y[l].data();
     }
     for (int l = 2; l >= 0; --l) {  // dW = x^T dz, dx = dz W^T
       const float* xl = l == 0 ? b.x.data() : b.y[l - 1].data();
-      ml::sgemm::gemm(true, false, L[l], L[l + 1], n, xl, L[l], b.dz[l].data(), L[l + 1], b.dw[l].data(), L[l + 1]);
+      ml::sgemm::gemm(true, false, L[l], L[l + 1], n, xl, L[l], b.dz[l].data(), L[l + 1], b.dw[l], L[l + 1]);
       if (l > 0)
-        ml::sgemm::gemm(false, true, n, L[l], L[l + 1], b.dz[l].data(), L[l + 1], b.w[l].data(), L[l + 1], b.dx[l].data(), L[l]);
+        ml::sgemm::gemm(false, true, n, L[l], L[l + 1], b.dz[l].data(), L[l + 1], b.w[l], L[l + 1], b.dx[l].data(), L[l]);
     }
-    if (adam)
-      opt[static_cast<size_t>(r)]->step(shardP[static_cast<size_t>(r)], shardG[static_cast<size_t>(r)], 1.0f / 256, 0.001f);
+    if (!adam) return;
+    ml::Optimizer& o = *opt[static_cast<size_t>(r)];
+    o.beginStep(0.001f);
+    const auto [lo, hi] = shard(r);
+    if (adam == 1 || R == 1) {
+      o.update(0, std::span<float>(b.wFlat.data() + lo, static_cast<size_t>(hi - lo)),
+               std::span<const float>(b.dwFlat.data() + lo, static_cast<size_t>(hi - lo)), 1.0f / 256);
+      return;
+    }
+    both.arriveAndWait();  // every backward done: the gradients can be read
+    const Bufs& peer = bufs[static_cast<size_t>((r + 1) % R)];
+    constexpr int64_t kTile = 4096;
+    alignas(64) float sum[kTile];
+    for (int64_t t = lo; t < hi; t += kTile) {
+      const int64_t m = std::min(kTile, hi - t);
+      for (int64_t i = 0; i < m; ++i) sum[i] = b.dwFlat[static_cast<size_t>(t + i)] + peer.dwFlat[static_cast<size_t>(t + i)];
+      o.update(static_cast<size_t>(t - lo), std::span<float>(b.wFlat.data() + t, static_cast<size_t>(m)),
+               std::span<const float>(sum, static_cast<size_t>(m)), 1.0f / 256);
+      std::copy(b.wFlat.data() + t, b.wFlat.data() + t + m, const_cast<float*>(peer.wFlat.data()) + t);
+    }
+    both.arriveAndWait();  // every parameter written before the next forward reads it
   };
   for (auto _ : s) team.run(R, step);
   double flop = 0;
@@ -160,6 +189,7 @@ void BM_ReplicaProducts(benchmark::State& s) {
 BENCHMARK(BM_ReplicaProducts)
     ->ArgNames({"replicas", "batch", "adam"})
     ->ArgsProduct({{1, 2}, {256}, {0, 1}})
+    ->Args({2, 256, 2})
     ->Args({1, 128, 0})
     ->UseRealTime()
     ->MinTime(0.5);
