@@ -112,8 +112,8 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   cards->addWidget(
       statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")), 0);
   cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_,
-                            tr("Share of each replica's step time spent in all-reduce not hidden behind backward, plus waiting "
-                               "for the slowest replica")),
+                            tr("Share of each replica's step time spent in all-reduce not hidden behind backward, in the "
+                               "sharded optimizer's all-gather, and waiting for the slowest replica")),
                    0);
   cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_,
                             tr("Training time so far (paused time excluded) and the estimate for the remaining steps")),
@@ -487,26 +487,18 @@ void DashboardView::updateNumbers() {
     setSteadyText(valValue_, QStringLiteral("—"));
   setSteadyText(speedValue_, tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
-  const double net = breakdown_->networkShare() * 100;  // several workers only
-  setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + wait, 0, 'f', 1));
+  const double net = breakdown_->networkShare() * 100;   // several workers only
+  const double ag = breakdown_->allgatherShare() * 100;  // the sharded optimizer only
+  setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + ag + wait, 0, 'f', 1));
   if (pendingSyncRole_ && (!sinceSync_.isValid() || sinceSync_.elapsed() >= 1000 || !session_->isActive())) showPendingSync();
   // Once a second is enough for a 20-step mean (and a sentence that changes faster is hard to read).
   if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
     sinceShare_.restart();
-    if (net > 0)
-      setSteadyWrappedText(
-          shareNumbers_,
-          tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · network %3% · waiting %4%")
-              .arg(100 - ar - net - wait, 0, 'f', 1)
-              .arg(ar, 0, 'f', 1)
-              .arg(net, 0, 'f', 1)
-              .arg(wait, 0, 'f', 1));
-    else
-      setSteadyWrappedText(shareNumbers_,
-                           tr("Of each replica's step time (last 20 steps): compute %1% · all-reduce %2% · waiting %3%")
-                               .arg(100 - ar - wait, 0, 'f', 1)
-                               .arg(ar, 0, 'f', 1)
-                               .arg(wait, 0, 'f', 1));
+    QString parts = tr("compute %1% · all-reduce %2%").arg(100 - ar - net - ag - wait, 0, 'f', 1).arg(ar, 0, 'f', 1);
+    if (net > 0) parts += tr(" · network %1%").arg(net, 0, 'f', 1);
+    if (ag > 0) parts += tr(" · all-gather %1%").arg(ag, 0, 'f', 1);
+    parts += tr(" · waiting %1%").arg(wait, 0, 'f', 1);
+    setSteadyWrappedText(shareNumbers_, tr("Of each replica's step time (last 20 steps): %1").arg(parts));
   }
   const double elapsed = last_.wallTime;
   const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *

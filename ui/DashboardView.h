@@ -51,6 +51,8 @@ class DashboardView : public QWidget {
   LossScaleChart* lossScaleChart() const { return lossScale_; }
   QLabel* phaseLegend() const { return phaseLegend_; }
   QLabel* syncLabel() const { return sync_; }
+  QLabel* syncShareLabel() const { return syncShareValue_; }  // the Sync overhead card's value
+  QLabel* shareNumbersLabel() const { return shareNumbers_; }
   std::vector<LiveChart*> charts() const;
 
   void onEvents(const std::vector<ml::Event>& events);

@@ -56,6 +56,51 @@ class TrainingTest : public QObject {
             dir_.filePath(QStringLiteral("runs-%1.sqlite").arg(QLatin1String(QTest::currentTestFunction()))).toUtf8());
   }
 
+  // The sharded optimizer's all-gather is sync overhead, shown as its own bar in the step breakdown
+  // and its own share in the sentence below it, and counted in the Sync overhead card; the share is
+  // what the stored run's phases of the same last 20 steps say.
+  void aShardedRunShowsItsAllGather() {
+    mlui::MainWindow w;
+    ml::Project p = uitest::spiralsProject("cpu:2", 2);
+    p.distribute.shardOptimizer = true;
+    // Wide enough that each phase lasts many microseconds, the store's unit.
+    p.model.layers = {{"Dense", "", {{"units", 512}, {"activation", "relu"}}},
+                      {"Dense", "", {{"units", 512}, {"activation", "relu"}}},
+                      {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+    QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("sharded.json"))));
+    w.resize(1400, 900);
+    w.show();
+    std::optional<int64_t> id;
+    const auto f = train(w, 0, &id);
+    QCOMPARE(f.status, ml::RunStatus::Finished);
+    QVERIFY(id.has_value());
+    auto* d = w.dashboard();
+    d->render();
+    auto* b = d->breakdownChart();
+    QCOMPARE(b->allgatherBars()->dataCount(), 2);
+    QVERIFY(b->legend->hasItemWithPlottable(b->allgatherBars()));
+    auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
+    const auto steps = store.loadSteps(*id, f.steps - 19, f.steps);
+    QCOMPARE(steps.size(), size_t(20));
+    double ag = 0, ar = 0, wait = 0, total = 0;
+    for (const auto& s : steps)
+      for (const auto& r : s.replicas) {
+        ag += r.phases.allgather;
+        ar += r.phases.allreduce;
+        wait += r.phases.wait;
+        total += r.phases.total();
+      }
+    QVERIFY(ag > 0);
+    // Stored in whole microseconds: the shares agree to a fraction of a percent.
+    QVERIFY2(qAbs(b->allgatherShare() - ag / total) < 0.005,
+             qPrintable(QStringLiteral("%1 against %2").arg(b->allgatherShare()).arg(ag / total)));
+    QVERIFY(qAbs(b->computeShare() - (1 - (ag + ar + wait) / total)) < 0.005);
+    const QString card = d->syncShareLabel()->text();
+    QVERIFY2(qAbs(card.chopped(1).toDouble() - 100 * (ag + ar + wait) / total) < 0.5, qPrintable(card));
+    const QString sentence = d->shareNumbersLabel()->text();
+    QVERIFY2(sentence.contains(QStringLiteral("all-gather %1%").arg(100 * b->allgatherShare(), 0, 'f', 1)), qPrintable(sentence));
+  }
+
   void trainsAndFillsTheCharts() {
     mlui::MainWindow w;
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("spirals.json"))));

@@ -85,11 +85,14 @@ StepBreakdownChart::StepBreakdownChart(QWidget* parent)
   compute_ = makeBars(tr("compute"), Phase::Forward);
   allreduce_ = makeBars(tr("all-reduce"), Phase::AllReduce);
   network_ = makeBars(tr("network"), Phase::Network);
+  allgather_ = makeBars(tr("all-gather"), Phase::AllGather);
   wait_ = makeBars(tr("waiting"), Phase::Wait);
   allreduce_->moveAbove(compute_);
   network_->moveAbove(allreduce_);
-  wait_->moveAbove(network_);
-  network_->removeFromLegend();  // shown once a step crosses workers
+  allgather_->moveAbove(network_);
+  wait_->moveAbove(allgather_);
+  network_->removeFromLegend();    // shown once a step crosses workers
+  allgather_->removeFromLegend();  // shown once a step all-gathers (the sharded optimizer)
   legend->setVisible(true);
   axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   xAxis->grid()->setVisible(false);
@@ -117,19 +120,21 @@ void StepBreakdownChart::addStep(const ml::StepEvent& e) {
 void StepBreakdownChart::updateBars() {
   if (recent_.empty()) return;
   const int n = static_cast<int>(recent_.back().size());
-  QVector<double> keys(n), compute(n, 0), ar(n, 0), net(n, 0), wait(n, 0);
-  double total = 0, arTotal = 0, waitTotal = 0, netTotal = 0;
+  QVector<double> keys(n), compute(n, 0), ar(n, 0), net(n, 0), ag(n, 0), wait(n, 0);
+  double total = 0, arTotal = 0, waitTotal = 0, netTotal = 0, agTotal = 0;
   for (const auto& step : recent_)
     for (const auto& r : step) {
       if (r.replica < 0 || r.replica >= n) continue;
       compute[r.replica] += r.phases.compute();
       ar[r.replica] += r.phases.allreduce;
       net[r.replica] += r.phases.network;
+      ag[r.replica] += r.phases.allgather;
       wait[r.replica] += r.phases.wait;
       total += r.phases.total();
       arTotal += r.phases.allreduce;
       waitTotal += r.phases.wait;
       netTotal += r.phases.network;
+      agTotal += r.phases.allgather;
     }
   const double scale = 1000.0 / static_cast<double>(recent_.size());  // seconds summed -> ms per step
   ymax_ = 0;
@@ -138,18 +143,28 @@ void StepBreakdownChart::updateBars() {
     compute[i] *= scale;
     ar[i] *= scale;
     net[i] *= scale;
+    ag[i] *= scale;
     wait[i] *= scale;
-    ymax_ = std::max(ymax_, compute[i] + ar[i] + net[i] + wait[i]);
+    ymax_ = std::max(ymax_, compute[i] + ar[i] + net[i] + ag[i] + wait[i]);
   }
   compute_->setData(keys, compute, true);
   allreduce_->setData(keys, ar, true);
   network_->setData(keys, net, true);
+  allgather_->setData(keys, ag, true);
   wait_->setData(keys, wait, true);
-  // Each returns whether the legend changed (the network entry shows once a step crosses workers).
-  if (netTotal > 0 ? network_->addToLegend() : network_->removeFromLegend()) requestFullFrame();
+  // Each returns whether the legend changed (the network entry shows once a step crosses workers,
+  // the all-gather's once one all-gathers).
+  bool changed = netTotal > 0 ? network_->addToLegend() : network_->removeFromLegend();
+  changed = (agTotal > 0 ? allgather_->addToLegend() : allgather_->removeFromLegend()) || changed;
+  if (changed) {  // the legend lists the bars in their stacking order: waiting, the top one, last
+    wait_->removeFromLegend();
+    wait_->addToLegend();
+    requestFullFrame();
+  }
   allreduceShare_ = total > 0 ? arTotal / total : 0;
   waitShare_ = total > 0 ? waitTotal / total : 0;
   networkShare_ = total > 0 ? netTotal / total : 0;
+  allgatherShare_ = total > 0 ? agTotal / total : 0;
 }
 
 void StepBreakdownChart::clearData() {
@@ -158,8 +173,10 @@ void StepBreakdownChart::clearData() {
   allreduce_->data()->clear();
   network_->data()->clear();
   network_->removeFromLegend();
+  allgather_->data()->clear();
+  allgather_->removeFromLegend();
   wait_->data()->clear();
-  allreduceShare_ = waitShare_ = networkShare_ = 0;
+  allreduceShare_ = waitShare_ = networkShare_ = allgatherShare_ = 0;
   ymax_ = 1;
   redrawSoon();
 }

@@ -46,10 +46,12 @@ class StepBreakdownChart : public LiveChart {
   // Shares of replica step time over the window, for the numbers next to the chart.
   double allreduceShare() const { return allreduceShare_; }
   double waitShare() const { return waitShare_; }
-  double networkShare() const { return networkShare_; }  // several workers: the cross-worker hop
-  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_ - networkShare_; }
+  double networkShare() const { return networkShare_; }      // several workers: the cross-worker hop
+  double allgatherShare() const { return allgatherShare_; }  // the sharded optimizer's all-gather
+  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_ - networkShare_ - allgatherShare_; }
   QCPBars* computeBars() const { return compute_; }
-  QCPBars* networkBars() const { return network_; }  // in the legend only while some replica has network time
+  QCPBars* networkBars() const { return network_; }      // in the legend only while some replica has network time
+  QCPBars* allgatherBars() const { return allgather_; }  // in the legend only while some replica all-gathers
 
  protected:
   void rescaleToData() override;
@@ -57,8 +59,8 @@ class StepBreakdownChart : public LiveChart {
  private:
   static constexpr size_t kWindow = 20;
   std::deque<std::vector<ml::ReplicaStep>> recent_;
-  QCPBars *compute_, *allreduce_, *network_, *wait_;
-  double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, ymax_ = 1;
+  QCPBars *compute_, *allreduce_, *network_, *allgather_, *wait_;
+  double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, allgatherShare_ = 0, ymax_ = 1;
   int devices_ = 1;
 };
 
