@@ -96,6 +96,10 @@ class Backend {
   // Off: backward skips its per-layer check, because the collective checks every replica's own
   // values as it reads them for the sum (Collective::checksLocalValues); checkGradients still checks.
   virtual void setLayerChecks(bool /*on*/) {}
+  // On: update() checks the gradients it reads for inf/NaN, tile by tile just before using them
+  // (finishStep's gradientsFinite), instead of a pass of their own; for a replica whose update reads
+  // every value of its own gradient (one replica, no loss scaling). Returns whether the backend can.
+  virtual bool setUpdateChecks(bool /*on*/) { return false; }
   // Dynamic loss scaling: forwardLoss multiplies the loss gradient by this (1: none), and
   // reducedFinite says whether the all-reduced gradients [offset, offset + count), read from
   // replica `from` as update() reads them, are all finite. Backends without mixed precision refuse

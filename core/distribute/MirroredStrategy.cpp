@@ -80,7 +80,10 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   collective_ = makeCollective();
   // A collective that checks every replica's own gradient values as it reads them for the sum
   // (the ring) saves backward a pass over them; the replica is still named (collectStep).
-  backend_->setLayerChecks(!collective_->checksLocalValues());
+  // One replica without loss scaling reads every value of its gradient once, in its update: the
+  // update checks each tile as it reads it, and backward makes no pass of its own.
+  const bool updateChecks = n == 1 && !workers_ && !lossScale_.active() && backend_->setUpdateChecks(true);
+  backend_->setLayerChecks(!collective_->checksLocalValues() && !updateChecks);
   units_ = updateUnits(buckets_, params, n);
   if (options_.shardOptimizer && n > 1) {
     std::vector<std::vector<GradBucket>> owned;

@@ -2,6 +2,7 @@
 #include "backend/cpu/CpuBackend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 
@@ -139,15 +140,22 @@ void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gr
   const size_t at = static_cast<size_t>(offset);
   const float* g = rep(from).model->grads().data() + at;
   const size_t state = stateOffset(p, offset);
-  // Element-wise: any split across the team gives the same bits.
+  // Element-wise: any split across the team gives the same bits. With the checks, each tile of the
+  // gradient is checked and then used while it is in the cache.
+  std::atomic<bool> bad{false};
   auto part = [&](int64_t lo, int64_t hi) {
-    const size_t a = static_cast<size_t>(lo), m = static_cast<size_t>(hi - lo);
-    p.opt->update(state + a, p.model->params().subspan(at + a, m), std::span<const float>(g + a, m), gradScale);
+    constexpr int64_t kTile = 4096;
+    for (int64_t t = lo; t < hi; t += updateChecks_ ? kTile : hi - lo) {
+      const size_t a = static_cast<size_t>(t), m = static_cast<size_t>(updateChecks_ ? std::min(kTile, hi - t) : hi - t);
+      if (updateChecks_ && !allFinite(g + a, m)) bad.store(true, std::memory_order_relaxed);
+      p.opt->update(state + a, p.model->params().subspan(at + a, m), std::span<const float>(g + a, m), gradScale);
+    }
   };
   if (team_ && count >= 4096)
     team_->split(count, part);
   else
     part(0, count);
+  if (bad.load(std::memory_order_relaxed)) p.sums.gradientsFinite = false;
 }
 
 // Each replica's optimizer is remade over its owned ranges alone, laid end to end: 1/N of the

@@ -49,6 +49,10 @@ class CpuBackend : public Backend {
   void setLossScale(int r, float scale) override { rep(r).lossScale = scale; }
   bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
   void setLayerChecks(bool on) override { layerChecks_ = on; }
+  bool setUpdateChecks(bool on) override {
+    updateChecks_ = on;
+    return true;
+  }
   std::string supportsPrecision(Precision) const override { return {}; }
   void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
@@ -62,7 +66,8 @@ class CpuBackend : public Backend {
   void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
  private:
-  bool layerChecks_ = true;  // backward checks each layer's gradients (off: the collective checks them)
+  bool layerChecks_ = true;    // backward checks each layer's gradients (off: the collective or the update checks them)
+  bool updateChecks_ = false;  // update() checks the gradients it reads
   struct Replica {
     Sequential* model = nullptr;
     std::unique_ptr<Optimizer> opt;

@@ -238,6 +238,26 @@ TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
     EXPECT_EQ(r.badReplica, 1);
     EXPECT_EQ(r.badWhat, "gradient");
   }
+  // One replica checks its gradient in its update, tile by tile, on one thread or split across a
+  // team; only where the NaN's sample is in the batch.
+  for (int threads : {1, 2, 3}) {
+    for (bool withNaN : {true, false}) {
+      ml::StrategyOptions so;
+      so.devices = ml::parseDevices("cpu:1");
+      so.threadsPerDevice = threads;
+      ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             optimizer("adam"), so);
+      s.initialize(11);
+      std::vector<int64_t> idx(60);
+      std::iota(idx.begin(), idx.end(), withNaN ? 0 : 100);
+      const auto r = s.trainStep(d, idx, 1, 0.1f, 1);
+      EXPECT_EQ(r.finite, !withNaN) << threads << " threads";
+      if (withNaN) {
+        EXPECT_EQ(r.badReplica, 0);
+        EXPECT_EQ(r.badWhat, "gradient");
+      }
+    }
+  }
 }
 
 }  // namespace
