@@ -26,6 +26,13 @@ ml::OptimizerSpec optimizer(const std::string& name) {
   return o;
 }
 
+std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::StrategyOptions& so, const std::string& opt, bool dropout) {
+  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
+  s->initialize(11);
+  return s;
+}
+
 std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, const std::string& opt, bool dropout, const std::string& algo = "ring",
                                                    int64_t bucketBytes = 1 << 20, ml::BucketComm comm = ml::BucketComm::Auto,
                                                    bool shard = false) {
@@ -35,10 +42,7 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, const std::string& opt
   so.devices = ml::parseDevices("cpu:" + std::to_string(n));
   so.allreduce = algo;
   so.bucketBytes = bucketBytes;
-  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
-  s->initialize(11);
-  return s;
+  return makeStrategy(so, opt, dropout);
 }
 
 // Runs `steps` updates of batch B over a fixed order; checks replicas stay bit-identical.
@@ -330,10 +334,7 @@ TEST(ShardedOptimizer, TheFusedExchangeGivesTheRingsBits) {
     so.devices = ml::parseDevices("cpu:" + std::to_string(n));
     so.bucketBytes = bytes;
     so.allreduceDtype = dtype;
-    auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                    ml::MetricKind::Accuracy, optimizer(opt), so);
-    s->initialize(11);
-    return s;
+    return makeStrategy(so, opt, dropout);
   };
   for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
     for (int n : {2, 3, 4}) {
