@@ -6,6 +6,11 @@
 # kernel test is a failure; MIRRORLAB_ALLOW_NO_GPU=1 accepts skips (a CPU-only machine, CI).
 # Budget: under 8 minutes including the build on a 16-core machine.
 # Usage: tests/gpu/run.sh [build-dir]          (default: build-gpu at the repository root)
+# With no build-dir and a carried build (tests/gpu/pack.sh: build-gpu-carry/carry.tar.xz, or
+# MIRRORLAB_GPU_CARRY=folder), nothing is configured or built: the archive is unpacked into build-gpu
+# and run as it is, with cuDNN and NCCL found on the system or in PyTorch's nvidia-* wheels. Each
+# step has its own time limit (STEP_SECONDS, default 150). With $OUT set (the device tool), the
+# summary and the logs (one archive) are written there too.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,30 +25,77 @@ now() { date +%s; }
 row() { rows+=("$(printf '%-34s %-6s %5ss  %s' "$1" "$2" "$3" "$4")"); }
 fail() { status=1; }
 
+carry=${MIRRORLAB_GPU_CARRY:-$root/build-gpu-carry}
+carried=0
+if [ $# -eq 0 ] && [ -f "$carry/carry.tar.xz" ]; then carried=1; fi
 mkdir -p "$build"
 rm -rf "$logs"
 mkdir -p "$logs"
+step_seconds=${STEP_SECONDS:-150}
 
-echo "== configure ($build)"
-t=$(now)
-gen=()
-if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-if cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF \
-    -DMIRRORLAB_BUILD_BENCH=OFF -DMIRRORLAB_BUILD_CUDA=ON -DMIRRORLAB_TEST_DIRS=gpu >"$logs/configure.log" 2>&1; then
-  plugin_line=$(grep -E "CUDA plugin" "$logs/configure.log" | head -1 | sed 's/^-- //')
-  row "configure" ok $(( $(now) - t )) "$plugin_line"
-else
-  tail -30 "$logs/configure.log"
-  row "configure" FAIL $(( $(now) - t )) "see $logs/configure.log"
-  fail
+if [ $carried = 1 ]; then
+  echo "== carried build ($carry/carry.tar.xz)"
+  t=$(now)
+  if xz -dc "$carry/carry.tar.xz" | tar -C "$build" -xf -; then
+    row "carried build" ok $(( $(now) - t )) "$(head -1 "$carry/MANIFEST.txt" 2>/dev/null | cut -c1-110)"
+  else
+    row "carried build" FAIL $(( $(now) - t )) "could not unpack $carry/carry.tar.xz"
+    fail
+  fi
+  export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # The machine's own C++ runtime where it is new enough, else the carried one (which needs a newer glibc).
+  need=$(grep -oP '^glibcxx: \K.*' "$carry/MANIFEST.txt" 2>/dev/null || true)
+  own=$(ldconfig -p 2>/dev/null | grep -m1 -oP 'libstdc\+\+\.so\.6 \(libc6,x86-64\) => \K.*' || true)
+  if [ -n "$need" ] && { [ -z "$own" ] || ! grep -qa "GLIBCXX_$need" "$own"; }; then
+    export LD_LIBRARY_PATH=$build/lib/fallback:$LD_LIBRARY_PATH
+    row "C++ runtime" ok 0 "carried (the machine's ${own:-none} lacks GLIBCXX_$need)"
+  else
+    row "C++ runtime" ok 0 "the machine's own, ${own:-?}"
+  fi
+  # cuDNN and NCCL: the system's, else the ones PyTorch's wheels bring.
+  for pair in cudnn:libcudnn.so nccl:libnccl.so cublas:libcublas.so cuda_runtime:libcudart.so; do
+    mod=${pair%%:*} lib=${pair#*:}
+    where=$(ldconfig -p 2>/dev/null | grep -m1 -oP "$lib[^ ]* => \K.*" || true)
+    for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+      if [ -z "$where" ] && compgen -G "$dir/$lib.*" >/dev/null; then
+        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+        where="the toolkit's, $dir"
+      fi
+    done
+    if [ -z "$where" ]; then
+      dir=$(python3 -c "import importlib, os; m = importlib.import_module('nvidia.$mod'); print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null || true)
+      if [ -n "$dir" ] && [ -d "$dir" ]; then
+        export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$dir
+        where="PyTorch's wheel, $dir"
+      fi
+    fi
+    row "${lib%.so} found" "$([ -n "$where" ] && echo ok || echo none)" 0 "${where:-not on the system nor in a nvidia-$mod wheel}"
+  done
+fi
+
+if [ $carried = 0 ]; then
+  echo "== configure ($build)"
+  t=$(now)
+  gen=()
+  if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
+  if cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF \
+      -DMIRRORLAB_BUILD_BENCH=OFF -DMIRRORLAB_BUILD_CUDA=ON -DMIRRORLAB_TEST_DIRS=gpu >"$logs/configure.log" 2>&1; then
+    plugin_line=$(grep -E "CUDA plugin" "$logs/configure.log" | head -1 | sed 's/^-- //')
+    row "configure" ok $(( $(now) - t )) "$plugin_line"
+  else
+    tail -30 "$logs/configure.log"
+    row "configure" FAIL $(( $(now) - t )) "see $logs/configure.log"
+    fail
+  fi
 fi
 
 have_plugin=0
 if grep -q "CUDA plugin: CUDA" "$logs/configure.log" 2>/dev/null; then have_plugin=1; fi
+if [ $carried = 1 ] && [ -f "$build/app/libmirrorlab_cuda.so" ]; then have_plugin=1; fi
 targets=(test_gpu_host test_gpu_kernels test_gpu_training mirrorlab-cli)
 if [ $have_plugin = 1 ]; then targets=(mirrorlab_cuda "${targets[@]}"); fi
 
-if [ $status = 0 ]; then
+if [ $status = 0 ] && [ $carried = 0 ]; then
   echo "== build (${targets[*]}, -j$jobs)"
   t=$(now)
   if cmake --build "$build" --target "${targets[@]}" -j "$jobs" >"$logs/build.log" 2>&1; then
@@ -55,7 +107,7 @@ if [ $status = 0 ]; then
   fi
 fi
 if [ $have_plugin = 0 ]; then
-  row "CUDA plugin" FAIL 0 "not built: $(grep -E 'CUDA plugin not built' "$logs/configure.log" | head -1 | sed 's/^-- //')"
+  row "CUDA plugin" FAIL 0 "not built: $(grep -E 'CUDA plugin not built' "$logs/configure.log" 2>/dev/null | head -1 | sed 's/^-- //')"
   [ "${MIRRORLAB_ALLOW_NO_GPU:-0}" = 1 ] || fail
 fi
 
@@ -70,7 +122,7 @@ run_gtest() {
     fail
     return
   fi
-  env "$@" "$bin" --gtest_color=no >"$log" 2>&1
+  timeout -k 10 "$step_seconds" env "$@" "$bin" --gtest_color=no >"$log" 2>&1
   local rc=$?
   local passed failed skipped
   passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$log" | tail -1)
@@ -132,7 +184,7 @@ if [ $status = 0 ]; then
 
   # mirrorlab-cli trains on 2 logical GPUs, records the run, and evaluates the saved weights on gpu:0.
   t=$(now)
-  bash "$root/tests/gpu/cli_gpu_test.sh" "$build/app/mirrorlab-cli" >"$logs/cli_gpu.log" 2>&1
+  timeout -k 10 "$step_seconds" bash "$root/tests/gpu/cli_gpu_test.sh" "$build/app/mirrorlab-cli" >"$logs/cli_gpu.log" 2>&1
   rc=$?
   if [ $rc = 0 ]; then
     row "CLI run on gpu:0x2, recorded" ok $(( $(now) - t )) "$(tail -1 "$logs/cli_gpu.log")"
@@ -169,9 +221,16 @@ if [ $status = 0 ]; then
 fi
 
 total=$(( $(now) - start ))
+summary() {
+  echo "==== GPU backend summary ($(hostname), $jobs cores, ${total}s in all; logs in $logs)"
+  for r in "${rows[@]}"; do echo "  $r"; done
+  if [ $total -gt 480 ]; then echo "  WARNING: took ${total}s, over the 8-minute budget"; fi
+  if [ $status = 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi
+}
 echo
-echo "==== GPU backend summary ($(hostname), $jobs cores, ${total}s in all; logs in $logs)"
-for r in "${rows[@]}"; do echo "  $r"; done
-if [ $total -gt 480 ]; then echo "  WARNING: took ${total}s, over the 8-minute budget"; fi
-if [ $status = 0 ]; then echo "RESULT: PASS"; else echo "RESULT: FAIL"; fi
+summary
+if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then  # the device tool brings back what is under $OUT: two files
+  summary >"$OUT/gpu-summary.txt"
+  tar -C "$logs" -czf "$OUT/gpu-logs.tar.gz" .
+fi
 exit $status

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Builds on this machine (no GPU needed: the CUDA toolkit compiles) what tests/gpu/run.sh runs on a
+# bare, offline GPU machine, for sm_90 only, and packs it into one ignored folder the device tool can
+# carry (64 MiB in all): build-gpu-carry/carry.tar.xz and MANIFEST.txt.
+#
+# The archive keeps the build tree's layout (app/mirrorlab-cli, app/libmirrorlab_cuda.so,
+# tests/gpu/test_gpu_*), so run.sh runs it as it runs a build of its own, and lib/ holds every shared
+# library they need that a CUDA image may lack (OpenBLAS and its Fortran runtime, oneDNN, SQLite,
+# HDF5, ONNX, libstdc++, ...): all of their closure but the C library itself and the CUDA stack,
+# which the GPU machine brings (the driver, cuBLAS, and cuDNN/NCCL on the system or in PyTorch's
+# wheels; run.sh says which it found). The binaries look in ../lib first (RUNPATH $ORIGIN/../lib);
+# run.sh also puts lib/ on LD_LIBRARY_PATH for the libraries' own dependencies.
+#
+# Usage: tests/gpu/pack.sh [out-dir]      (default: build-gpu-carry at the repository root)
+# then, on the GPU machine: tests/gpu/run.sh (it finds build-gpu-carry/carry.tar.xz by itself)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$root/build-gpu-carry}
+build=${MIRRORLAB_PACK_BUILD:-$root/build-gpu-pack}
+limit=$((64 * 1024 * 1024))
+
+"$root/scripts/deps.sh" >/dev/null
+export PATH=$PATH:/usr/local/cuda/bin
+if ! command -v nvcc >/dev/null 2>&1; then
+  echo "pack: no nvcc (the CUDA toolkit) on this machine: the plugin cannot be built here" >&2
+  exit 1
+fi
+
+echo "== configure $build (sm_90, CLI, CUDA plugin, GPU tests)"
+mkdir -p "$build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF -DMIRRORLAB_BUILD_BENCH=OFF \
+  -DMIRRORLAB_BUILD_CUDA=ON -DMIRRORLAB_TEST_DIRS=gpu -DCMAKE_CUDA_ARCHITECTURES=90 \
+  '-DCMAKE_BUILD_RPATH=$ORIGIN/../lib' >"$build/pack-configure.log" 2>&1 ||
+  { tail -30 "$build/pack-configure.log"; exit 1; }
+if ! grep -q "CUDA plugin: CUDA" "$build/pack-configure.log"; then
+  grep -E "CUDA plugin" "$build/pack-configure.log" >&2 || true
+  echo "pack: the CUDA plugin would not be built (see $build/pack-configure.log)" >&2
+  exit 1
+fi
+grep -E "CUDA plugin" "$build/pack-configure.log" | sed 's/^-- /   /'
+
+echo "== build"
+cmake --build "$build" --target mirrorlab_cuda mirrorlab-cli test_gpu_host test_gpu_kernels test_gpu_training -j "$(nproc)" \
+  >"$build/pack-build.log" 2>&1 || { grep -E "error|Error" "$build/pack-build.log" | head -30; exit 1; }
+
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+files=(app/mirrorlab-cli app/libmirrorlab_cuda.so tests/gpu/test_gpu_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_training)
+for f in "${files[@]}"; do
+  [ -f "$build/$f" ] || { echo "pack: $build/$f was not built" >&2; exit 1; }
+  mkdir -p "$stage/$(dirname "$f")"
+  cp "$build/$f" "$stage/$f"
+done
+
+# The closure: every library ldd resolves, less the C library (the GPU machine's own must be used)
+# and the CUDA stack (the driver's libcuda must match the machine; the toolkit's libraries are there).
+skip='^(libc|libm|libdl|libpthread|librt|libresolv|libutil|ld-linux-x86-64|libcuda|libcudart|libcublas|libcublasLt|libcudnn.*|libnccl|libnvidia-.*|libnvrtc|libnvJitLink)\.so'
+# The C++ runtime goes to lib/fallback: Debian 12's needs glibc 2.36, newer than Ubuntu 22.04's, so
+# run.sh uses it only where the machine's own libstdc++ is older than the binaries need.
+mkdir -p "$stage/lib/fallback"
+for f in "${files[@]}"; do
+  ldd "$build/$f" | awk '/=> \// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  if [[ $name =~ $skip ]]; then continue; fi
+  case $name in
+    libstdc++.so.*|libgcc_s.so.*) cp -L "$path" "$stage/lib/fallback/$name" ;;
+    *) cp -L "$path" "$stage/lib/$name" ;;
+  esac
+done
+
+# Every binary must then find everything but the skipped libraries inside lib/.
+missing=$(for f in "${files[@]}"; do LD_LIBRARY_PATH=$stage/lib:$stage/lib/fallback ldd "$stage/$f"; done | awk '/=> / {print $1, $3}' | sort -u |
+  while read -r name path; do
+    [[ $name =~ $skip ]] && continue
+    [[ $path == "$stage/lib/"* ]] || echo "$name ($path)"
+  done)
+if [ -n "$missing" ]; then
+  echo "pack: found outside the carried lib/: $missing" >&2
+  exit 1
+fi
+
+# The newest C library symbol version any file needs: the GPU machine's glibc must be at least that.
+newest() { sort -t. -k1,1n -k2,2n -k3,3n -u | tail -1; }
+glibc=$(for f in "${files[@]/#/$stage/}" "$stage"/lib/*.so*; do objdump -T "$f" 2>/dev/null; done | grep -oP 'GLIBC_\K[0-9.]+' | newest)
+glibcxx=$(for f in "${files[@]/#/$stage/}" "$stage"/lib/*.so*; do objdump -T "$f" 2>/dev/null; done | grep -oP 'GLIBCXX_\K[0-9.]+' | newest)
+fallback_glibc=$(for f in "$stage"/lib/fallback/*; do objdump -T "$f" 2>/dev/null; done | grep -oP 'GLIBC_\K[0-9.]+' | newest)
+
+echo "== pack"
+rm -rf "$out"
+mkdir -p "$out"
+tar -C "$stage" -cf - . | xz -T0 -6 >"$out/carry.tar.xz"
+size=$(stat -c %s "$out/carry.tar.xz")
+{
+  echo "Mirrorlab GPU check, carried build: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "built on: $(. /etc/os-release && echo "$PRETTY_NAME"), $(nvcc --version | grep -oP 'release \K[0-9.]+' | head -1 | sed 's/^/nvcc /'), sm_90"
+  echo "glibcxx: $glibcxx"
+  echo "needs on the GPU machine: glibc $glibc or newer, an NVIDIA driver, the CUDA runtime and cuBLAS;"
+  echo "  a libstdc++ with GLIBCXX_$glibcxx, else the carried lib/fallback one (it needs glibc $fallback_glibc);"
+  echo "  cuDNN and NCCL where the plugin uses them (system or PyTorch's nvidia-* wheels)"
+  echo "archive: carry.tar.xz, $size bytes; unpacked:"
+  (cd "$stage" && find . -type f -printf '%s\t%p\n' | sort -k2)
+} >"$out/MANIFEST.txt"
+unpacked=$(du -sb "$stage" | cut -f1)
+echo "packed $out/carry.tar.xz: $((size / 1024 / 1024)) MiB ($((unpacked / 1024 / 1024)) MiB unpacked, ${#files[@]} binaries," \
+  "$(find "$stage/lib" -type f | wc -l) libraries); needs glibc $glibc or newer, and GLIBCXX_$glibcxx (or glibc $fallback_glibc for the carried C++ runtime)"
+if [ "$size" -gt "$limit" ]; then
+  echo "pack: $size bytes is over the 64 MiB the device tool carries" >&2
+  exit 1
+fi
