@@ -69,6 +69,7 @@ const std::map<std::string, Place>& places() {
       {"distribute.bucket_bytes", {"Devices screen", "Gradient bucket"}},
       {"distribute.threads_per_device", {"Devices screen", "Threads per device"}},
       {"distribute.shard_optimizer", {"Devices screen", "Shard the optimizer update"}},
+      {"distribute.tf32", {"Devices screen", "TF32 on GPUs"}},
       {"distribute.allreduce_dtype", {"Devices screen", "Gradients on the wire"}},
       {"distribute.workers", {"Devices screen", "Workers"}},
       {"distribute.faults", {"Run menu", "Inject a Fault"}},

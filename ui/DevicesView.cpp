@@ -139,6 +139,19 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
     p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
     doc_->edit(on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32"), p);
   });
+  tf32_ = new QCheckBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), ar);
+  tf32_->setObjectName(QStringLiteral("tf32"));
+  tf32_->setToolTip(
+      tr("cuBLAS may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, sums in "
+         "float32. TensorFlow's default on Ampere and later GPUs; off here, so that a GPU run gives the weights of "
+         "the CPU to float rounding. GPU devices."));
+  av->addWidget(tf32_);
+  connect(tf32_, &QCheckBox::toggled, this, [this](bool on) {
+    if (refreshing_) return;
+    ml::Project p = doc_->project();
+    p.distribute.tf32 = on;
+    doc_->edit(on ? tr("Use TF32 on GPUs") : tr("Use float32 on GPUs"), p);
+  });
   v->addWidget(ar);
 
   // Several workers (processes, one per machine): mirrorlab-cli starts them under mpirun.
@@ -282,6 +295,8 @@ void DevicesView::refresh() {
                            .arg(d.workers * local)
                            .arg(mpirunCommand()));
   shard_->setChecked(d.shardOptimizer);
+  tf32_->setChecked(d.tf32);
+  tf32_->setEnabled(error.isEmpty() && (gpu || d.tf32));              // on CPUs: only to untick it
   shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
   const bool wire = d.allreduceDtype == "bfloat16";
   wireBf16_->setChecked(wire);

@@ -50,6 +50,7 @@ class DevicesView : public QWidget {
   QSpinBox* bucket_;
   QCheckBox* wireBf16_ = nullptr;
   QCheckBox* shard_;
+  QCheckBox* tf32_ = nullptr;
   QSpinBox* workers_;
   QPushButton* copyCommand_;
   QLabel* workersInfo_;

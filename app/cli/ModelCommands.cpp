@@ -45,6 +45,7 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
   so.threadsPerDevice = p.distribute.threadsPerDevice;
   so.bucketBytes = p.distribute.bucketBytes;
   so.shardOptimizer = p.distribute.shardOptimizer;
+  so.tf32 = p.distribute.tf32;
   const auto loss = ml::Loss::make(p.training.loss, p.training.fromLogits);
   const auto metric = ml::metricFor(p.training.metrics.empty() ? "" : p.training.metrics.front(), loss);
   return std::make_unique<ml::MirroredStrategy>(p.model, loss, metric, p.training.optimizer, so);

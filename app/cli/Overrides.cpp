@@ -97,6 +97,9 @@ void Overrides::addTo(CLI::App* c, bool training) {
   c->add_flag("--shard-optimizer", shardOptimizer,
               "Sharded optimizer update (ZeRO stage 1): each replica updates 1/N of the parameters and keeps 1/N of the "
               "optimizer state, then the parameters are all-gathered (CPU devices)");
+  c->add_flag("--tf32", tf32,
+              "GPUs: let cuBLAS run float32 products on TF32 tensor cores (10-bit mantissa inputs, float32 sums; faster, "
+              "results change), TensorFlow's default on Ampere and later GPUs. Off by default: float32 exactly");
 }
 
 void Overrides::apply(ml::Project& p) const {
@@ -146,6 +149,7 @@ void Overrides::apply(ml::Project& p) const {
   }
   if (threadsPerDevice) p.distribute.threadsPerDevice = *threadsPerDevice;
   if (shardOptimizer) p.distribute.shardOptimizer = true;
+  if (tf32) p.distribute.tf32 = true;
   if (dataPath) p.data.path = *dataPath;
   if (checkpointEvery) ml::parseCheckpointEvery(*checkpointEvery, p.training.checkpointEvery, p.training.checkpointInSteps);
   if (checkpointKeep) p.training.checkpointKeep = *checkpointKeep;

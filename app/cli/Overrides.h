@@ -32,6 +32,7 @@ struct Overrides {
   std::optional<std::string> precision, lossScale;
   std::optional<int64_t> lossScaleGrowthSteps;
   bool shardOptimizer = false;
+  bool tf32 = false;
 
   void addTo(CLI::App* cmd, bool training);
   void apply(ml::Project& p) const;

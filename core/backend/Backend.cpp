@@ -28,10 +28,10 @@ void Backend::require(const std::vector<BackendOp>& ops) const {
 
 std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
                                      MetricKind metric, const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets,
-                                     int blasThreads) {
+                                     int blasThreads, bool tf32) {
   switch (devices.kind) {
     case DeviceKind::Cpu: return std::make_unique<CpuBackend>(std::move(hosts), loss, metric, optimizer, blasThreads);
-    case DeviceKind::Gpu: return std::make_unique<CudaBackend>(devices, std::move(hosts), loss, metric, optimizer, buckets);
+    case DeviceKind::Gpu: return std::make_unique<CudaBackend>(devices, std::move(hosts), loss, metric, optimizer, buckets, tf32);
   }
   throw std::logic_error("makeBackend: unknown device kind");
 }

@@ -159,8 +159,9 @@ class Backend {
 // The backend for the device list's kind: CpuBackend for cpu:N, CudaBackend for gpu:... (which
 // throws a UserError when the GPUs or the plugin are not there, or lack an operation the model
 // needs). hosts: each replica's model (configureLoss done); blasThreads: a CPU replica's BLAS threads.
+// tf32: GPU backends let cuBLAS use TF32 for float32 products (StrategyOptions::tf32).
 std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
                                      MetricKind metric, const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets,
-                                     int blasThreads);
+                                     int blasThreads, bool tf32 = false);
 
 }  // namespace ml

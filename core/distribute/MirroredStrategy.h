@@ -54,6 +54,9 @@ struct StrategyOptions {
   // replicas tile by tile (Backend::sumUpdatePush), with the ring's bits. Off: the ring's
   // reduce-scatter, the update and the all-gather one after the other (tests compare the two).
   bool fuseShardedExchange = true;
+  // GPUs: cuBLAS may run float32 products on TF32 tensor cores (10-bit mantissa inputs, float32
+  // sums: faster, results change), TensorFlow's default on Ampere and later. Off: float32 exactly.
+  bool tf32 = false;
   // The format of the gradients between replicas (AllReduce.h): bfloat16 halves the bytes of the
   // all-reduce and changes the results; with one replica nothing is sent, so nothing changes.
   AllReduceDtype allreduceDtype = AllReduceDtype::Float32;

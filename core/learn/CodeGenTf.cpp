@@ -238,6 +238,8 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "PRECISION = " + pyStr(t.precision) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
+  out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
+         "  # GPUs: float32 products on TF32 tensor cores (distribute.tf32; TensorFlow's own default is on)\n";
   if (p.distribute.allreduceDtype != "float32")
     out += "# The project sends its gradients between replicas as " + p.distribute.allreduceDtype +
            " (distribute.allreduce_dtype). MirroredStrategy has no\n"
@@ -321,6 +323,7 @@ def main():
     strategy = make_strategy()  # first: the logical CPU devices must exist before TensorFlow starts
     tf.keras.utils.set_random_seed(SEED)
     tf.keras.mixed_precision.set_global_policy(PRECISION)  # float32 master weights under a mixed policy
+    tf.config.experimental.enable_tensor_float_32_execution(TF32)
     replicas = strategy.num_replicas_in_sync
 )PY";
   if (t.perDeviceBatch)

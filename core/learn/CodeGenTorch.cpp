@@ -275,6 +275,8 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "METRIC = " + pyStr(accuracy ? "accuracy" : "mae") + "\n";
   const bool half = t.precision == "mixed_float16", bf = t.precision == "mixed_bfloat16";
   out += "PRECISION = " + pyStr(t.precision) + "  # Keras' policy name\n";
+  out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
+         "  # GPUs: float32 products on TF32 tensor cores (distribute.tf32)\n";
   out += std::string("AMP_DTYPE = ") +
          (half ? "torch.float16"
           : bf ? "torch.bfloat16"

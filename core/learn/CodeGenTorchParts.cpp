@@ -257,6 +257,8 @@ constexpr const char* kTrainLoop = R"PY(    if global_batch > n:
     if args.steps:
         total_steps = min(total_steps, args.steps)
 
+    torch.backends.cuda.matmul.allow_tf32 = TF32
+    torch.backends.cudnn.allow_tf32 = TF32
     torch.manual_seed(SEED)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     model = build_model()
     if args.weights:

@@ -163,6 +163,7 @@ json Project::toJson() const {
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
   if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
   if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
+  if (distribute.tf32) out["distribute"]["tf32"] = true;
   if (distribute.allreduceDtype != "float32") out["distribute"]["allreduce_dtype"] = distribute.allreduceDtype;
   if (distribute.workers != 1) out["distribute"]["workers"] = distribute.workers;
   return out;
@@ -313,7 +314,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     const json& d = j.at("distribute");
     r.onlyKeys(d, "distribute",
                {"devices", "allreduce", "bucket_bytes", "threads_per_device", "hang_seconds", "straggler_factor", "faults",
-                "shard_optimizer", "workers", "allreduce_dtype"});
+                "shard_optimizer", "workers", "allreduce_dtype", "tf32"});
     r.get(d, "distribute", "hang_seconds", p.distribute.hangSeconds, "a number of seconds");
     r.get(d, "distribute", "straggler_factor", p.distribute.stragglerFactor, "a positive number");
     if (d.contains("faults")) {
@@ -330,6 +331,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
     r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
+    r.get(d, "distribute", "tf32", p.distribute.tf32, "true or false");
     r.get(d, "distribute", "workers", p.distribute.workers, "a whole number of workers (processes), 1 or more");
   }
   validate(p, source);

@@ -59,6 +59,7 @@ struct DistributeSpec {
   double stragglerFactor = 1.0;
   std::vector<std::string> faults;  // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
   bool shardOptimizer = false;      // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
+  bool tf32 = false;                // GPUs: cuBLAS may run float32 products on TF32 tensor cores (TensorFlow's default)
   // float32 | bfloat16: the gradients' format between replicas (bfloat16 halves the all-reduce's
   // bytes and changes the results; distribute/AllReduce.h)
   std::string allreduceDtype = "float32";

@@ -114,6 +114,14 @@ std::vector<std::string> Trainer::startLines() const {
   const bool dense = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
                                  [](const LayerSpec& l) { return l.type == "Dense"; });
   if (dense && cpu && s.precision() == Precision::Float32) lines.push_back("Dense products on " + sgemm::kernelDescription());
+  if (!cpu)
+    lines.push_back(
+        project_.distribute.tf32
+            ? "float32 products on TF32 tensor cores (--tf32: inputs rounded to 10 mantissa bits, float32 sums; "
+              "results differ from float32)"
+            : "float32 products in float32 (TF32 off; --tf32 turns it on, as TensorFlow does on Ampere and later GPUs)");
+  else if (project_.distribute.tf32)
+    lines.push_back("TF32 is for GPUs: CPU devices compute their float32 products in float32");
   const bool convolutional = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
                                          [](const LayerSpec& l) { return l.type == "Conv2D"; });
   if (convolutional && cpu && s.precision() == Precision::Float32) lines.push_back("convolutions on " + dnnconv::description());

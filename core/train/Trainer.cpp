@@ -140,6 +140,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.bucketBytes = project_.distribute.bucketBytes;
   so.threadsPerDevice = project_.distribute.threadsPerDevice;
   so.shardOptimizer = project_.distribute.shardOptimizer;
+  so.tf32 = project_.distribute.tf32;
   so.allreduceDtype = parseAllReduceDtype(project_.distribute.allreduceDtype);              // validated above
   so.precision = parsePrecision(project_.training.precision).value_or(Precision::Float32);  // validated above
   so.lossScaling.enabled = project_.training.lossScaling;

@@ -55,6 +55,10 @@ if [ "$(nproc)" -lt 6 ]; then
   expect_contains shard "$out" "updates them and writes them into the others, tile by tile, in one pass after backward"
 fi
 expect_contains shard "$("$CLI" runs show 3 2>&1)" "shard_optimizer"
+# TF32 is a GPU setting: on CPU devices the start line says it changes nothing.
+out=$("$CLI" train "$T/sp.json" --epochs 1 --tf32 --no-record 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || bad "train --tf32 exit $rc: $out"
+expect_contains tf32 "$out" "TF32 is for GPUs: CPU devices compute their float32 products in float32"
 
 out=$("$CLI" runs list --json)
 expect_contains "runs list" "$out" '"status": "finished"'

@@ -34,6 +34,7 @@ echo "$out" | head -8
 expect_contains train "$out" "2 replicas on gpu:0/0,gpu:0/1 (logical GPUs sharing GPU 0)"
 expect_contains train "$out" "all-reduce: logical GPUs share GPU 0: NCCL refuses two ranks on one GPU, so Mirrorlab's device-memory all-reduce is used"
 expect_contains train "$out" "replicas in sync (equal weight checksums)"
+expect_contains train "$out" "float32 products in float32 (TF32 off; --tf32 turns it on"
 expect_contains train "$out" "recorded as run 1"
 expect_contains train "$out" "val_accuracy"
 last_val=$(grep -oP 'val_accuracy: \K[0-9.]+' <<<"$out" | tail -1)

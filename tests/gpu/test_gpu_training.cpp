@@ -7,6 +7,7 @@
 #include "GpuTestUtil.h"
 
 #include <chrono>
+#include <cstdio>
 
 #include <cstdlib>
 #include <cstring>
@@ -49,10 +50,11 @@ ml::OptimizerSpec optimizer(const std::string& name) {
 }
 
 std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, const std::string& opt, bool dropout,
-                                                   int64_t bucketBytes = 1 << 20) {
+                                                   int64_t bucketBytes = 1 << 20, bool tf32 = false) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices(devices);
   so.bucketBytes = bucketBytes;
+  so.tf32 = tf32;
   auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
                                                   ml::MetricKind::Accuracy, optimizer(opt), so);
   s->initialize(11);
@@ -102,6 +104,21 @@ TEST_F(GpuTraining, TwentyStepsOnGpuMatchTheCpu) {
       EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << opt << " step " << k + 1;
     EXPECT_LT(got.losses.back(), got.losses.front()) << opt << ": the loss did not go down";
   }
+}
+
+// The TF32 setting reaches cuBLAS: the products then see inputs with 10 mantissa bits, so 20 steps
+// end measurably away from float32's weights (more than float32's own rounding against the
+// CPU), yet close to them, and the loss still goes down; off, the float32 run above holds.
+TEST_F(GpuTraining, Tf32ChangesTheProductsAndStillTrains) {
+  auto cpu = makeStrategy("cpu:1", "sgd", true);
+  auto f32 = makeStrategy("gpu:0", "sgd", true);
+  auto tf32 = makeStrategy("gpu:0", "sgd", true, 1 << 20, true);
+  const auto want = train(*cpu, 100, 20), exact = train(*f32, 100, 20), rounded = train(*tf32, 100, 20);
+  const double f32Off = relDiff(exact.weights, want.weights), tf32Off = relDiff(rounded.weights, exact.weights);
+  std::printf("TF32 against float32 after 20 steps: %.3g relative (float32 GPU against the CPU: %.3g)\n", tf32Off, f32Off);
+  EXPECT_GT(tf32Off, 2 * f32Off + 1e-5);
+  EXPECT_LT(tf32Off, 1e-2);
+  EXPECT_LT(rounded.losses.back(), rounded.losses.front());
 }
 
 // The mirrored-step invariant on one GPU: 4 logical replicas (shards 25/25/25/25, then 3/3/3/4 with

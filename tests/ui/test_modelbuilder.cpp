@@ -239,6 +239,28 @@ class ModelBuilderTest : public QObject {
     QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("float32"));
   }
 
+  // "TF32 on GPUs" on the Devices screen is the project's distribute.tf32: on CPU devices it is off
+  // and greyed out, except to untick a project that has it, and the edit can be undone.
+  void tf32IsAGpuSettingOfTheProject() {
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.show();
+    ml::Project p = w.document()->project();
+    p.distribute.devices = "cpu:2";
+    w.document()->edit(QStringLiteral("devices"), p);
+    auto* tf32 = w.findChild<QCheckBox*>(QStringLiteral("tf32"));
+    QVERIFY(tf32 && !tf32->isEnabled() && !tf32->isChecked());
+    p.distribute.tf32 = true;
+    w.document()->edit(QStringLiteral("tf32"), p);
+    QVERIFY(tf32->isEnabled() && tf32->isChecked());
+    tf32->click();
+    QVERIFY(!w.document()->project().distribute.tf32);
+    QVERIFY(!tf32->isEnabled());
+    w.document()->undoStack()->undo();
+    QVERIFY(w.document()->project().distribute.tf32);
+    QVERIFY(tf32->isChecked());
+  }
+
   // Ticking "Shard the optimizer update" on the Devices screen divides the optimizer state in the
   // live summary by the replicas: the figure is the largest share a real strategy allocates.
   void shardedOptimizerStateIsOneReplicasShare() {

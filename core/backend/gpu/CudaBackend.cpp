@@ -27,8 +27,8 @@ std::string plural(int64_t n, const char* word) { return std::to_string(n) + " "
 }  // namespace
 
 CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-                         const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets)
-    : hosts_(std::move(hosts)), loss_(loss), metric_(metric), optSpec_(optimizer), logical_(devices.logical) {
+                         const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets, bool tf32)
+    : hosts_(std::move(hosts)), loss_(loss), metric_(metric), optSpec_(optimizer), logical_(devices.logical), tf32_(tf32) {
   checkDevices(devices);
   std::string why;
   P_ = cudaPlugin(&why);
@@ -147,7 +147,7 @@ void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
   p.device = d.physical;
   p.label = d.label();
   mlcuda_context* c = nullptr;
-  ok(P_->contextCreate(p.device, p.label.c_str(), 0, &c));
+  ok(P_->contextCreate(p.device, p.label.c_str(), tf32_ ? 1 : 0, &c));
   p.ctx = GpuContext(c, ContextDestroy{P_});
   const size_t n = static_cast<size_t>(paramCount_);
   p.params = allocate<float>(p, n, true);

@@ -26,8 +26,9 @@ class CudaBackend : public Backend {
   // why there is none), checks supports() for the model, creates one plugin context per replica
   // and the NCCL communicator, and allocates parameters, gradients and optimizer slots.
   // hosts: each replica's host model (configureLoss done); buckets: the strategy's gradient buckets.
+  // tf32: cuBLAS may run the float32 products on TF32 tensor cores.
   CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-              const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets);
+              const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets, bool tf32 = false);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -83,6 +84,7 @@ class CudaBackend : public Backend {
   OptimizerSpec optSpec_;
   Opt opt_ = Opt::Adam;
   bool logical_ = false;
+  bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
   NcclComm nccl_;                         // declared after reps_: destroyed before the contexts

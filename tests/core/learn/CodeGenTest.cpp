@@ -225,6 +225,22 @@ TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
 
 // Mixed precision: Keras' policy and LossScaleOptimizer with the project's scale and interval (or
 // compile(auto_scale_loss=False) for "none"); PyTorch's autocast and GradScaler; both say what differs.
+// TensorFlow runs float32 products on TF32 by default on Ampere and later GPUs; the programs set
+// it as the project does (off unless distribute.tf32), so that they compute what Mirrorlab does.
+TEST(CodeGen, ProgramsSetTf32AsTheProjectDoes) {
+  Project p = Project::load(projectPath("fashion-mlp.json"));
+  for (bool on : {false, true}) {
+    p.distribute.tf32 = on;
+    const std::string value = on ? "TF32 = True" : "TF32 = False";
+    const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
+    for (const std::string& needle : {value, std::string("tf.config.experimental.enable_tensor_float_32_execution(TF32)")})
+      EXPECT_NE(tf.find(needle), std::string::npos) << needle;
+    for (const std::string& needle : {value, std::string("torch.backends.cuda.matmul.allow_tf32 = TF32"),
+                                      std::string("torch.backends.cudnn.allow_tf32 = TF32")})
+      EXPECT_NE(torch.find(needle), std::string::npos) << needle;
+  }
+}
+
 TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
   TempDir dir("codegen-mixed");
   Project p = Project::load(projectPath("fashion-mlp.json"));

@@ -108,5 +108,22 @@ TEST(ProjectAllReduceDtype, Float32ByDefaultBfloat16RoundTripsOthersAreRefused) 
   EXPECT_NE(errorOf(j).find("float32 or bfloat16"), std::string::npos) << errorOf(j);
 }
 
+// distribute.tf32: off by default (old files' text unchanged), true round-trips, a non-boolean is
+// refused with the field in the screen's words.
+TEST(ProjectTf32, OffByDefaultTrueRoundTripsOthersAreRefused) {
+  const Project p = Project::fromJson(validJson());
+  EXPECT_FALSE(p.distribute.tf32);
+  EXPECT_FALSE(p.toJson()["distribute"].contains("tf32"));
+  json j = validJson();
+  j["distribute"]["tf32"] = true;
+  const Project t = Project::fromJson(j);
+  EXPECT_TRUE(t.distribute.tf32);
+  EXPECT_TRUE(Project::fromJson(t.toJson()).distribute.tf32);
+  j["distribute"]["tf32"] = "yes";
+  const std::string msg = errorOf(j);
+  for (const char* want : {"Devices screen › TF32 on GPUs", "true or false"})
+    EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
+}
+
 }  // namespace
 }  // namespace ml

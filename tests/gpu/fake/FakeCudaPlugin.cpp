@@ -23,6 +23,7 @@
 struct mlcuda_context {
   int device;
   std::string label;
+  bool tf32 = false;  // products see TF32 inputs, as cuBLAS' TF32 tensor-op math does
 };
 struct mlcuda_event {
   double t = 0;
@@ -79,10 +80,10 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int, mlcuda_gpu_sample*) {
   return status(MLCUDA_ERR_NVML, "fake plugin: no NVML");
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int, mlcuda_context** ctx) {
+MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int allow_tf32, mlcuda_context** ctx) {
   *ctx = nullptr;
   if (device < 0 || device >= gpuCount()) return status(MLCUDA_ERR_NO_DEVICE, "fake plugin: no device " + std::to_string(device));
-  *ctx = new mlcuda_context{device, label};
+  *ctx = new mlcuda_context{device, label, allow_tf32 != 0};
   return ok();
 }
 MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) { delete ctx; }
@@ -139,9 +140,26 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* a, mlcuda_even
   return ok();
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context*, const float* x, const float* w, const float* b, float* y,
+// TF32 as the tensor cores see a float32 input: the 13 low mantissa bits rounded off (to nearest,
+// ties away from zero); inf and NaN pass. Returns p itself when the context keeps float32.
+static const float* tf32Input(const mlcuda_context* ctx, const float* p, int64_t n, std::vector<float>& keep) {
+  if (!ctx || !ctx->tf32) return p;
+  keep.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, p + i, 4);
+    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x1000u) & ~0x1fffu;
+    std::memcpy(&keep[static_cast<size_t>(i)], &u, 4);
+  }
+  return keep.data();
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b, float* y,
                                                  int64_t n, int64_t in, int64_t out, int act) {
   if (n == 0) return ok();
+  std::vector<float> xk, wk;
+  x = tf32Input(ctx, x, n * in, xk);
+  w = tf32Input(ctx, w, in * out, wk);
   if (b)
     for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * out);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, x, int(in), w, int(out),
@@ -150,18 +168,22 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context*, const float* x
   return ok();
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context*, const float* x, const float* w, const float* y, float* dy,
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y, float* dy,
                                                   float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
                                                   int fused) {
   if (n == 0) return ok();
   if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dy, int(out), 1.0f, dw,
+  std::vector<float> xk, wk, dyk;
+  const float* dyIn = tf32Input(ctx, dy, n * out, dyk);  // the products' input; the bias gradient sums dy itself
+  x = tf32Input(ctx, x, n * in, xk);
+  w = tf32Input(ctx, w, in * out, wk);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dyIn, int(out), 1.0f, dw,
               int(out));
   if (db)
     for (int64_t r = 0; r < n; ++r)
       for (int64_t j = 0; j < out; ++j) db[j] += dy[r * out + j];
   if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dy, int(out), w, int(out), 0.0f, dx,
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dyIn, int(out), w, int(out), 0.0f, dx,
                 int(in));
   return ok();
 }
