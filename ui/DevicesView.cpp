@@ -13,6 +13,7 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QVBoxLayout>
+#include <functional>
 
 #include "Async.h"
 #include "Error.h"
@@ -112,46 +113,47 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
     p.distribute.bucketBytes = static_cast<int64_t>(kib) * 1024;
     doc_->edit(tr("Change bucket size"), p, QStringLiteral("bucket"));
   });
-  shard_ = new QCheckBox(tr("Shard the optimizer update (ZeRO stage 1)"), ar);
-  shard_->setObjectName(QStringLiteral("shardOptimizer"));
-  shard_->setToolTip(
-      tr("Each replica updates only the 1/N of the parameters whose summed gradient it owns after the "
-         "reduce-scatter, keeping 1/N of the optimizer state (Adam's m and v); the updated parameters "
-         "are then all-gathered. CPU devices."));
-  av->addWidget(shard_);
-  connect(shard_, &QCheckBox::toggled, this, [this](bool on) {
-    if (refreshing_) return;
-    ml::Project p = doc_->project();
-    p.distribute.shardOptimizer = on;
-    doc_->edit(on ? tr("Shard the optimizer") : tr("Update the whole model on every replica"), p);
-  });
-  wireBf16_ = new QCheckBox(tr("Send the gradients as bfloat16 (half the bytes; changes the results)"), ar);
-  wireBf16_->setObjectName(QStringLiteral("allreduceBfloat16"));
-  wireBf16_->setToolTip(
-      tr("Every value that crosses between replicas is rounded to bfloat16 (8 significant bits): each replica's "
-         "gradient before it is sent and every partial sum, as NCCL does with a bfloat16 buffer. The all-reduce moves "
-         "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
-         "Host collectives (CPU devices) in one process."));
-  av->addWidget(wireBf16_);
-  connect(wireBf16_, &QCheckBox::toggled, this, [this](bool on) {
-    if (refreshing_) return;
-    ml::Project p = doc_->project();
-    p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
-    doc_->edit(on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32"), p);
-  });
-  tf32_ = new QCheckBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), ar);
-  tf32_->setObjectName(QStringLiteral("tf32"));
-  tf32_->setToolTip(
-      tr("cuBLAS may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, sums in "
-         "float32. TensorFlow's default on Ampere and later GPUs; off here, so that a GPU run gives the weights of "
-         "the CPU to float rounding. GPU devices."));
-  av->addWidget(tf32_);
-  connect(tf32_, &QCheckBox::toggled, this, [this](bool on) {
-    if (refreshing_) return;
-    ml::Project p = doc_->project();
-    p.distribute.tf32 = on;
-    doc_->edit(on ? tr("Use TF32 on GPUs") : tr("Use float32 on GPUs"), p);
-  });
+  // A project setting as a check box: toggling it edits the project, one undo step named by `apply`.
+  auto settingBox = [&](const QString& text, const QString& name, const QString& tip,
+                        std::function<QString(ml::Project&, bool)> apply) {
+    auto* box = new QCheckBox(text, ar);
+    box->setObjectName(name);
+    box->setToolTip(tip);
+    av->addWidget(box);
+    connect(box, &QCheckBox::toggled, this, [this, apply = std::move(apply)](bool on) {
+      if (refreshing_) return;
+      ml::Project p = doc_->project();
+      const QString undo = apply(p, on);
+      doc_->edit(undo, p);
+    });
+    return box;
+  };
+  shard_ = settingBox(tr("Shard the optimizer update (ZeRO stage 1)"), QStringLiteral("shardOptimizer"),
+                      tr("Each replica updates only the 1/N of the parameters whose summed gradient it owns after the "
+                         "reduce-scatter, keeping 1/N of the optimizer state (Adam's m and v); the updated parameters "
+                         "are then all-gathered. CPU devices."),
+                      [this](ml::Project& p, bool on) {
+                        p.distribute.shardOptimizer = on;
+                        return on ? tr("Shard the optimizer") : tr("Update the whole model on every replica");
+                      });
+  wireBf16_ =
+      settingBox(tr("Send the gradients as bfloat16 (half the bytes; changes the results)"), QStringLiteral("allreduceBfloat16"),
+                 tr("Every value that crosses between replicas is rounded to bfloat16 (8 significant bits): each replica's "
+                    "gradient before it is sent and every partial sum, as NCCL does with a bfloat16 buffer. The all-reduce moves "
+                    "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
+                    "Host collectives (CPU devices) in one process."),
+                 [this](ml::Project& p, bool on) {
+                   p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
+                   return on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32");
+                 });
+  tf32_ = settingBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), QStringLiteral("tf32"),
+                     tr("cuBLAS may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, "
+                        "sums in float32. TensorFlow's default on Ampere and later GPUs; off here, so that a GPU run "
+                        "gives the weights of the CPU to float rounding. GPU devices."),
+                     [this](ml::Project& p, bool on) {
+                       p.distribute.tf32 = on;
+                       return on ? tr("Use TF32 on GPUs") : tr("Use float32 on GPUs");
+                     });
   v->addWidget(ar);
 
   // Several workers (processes, one per machine): mirrorlab-cli starts them under mpirun.

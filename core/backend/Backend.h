@@ -94,7 +94,8 @@ class Backend {
   // Checks the whole accumulated gradient (a replica whose last micro-batch was empty).
   virtual void checkGradients(int r) = 0;
   // Off: backward skips its per-layer check, because the collective checks every replica's own
-  // values as it reads them for the sum (Collective::checksLocalValues); checkGradients still checks.
+  // values as it reads them for the sum (Collective::checksLocalValues), or the update or the fused
+  // exchange does (setUpdateChecks, sumUpdatePush); checkGradients still checks.
   virtual void setLayerChecks(bool /*on*/) {}
   // On: update() checks the gradients it reads for inf/NaN, tile by tile just before using them
   // (finishStep's gradientsFinite), instead of a pass of their own; for a replica whose update reads

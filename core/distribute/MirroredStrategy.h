@@ -261,6 +261,7 @@ class MirroredStrategy {
   void guarded(Replica& r, F&& work);
   void trainReplica(Replica& r, const Job& job);
   void computeGradients(Replica& r, const Job& job);
+  void setUpShardedUpdate();  // StepUpdate.cpp, as are the update's other parts
   void applyUpdate(Replica& r, const Job& job);
   void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);

@@ -143,10 +143,10 @@ void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gr
   // Element-wise: any split across the team gives the same bits. With the checks, each tile of the
   // gradient is checked and then used while it is in the cache.
   std::atomic<bool> bad{false};
+  const int64_t tile = updateChecks_ ? 4096 : std::max<int64_t>(count, 1);
   auto part = [&](int64_t lo, int64_t hi) {
-    constexpr int64_t kTile = 4096;
-    for (int64_t t = lo; t < hi; t += updateChecks_ ? kTile : hi - lo) {
-      const size_t a = static_cast<size_t>(t), m = static_cast<size_t>(updateChecks_ ? std::min(kTile, hi - t) : hi - t);
+    for (int64_t t = lo; t < hi; t += tile) {
+      const size_t a = static_cast<size_t>(t), m = static_cast<size_t>(std::min(tile, hi - t));
       if (updateChecks_ && !allFinite(g + a, m)) bad.store(true, std::memory_order_relaxed);
       p.opt->update(state + a, p.model->params().subspan(at + a, m), std::span<const float>(g + a, m), gradScale);
     }
