@@ -196,6 +196,10 @@ TEST_F(Gpu, NvmlSamplesUtilizationAndMemory) {
   EXPECT_LE(s.utilization_percent, 100);
   EXPECT_GT(s.memory_total_bytes, 0);
   EXPECT_LE(s.memory_used_bytes, s.memory_total_bytes);
+  if (s.temperature_c != -1) {  // -1: this driver's NVML has no temperature
+    EXPECT_GT(s.temperature_c, 0);
+    EXPECT_LT(s.temperature_c, 120);
+  }
 }
 
 // ---- Dense -------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
-#define MLCUDA_API_VERSION 2
+#define MLCUDA_API_VERSION 3
 #define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
 
 #if defined(__GNUC__)
@@ -98,6 +98,7 @@ typedef struct mlcuda_gpu_sample {
   int memory_busy_percent; /* memory-controller busy share, 0..100 */
   int64_t memory_used_bytes;
   int64_t memory_total_bytes;
+  int temperature_c; /* GPU core temperature in degrees Celsius; -1 when NVML cannot tell */
 } mlcuda_gpu_sample;
 
 /* One NVML sample of the CUDA device `device` (matched by PCI bus id). NVML (libnvidia-ml.so.1) is

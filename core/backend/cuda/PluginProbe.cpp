@@ -42,6 +42,7 @@ class Nvml {
   nvmlReturn_t (*utilizationRates)(nvmlDevice_t, nvmlUtilization_t*) = nullptr;
   nvmlReturn_t (*memoryInfo)(nvmlDevice_t, nvmlMemory_t*) = nullptr;
   nvmlReturn_t (*driverVersion)(char*, unsigned int) = nullptr;
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*) = nullptr;  // optional
 
  private:
   Nvml() {
@@ -59,6 +60,9 @@ class Nvml {
         reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*)>(dlsym(lib, "nvmlDeviceGetUtilizationRates"));
     memoryInfo = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(dlsym(lib, "nvmlDeviceGetMemoryInfo"));
     driverVersion = reinterpret_cast<nvmlReturn_t (*)(char*, unsigned int)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
+    // nvmlDeviceGetTemperature(device, NVML_TEMPERATURE_GPU = 0, &celsius): deprecated in newer
+    // drivers but still exported; a driver without it gives samples without a temperature.
+    temperature = reinterpret_cast<nvmlReturn_t (*)(nvmlDevice_t, int, unsigned int*)>(dlsym(lib, "nvmlDeviceGetTemperature"));
     if (!init || !errorString_ || !handleByPciBusId || !utilizationRates || !memoryInfo || !driverVersion) {
       error_ = "NVML (libnvidia-ml.so.1) lacks a function this plugin uses: the driver is too old";
       return;
@@ -173,6 +177,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* sa
     sample->memory_busy_percent = static_cast<int>(u.memory);
     sample->memory_used_bytes = static_cast<int64_t>(m.used);
     sample->memory_total_bytes = static_cast<int64_t>(m.total);
+    unsigned int celsius = 0;
+    sample->temperature_c = nvml.temperature && nvml.temperature(handle, 0, &celsius) == 0 ? static_cast<int>(celsius) : -1;
   });
 }
 

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,6 +51,17 @@ int gpuCount() {
   return e ? std::atoi(e) : 2;
 }
 
+// Bytes allocated per fake device (mlcuda_alloc minus mlcuda_free), for the NVML sample.
+std::mutex allocMutex;
+std::map<const void*, std::pair<int, size_t>> allocations;  // pointer -> (device, bytes)
+int64_t allocatedBytes(int device) {
+  std::lock_guard<std::mutex> lock(allocMutex);
+  int64_t sum = 0;
+  for (const auto& [p, a] : allocations)
+    if (a.first == device) sum += static_cast<int64_t>(a.second);
+  return sum;
+}
+
 double nowSeconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 }  // namespace
@@ -76,8 +89,19 @@ MLCUDA_EXPORT mlcuda_status mlcuda_probe(mlcuda_gpu_info* gpus, int capacity, ml
   return ok();
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int, mlcuda_gpu_sample*) {
-  return status(MLCUDA_ERR_NVML, "fake plugin: no NVML");
+// NVML as the fake sees it: FAKE_NVML=0 reports no NVML (as on a machine whose driver lacks it);
+// otherwise utilization 60 + 10 x device %, memory busy 20 %, the bytes this process holds on the
+// device, 16 GiB in all, and 45 + device degrees: fixed figures a test can find again in the run.
+MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* s) {
+  const char* e = std::getenv("FAKE_NVML");
+  if (e && std::string(e) == "0") return status(MLCUDA_ERR_NVML, "fake plugin: FAKE_NVML=0, no NVML");
+  if (device < 0 || device >= gpuCount()) return status(MLCUDA_ERR_NVML, "fake plugin: no device " + std::to_string(device));
+  s->utilization_percent = 60 + 10 * device;
+  s->memory_busy_percent = 20;
+  s->memory_used_bytes = allocatedBytes(device);
+  s->memory_total_bytes = int64_t{16} << 30;
+  s->temperature_c = 45 + device;
+  return ok();
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int allow_tf32, mlcuda_context** ctx) {
@@ -101,9 +125,15 @@ MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void
     return status(MLCUDA_ERR_OUT_OF_MEMORY, "out of GPU memory on " + ctx->label + " (Fake GPU): cudaMalloc of " +
                                                 std::to_string(bytes) + " bytes failed: use a smaller batch per replica");
   std::memset(*ptr, 0x7f, bytes);  // not zero: like cudaMalloc, the contents are garbage until written
+  std::lock_guard<std::mutex> lock(allocMutex);
+  allocations[*ptr] = {ctx->device, bytes};
   return ok();
 }
 MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context*, void* p) {
+  {
+    std::lock_guard<std::mutex> lock(allocMutex);
+    allocations.erase(p);
+  }
   std::free(p);
   return ok();
 }
