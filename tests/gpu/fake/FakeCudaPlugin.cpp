@@ -1,22 +1,26 @@
 // A stand-in for libmirrorlab_cuda.so that speaks the same C ABI with host memory and the CPU
-// formulas of core/nn: "device" pointers are host pointers, every call runs at once (so the streams
-// are trivially in order) and events are host timestamps. It lets test_gpu_training exercise the
-// GPU path of the mirrored step (backend/gpu/CudaBackend: layer translation, buffer offsets, buckets, the
-// all-reduce hand-off between replica threads, optimizer slots, errors) on a machine without a GPU.
-// It says nothing about the real kernels (test_gpu_kernels) or about asynchronous stream ordering.
+// formulas of core/nn: "device" pointers are host pointers. Work is asynchronous as on a GPU: each
+// context has a compute and a comm stream, kernels and device copies are queued on them and run only
+// when the host synchronises, in a varying order that respects events and waits, and a read that no
+// event orders after another stream's write gets NaN (FakeStreams.h). It lets test_gpu_training
+// exercise the GPU path of the mirrored step (backend/gpu/CudaBackend: layer translation, buffer
+// offsets, buckets, the all-reduce hand-off between replica threads and streams, optimizer slots,
+// errors) on a machine without a GPU. It says nothing about the real kernels (test_gpu_kernels).
 // FAKE_GPUS (default 2) sets how many GPUs the probe reports; allocations over 16 GiB fail as out of memory.
 #include <cblas.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "FakeStreams.h"
 #include "backend/cuda/CudaPluginApi.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
@@ -26,9 +30,11 @@ struct mlcuda_context {
   int device;
   std::string label;
   bool tf32 = false;  // products see TF32 inputs, as cuBLAS' TF32 tensor-op math does
+  fake::Stream* compute = nullptr;
+  fake::Stream* comm = nullptr;
 };
 struct mlcuda_event {
-  double t = 0;
+  std::shared_ptr<fake::Signal> latest;  // the newest recording (what a wait waits for)
 };
 struct mlcuda_nccl {
   std::vector<int> devices;
@@ -62,7 +68,24 @@ int64_t allocatedBytes(int device) {
   return sum;
 }
 
-double nowSeconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+fake::Span span(const void* p, int64_t count, size_t size) {
+  return fake::Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0};
+}
+fake::Span floats(const void* p, int64_t count) { return span(p, count, sizeof(float)); }
+
+// Queues f on ctx's compute stream as `what`, reading and writing the given spans.
+mlcuda_status launch(mlcuda_context* ctx, const char* what, std::vector<fake::Span> reads, std::vector<fake::Span> writes,
+                     std::function<void()> f) {
+  if (!ctx) return status(MLCUDA_ERR_INVALID_ARGUMENT, std::string(what) + ": null context");
+  fake::enqueue(ctx->compute, fake::Work{what, std::move(reads), std::move(writes), std::move(f)});
+  return ok();
+}
+
+mlcuda_status synced(bool done, const std::string& why) { return done ? ok() : status(MLCUDA_ERR_INTERNAL, why); }
+
+fake::Stream* streamOf(mlcuda_context* ctx, int which) {
+  return which == MLCUDA_STREAM_COMPUTE ? ctx->compute : which == MLCUDA_STREAM_COMM ? ctx->comm : nullptr;
+}
 
 }  // namespace
 
@@ -107,11 +130,20 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* s)
 MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int allow_tf32, mlcuda_context** ctx) {
   *ctx = nullptr;
   if (device < 0 || device >= gpuCount()) return status(MLCUDA_ERR_NO_DEVICE, "fake plugin: no device " + std::to_string(device));
-  *ctx = new mlcuda_context{device, label, allow_tf32 != 0};
+  *ctx = new mlcuda_context{device, label, allow_tf32 != 0, fake::newStream(std::string(label) + " compute"),
+                            fake::newStream(std::string(label) + " comm")};
   return ok();
 }
-MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) { delete ctx; }
-MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context*) { return ok(); }
+MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) {
+  if (!ctx) return;
+  fake::dropStream(ctx->compute);
+  fake::dropStream(ctx->comm);
+  delete ctx;
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context* ctx) {
+  std::string why;
+  return synced(fake::drainStreams({ctx->compute, ctx->comm}, &why), why);
+}
 MLCUDA_EXPORT mlcuda_status mlcuda_memory_info(mlcuda_context*, size_t* f, size_t* t) {
   if (f) *f = size_t{16} << 30;
   if (t) *t = size_t{16} << 30;
@@ -130,28 +162,38 @@ MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void
   return ok();
 }
 MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context*, void* p) {
+  if (!p) return ok();
+  std::string why;
+  if (!fake::drainAll(&why)) return status(MLCUDA_ERR_INTERNAL, why);  // cudaFree synchronises the device
   {
     std::lock_guard<std::mutex> lock(allocMutex);
+    const auto it = allocations.find(p);
+    if (it != allocations.end()) fake::forgetMemory(p, it->second.second);
     allocations.erase(p);
   }
   std::free(p);
   return ok();
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context*, void* d, const void* s, size_t b) {
-  if (b) std::memcpy(d, s, b);
-  return ok();
+// Copies with the host: queued on the compute stream, then waited for (cudaMemcpyAsync + sync).
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context* ctx, void* d, const void* s, size_t b) {
+  if (!b) return ok();
+  std::string why;
+  const auto done = fake::enqueue(ctx->compute, fake::Work{"copy to device", {}, {{d, b}}, [=] { std::memcpy(d, s, b); }});
+  return synced(fake::waitFor(done, &why), why);
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context*, void* d, const void* s, size_t b) {
-  if (b) std::memcpy(d, s, b);
-  return ok();
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* d, const void* s, size_t b) {
+  if (!b) return ok();
+  std::string why;
+  const auto done = fake::enqueue(ctx->compute, fake::Work{"copy to host", {{s, b}}, {}, [=] { std::memcpy(d, s, b); }});
+  return synced(fake::waitFor(done, &why), why);
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context*, void* d, const void* s, size_t b) {
-  if (b && d != s) std::memmove(d, s, b);
-  return ok();
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context* ctx, void* d, const void* s, size_t b) {
+  if (!b || d == s) return ok();
+  return launch(ctx, "copy on device", {{s, b}}, {{d, b}}, [=] { std::memmove(d, s, b); });
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_fill_zero(mlcuda_context*, void* p, size_t b) {
-  if (b) std::memset(p, 0, b);
-  return ok();
+MLCUDA_EXPORT mlcuda_status mlcuda_fill_zero(mlcuda_context* ctx, void* p, size_t b) {
+  if (!b) return ok();
+  return launch(ctx, "fill zero", {}, {{p, b}}, [=] { std::memset(p, 0, b); });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context*, mlcuda_event** e) {
@@ -159,14 +201,23 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context*, mlcuda_event** 
   return ok();
 }
 MLCUDA_EXPORT void mlcuda_event_destroy(mlcuda_event* e) { delete e; }
-MLCUDA_EXPORT mlcuda_status mlcuda_event_record(mlcuda_context*, int stream, mlcuda_event* e) {
-  if (stream != MLCUDA_STREAM_COMPUTE && stream != MLCUDA_STREAM_COMM) return status(MLCUDA_ERR_INVALID_ARGUMENT, "bad stream");
-  e->t = nowSeconds();
+MLCUDA_EXPORT mlcuda_status mlcuda_event_record(mlcuda_context* ctx, int stream, mlcuda_event* e) {
+  fake::Stream* s = ctx ? streamOf(ctx, stream) : nullptr;
+  if (!s || !e) return status(MLCUDA_ERR_INVALID_ARGUMENT, "mlcuda_event_record: bad stream, context or event");
+  e->latest = fake::enqueueRecord(s);
   return ok();
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context*, int, mlcuda_event*) { return ok(); }
+MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context* ctx, int stream, mlcuda_event* e) {
+  fake::Stream* s = ctx ? streamOf(ctx, stream) : nullptr;
+  if (!s || !e) return status(MLCUDA_ERR_INVALID_ARGUMENT, "mlcuda_stream_wait_event: bad stream, context or event");
+  fake::enqueueWait(s, e->latest);
+  return ok();
+}
 MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* a, mlcuda_event* b, float* ms) {
-  *ms = static_cast<float>((b->t - a->t) * 1e3);
+  std::string why;
+  if (!a->latest || !b->latest) return status(MLCUDA_ERR_CUDA, "cudaEventElapsedTime: an event was never recorded");
+  if (!fake::waitFor(b->latest, &why) || !fake::waitFor(a->latest, &why)) return status(MLCUDA_ERR_INTERNAL, why);
+  *ms = static_cast<float>((fake::completedAt(b->latest) - fake::completedAt(a->latest)) * 1e3);
   return ok();
 }
 
@@ -187,147 +238,179 @@ static const float* tf32Input(const mlcuda_context* ctx, const float* p, int64_t
 MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const float* x, const float* w, const float* b, float* y,
                                                  int64_t n, int64_t in, int64_t out, int act) {
   if (n == 0) return ok();
-  std::vector<float> xk, wk;
-  x = tf32Input(ctx, x, n * in, xk);
-  w = tf32Input(ctx, w, in * out, wk);
-  if (b)
-    for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, x, int(in), w, int(out),
-              b ? 1.0f : 0.0f, y, int(out));
-  ml::activationForward(static_cast<ml::Act>(act), y, n, out);
-  return ok();
+  return launch(ctx, "dense_forward", {floats(x, n * in), floats(w, in * out), floats(b, out)}, {floats(y, n * out)}, [=] {
+    std::vector<float> xk, wk;
+    const float* xi = tf32Input(ctx, x, n * in, xk);
+    const float* wi = tf32Input(ctx, w, in * out, wk);
+    if (b)
+      for (int64_t r = 0; r < n; ++r) std::copy(b, b + out, y + r * out);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(n), int(out), int(in), 1.0f, xi, int(in), wi, int(out),
+                b ? 1.0f : 0.0f, y, int(out));
+    ml::activationForward(static_cast<ml::Act>(act), y, n, out);
+  });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y, float* dy,
                                                   float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
                                                   int fused) {
   if (n == 0) return ok();
-  if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
-  std::vector<float> xk, wk, dyk;
-  const float* dyIn = tf32Input(ctx, dy, n * out, dyk);  // the products' input; the bias gradient sums dy itself
-  x = tf32Input(ctx, x, n * in, xk);
-  w = tf32Input(ctx, w, in * out, wk);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, x, int(in), dyIn, int(out), 1.0f, dw,
-              int(out));
-  if (db)
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t j = 0; j < out; ++j) db[j] += dy[r * out + j];
-  if (dx)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dyIn, int(out), w, int(out), 0.0f, dx,
-                int(in));
-  return ok();
+  return launch(
+      ctx, "dense_backward",
+      {floats(x, n * in), floats(w, in * out), floats(y, n * out), floats(dy, n * out), floats(dw, in * out), floats(db, out)},
+      {floats(dy, n * out), floats(dx, n * in), floats(dw, in * out), floats(db, out)}, [=] {
+        if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
+        std::vector<float> xk, wk, dyk;
+        const float* dyIn = tf32Input(ctx, dy, n * out, dyk);  // the products' input; the bias gradient sums dy itself
+        const float* xi = tf32Input(ctx, x, n * in, xk);
+        const float* wi = tf32Input(ctx, w, in * out, wk);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(in), int(out), int(n), 1.0f, xi, int(in), dyIn, int(out), 1.0f,
+                    dw, int(out));
+        if (db)
+          for (int64_t r = 0; r < n; ++r)
+            for (int64_t j = 0; j < out; ++j) db[j] += dy[r * out + j];
+        if (dx)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(n), int(in), int(out), 1.0f, dyIn, int(out), wi, int(out),
+                      0.0f, dx, int(in));
+      });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context*, int act, const float* x, float* y, int64_t n, int64_t k) {
-  if (x != y) std::copy(x, x + n * k, y);
-  ml::activationForward(static_cast<ml::Act>(act), y, n, k);
-  return ok();
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int act, const float* x, float* y, int64_t n,
+                                                      int64_t k) {
+  return launch(ctx, "activation_forward", {floats(x, n * k)}, {floats(y, n * k)}, [=] {
+    if (x != y) std::copy(x, x + n * k, y);
+    ml::activationForward(static_cast<ml::Act>(act), y, n, k);
+  });
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context*, int act, const float* y, const float* dy, float* dx,
+MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy, float* dx,
                                                        int64_t n, int64_t k) {
   if (act == MLCUDA_ACT_SOFTMAX && dx == y) return status(MLCUDA_ERR_INVALID_ARGUMENT, "dx aliases y");
-  ml::activationBackward(static_cast<ml::Act>(act), y, dy, dx, n, k);
-  return ok();
+  return launch(ctx, "activation_backward", {floats(y, n * k), floats(dy, n * k)}, {floats(dx, n * k)},
+                [=] { ml::activationBackward(static_cast<ml::Act>(act), y, dy, dx, n, k); });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context*, int kind, int fromLogits, int fused, const float* pred,
+MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int fromLogits, int fused, const float* pred,
                                         const float* targets, int64_t n, int64_t k, float* grad, double* sum) {
   static const char* names[] = {"sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error"};
-  ml::Loss l = ml::Loss::make(names[kind], fromLogits != 0);
-  l.setFusedSoftmax(fused != 0);
-  *sum = n == 0 ? 0.0 : l.compute(pred, targets, n, k, grad);
-  return ok();
+  const int64_t targetCount = kind == MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? n : n * k;
+  return launch(ctx, "loss", {floats(pred, n * k), floats(targets, targetCount)}, {floats(grad, n * k), span(sum, 1, 8)}, [=] {
+    ml::Loss l = ml::Loss::make(names[kind], fromLogits != 0);
+    l.setFusedSoftmax(fused != 0);
+    *sum = n == 0 ? 0.0 : l.compute(pred, targets, n, k, grad);
+  });
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context*, int kind, const float* pred, const float* targets, int64_t n,
+MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, const float* pred, const float* targets, int64_t n,
                                               int64_t k, int64_t td, double* sum) {
-  *sum = n == 0 ? 0.0 : ml::metricSum(static_cast<ml::MetricKind>(kind), pred, targets, n, k, td);
-  return ok();
+  return launch(ctx, "metric_sum", {floats(pred, n * k), floats(targets, n * td)}, {span(sum, 1, 8)},
+                [=] { *sum = n == 0 ? 0.0 : ml::metricSum(static_cast<ml::MetricKind>(kind), pred, targets, n, k, td); });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context*, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k,
-                                                   double rate, uint64_t seed, uint64_t salt, uint64_t step, const int64_t* ids,
-                                                   int training) {
-  if (!training || rate == 0.0) {
-    if (x != y) std::copy(x, x + n * k, y);
-    return ok();
-  }
-  const uint32_t threshold = static_cast<uint32_t>(rate * 65536.0);
-  const float scale = static_cast<float>(1.0 / (1.0 - rate));
-  for (int64_t r = 0; r < n; ++r) {
-    const uint64_t base = ml::hashKeys(seed ^ salt, step, ids ? static_cast<uint64_t>(ids[r]) : static_cast<uint64_t>(r));
-    for (int64_t j0 = 0; j0 < k; j0 += 4) {
-      uint64_t bits = ml::splitmix64(base + static_cast<uint64_t>(j0));
-      for (int64_t j = j0; j < std::min(k, j0 + 4); ++j, bits >>= 16) {
-        const bool keep = static_cast<uint32_t>(bits & 0xFFFF) >= threshold;
-        mask[r * k + j] = keep;
-        y[r * k + j] = keep ? x[r * k + j] * scale : 0.0f;
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const float* x, float* y, uint8_t* mask, int64_t n,
+                                                   int64_t k, double rate, uint64_t seed, uint64_t salt, uint64_t step,
+                                                   const int64_t* ids, int training) {
+  const bool drop = training && rate != 0.0;
+  return launch(ctx, "dropout_forward", {floats(x, n * k), span(drop ? ids : nullptr, n, 8)},
+                {floats(y, n * k), span(drop ? mask : nullptr, n * k, 1)}, [=] {
+                  if (!drop) {
+                    if (x != y) std::copy(x, x + n * k, y);
+                    return;
+                  }
+                  const uint32_t threshold = static_cast<uint32_t>(rate * 65536.0);
+                  const float scale = static_cast<float>(1.0 / (1.0 - rate));
+                  for (int64_t r = 0; r < n; ++r) {
+                    const uint64_t base =
+                        ml::hashKeys(seed ^ salt, step, ids ? static_cast<uint64_t>(ids[r]) : static_cast<uint64_t>(r));
+                    for (int64_t j0 = 0; j0 < k; j0 += 4) {
+                      uint64_t bits = ml::splitmix64(base + static_cast<uint64_t>(j0));
+                      for (int64_t j = j0; j < std::min(k, j0 + 4); ++j, bits >>= 16) {
+                        const bool keep = static_cast<uint32_t>(bits & 0xFFFF) >= threshold;
+                        mask[r * k + j] = keep;
+                        y[r * k + j] = keep ? x[r * k + j] * scale : 0.0f;
+                      }
+                    }
+                  }
+                });
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const float* dy, float* dx, const uint8_t* mask,
+                                                    int64_t count, double rate, int training) {
+  const bool drop = training && rate != 0.0;
+  return launch(ctx, "dropout_backward", {floats(dy, count), span(drop ? mask : nullptr, count, 1)}, {floats(dx, count)}, [=] {
+    const float scale = static_cast<float>(1.0 / (1.0 - rate));
+    for (int64_t i = 0; i < count; ++i) dx[i] = !drop ? dy[i] : (mask[i] ? dy[i] * scale : 0.0f);
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context* ctx, const float* x, int64_t count, unsigned long long* c) {
+  return launch(ctx, "count_nonfinite", {floats(x, count), span(c, 1, 8)}, {span(c, 1, 8)}, [=] {
+    for (int64_t i = 0; i < count; ++i) *c += std::isfinite(x[i]) ? 0 : 1;
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* p, const float* g, float* v, int64_t n, float scale,
+                                            float lr, float m, int nesterov) {
+  if (m != 0.0f && !v) return status(MLCUDA_ERR_INVALID_ARGUMENT, "momentum needs a velocity buffer");
+  if (m == 0.0f) v = nullptr;
+  return launch(ctx, "sgd_step", {floats(p, n), floats(g, n), floats(v, n)}, {floats(p, n), floats(v, n)}, [=] {
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] * scale;
+      if (m == 0.0f) {
+        p[i] -= lr * gi;
+      } else {
+        v[i] = m * v[i] - lr * gi;
+        p[i] += nesterov ? m * v[i] - lr * gi : v[i];
       }
     }
-  }
-  return ok();
+  });
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context*, const float* dy, float* dx, const uint8_t* mask,
-                                                    int64_t count, double rate, int training) {
-  const float scale = static_cast<float>(1.0 / (1.0 - rate));
-  for (int64_t i = 0; i < count; ++i) dx[i] = (!training || rate == 0.0) ? dy[i] : (mask[i] ? dy[i] * scale : 0.0f);
-  return ok();
-}
-
-MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context*, const float* x, int64_t count, unsigned long long* c) {
-  for (int64_t i = 0; i < count; ++i) *c += std::isfinite(x[i]) ? 0 : 1;
-  return ok();
-}
-
-MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context*, float* p, const float* g, float* v, int64_t n, float scale, float lr,
-                                            float m, int nesterov) {
-  if (m != 0.0f && !v) return status(MLCUDA_ERR_INVALID_ARGUMENT, "momentum needs a velocity buffer");
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * scale;
-    if (m == 0.0f) {
-      p[i] -= lr * gi;
-    } else {
-      v[i] = m * v[i] - lr * gi;
-      p[i] += nesterov ? m * v[i] - lr * gi : v[i];
-    }
-  }
-  return ok();
-}
-MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context*, float* p, const float* g, float* m, float* v, int64_t n,
+MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* p, const float* g, float* m, float* v, int64_t n,
                                              float scale, float lr, double b1, double b2, float eps, int64_t t) {
   if (t < 1) return status(MLCUDA_ERR_INVALID_ARGUMENT, "iteration counts from 1");
   const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, double(t))) / (1.0 - std::pow(b1, double(t))));
   const float fb1 = float(b1), fb2 = float(b2);
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * scale;
-    m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
-    v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
-    p[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
-  }
-  return ok();
+  return launch(ctx, "adam_step", {floats(p, n), floats(g, n), floats(m, n), floats(v, n)},
+                {floats(p, n), floats(m, n), floats(v, n)}, [=] {
+                  for (int64_t i = 0; i < n; ++i) {
+                    const float gi = g[i] * scale;
+                    m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
+                    v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
+                    p[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+                  }
+                });
 }
-MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context*, float* p, const float* g, float* v, float* mom, int64_t n,
+MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* p, const float* g, float* v, float* mom, int64_t n,
                                                 float scale, float lr, float rho, float momentum, float eps) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i] * scale;
-    v[i] = rho * v[i] + (1.0f - rho) * gi * gi;
-    if (momentum != 0.0f) {
-      mom[i] = momentum * mom[i] + lr * gi / std::sqrt(v[i] + eps);
-      p[i] -= mom[i];
-    } else {
-      p[i] -= lr * gi / std::sqrt(v[i] + eps);
-    }
-  }
-  return ok();
+  if (momentum == 0.0f) mom = nullptr;
+  return launch(ctx, "rmsprop_step", {floats(p, n), floats(g, n), floats(v, n), floats(mom, n)},
+                {floats(p, n), floats(v, n), floats(mom, n)}, [=] {
+                  for (int64_t i = 0; i < n; ++i) {
+                    const float gi = g[i] * scale;
+                    v[i] = rho * v[i] + (1.0f - rho) * gi * gi;
+                    if (momentum != 0.0f) {
+                      mom[i] = momentum * mom[i] + lr * gi / std::sqrt(v[i] + eps);
+                      p[i] -= mom[i];
+                    } else {
+                      p[i] -= lr * gi / std::sqrt(v[i] + eps);
+                    }
+                  }
+                });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context*, float* const* bufs, int count, int64_t elements,
-                                                   mlcuda_event* const*, int, mlcuda_event* done) {
-  for (int64_t i = 0; i < elements; ++i) {
-    float s = bufs[0][i];
-    for (int r = 1; r < count; ++r) s += bufs[r][i];
-    for (int r = 0; r < count; ++r) bufs[r][i] = s;
-  }
-  if (done) done->t = nowSeconds();
+// On ctx's comm stream: wait for every ready event, sum, then record `done`, as the plugin does.
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* bufs, int count, int64_t elements,
+                                                   mlcuda_event* const* ready, int readyCount, mlcuda_event* done) {
+  if (!ctx || count < 1 || count > 64 || (readyCount > 0 && !ready))
+    return status(MLCUDA_ERR_INVALID_ARGUMENT, "mlcuda_local_allreduce: bad arguments");
+  for (int i = 0; i < readyCount; ++i) fake::enqueueWait(ctx->comm, ready[i]->latest);
+  std::vector<float*> b(bufs, bufs + count);
+  std::vector<fake::Span> spans;
+  for (float* p : b) spans.push_back(floats(p, elements));
+  fake::enqueue(ctx->comm, fake::Work{"local_allreduce", spans, spans, [b, elements] {
+                                        for (int64_t i = 0; i < elements; ++i) {
+                                          float s = b[0][i];
+                                          for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
+                                          for (float* p : b) p[i] = s;
+                                        }
+                                      }});
+  if (done) done->latest = fake::enqueueRecord(ctx->comm);
   return ok();
 }
 
@@ -340,17 +423,31 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
   return ok();
 }
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* c) { delete c; }
+// One collective over the ranks' comm streams: it runs once every rank's stream reaches it.
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
                                                   int64_t elements) {
   const size_t n = comm->devices.size();
   for (size_t r = 0; r < n; ++r)
     if (ctxs[r]->device != comm->devices[r]) return status(MLCUDA_ERR_INVALID_ARGUMENT, "rank/context device mismatch");
-  for (int64_t i = 0; i < elements; ++i) {
-    float s = bufs[0][i];
-    for (size_t r = 1; r < n; ++r) s += bufs[r][i];
-    for (size_t r = 0; r < n; ++r) bufs[r][i] = s;
+  if (elements == 0) return ok();
+  std::vector<float*> b(bufs, bufs + n);
+  std::vector<fake::Stream*> streams;
+  std::vector<fake::Work> parts;
+  for (size_t r = 0; r < n; ++r) {
+    streams.push_back(ctxs[r]->comm);
+    parts.push_back(fake::Work{"ncclAllReduce", {floats(b[r], elements)}, {floats(b[r], elements)}, {}});
   }
+  fake::enqueueCollective(streams, std::move(parts), [b, elements] {
+    for (int64_t i = 0; i < elements; ++i) {
+      float s = b[0][i];
+      for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
+      for (float* p : b) p[i] = s;
+    }
+  });
   return ok();
 }
+
+// For the fake's own tests: how many reads got NaN because nothing ordered them after a write.
+MLCUDA_EXPORT uint64_t fake_unordered_reads(void) { return fake::unorderedReads(); }
 
 }  // extern "C"
