@@ -331,13 +331,14 @@ void DashboardView::onStraggler(const ml::WatchdogWarning& w) {
   straggler_->show();
 }
 
-// The timeline's colours; Network (several workers) only while the timeline draws it.
+// The timeline's colours (input first: each micro-batch starts with it); Network (several workers)
+// only while the timeline draws it.
 void DashboardView::updatePhaseLegend(bool network) {
   if (legendHasNetwork_ == network && !phaseLegend_->text().isEmpty()) return;
   legendHasNetwork_ = network;
   QStringList parts;
-  for (Phase p :
-       {Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Network, Phase::Optimizer, Phase::AllGather})
+  for (Phase p : {Phase::Input, Phase::Forward, Phase::Backward, Phase::Wait, Phase::AllReduce, Phase::Network, Phase::Optimizer,
+                  Phase::AllGather})
     if (p != Phase::Network || network)
       parts << QStringLiteral("<span style='color:%1'>&#9632;</span> %2").arg(phaseColor(p).name(), phaseName(p));
   phaseLegend_->setText(parts.join(QStringLiteral("&nbsp;&nbsp; ")));

@@ -37,6 +37,7 @@ QColor phaseColor(Phase p) {
     case Phase::Optimizer: return QColor(0x93, 0x6F, 0xC9);
     case Phase::AllGather: return QColor(0xD9, 0x6C, 0x3B);
     case Phase::Network: return QColor(0xC2, 0x3B, 0x7A);
+    case Phase::Input: return QColor(0x8A, 0x9B, 0xA8);
   }
   return Qt::gray;
 }
@@ -50,6 +51,7 @@ QString phaseName(Phase p) {
     case Phase::Optimizer: return QStringLiteral("optimizer");
     case Phase::AllGather: return QStringLiteral("all-gather");
     case Phase::Network: return QStringLiteral("network");
+    case Phase::Input: return QStringLiteral("input");
   }
   return {};
 }

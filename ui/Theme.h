@@ -15,7 +15,7 @@ class QVBoxLayout;
 namespace mlui {
 
 // Network: several workers (processes), the cross-worker hop of the all-reduce.
-enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer, AllGather, Network };
+enum class Phase { Forward, Backward, AllReduce, Wait, Optimizer, AllGather, Network, Input };
 
 QColor deviceColor(int device);
 QColor phaseColor(Phase p);

@@ -39,10 +39,11 @@ std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, Me
 
 // Points of replica r's step that the backend timestamps: the host clock on the CPU, events on
 // the device's compute stream on a GPU (so a GPU's phases are the device's, not the host's).
-enum class Mark { StepStart, MicroStart, ForwardEnd, BackwardEnd, CommEnd, UpdateEnd };
+// InputEnd: the micro-batch's input is on the device (after stage(), or at once when it has no rows).
+enum class Mark { StepStart, MicroStart, InputEnd, ForwardEnd, BackwardEnd, CommEnd, UpdateEnd };
 
 struct ReplicaTimes {
-  PhaseTimes phases;                    // forward, backward, optimizer (the rest is the strategy's)
+  PhaseTimes phases;                    // input, forward, backward, optimizer (the rest is the strategy's)
   double backwardEnd = 0, commEnd = 0;  // seconds after Mark::StepStart
 };
 

@@ -70,6 +70,11 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
   resolve(p->eventRecord, "mlcuda_event_record");
   resolve(p->streamWaitEvent, "mlcuda_stream_wait_event");
   resolve(p->eventElapsedMs, "mlcuda_event_elapsed_ms");
+  resolve(p->eventSynchronize, "mlcuda_event_synchronize");
+  resolve(p->hostAlloc, "mlcuda_host_alloc");
+  resolve(p->hostFree, "mlcuda_host_free");
+  resolve(p->copyToDeviceAsync, "mlcuda_copy_to_device_async");
+  resolve(p->gatherRows, "mlcuda_gather_rows");
   resolve(p->denseForward, "mlcuda_dense_forward");
   resolve(p->denseBackward, "mlcuda_dense_backward");
   resolve(p->activationForward, "mlcuda_activation_forward");

@@ -33,6 +33,11 @@ struct CudaPlugin {
   decltype(&mlcuda_event_record) eventRecord = nullptr;
   decltype(&mlcuda_stream_wait_event) streamWaitEvent = nullptr;
   decltype(&mlcuda_event_elapsed_ms) eventElapsedMs = nullptr;
+  decltype(&mlcuda_event_synchronize) eventSynchronize = nullptr;
+  decltype(&mlcuda_host_alloc) hostAlloc = nullptr;
+  decltype(&mlcuda_host_free) hostFree = nullptr;
+  decltype(&mlcuda_copy_to_device_async) copyToDeviceAsync = nullptr;
+  decltype(&mlcuda_gather_rows) gatherRows = nullptr;
   decltype(&mlcuda_dense_forward) denseForward = nullptr;
   decltype(&mlcuda_dense_backward) denseBackward = nullptr;
   decltype(&mlcuda_activation_forward) activationForward = nullptr;

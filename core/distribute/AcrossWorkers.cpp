@@ -64,7 +64,7 @@ std::string MirroredStrategy::replicaLabel(int g) const {
 
 namespace {
 constexpr size_t kHeader = 2;  // stop votes, failed workers
-constexpr size_t kFields = 14;
+constexpr size_t kFields = 15;
 }  // namespace
 
 // After the local step: every worker's replicas' outcomes, its stop vote and whether it failed,
@@ -108,7 +108,8 @@ std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::str
                                       r->commEnd,
                                       r->finite ? 0.0 : (r->badWhat == "loss" ? 1.0 : 2.0),
                                       r->skipped ? 1.0 : 0.0,
-                                      r->phases.allgather};
+                                      r->phases.allgather,
+                                      r->phases.input};
       std::copy(fields, fields + kFields, f);
     }
   }
@@ -132,6 +133,7 @@ std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::str
     o.bad = static_cast<int>(f[11] + 0.5);
     o.skipped = f[12] > 0.5;
     o.phases.allgather = f[13];
+    o.phases.input = f[14];
   }
   return out;
 }

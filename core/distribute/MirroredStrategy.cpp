@@ -354,9 +354,10 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
     const bool last = m == K - 1, run = s.rows() > 0 || joinAll;
     backend_->mark(r.rank, Mark::MicroStart, m);
     enter(r, StepPhase::Forward);
+    if (s.rows() > 0)
+      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
+    backend_->mark(r.rank, Mark::InputEnd, m);
     if (run) {
-      if (s.rows() > 0)
-        backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
       backend_->forwardLoss(r.rank, m, s.rows(), ctx);
       r.samples += s.rows();
     }

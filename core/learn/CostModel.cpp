@@ -142,7 +142,7 @@ ComputeProfile profileFromSteps(const std::vector<StepEvent>& steps, int64_t gra
     if (steps[i].replicas.empty()) continue;
     ++p.stepsUsed;
     for (const auto& r : steps[i].replicas) {
-      fwd += r.phases.forward;
+      fwd += r.phases.input + r.phases.forward;  // the input scales with the samples, as forward does
       bwd += r.phases.backward;
       opt += r.phases.optimizer;
       samples += r.samples;

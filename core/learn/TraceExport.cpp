@@ -35,14 +35,15 @@ json chromeTrace(const std::vector<StepEvent>& steps, const TraceOptions& option
   }
   for (const auto& s : steps) {
     for (const auto& r : s.replicas) {
-      const double durations[7] = {r.phases.forward, r.phases.backward,  r.phases.wait,     r.phases.allreduce,
-                                   r.phases.network, r.phases.optimizer, r.phases.allgather};
-      const char* cats[7] = {"compute", "compute", "sync", "sync", "sync", "compute", "sync"};
+      const double durations[8] = {r.phases.input,     r.phases.forward, r.phases.backward,  r.phases.wait,
+                                   r.phases.allreduce, r.phases.network, r.phases.optimizer, r.phases.allgather};
+      const char* cats[8] = {"input", "compute", "compute", "sync", "sync", "sync", "compute", "sync"};
       double ts = (r.start - t0) * 1e6;
-      for (int k = 0; k < 7; ++k) {
+      for (int k = 0; k < 8; ++k) {
         const double dur = durations[k] * 1e6;
-        // Only several workers cross the network, only a sharded optimizer update all-gathers.
-        if ((k == 4 || k == 6) && dur <= 0) continue;
+        // Runs stored before the input was its own phase have none; only several workers cross the
+        // network, only a sharded optimizer update all-gathers.
+        if ((k == 0 || k == 5 || k == 7) && dur <= 0) continue;
         events.push_back({{"name", kTracePhases[k]},
                           {"cat", cats[k]},
                           {"ph", "X"},

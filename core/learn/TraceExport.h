@@ -20,8 +20,8 @@ struct TraceOptions {
 // then the replica waits for the slowest one, then its exposed all-reduce, then (several workers)
 // the all-reduce's cross-worker hop over the network, then the update, then (sharded optimizer)
 // the all-gather. The network and all-gather spans appear only where they took time.
-inline constexpr const char* kTracePhases[7] = {"forward", "backward",  "wait",      "all-reduce",
-                                                "network", "optimizer", "all-gather"};
+inline constexpr const char* kTracePhases[8] = {"input",      "forward", "backward",  "wait",
+                                                "all-reduce", "network", "optimizer", "all-gather"};
 
 // {"traceEvents": [...], "displayTimeUnit": "ms"}. ts and dur are microseconds; ts counts from
 // the earliest replica start among the steps. Each span carries args {step, epoch, replica,

@@ -73,12 +73,12 @@ void RunStore::exportCsv(int64_t run, const std::string& dir) {
   s.close();
 
   CsvFile r(fs::path(dir) / "replica_steps.csv",
-            "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather,network");
+            "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather,network,input");
   for (const StepEvent& e : steps)
     for (const ReplicaStep& x : e.replicas) {
       r.num(e.step).num(int64_t(x.replica)).num(x.samples).num(x.start).num(x.phases.forward);
       r.num(x.phases.backward).num(x.phases.allreduce).num(x.phases.wait);
-      r.num(x.phases.optimizer).num(x.phases.allgather).num(x.phases.network).endRow();
+      r.num(x.phases.optimizer).num(x.phases.allgather).num(x.phases.network).num(x.phases.input).endRow();
     }
   r.close();
 

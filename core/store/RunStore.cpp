@@ -89,8 +89,8 @@ RunStore::Inserts& RunStore::inserts() {
         "wall_time, loss_scale, skipped) VALUES(?,?,?,?,?,?,?,?,?,nullif(?,0),?)");
     inserts_->replica = db_.prepare(
         "INSERT OR REPLACE INTO replica_steps(run_id, step, replica, samples, start_us, "
-        "forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us, network_us) "
-        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
+        "forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us, network_us, input_us) "
+        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
     inserts_->epoch = db_.prepare(
         "INSERT OR REPLACE INTO epochs(run_id, epoch, train_loss, train_metric, val_loss, "
         "val_metric, seconds, samples_per_sec, allreduce_share, wait_share, in_sync, checksums, "
@@ -149,7 +149,7 @@ void RunStore::appendSteps(int64_t run, std::span<const StepEvent> steps) {
       const PhaseTimes& p = r.phases;
       ins.replica.bindAll(run, e.step, r.replica, r.samples, toMicros(r.start), toMicros(p.forward), toMicros(p.backward),
                           toMicros(p.allreduce), toMicros(p.wait), toMicros(p.optimizer), toMicros(p.allgather),
-                          toMicros(p.network));
+                          toMicros(p.network), toMicros(p.input));
       ins.replica.run();
     }
   }
@@ -312,16 +312,16 @@ RunDetail RunStore::loadRun(int64_t run) {
     // Summed here rather than with GROUP BY, which would sort 400,000 rows for a long run.
     auto q = db_.prepare(
         "SELECT replica, samples, forward_us, backward_us, allreduce_us, wait_us, optimizer_us, allgather_us, "
-        "network_us FROM replica_steps WHERE run_id=?");
+        "network_us, input_us FROM replica_steps WHERE run_id=?");
     q.bind(1, run);
-    std::vector<std::array<int64_t, 9>> sums;  // steps, samples, seven phases in microseconds
+    std::vector<std::array<int64_t, 10>> sums;  // steps, samples, eight phases in microseconds
     while (q.step()) {
       int64_t replica = q.getInt(0);
       if (replica < 0 || replica > 65535) continue;  // not a replica index
       auto r = static_cast<size_t>(replica);
       if (r >= sums.size()) sums.resize(r + 1, {});
       sums[r][0] += 1;
-      for (int c = 1; c < 9; ++c) sums[r][c] += q.getInt(c);
+      for (int c = 1; c < 10; ++c) sums[r][c] += q.getInt(c);
     }
     for (size_t r = 0; r < sums.size(); ++r) {
       if (sums[r][0] == 0) continue;
@@ -330,7 +330,7 @@ RunDetail RunStore::loadRun(int64_t run) {
       s.steps = sums[r][0];
       s.samples = sums[r][1];
       s.total = PhaseTimes{fromMicros(sums[r][2]), fromMicros(sums[r][3]), fromMicros(sums[r][4]), fromMicros(sums[r][5]),
-                           fromMicros(sums[r][6]), fromMicros(sums[r][7]), fromMicros(sums[r][8])};
+                           fromMicros(sums[r][6]), fromMicros(sums[r][7]), fromMicros(sums[r][8]), fromMicros(sums[r][9])};
       d.replicas.push_back(s);
     }
   }
@@ -406,7 +406,7 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
     if (e.step >= fromStep && e.step <= toStep) out.push_back(std::move(e));
   auto q = db_.prepare(
       "SELECT step, replica, samples, start_us, forward_us, backward_us, allreduce_us, wait_us, "
-      "optimizer_us, allgather_us, network_us FROM replica_steps WHERE run_id=? AND step BETWEEN ? AND ? "
+      "optimizer_us, allgather_us, network_us, input_us FROM replica_steps WHERE run_id=? AND step BETWEEN ? AND ? "
       "ORDER BY step, replica");
   q.bindAll(run, fromStep, toStep);
   size_t i = 0;
@@ -418,8 +418,8 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
     r.replica = static_cast<int>(q.getInt(1));
     r.samples = q.getInt(2);
     r.start = fromMicros(q.getInt(3));
-    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)), fromMicros(q.getInt(6)), fromMicros(q.getInt(7)),
-                          fromMicros(q.getInt(8)), fromMicros(q.getInt(9)), fromMicros(q.getInt(10))};
+    r.phases = PhaseTimes{fromMicros(q.getInt(4)), fromMicros(q.getInt(5)), fromMicros(q.getInt(6)),  fromMicros(q.getInt(7)),
+                          fromMicros(q.getInt(8)), fromMicros(q.getInt(9)), fromMicros(q.getInt(10)), fromMicros(q.getInt(11))};
     out[i].replicas.push_back(r);
   }
   return out;

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -180,6 +180,11 @@ ALTER TABLE steps ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN workers INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE runs ADD COLUMN hosts TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE replica_steps ADD COLUMN network_us INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // v9: the micro-batches' input (rows gathered, copied to the device) as its own phase; it was
+    // part of forward before. Runs from before read back with their input inside forward.
+    R"sql(
+ALTER TABLE replica_steps ADD COLUMN input_us INTEGER NOT NULL DEFAULT 0;
 )sql",
 };
 

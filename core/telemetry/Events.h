@@ -35,7 +35,10 @@ struct PhaseTimes {
   // More than one worker (process): the cross-worker hop of the hierarchical all-reduce (MPI), on
   // the replica that carries it; its exposed part is here, not in allreduce.
   double network = 0;
-  double total() const { return forward + backward + allreduce + wait + optimizer + allgather + network; }
+  // The micro-batches' input: rows gathered on the host (CPU devices), or their indices copied to the
+  // device and the rows gathered there (GPUs; the data set is kept on the device when it fits).
+  double input = 0;
+  double total() const { return input + forward + backward + allreduce + wait + optimizer + allgather + network; }
   double compute() const { return forward + backward + optimizer; }
 };
 

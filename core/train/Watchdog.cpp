@@ -116,8 +116,8 @@ std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
   if (n < 2 || n > static_cast<int>(late_.size())) return std::nullopt;
   std::vector<double> arrive, compute;
   for (const auto& r : ev.replicas) {
-    arrive.push_back(r.start + r.phases.forward + r.phases.backward);
-    compute.push_back(r.phases.forward + r.phases.backward);
+    arrive.push_back(r.start + r.phases.input + r.phases.forward + r.phases.backward);
+    compute.push_back(r.phases.input + r.phases.forward + r.phases.backward);
   }
   compute_.push_back(median(compute));
   if (static_cast<int>(compute_.size()) > o_.stragglerWindow) compute_.pop_front();

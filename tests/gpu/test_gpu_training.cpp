@@ -174,6 +174,7 @@ TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
   EXPECT_EQ(r.replicas[0].samples, 50);
   EXPECT_EQ(r.replicas[1].samples, 51);
   for (const auto& rs : r.replicas) {
+    EXPECT_GT(rs.phases.input, 0);  // the indices' copy and the rows' gather, before the forward timer starts
     EXPECT_GT(rs.phases.forward, 0);
     EXPECT_GT(rs.phases.backward, 0);
     EXPECT_GT(rs.phases.optimizer, 0);
@@ -181,6 +182,27 @@ TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
     // would exceed the step's wall time.
     EXPECT_LE(rs.phases.total(), wall);
   }
+}
+
+// The input pipeline: each micro-batch's indices go through one of two pinned slots used in turn,
+// so with 4 micro-batches a slot is written again while the copy of two micro-batches before may
+// still be queued (the fake runs queued work only when the host synchronises, and reads the host
+// memory then): the weights must match the CPU's. Staging the rows through host memory instead of
+// gathering them from the data set on the device (MIRRORLAB_GPU_DATA=host) gives the same bits.
+TEST_F(GpuTraining, MicroBatchesThroughPinnedSlotsMatchTheCpuAndHostStagingGivesTheSameBits) {
+  auto cpu = makeStrategy("cpu:1", "adam", true);
+  auto gpu = makeStrategy("gpu:0", "adam", true);
+  const auto want = train(*cpu, 64, 6, 4);
+  const auto resident = train(*gpu, 64, 6, 4);
+  EXPECT_LT(relDiff(resident.weights, want.weights), 5e-4);
+  for (size_t k = 0; k < want.losses.size(); ++k)
+    EXPECT_NEAR(resident.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << "step " << k + 1;
+  ASSERT_EQ(setenv("MIRRORLAB_GPU_DATA", "host", 1), 0);
+  auto staged = makeStrategy("gpu:0", "adam", true);
+  const auto host = train(*staged, 64, 6, 4);
+  unsetenv("MIRRORLAB_GPU_DATA");
+  ASSERT_EQ(host.weights.size(), resident.weights.size());
+  EXPECT_EQ(std::memcmp(host.weights.data(), resident.weights.data(), host.weights.size() * sizeof(float)), 0);
 }
 
 TEST_F(GpuTraining, EvaluateOnGpuMatchesTheCpu) {

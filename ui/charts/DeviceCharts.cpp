@@ -82,15 +82,18 @@ StepBreakdownChart::StepBreakdownChart(QWidget* parent)
     b->setWidth(0.6);
     return b;
   };
+  input_ = makeBars(tr("input"), Phase::Input);
   compute_ = makeBars(tr("compute"), Phase::Forward);
   allreduce_ = makeBars(tr("all-reduce"), Phase::AllReduce);
   network_ = makeBars(tr("network"), Phase::Network);
   allgather_ = makeBars(tr("all-gather"), Phase::AllGather);
   wait_ = makeBars(tr("waiting"), Phase::Wait);
+  compute_->moveAbove(input_);
   allreduce_->moveAbove(compute_);
   network_->moveAbove(allreduce_);
   allgather_->moveAbove(network_);
   wait_->moveAbove(allgather_);
+  input_->removeFromLegend();      // shown once a step has input time (every run since input is its own phase)
   network_->removeFromLegend();    // shown once a step crosses workers
   allgather_->removeFromLegend();  // shown once a step all-gathers (the sharded optimizer)
   legend->setVisible(true);
@@ -120,11 +123,12 @@ void StepBreakdownChart::addStep(const ml::StepEvent& e) {
 void StepBreakdownChart::updateBars() {
   if (recent_.empty()) return;
   const int n = static_cast<int>(recent_.back().size());
-  QVector<double> keys(n), compute(n, 0), ar(n, 0), net(n, 0), ag(n, 0), wait(n, 0);
-  double total = 0, arTotal = 0, waitTotal = 0, netTotal = 0, agTotal = 0;
+  QVector<double> keys(n), input(n, 0), compute(n, 0), ar(n, 0), net(n, 0), ag(n, 0), wait(n, 0);
+  double total = 0, arTotal = 0, waitTotal = 0, netTotal = 0, agTotal = 0, inTotal = 0;
   for (const auto& step : recent_)
     for (const auto& r : step) {
       if (r.replica < 0 || r.replica >= n) continue;
+      input[r.replica] += r.phases.input;
       compute[r.replica] += r.phases.compute();
       ar[r.replica] += r.phases.allreduce;
       net[r.replica] += r.phases.network;
@@ -135,18 +139,21 @@ void StepBreakdownChart::updateBars() {
       waitTotal += r.phases.wait;
       netTotal += r.phases.network;
       agTotal += r.phases.allgather;
+      inTotal += r.phases.input;
     }
   const double scale = 1000.0 / static_cast<double>(recent_.size());  // seconds summed -> ms per step
   ymax_ = 0;
   for (int i = 0; i < n; ++i) {
     keys[i] = i + 1;
+    input[i] *= scale;
     compute[i] *= scale;
     ar[i] *= scale;
     net[i] *= scale;
     ag[i] *= scale;
     wait[i] *= scale;
-    ymax_ = std::max(ymax_, compute[i] + ar[i] + net[i] + ag[i] + wait[i]);
+    ymax_ = std::max(ymax_, input[i] + compute[i] + ar[i] + net[i] + ag[i] + wait[i]);
   }
+  input_->setData(keys, input, true);
   compute_->setData(keys, compute, true);
   allreduce_->setData(keys, ar, true);
   network_->setData(keys, net, true);
@@ -155,8 +162,13 @@ void StepBreakdownChart::updateBars() {
   // Each returns whether the legend changed (the network entry shows once a step crosses workers,
   // the all-gather's once one all-gathers).
   bool changed = netTotal > 0 ? network_->addToLegend() : network_->removeFromLegend();
+  changed = (inTotal > 0 ? input_->addToLegend() : input_->removeFromLegend()) || changed;
   changed = (agTotal > 0 ? allgather_->addToLegend() : allgather_->removeFromLegend()) || changed;
-  if (changed) {  // the legend lists the bars in their stacking order: waiting, the top one, last
+  if (changed) {  // the legend lists the bars in their stacking order: input first, waiting, the top one, last
+    if (inTotal > 0) {
+      for (QCPBars* b : {compute_, allreduce_, network_, allgather_})
+        if (b->removeFromLegend()) b->addToLegend();
+    }
     wait_->removeFromLegend();
     wait_->addToLegend();
     requestFullFrame();
@@ -169,6 +181,8 @@ void StepBreakdownChart::updateBars() {
 
 void StepBreakdownChart::clearData() {
   recent_.clear();
+  input_->data()->clear();
+  input_->removeFromLegend();
   compute_->data()->clear();
   allreduce_->data()->clear();
   network_->data()->clear();

@@ -50,6 +50,7 @@ class StepBreakdownChart : public LiveChart {
   double allgatherShare() const { return allgatherShare_; }  // the sharded optimizer's all-gather
   double computeShare() const { return 1.0 - allreduceShare_ - waitShare_ - networkShare_ - allgatherShare_; }
   QCPBars* computeBars() const { return compute_; }
+  QCPBars* inputBars() const { return input_; }          // in the legend only while some replica has input time
   QCPBars* networkBars() const { return network_; }      // in the legend only while some replica has network time
   QCPBars* allgatherBars() const { return allgather_; }  // in the legend only while some replica all-gathers
 
@@ -59,7 +60,7 @@ class StepBreakdownChart : public LiveChart {
  private:
   static constexpr size_t kWindow = 20;
   std::deque<std::vector<ml::ReplicaStep>> recent_;
-  QCPBars *compute_, *allreduce_, *network_, *allgather_, *wait_;
+  QCPBars *input_, *compute_, *allreduce_, *network_, *allgather_, *wait_;
   double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, allgatherShare_ = 0, ymax_ = 1;
   int devices_ = 1;
 };

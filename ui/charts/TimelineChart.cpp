@@ -55,15 +55,15 @@ void TimelineChart::updateBars() {
   t1_ = -1e300;
   for (const auto& s : recent_)
     for (const auto& r : s.replicas) {
-      // The order within a step: compute, then wait for the slowest replica, then the exposed
+      // The order within a step: input and compute, then wait for the slowest replica, then the exposed
       // all-reduce, then (several workers) its cross-worker hop over the network, then the
       // optimizer, then (sharded) the all-gather of the updated parameters. A phase of zero
       // (no network with one worker) draws no bar.
       double t = r.start;
-      const std::pair<Phase, double> phases[] = {{Phase::Forward, r.phases.forward},    {Phase::Backward, r.phases.backward},
-                                                 {Phase::Wait, r.phases.wait},          {Phase::AllReduce, r.phases.allreduce},
-                                                 {Phase::Network, r.phases.network},    {Phase::Optimizer, r.phases.optimizer},
-                                                 {Phase::AllGather, r.phases.allgather}};
+      const std::pair<Phase, double> phases[] = {{Phase::Input, r.phases.input},         {Phase::Forward, r.phases.forward},
+                                                 {Phase::Backward, r.phases.backward},   {Phase::Wait, r.phases.wait},
+                                                 {Phase::AllReduce, r.phases.allreduce}, {Phase::Network, r.phases.network},
+                                                 {Phase::Optimizer, r.phases.optimizer}, {Phase::AllGather, r.phases.allgather}};
       t0_ = std::min(t0_, t);
       for (const auto& [phase, d] : phases) {
         if (d <= 0) continue;

@@ -31,6 +31,7 @@ double seconds(const ml::PhaseTimes& t, Phase p) {
     case Phase::Optimizer: return t.optimizer;
     case Phase::AllGather: return t.allgather;
     case Phase::Network: return t.network;
+    case Phase::Input: return t.input;
   }
   return 0;
 }
@@ -49,6 +50,7 @@ QString doing(Phase p) {
     case Phase::Optimizer: return QObject::tr("applying the same update");
     case Phase::AllGather: return QObject::tr("all-gather, copying the parameters the other replicas updated");
     case Phase::Network: return QObject::tr("sending the sums to the other workers over the network");
+    case Phase::Input: return QObject::tr("bringing its shard of the batch to the device");
   }
   return {};
 }

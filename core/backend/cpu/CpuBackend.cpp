@@ -49,7 +49,7 @@ std::string CpuBackend::threadPolicy() const {
 void CpuBackend::prepare(int r, int micro, int64_t, int64_t targetDim, bool training) {
   Replica& p = rep(r);
   p.targetDim = targetDim;
-  p.micro.assign(static_cast<size_t>(3 * micro), 0.0);
+  p.micro.assign(static_cast<size_t>(4 * micro), 0.0);
   if (!training) return;
   p.sums = {};
   p.model->discardGrads();  // the first backward writes them
@@ -58,12 +58,13 @@ void CpuBackend::prepare(int r, int micro, int64_t, int64_t targetDim, bool trai
 void CpuBackend::mark(int r, Mark m, int micro) {
   Replica& p = rep(r);
   const double t = seconds();
-  const size_t i = static_cast<size_t>(3 * micro);
+  const size_t i = static_cast<size_t>(4 * micro);
   switch (m) {
     case Mark::StepStart: p.start = t; break;
     case Mark::MicroStart: p.micro[i] = t; break;
-    case Mark::ForwardEnd: p.micro[i + 1] = t; break;
-    case Mark::BackwardEnd: p.micro[i + 2] = t; break;
+    case Mark::InputEnd: p.micro[i + 1] = t; break;
+    case Mark::ForwardEnd: p.micro[i + 2] = t; break;
+    case Mark::BackwardEnd: p.micro[i + 3] = t; break;
     case Mark::CommEnd: p.commEnd = t; break;
     case Mark::UpdateEnd: p.updateEnd = t; break;
   }
@@ -244,11 +245,12 @@ ReplicaTimes CpuBackend::times(int r, int micro) {
   const Replica& p = rep(r);
   ReplicaTimes t;
   for (int m = 0; m < micro; ++m) {
-    const double* e = p.micro.data() + 3 * m;
-    t.phases.forward += e[1] - e[0];
-    t.phases.backward += e[2] - e[1];
+    const double* e = p.micro.data() + 4 * m;
+    t.phases.input += e[1] - e[0];
+    t.phases.forward += e[2] - e[1];
+    t.phases.backward += e[3] - e[2];
   }
-  t.backwardEnd = p.micro[static_cast<size_t>(3 * micro - 1)] - p.start;
+  t.backwardEnd = p.micro[static_cast<size_t>(4 * micro - 1)] - p.start;
   t.commEnd = p.commEnd - p.start;
   t.phases.optimizer = p.updateEnd - p.commEnd;
   return t;

@@ -78,9 +78,9 @@ class CpuBackend : public Backend {
     int64_t targetDim = 1;
     ReplicaSums sums;
     float lossScale = 1;  // dynamic loss scaling: multiplies the loss gradient
-    // Mark times (seconds on the steady clock): start, then per micro-batch start/forward/backward ends.
+    // Mark times (seconds on the steady clock): start, then per micro-batch start/input/forward/backward ends.
     double start = 0, commEnd = 0, updateEnd = 0;
-    std::vector<double> micro;  // 3 per micro-batch
+    std::vector<double> micro;  // 4 per micro-batch
   };
   Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
   size_t stateOffset(const Replica& p, int64_t offset) const;  // where the range's optimizer state starts

@@ -131,6 +131,20 @@ MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* host_
 MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context* ctx, void* dst, const void* src, size_t bytes);
 MLCUDA_EXPORT mlcuda_status mlcuda_fill_zero(mlcuda_context* ctx, void* ptr, size_t bytes);
 
+/* ---- the input pipeline: pinned host memory, asynchronous copies, a device-side gather ---------- */
+
+/* Page-locked host memory (cudaHostAlloc): copies from it run asynchronously at full bus speed. */
+MLCUDA_EXPORT mlcuda_status mlcuda_host_alloc(mlcuda_context* ctx, size_t bytes, void** ptr);
+MLCUDA_EXPORT mlcuda_status mlcuda_host_free(mlcuda_context* ctx, void* ptr);
+/* Enqueued on the compute stream; returns at once. host_src must stay unchanged until work after the
+ * copy is known to be complete (an event recorded after it, then mlcuda_event_synchronize). */
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device_async(mlcuda_context* ctx, void* dst, const void* host_src, size_t bytes);
+/* dst (n, width) row i = src row rows[i] (rows: n device int64 indices into src, each in 0..src_rows-1,
+ * which the caller has checked); on the compute stream. The data set's rows stay on the device and
+ * only the batch's indices cross the bus. */
+MLCUDA_EXPORT mlcuda_status mlcuda_gather_rows(mlcuda_context* ctx, const float* src, const int64_t* rows, int64_t n,
+                                               int64_t width, float* dst);
+
 /* ---- events: order the two streams and time the phases -------------------------------------- */
 
 MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context* ctx, mlcuda_event** event);
@@ -138,6 +152,8 @@ MLCUDA_EXPORT void mlcuda_event_destroy(mlcuda_event* event);
 /* stream: MLCUDA_STREAM_COMPUTE or MLCUDA_STREAM_COMM of ctx. */
 MLCUDA_EXPORT mlcuda_status mlcuda_event_record(mlcuda_context* ctx, int stream, mlcuda_event* event);
 MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context* ctx, int stream, mlcuda_event* event);
+/* Blocks the calling thread until the work before the event's latest record is complete. */
+MLCUDA_EXPORT mlcuda_status mlcuda_event_synchronize(mlcuda_event* event);
 /* Milliseconds from start to end; waits for end to complete. */
 MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* start, mlcuda_event* end, float* ms);
 

@@ -45,6 +45,9 @@ void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t 
 void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
              float momentum, float eps);
 
+// dst row i = src row rows[i], width floats a row (the indices were checked on the host).
+void gatherRows(cudaStream_t s, const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);
+
 inline constexpr int kMaxLocalBuffers = 64;
 // Every buffer[i][e] = buffers[0][e] + buffers[1][e] + ... (left to right), for count <= 64.
 void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements);

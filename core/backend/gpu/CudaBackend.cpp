@@ -1,5 +1,7 @@
 // The CUDA backend's operations. One step, per replica thread r (the strategy's own threads):
-// stage each micro-batch shard (gather on the host, copy to the device), forward, loss and metric
+// stage each micro-batch shard (its row indices through a pinned slot to the device, its rows
+// gathered there from the data set kept in device memory; or, for a data set too large for the GPU,
+// its rows gathered on the host into the pinned slot and copied), forward, loss and metric
 // into device words, backward; on the last micro-batch each layer's gradients are counted for
 // inf/NaN before its buckets are handed to the collective (GpuCollective.cpp); after the
 // all-reduce the fused optimizer runs, and one copy brings back the loss, metric and non-finite
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -166,6 +169,7 @@ void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
   p.commEnd = event();
   p.optEnd = event();
   for (size_t k = 0; k < buckets; ++k) p.bucket.push_back(event());
+  for (auto& s : p.slots) s.copied = event();
   p.acts.resize(layers_.size());
   p.dacts.resize(layers_.size());
   p.masks.resize(layers_.size());
@@ -266,7 +270,7 @@ void CudaBackend::ensureStepBuffers(Replica& rep, int accumulate) {
     rep.words = allocate<double>(rep, static_cast<size_t>(words), false);
     rep.capWords = words;
   }
-  while (rep.micro.size() < static_cast<size_t>(3 * accumulate)) {
+  while (rep.micro.size() < static_cast<size_t>(4 * accumulate)) {
     mlcuda_event* e = nullptr;
     ok(P_->eventCreate(rep.ctx.get(), &e));
     rep.micro.emplace_back(e, EventDestroy{P_});
@@ -287,33 +291,114 @@ void CudaBackend::prepare(int r, int micro, int64_t maxRows, int64_t targetDim, 
 void CudaBackend::mark(int r, Mark m, int micro) {
   Replica& p = rep(r);
   mlcuda_event* e = nullptr;
-  const size_t i = static_cast<size_t>(3 * micro);
+  const size_t i = static_cast<size_t>(4 * micro);
   switch (m) {
     case Mark::StepStart: e = p.start.get(); break;
     case Mark::MicroStart: e = p.micro[i].get(); break;
-    case Mark::ForwardEnd: e = p.micro[i + 1].get(); break;
-    case Mark::BackwardEnd: e = p.micro[i + 2].get(); break;
+    case Mark::InputEnd: e = p.micro[i + 1].get(); break;
+    case Mark::ForwardEnd: e = p.micro[i + 2].get(); break;
+    case Mark::BackwardEnd: e = p.micro[i + 3].get(); break;
     case Mark::CommEnd: e = p.commEnd.get(); break;
     case Mark::UpdateEnd: e = p.optEnd.get(); break;
   }
   ok(P_->eventRecord(p.ctx.get(), MLCUDA_STREAM_COMPUTE, e));
 }
 
-// Gathers the shard's rows on the host and copies them to the device (the copy waits for the
-// compute stream, so the previous micro-batch's backward no longer reads x).
+// The data set in this replica's GPU memory, uploaded by the first replica on that GPU to ask
+// (one copy, once per run); null when it would take more than half of the free device memory, or
+// MIRRORLAB_GPU_DATA=host asks for host staging, and then every micro-batch is staged. A replica
+// that uses another's upload orders its stream after it with the upload's event (the copy is
+// synchronous today, but an order only the host knows is one the GPU may not keep).
+const CudaBackend::ResidentData* CudaBackend::residentData(Replica& rep, const Dataset& data) {
+  std::lock_guard<std::mutex> lock(residentMutex_);
+  for (const auto& d : resident_)
+    if (d->device == rep.device && d->hostX == data.x.data() && d->size == data.size && d->features == data.featureCount() &&
+        d->targetDim == data.targetDim) {
+      if (!d->x) return nullptr;
+      if (std::find(rep.waited.begin(), rep.waited.end(), d.get()) == rep.waited.end()) {
+        ok(P_->streamWaitEvent(rep.ctx.get(), MLCUDA_STREAM_COMPUTE, d->uploaded.get()));
+        rep.waited.push_back(d.get());
+      }
+      return d.get();
+    }
+  auto d = std::make_unique<ResidentData>();
+  d->device = rep.device;
+  d->hostX = data.x.data();
+  d->size = data.size;
+  d->features = data.featureCount();
+  d->targetDim = data.targetDim;
+  const char* mode = std::getenv("MIRRORLAB_GPU_DATA");
+  const size_t bytes = (data.x.size() + data.y.size()) * sizeof(float);
+  size_t freeBytes = 0, totalBytes = 0;
+  ok(P_->memoryInfo(rep.ctx.get(), &freeBytes, &totalBytes));
+  if (!(mode && std::string(mode) == "host") && bytes <= freeBytes / 2 && !data.x.empty()) {
+    d->x = allocate<float>(rep, data.x.size(), false);
+    d->y = allocate<float>(rep, data.y.size(), false);
+    ok(P_->copyToDevice(rep.ctx.get(), d->x.get(), data.x.data(), data.x.size() * sizeof(float)));
+    ok(P_->copyToDevice(rep.ctx.get(), d->y.get(), data.y.data(), data.y.size() * sizeof(float)));
+    mlcuda_event* e = nullptr;
+    ok(P_->eventCreate(rep.ctx.get(), &e));
+    d->uploaded = GpuEvent(e, EventDestroy{P_});
+    ok(P_->eventRecord(rep.ctx.get(), MLCUDA_STREAM_COMPUTE, e));
+    rep.waited.push_back(d.get());
+  }
+  resident_.push_back(std::move(d));
+  return resident_.back()->x ? resident_.back().get() : nullptr;
+}
+
+// The next pinned slot, at least `bytes` large, once the copy that last read it is done.
+char* CudaBackend::takeSlot(Replica& rep, size_t bytes) {
+  Replica::Slot& s = rep.slots[rep.nextSlot];
+  rep.nextSlot ^= 1;
+  if (s.inFlight) ok(P_->eventSynchronize(s.copied.get()));
+  s.inFlight = false;
+  if (s.bytes < bytes) {
+    s.host.reset();
+    s.bytes = 0;
+    const size_t want = std::max(bytes + bytes / 2, size_t{64} << 10);  // room to grow without a new allocation each time
+    void* q = nullptr;
+    ok(P_->hostAlloc(rep.ctx.get(), want, &q));
+    s.host = PinnedBuffer(q, HostFree{P_, rep.ctx.get()});
+    s.bytes = want;
+  }
+  return static_cast<char*>(s.host.get());
+}
+
+// The shard's row indices go through a pinned slot to the device (they are also the sample ids of
+// Dropout); its rows are gathered there from the resident data set, or on the host into the same
+// slot and copied. Everything is on the compute stream, so the previous micro-batch's backward no
+// longer reads x when it is overwritten; the host returns without waiting for the copies.
 void CudaBackend::stage(int r, const Dataset& data, std::span<const int64_t> idx) {
   Replica& p = rep(r);
+  mlcuda_context* c = p.ctx.get();
   const int64_t f = data.featureCount(), t = data.targetDim, n = static_cast<int64_t>(idx.size());
-  p.hx.resize(static_cast<size_t>(n * f));
-  p.hy.resize(static_cast<size_t>(n * t));
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(p.hx.data() + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
-    std::memcpy(p.hy.data() + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
+  for (int64_t i : idx)
+    if (i < 0 || i >= data.size)
+      throw std::logic_error("CudaBackend::stage: sample " + std::to_string(i) + " is outside " + data.name + " (" +
+                             std::to_string(data.size) + " samples)");
+  const ResidentData* res = residentData(p, data);
+  const size_t idBytes = static_cast<size_t>(n) * sizeof(int64_t);
+  const size_t xBytes = res ? 0 : static_cast<size_t>(n * f) * sizeof(float);
+  const size_t yBytes = res ? 0 : static_cast<size_t>(n * t) * sizeof(float);
+  char* h = takeSlot(p, idBytes + xBytes + yBytes);
+  std::memcpy(h, idx.data(), idBytes);
+  ok(P_->copyToDeviceAsync(c, p.ids.get(), h, idBytes));
+  if (res) {
+    ok(P_->gatherRows(c, res->x.get(), p.ids.get(), n, f, p.x.get()));
+    ok(P_->gatherRows(c, res->y.get(), p.ids.get(), n, t, p.y.get()));
+  } else {
+    auto* hx = reinterpret_cast<float*>(h + idBytes);
+    auto* hy = reinterpret_cast<float*>(h + idBytes + xBytes);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(hx + i * f, data.sample(idx[static_cast<size_t>(i)]), static_cast<size_t>(f) * sizeof(float));
+      std::memcpy(hy + i * t, data.target(idx[static_cast<size_t>(i)]), static_cast<size_t>(t) * sizeof(float));
+    }
+    ok(P_->copyToDeviceAsync(c, p.x.get(), hx, xBytes));
+    ok(P_->copyToDeviceAsync(c, p.y.get(), hy, yBytes));
   }
-  p.hids.assign(idx.begin(), idx.end());
-  ok(P_->copyToDevice(p.ctx.get(), p.x.get(), p.hx.data(), p.hx.size() * sizeof(float)));
-  ok(P_->copyToDevice(p.ctx.get(), p.y.get(), p.hy.data(), p.hy.size() * sizeof(float)));
-  ok(P_->copyToDevice(p.ctx.get(), p.ids.get(), p.hids.data(), p.hids.size() * sizeof(int64_t)));
+  Replica::Slot& used = p.slots[p.nextSlot ^ 1];
+  ok(P_->eventRecord(c, MLCUDA_STREAM_COMPUTE, used.copied.get()));
+  used.inFlight = true;
 }
 
 // Sequential::forward on the device: a Flatten passes its input on, every other layer writes its own buffer.
@@ -447,11 +532,12 @@ ReplicaTimes CudaBackend::times(int r, int micro) {
   };
   ReplicaTimes t;
   for (int m = 0; m < micro; ++m) {
-    const GpuEvent* ev = p.micro.data() + 3 * m;
-    t.phases.forward += seconds(ev[0], ev[1]);
-    t.phases.backward += seconds(ev[1], ev[2]);
+    const GpuEvent* ev = p.micro.data() + 4 * m;
+    t.phases.input += seconds(ev[0], ev[1]);
+    t.phases.forward += seconds(ev[1], ev[2]);
+    t.phases.backward += seconds(ev[2], ev[3]);
   }
-  t.backwardEnd = seconds(p.start, p.micro[static_cast<size_t>(3 * micro - 1)]);
+  t.backwardEnd = seconds(p.start, p.micro[static_cast<size_t>(4 * micro - 1)]);
   t.commEnd = seconds(p.start, p.commEnd);
   t.phases.optimizer = seconds(p.commEnd, p.optEnd);
   return t;

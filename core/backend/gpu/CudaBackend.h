@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -62,6 +63,7 @@ class CudaBackend : public Backend {
  private:
   struct Layer;
   struct Replica;
+  struct ResidentData;
   friend class GpuCollective;
   enum class Opt { Sgd, Adam, RmsProp };
 
@@ -73,6 +75,8 @@ class CudaBackend : public Backend {
   void ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim);
   void ensureStepBuffers(Replica& rep, int accumulate);
   const float* forward(Replica& rep, int64_t rows, bool training, uint64_t seed, uint64_t step);
+  const ResidentData* residentData(Replica& rep, const Dataset& data);
+  char* takeSlot(Replica& rep, size_t bytes);
   Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
 
   const CudaPlugin* P_ = nullptr;
@@ -87,7 +91,11 @@ class CudaBackend : public Backend {
   bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
-  NcclComm nccl_;                         // declared after reps_: destroyed before the contexts
+  NcclComm nccl_;  // declared after reps_: destroyed before the contexts
+  // Data sets kept in device memory, one copy per physical GPU (declared after reps_: freed while
+  // the contexts that allocated them still exist).
+  std::vector<std::unique_ptr<ResidentData>> resident_;
+  std::mutex residentMutex_;
   std::atomic<bool> paramsNewer_{false};  // the devices hold parameters the hosts have not seen
 };
 

@@ -20,6 +20,16 @@ struct CudaBackend::Layer {
   bool needsInputGrad = false;    // a layer below has parameters
 };
 
+// A data set's samples and targets in one GPU's memory (rows gathered there by index), or, when it
+// would not fit (x and y null), the note that it is staged through pinned host memory instead.
+struct CudaBackend::ResidentData {
+  int device = 0;
+  const float* hostX = nullptr;  // identity of the data set: its storage, size and shape
+  int64_t size = 0, features = 0, targetDim = 0;
+  DeviceBuffer<float> x, y;
+  GpuEvent uploaded;  // recorded behind the upload; the other replicas on the GPU wait for it once
+};
+
 struct CudaBackend::Replica {
   int rank = 0, device = 0;
   std::string label;
@@ -42,12 +52,24 @@ struct CudaBackend::Replica {
   int64_t capWords = 0;
   unsigned long long* nonfinite = nullptr;  // the last word, while a step runs
   std::vector<double> hostWords;
-  // Events: the step's start, three per micro-batch (start, forward end, backward end), one per
-  // bucket, the all-reduce done (comm stream), the compute stream past it, the optimizer's end.
+  // Events: the step's start, four per micro-batch (start, input on the device, forward end, backward
+  // end), one per bucket, the all-reduce done (comm stream), the compute stream past it, the
+  // optimizer's end.
   GpuEvent start, commDone, commEnd, optEnd;
   std::vector<GpuEvent> micro, bucket;
-  std::vector<float> hx, hy, hostSlot1, hostSlot2;
-  std::vector<int64_t> hids;
+  std::vector<float> hostSlot1, hostSlot2;
+  // The input's two pinned host slots, used in turn: a slot is written again only after the event
+  // recorded behind its last copy has passed, so the copy of one micro-batch overlaps the host's
+  // work on the next.
+  struct Slot {
+    PinnedBuffer host;
+    size_t bytes = 0;
+    GpuEvent copied;
+    bool inFlight = false;
+  };
+  Slot slots[2];
+  int nextSlot = 0;
+  std::vector<const ResidentData*> waited;  // resident data sets this replica's compute stream waited for
 
   ~Replica() {
     if (ctx) ctx.get_deleter().plugin->synchronize(ctx.get());  // before the buffers go

@@ -18,6 +18,16 @@ struct DeviceFree {
 template <typename T>
 using DeviceBuffer = std::unique_ptr<T, DeviceFree>;
 
+// Page-locked host memory of the plugin (mlcuda_host_alloc).
+struct HostFree {
+  const CudaPlugin* plugin = nullptr;
+  mlcuda_context* ctx = nullptr;
+  void operator()(void* p) const {
+    if (p) plugin->hostFree(ctx, p);
+  }
+};
+using PinnedBuffer = std::unique_ptr<void, HostFree>;
+
 struct EventDestroy {
   const CudaPlugin* plugin = nullptr;
   void operator()(mlcuda_event* e) const {

@@ -98,6 +98,29 @@ TEST(TraceExport, SyntheticRunParsesBackAsChromeTrace) {
   }
 }
 
+// The micro-batches' input (rows gathered, copied to the device) is its own span, first in the step,
+// with the forward pass starting where it ends; stored runs without it have no input span.
+TEST(TraceExport, InputTimeIsItsOwnSpanBeforeTheForwardPass) {
+  auto steps = syntheticSteps();
+  for (auto& s : steps) s.replicas[1].phases.input = 0.0025;
+  const json trace = chromeTrace(steps);
+  std::map<int, std::vector<json>> spans;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") spans[e.at("tid").get<int>()].push_back(e);
+  for (auto& [r, lane] : spans)
+    std::sort(lane.begin(), lane.end(),
+              [](const json& a, const json& b) { return a.at("ts").get<double>() < b.at("ts").get<double>(); });
+  ASSERT_EQ(spans[0].size(), 15u);  // no input time: 5 spans x 3 steps
+  ASSERT_EQ(spans[1].size(), 18u);  // 6 spans x 3 steps
+  const json& in = spans[1][0];
+  EXPECT_EQ(in.at("name"), "input");
+  EXPECT_EQ(in.at("cat"), "input");
+  EXPECT_DOUBLE_EQ(in.at("dur").get<double>(), 2500.0);
+  EXPECT_EQ(spans[1][1].at("name"), "forward");
+  EXPECT_NEAR(spans[1][1].at("ts").get<double>(), in.at("ts").get<double>() + 2500.0, 1e-6);
+  for (const auto& e : spans[0]) EXPECT_NE(e.at("name"), "input");
+}
+
 // Several workers: the replica carrying the cross-worker hop gets a "network" span (sync) right
 // after its all-reduce, as long as the hop took; a replica without network time gets none.
 TEST(TraceExport, NetworkTimeOfSeveralWorkersIsItsOwnSpanAfterTheAllReduce) {

@@ -102,6 +102,7 @@ inline ml::StepEvent makeStep(int64_t step, int replicas, int64_t stepsPerEpoch 
     rs.start = e.wallTime - e.stepTime + 1e-6 * r;
     rs.phases = {0.002 + 1e-6 * r, 0.004 + 2e-6 * r, 0.0011 + 3e-6 * static_cast<double>(step % 7),
                  0.0005 * r,       0.0003,           0.0002 * static_cast<double>(step % 2)};
+    rs.phases.input = 0.00015 + 1e-6 * r;
     e.replicas.push_back(rs);
   }
   return e;

@@ -166,6 +166,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
       EXPECT_NEAR(y.phases.wait, x.phases.wait, kMicro);
       EXPECT_NEAR(y.phases.optimizer, x.phases.optimizer, kMicro);
       EXPECT_NEAR(y.phases.allgather, x.phases.allgather, kMicro);
+      EXPECT_NEAR(y.phases.input, x.phases.input, kMicro);
       EXPECT_EQ(y.phases.network, 0.0);  // one worker: no cross-worker hop
     }
   }
@@ -182,6 +183,7 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
       sum.wait += s.replicas[r].phases.wait;
       sum.allreduce += s.replicas[r].phases.allreduce;
       sum.allgather += s.replicas[r].phases.allgather;
+      sum.input += s.replicas[r].phases.input;
       samplesSum += s.replicas[r].samples;
     }
     EXPECT_EQ(d.replicas[r].replica, r);
@@ -192,6 +194,8 @@ TEST(StoreRoundTrip, EveryFieldThroughChannelAndRecorder) {
     EXPECT_NEAR(d.replicas[r].total.allreduce, sum.allreduce, 30 * kMicro);
     EXPECT_GT(sum.allgather, 0);
     EXPECT_NEAR(d.replicas[r].total.allgather, sum.allgather, 30 * kMicro);
+    EXPECT_GT(sum.input, 0);  // the rows gathered for each micro-batch, timed on their own
+    EXPECT_NEAR(d.replicas[r].total.input, sum.input, 30 * kMicro);
   }
   EXPECT_EQ(d.replicas[0].waitShare(), 0.0);
   EXPECT_GT(d.replicas[2].waitShare(), 0.05);
@@ -444,7 +448,7 @@ TEST(StoreExport, CsvFilesWithHeadersAndEveryRow) {
   EXPECT_EQ(std::stod(steps[1].substr(steps[1].find(',', 2) + 1)), first.loss);
   auto reps = lines(out + "/replica_steps.csv");
   ASSERT_EQ(reps.size(), 51u);
-  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather,network");
+  EXPECT_EQ(reps[0], "step,replica,samples,start,forward,backward,allreduce,wait,optimizer,allgather,network,input");
   auto ep = lines(out + "/epochs.csv");
   ASSERT_EQ(ep.size(), 3u);
   EXPECT_EQ(ep[0].substr(0, 17), "epoch,train_loss,");

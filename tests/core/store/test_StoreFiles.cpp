@@ -218,7 +218,7 @@ INSERT INTO replica_steps(run_id, step, replica, samples, start_us, forward_us, 
 )sql");
   }
   RunStore store = RunStore::open(path);
-  EXPECT_EQ(store.schemaVersion(), 8);
+  EXPECT_EQ(store.schemaVersion(), store::kSchemaVersion);
   ASSERT_EQ(store.listRuns().size(), 1u);
   RunDetail d = store.loadRun(3);
   EXPECT_EQ(d.summary.name, "v7 run");
@@ -235,6 +235,8 @@ INSERT INTO replica_steps(run_id, step, replica, samples, start_us, forward_us, 
   ASSERT_EQ(steps[1].replicas.size(), 2u);
   EXPECT_DOUBLE_EQ(steps[1].replicas[0].phases.backward, 6000e-6);
   EXPECT_EQ(steps[1].replicas[0].phases.network, 0.0);
+  EXPECT_EQ(steps[1].replicas[0].phases.input, 0.0);  // v9: stored before the input was its own phase
+  EXPECT_EQ(d.replicas[1].total.input, 0.0);
 
   // The migrated store takes a run of two workers beside the old one.
   RunStarted s = storetest::makeStarted("after upgrade", 4);

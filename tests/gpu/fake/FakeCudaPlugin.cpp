@@ -187,6 +187,43 @@ MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* d, co
   const auto done = fake::enqueue(ctx->compute, fake::Work{"copy to host", {{s, b}}, {}, [=] { std::memcpy(d, s, b); }});
   return synced(fake::waitFor(done, &why), why);
 }
+MLCUDA_EXPORT mlcuda_status mlcuda_host_alloc(mlcuda_context*, size_t bytes, void** ptr) {
+  *ptr = bytes ? std::malloc(bytes) : nullptr;
+  return bytes && !*ptr ? status(MLCUDA_ERR_OUT_OF_MEMORY, "fake plugin: host allocation failed") : ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_host_free(mlcuda_context*, void* ptr) {
+  std::string why;
+  if (ptr && !fake::drainAll(&why)) return status(MLCUDA_ERR_INTERNAL, why);  // cudaFreeHost synchronises
+  std::free(ptr);
+  return ok();
+}
+// Reads the host memory when the copy runs, as the GPU does: a host that rewrites the buffer before
+// the copy is known to be done sends the new contents (and a test sees it).
+MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device_async(mlcuda_context* ctx, void* d, const void* s, size_t b) {
+  if (!b) return ok();
+  return launch(ctx, "copy to device (async)", {}, {{d, b}}, [=] { std::memcpy(d, s, b); });
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_gather_rows(mlcuda_context* ctx, const float* src, const int64_t* rows, int64_t n,
+                                               int64_t width, float* dst) {
+  if (n <= 0 || width <= 0) return ok();
+  if (!ctx) return status(MLCUDA_ERR_INVALID_ARGUMENT, "gather_rows: null context");
+  fake::Work w{"gather_rows", {span(rows, n, 8)}, {floats(dst, n * width)}, [=] {
+                 for (int64_t i = 0; i < n; ++i) {
+                   if (rows[i] < 0)  // an index the fake gave NaN (read before its copy was ordered): a NaN row
+                     std::fill(dst + i * width, dst + (i + 1) * width, std::nanf(""));
+                   else
+                     std::memcpy(dst + i * width, src + rows[i] * width, sizeof(float) * width);
+                 }
+               }};
+  w.lateReads = [=] {
+    std::vector<fake::Span> r;
+    for (int64_t i = 0; i < n; ++i)
+      if (rows[i] >= 0) r.push_back(floats(src + rows[i] * width, width));
+    return r;
+  };
+  fake::enqueue(ctx->compute, std::move(w));
+  return ok();
+}
 MLCUDA_EXPORT mlcuda_status mlcuda_copy_on_device(mlcuda_context* ctx, void* d, const void* s, size_t b) {
   if (!b || d == s) return ok();
   return launch(ctx, "copy on device", {{s, b}}, {{d, b}}, [=] { std::memmove(d, s, b); });
@@ -212,6 +249,10 @@ MLCUDA_EXPORT mlcuda_status mlcuda_stream_wait_event(mlcuda_context* ctx, int st
   if (!s || !e) return status(MLCUDA_ERR_INVALID_ARGUMENT, "mlcuda_stream_wait_event: bad stream, context or event");
   fake::enqueueWait(s, e->latest);
   return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_event_synchronize(mlcuda_event* e) {
+  std::string why;
+  return synced(fake::waitFor(e->latest, &why), why);
 }
 MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* a, mlcuda_event* b, float* ms) {
   std::string why;

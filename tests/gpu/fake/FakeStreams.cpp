@@ -141,7 +141,11 @@ void poison(State& st, uintptr_t b, uintptr_t e, const std::string& why) {
                  why.c_str(), static_cast<size_t>(e - b), reinterpret_cast<void*>(b));
 }
 
-void checkReads(State& st, const Stream& s, const Op& op) {
+void checkReads(State& st, const Stream& s, Op& op) {
+  if (op.work.lateReads) {
+    auto more = op.work.lateReads();
+    op.work.reads.insert(op.work.reads.end(), more.begin(), more.end());
+  }
   for (const Span& r : op.work.reads) {
     if (!r.p || r.bytes == 0) continue;
     const uintptr_t b = addr(r.p), e = b + r.bytes;
@@ -249,7 +253,8 @@ Op makeOp(State& st, Stream* s, Work w, uint64_t seq) {
   op.work = std::move(w);
   op.host = hostClock;
   for (const Span& x : op.work.writes)
-    if (x.p && x.bytes) st.pending.push_back(Pending{addr(x.p), addr(x.p) + x.bytes, s->id, op.seq, op.work.what + " on " + s->label});
+    if (x.p && x.bytes)
+      st.pending.push_back(Pending{addr(x.p), addr(x.p) + x.bytes, s->id, op.seq, op.work.what + " on " + s->label});
   return op;
 }
 
@@ -270,7 +275,9 @@ void dropStream(Stream* s) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
   std::string why;
-  if (!runUntil(st, [&] { return s->queue.empty(); }, &why)) std::fprintf(stderr, "%s\n", why.c_str());
+  if (!runUntil(
+          st, [&] { return s->queue.empty(); }, &why))
+    std::fprintf(stderr, "%s\n", why.c_str());
   std::erase(st.streams, s);
   delete s;
 }
@@ -309,7 +316,9 @@ bool waitFor(const std::shared_ptr<Signal>& s, std::string* why) {
   if (!s) return true;
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
-  if (!runUntil(st, [&] { return s->done; }, why)) return false;
+  if (!runUntil(
+          st, [&] { return s->done; }, why))
+    return false;
   merge(hostClock, s->clock);
   return true;
 }
@@ -326,7 +335,9 @@ bool drainStreams(const std::vector<Stream*>& streams, std::string* why) {
 bool drainAll(std::string* why) {
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mutex);
-  const auto empty = [&] { return std::all_of(st.streams.begin(), st.streams.end(), [](Stream* s) { return s->queue.empty(); }); };
+  const auto empty = [&] {
+    return std::all_of(st.streams.begin(), st.streams.end(), [](Stream* s) { return s->queue.empty(); });
+  };
   if (!runUntil(st, empty, why)) return false;
   for (Stream* s : st.streams) merge(hostClock, s->clock);
   return true;

@@ -30,6 +30,8 @@ struct Work {
   std::string what;  // "dense_forward" (messages name the stream too)
   std::vector<Span> reads, writes;
   std::function<void()> run;
+  // Reads known only when the work runs (a gather reads the rows its device-side indices name).
+  std::function<std::vector<Span>()> lateReads;
 };
 
 Stream* newStream(const std::string& label);
