@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v clang-format >/dev/null || { echo "format-check: clang-format is missing (apt-get install clang-format)" >&2; exit 2; }
 mapfile -t files < <(git ls-files -- 'core/*.h' 'core/*.cpp' 'core/*.cu' 'ui/*.h' 'ui/*.cpp' 'app/*.h' 'app/*.cpp' \
-                                      'tests/*.h' 'tests/*.cpp' 'bench/*.h' 'bench/*.cpp' 'fuzz/*.h' 'fuzz/*.cpp')
+                                      'tests/*.h' 'tests/*.cpp' 'bench/*.h' 'bench/*.cpp' 'bench/*.cu' 'fuzz/*.h' 'fuzz/*.cpp')
 if [ "${1:-}" = "--fix" ]; then
   clang-format -i "${files[@]}"
   exit 0

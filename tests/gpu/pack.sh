@@ -4,7 +4,12 @@
 # carry (64 MiB in all): build-gpu-carry/carry.tar.xz and MANIFEST.txt.
 #
 # The archive keeps the build tree's layout (app/mirrorlab-cli, app/libmirrorlab_cuda.so,
-# tests/gpu/test_gpu_*), so run.sh runs it as it runs a build of its own, and lib/ holds every shared
+# tests/gpu/test_gpu_*, bench/gpu/gpu_bench), so run.sh runs it as it runs a build of its own, with
+# the scripts and projects the GPU figures and the sanitizer runs use (bench/gpu/torch_mlp_gpu.py,
+# bench/gpu/mlp-blobs.json, tests/gpu/sanitize-spirals.json) and data/fashion-mnist: a Fashion-MNIST
+# subset as raw IDX files (the first 10,000 training and 2,000 test images of the installed
+# dataset-fashion-mnist; 4.5 MB in the archive) so that the Fashion-MNIST step needs no download.
+# lib/ holds every shared
 # library they need that a CUDA image may lack (OpenBLAS and its Fortran runtime, oneDNN, SQLite,
 # HDF5, ONNX, libstdc++, ...): all of their closure but the C library itself and the CUDA stack,
 # which the GPU machine brings (the driver, cuBLAS, and cuDNN/NCCL on the system or in PyTorch's
@@ -26,7 +31,7 @@ if ! command -v nvcc >/dev/null 2>&1; then
   exit 1
 fi
 
-echo "== configure $build (sm_90, CLI, CUDA plugin, GPU tests)"
+echo "== configure $build (sm_90, CLI, CUDA plugin, GPU tests, gpu_bench)"
 mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF -DMIRRORLAB_BUILD_BENCH=OFF \
   -DMIRRORLAB_BUILD_CUDA=ON -DMIRRORLAB_TEST_DIRS=gpu -DCMAKE_CUDA_ARCHITECTURES=90 \
@@ -37,20 +42,52 @@ if ! grep -q "CUDA plugin: CUDA" "$build/pack-configure.log"; then
   echo "pack: the CUDA plugin would not be built (see $build/pack-configure.log)" >&2
   exit 1
 fi
-grep -E "CUDA plugin" "$build/pack-configure.log" | sed 's/^-- /   /'
+if ! grep -q "GPU bench: gpu_bench" "$build/pack-configure.log"; then
+  grep -E "GPU bench" "$build/pack-configure.log" >&2 || true
+  echo "pack: bench/gpu/gpu_bench would not be built (see $build/pack-configure.log)" >&2
+  exit 1
+fi
+grep -E "CUDA plugin|GPU bench" "$build/pack-configure.log" | sed 's/^-- /   /'
 
 echo "== build"
-cmake --build "$build" --target mirrorlab_cuda mirrorlab-cli test_gpu_host test_gpu_kernels test_gpu_training -j "$(nproc)" \
+cmake --build "$build" --target mirrorlab_cuda mirrorlab-cli test_gpu_host test_gpu_kernels test_gpu_training gpu_bench -j "$(nproc)" \
   >"$build/pack-build.log" 2>&1 || { grep -E "error|Error" "$build/pack-build.log" | head -30; exit 1; }
 
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-files=(app/mirrorlab-cli app/libmirrorlab_cuda.so tests/gpu/test_gpu_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_training)
+files=(app/mirrorlab-cli app/libmirrorlab_cuda.so tests/gpu/test_gpu_host tests/gpu/test_gpu_kernels tests/gpu/test_gpu_training
+  bench/gpu/gpu_bench)
 for f in "${files[@]}"; do
   [ -f "$build/$f" ] || { echo "pack: $build/$f was not built" >&2; exit 1; }
   mkdir -p "$stage/$(dirname "$f")"
   cp "$build/$f" "$stage/$f"
 done
+# The scripts and projects run.sh uses with these binaries (it prefers the carried ones).
+sources=(bench/gpu/torch_mlp_gpu.py bench/gpu/mlp-blobs.json tests/gpu/sanitize-spirals.json)
+for f in "${sources[@]}"; do
+  mkdir -p "$stage/$(dirname "$f")"
+  cp "$root/$f" "$stage/$f"
+done
+# Fashion-MNIST for the GPU machine, which is offline: the first 10,000 training and 2,000 test
+# images (and labels) of the installed data set, as raw IDX files (xz packs them to 4.5 MB, better
+# than gzip), which the fashion-mnist loader reads like the gzipped ones.
+fashion=/usr/share/datasets/fashion-mnist
+mkdir -p "$stage/data/fashion-mnist"
+python3 - "$fashion" "$stage/data/fashion-mnist" <<'PY'
+import gzip, struct, sys
+src, dst = sys.argv[1:]
+for base, n in (("train-images-idx3-ubyte", 10000), ("train-labels-idx1-ubyte", 10000),
+                ("t10k-images-idx3-ubyte", 2000), ("t10k-labels-idx1-ubyte", 2000)):
+    with gzip.open("%s/%s.gz" % (src, base), "rb") as f:
+        head = f.read(8)
+        magic, count = struct.unpack(">II", head)
+        dims = f.read(8) if magic == 0x803 else b""  # rows, columns
+        per = 28 * 28 if magic == 0x803 else 1
+        assert magic in (0x801, 0x803) and count >= n, (base, hex(magic), count)
+        body = f.read(n * per)
+    with open("%s/%s" % (dst, base), "wb") as out:
+        out.write(struct.pack(">II", magic, n) + dims + body)
+PY
 
 # The closure: every library ldd resolves, less the C library (the GPU machine's own must be used)
 # and the CUDA stack (the driver's libcuda must match the machine; the toolkit's libraries are there).
@@ -97,11 +134,12 @@ size=$(stat -c %s "$out/carry.tar.xz")
   echo "needs on the GPU machine: glibc $glibc or newer, an NVIDIA driver, the CUDA runtime and cuBLAS;"
   echo "  a libstdc++ with GLIBCXX_$glibcxx, else the carried lib/fallback one (it needs glibc $fallback_glibc);"
   echo "  cuDNN and NCCL where the plugin uses them (system or PyTorch's nvidia-* wheels)"
+  echo "carries: ${sources[*]}; data/fashion-mnist (10,000 training and 2,000 test images of Fashion-MNIST, raw IDX)"
   echo "archive: carry.tar.xz, $size bytes; unpacked:"
   (cd "$stage" && find . -type f -printf '%s\t%p\n' | sort -k2)
 } >"$out/MANIFEST.txt"
 unpacked=$(du -sb "$stage" | cut -f1)
-echo "packed $out/carry.tar.xz: $((size / 1024 / 1024)) MiB ($((unpacked / 1024 / 1024)) MiB unpacked, ${#files[@]} binaries," \
+echo "packed $out/carry.tar.xz: $((size / 1024 / 1024)) MiB, $size bytes ($((unpacked / 1024 / 1024)) MiB unpacked, ${#files[@]} binaries," \
   "$(find "$stage/lib" -type f | wc -l) libraries); needs glibc $glibc or newer, and GLIBCXX_$glibcxx (or glibc $fallback_glibc for the carried C++ runtime)"
 if [ "$size" -gt "$limit" ]; then
   echo "pack: $size bytes is over the 64 MiB the device tool carries" >&2
