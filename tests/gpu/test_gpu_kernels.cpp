@@ -273,6 +273,54 @@ TEST_F(Gpu, DenseBackwardMatchesCpu) {
     }
 }
 
+// The bias gradient of tall batches (many chunks of rows, row counts that are not a multiple of a
+// chunk, more chunks than the cap) and of wide layers (columns not a multiple of the 32-column
+// tile): db = db0 + the column sums (the CPU's, in double), to float rounding relative to the sum
+// of |values| of the column, and the same bits when the same pass runs again.
+TEST_F(Gpu, BiasGradientOfTallAndWideBatchesMatchesCpuAndRepeatsItsBits) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{4096, 10}, {3, 1000}, {1, 1}, {256, 32}, {257, 33}, {1000, 37}, {70001, 3}, {300000, 2}};
+  const int64_t in = 2;
+  uint64_t seed = 250;
+  for (const Shape& s : shapes) {
+    const std::string what = "bias gradient n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+    const size_t kernelSize = static_cast<size_t>(in * s.k);
+    const std::vector<float> x = random(static_cast<size_t>(s.n * in), ++seed);
+    const std::vector<float> w = random(kernelSize, ++seed);
+    const std::vector<float> dz = random(static_cast<size_t>(s.n * s.k), ++seed, -2, 3);
+    const std::vector<float> grads0 = random(kernelSize + static_cast<size_t>(s.k), ++seed);
+    std::vector<double> want(static_cast<size_t>(s.k)), magnitude(static_cast<size_t>(s.k));
+    for (int64_t j = 0; j < s.k; ++j) {
+      want[static_cast<size_t>(j)] = grads0[kernelSize + static_cast<size_t>(j)];
+      magnitude[static_cast<size_t>(j)] = std::fabs(want[static_cast<size_t>(j)]);
+    }
+    for (int64_t r = 0; r < s.n; ++r)
+      for (int64_t j = 0; j < s.k; ++j) {
+        const float v = dz[static_cast<size_t>(r * s.k + j)];
+        want[static_cast<size_t>(j)] += v;
+        magnitude[static_cast<size_t>(j)] += std::fabs(v);
+      }
+
+    Dev<float> gx(x), gw(w), gy(dz.size()), gdy(dz), gg(grads0);
+    auto pass = [&] {
+      ok(P().denseBackward(C(), gx.data(), gw.data(), gy.data(), gdy.data(), nullptr, gg.data(), gg.data() + kernelSize, s.n, in,
+                           s.k, MLCUDA_ACT_LINEAR, 0));
+      return gg.get();
+    };
+    const std::vector<float> first = pass();
+    for (int64_t j = 0; j < s.k; ++j) {
+      const double got = first[kernelSize + static_cast<size_t>(j)];
+      const double err = std::fabs(got - want[static_cast<size_t>(j)]) / std::max(magnitude[static_cast<size_t>(j)], 1e-30);
+      ASSERT_LE(err, 1e-5) << what << ": column " << j << ": gpu " << got << ", cpu " << want[static_cast<size_t>(j)];
+    }
+    gg.put(grads0);
+    gdy.put(dz);
+    EXPECT_TRUE(sameBits(pass(), first, what + ", second run"));
+  }
+}
+
 TEST_F(Gpu, Tf32IsOffByDefaultAndAvailableOnRequest) {
   const Shape3 s{512, 512, 512};
   Dense d(s.out, Act::Linear, true);

@@ -107,12 +107,17 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
     ML_REQUIRE(x && w && y && dy && dw, "mlcuda_dense_backward: x, w, y, dy and dw must not be NULL");
     const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
     (void)toInt(n * out, "rows * out");
+    // Scratch holds the softmax's dz (n * out floats) and then the bias gradient's workspace.
+    const bool softmaxIntoScratch = act == MLCUDA_ACT_SOFTMAX && !fused_softmax;
+    const size_t dzFloats = softmaxIntoScratch ? static_cast<size_t>(n * out) : 0;
+    const size_t workspaceFloats = db ? static_cast<size_t>(kernels::biasGradientWorkspace(n, out)) : 0;
+    float* work = dzFloats + workspaceFloats > 0 ? static_cast<float*>(scratch(ctx, sizeof(float) * (dzFloats + workspaceFloats)))
+                                                 : nullptr;
     const float* dz = dy;
     if (act == MLCUDA_ACT_SOFTMAX) {
       if (!fused_softmax) {
-        float* t = static_cast<float*>(scratch(ctx, sizeof(float) * static_cast<size_t>(n * out)));
-        softmaxBackward(ctx, y, dy, t, n, out);
-        dz = t;
+        softmaxBackward(ctx, y, dy, work, n, out);
+        dz = work;
       }
     } else if (act != MLCUDA_ACT_LINEAR) {
       kernels::activationBackward(ctx->compute, act, y, dy, dy, n * out);
@@ -121,7 +126,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
     const float one = 1.0f, zero = 0.0f;
     ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_T, O, I, N, &one, dz, O, x, I, &one, dw, O));
     if (db) {
-      kernels::biasGradient(ctx->compute, dz, db, n, out);
+      kernels::biasGradient(ctx->compute, dz, db, n, out, workspaceFloats > 0 ? work + dzFloats : nullptr);
       ML_LAUNCHED(ctx->label, "biasGradient");
     }
     if (dx) ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, I, N, O, &one, w, O, dz, O, &zero, dx, I));
