@@ -637,8 +637,12 @@ TEST_F(Gpu, NcclRefusesTwoRanksOnOneGpuAndReducesAcrossGpus) {
   EXPECT_EQ(comm, nullptr);
 
   // One rank: the communicator and the grouped call work, and the sum of one buffer is itself.
+  // NCCL is loaded here, on first use; a machine without it says so (tests/gpu/run.sh looks for it).
   const int one[] = {0};
-  ok(P().ncclCreate(one, 1, &comm));
+  const mlcuda_status created = P().ncclCreate(one, 1, &comm);
+  if (created.code == MLCUDA_ERR_NCCL && std::string(created.message).find("cannot be loaded") != std::string::npos)
+    GTEST_SKIP() << created.message;
+  ok(created);
   {
     const std::vector<float> v = random(4099, 900);
     Dev<float> b(v);

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "backend/cuda/NcclLoader.h"
+
 namespace mlcuda {
 
 void fail(int code, const std::string& message) { throw Failure(code, message); }
@@ -78,10 +80,13 @@ void checkCudnn(cudnnStatus_t s, const char* call, const char* file, int line, c
 
 void checkNccl(ncclResult_t r, ncclComm_t comm, const char* call, const char* file, int line, const std::string& device) {
   if (r == ncclSuccess) return;
-  const char* last = ncclGetLastError(comm);
-  fail(MLCUDA_ERR_NCCL, std::string(call) + " failed: " + ncclGetErrorString(r) + " (" + std::to_string(static_cast<int>(r)) +
-                            ")" + (last && *last ? std::string(": ") + last : std::string()) + " at " + where(file, line) +
-                            on(device));
+  // An NCCL result comes from a loaded NCCL (NcclLoader.h); the fallbacks are for safety only.
+  const NcclApi* api = ncclIfLoaded();
+  const char* text = api ? api->getErrorString(r) : "NCCL error";
+  const char* last = api ? api->getLastError(comm) : nullptr;
+  fail(MLCUDA_ERR_NCCL, std::string(call) + " failed: " + (text ? text : "NCCL error") + " (" +
+                            std::to_string(static_cast<int>(r)) + ")" +
+                            (last && *last ? std::string(": ") + last : std::string()) + " at " + where(file, line) + on(device));
 }
 
 void checkLaunch(const char* kernel, const char* file, int line, const std::string& device) {

@@ -1,11 +1,12 @@
 // The plugin's version, per-replica contexts, device memory and events (the C entry points).
-#include <nccl.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <climits>
 #include <memory>
 
 #include "backend/cuda/Context.h"
+#include "backend/cuda/NcclLoader.h"
 
 #ifndef MLCUDA_ARCHITECTURES
 #define MLCUDA_ARCHITECTURES "?"
@@ -83,6 +84,21 @@ static void destroyContext(mlcuda_context* ctx) {
 
 static std::string versionText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
+// NCCL is loaded by the first communicator (NcclLoader.h), not here: the build information is asked
+// for when the plugin is loaded, and loading NCCL would cost every run time. Its version when this
+// process already holds it (RTLD_NOLOAD loads nothing).
+static std::string ncclText() {
+  if (const NcclApi* api = ncclIfLoaded()) return "NCCL " + ncclVersionText(api->version);
+  if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    int v = 0;
+    auto getVersion = reinterpret_cast<decltype(&::ncclGetVersion)>(dlsym(h, "ncclGetVersion"));
+    const bool known = getVersion && getVersion(&v) == ncclSuccess && v > 0;
+    dlclose(h);
+    if (known) return "NCCL " + ncclVersionText(v) + " (already loaded)";
+  }
+  return "NCCL: loaded on first use (runs over several GPUs)";
+}
+
 }  // namespace mlcuda
 
 using namespace mlcuda;
@@ -100,16 +116,13 @@ MLCUDA_EXPORT const char* mlcuda_build_info(void) {
     cublasGetProperty(MINOR_VERSION, &cublasMinor);
     cublasGetProperty(PATCH_LEVEL, &cublasPatch);
     const size_t cudnn = cudnnGetVersion();
-    int nccl = 0;
-    ncclGetVersion(&nccl);
     std::string archs = MLCUDA_ARCHITECTURES;
     for (auto& c : archs)
       if (c == ';') c = ' ';
     return "CUDA runtime " + versionText(rt) + " (built with " + versionText(CUDART_VERSION) + "), cuBLAS " +
            std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) + ", cuDNN " +
            std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100) +
-           ", NCCL " + std::to_string(nccl / 10000) + "." + std::to_string((nccl % 10000) / 100) + "." +
-           std::to_string(nccl % 100) + ", code for sm " + archs;
+           ", " + ncclText() + ", code for sm " + archs;
   }();
   return info.c_str();
 }

@@ -1,5 +1,5 @@
 // Update entry points: the fused optimizers and the two all-reduces (device memory for logical
-// GPUs on one card, NCCL across cards).
+// GPUs on one card, NCCL across cards; NCCL is loaded when the first communicator is made).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -7,6 +7,7 @@
 
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
+#include "backend/cuda/NcclLoader.h"
 
 struct mlcuda_nccl {
   std::vector<int> devices;
@@ -24,8 +25,9 @@ std::string deviceList(const std::vector<int>& devices) {
 
 void destroyNccl(mlcuda_nccl* c) {
   if (!c) return;
-  for (ncclComm_t comm : c->comms)
-    if (comm) ncclCommDestroy(comm);
+  if (const NcclApi* api = ncclIfLoaded())
+    for (ncclComm_t comm : c->comms)
+      if (comm) api->commDestroy(comm);
   delete c;
 }
 
@@ -136,6 +138,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
       fail(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU (gpu:" + std::to_string(*dup) +
                                             " is listed twice in " + label +
                                             "): logical GPUs on one card use the device-memory all-reduce");
+    // Loaded here, on first use: only runs over several physical GPUs need NCCL.
+    const NcclApi& api = nccl();
     int available = 0;
     ML_CUDA(label, cudaGetDeviceCount(&available));
     for (int d : list)
@@ -145,7 +149,11 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
     std::unique_ptr<mlcuda_nccl, void (*)(mlcuda_nccl*)> c(new mlcuda_nccl, destroyNccl);
     c->devices = list;
     c->comms.assign(list.size(), nullptr);
-    ML_NCCL(label, nullptr, ncclCommInitAll(c->comms.data(), count, list.data()));
+    const ncclResult_t init = api.commInitAll(c->comms.data(), count, list.data());
+    if (init != ncclSuccess) {
+      c->comms.assign(list.size(), nullptr);  // not communicators: nothing to destroy
+      checkNccl(init, nullptr, "ncclCommInitAll", __FILE__, __LINE__, label);
+    }
     *out = c.release();
   });
 }
@@ -165,17 +173,18 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_cont
                                                               " but its context is " + contexts[r]->label);
     }
     if (elements == 0) return;
+    const NcclApi& api = nccl();  // loaded: comm exists
     const std::string label = deviceList(comm->devices);
-    ML_NCCL(label, nullptr, ncclGroupStart());
+    ML_NCCL(label, nullptr, api.groupStart());
     // Whatever fails inside the group, the group must still be closed.
     ncclResult_t first = ncclSuccess;
     size_t failedRank = 0;
     for (size_t r = 0; r < n && first == ncclSuccess; ++r) {
-      first = ncclAllReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, comm->comms[r],
+      first = api.allReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, comm->comms[r],
                             contexts[r]->comm);
       failedRank = r;
     }
-    const ncclResult_t end = ncclGroupEnd();
+    const ncclResult_t end = api.groupEnd();
     if (first != ncclSuccess)
       checkNccl(first, comm->comms[failedRank], "ncclAllReduce", __FILE__, __LINE__, contexts[failedRank]->label);
     ML_NCCL(label, nullptr, end);
