@@ -676,6 +676,56 @@ TEST_F(Gpu, NcclRefusesTwoRanksOnOneGpuAndReducesAcrossGpus) {
   P().contextDestroy(second);
 }
 
+// A collective that cannot finish in time: gpu:1's all-reduce waits behind ~0.7 s of GEMMs on its
+// compute stream, so gpu:0's half waits for it. With MIRRORLAB_GPU_COLLECTIVE_TIMEOUT=0.05, gpu:0's
+// synchronize gives up, aborts the communicator and says so (the devices, the timeout, what to do)
+// instead of blocking; gpu:1's waits then report the abort too, and everything tears down. Its own
+// contexts: an aborted communicator leaves the contexts that ran it failing their waits.
+TEST_F(Gpu, AStuckNcclAllReduceTimesOutAbortsAndSaysWhy) {
+  if (gpu().deviceCount < 2) GTEST_SKIP() << "needs two GPUs";
+  mlcuda_context *c0 = nullptr, *c1 = nullptr;
+  ok(P().contextCreate(0, "gpu:0 (timeout)", 0, &c0));
+  ok(P().contextCreate(1, "gpu:1 (timeout)", 0, &c1));
+  const int two[] = {0, 1};
+  mlcuda_nccl* comm = nullptr;
+  ok(P().ncclCreate(two, 2, &comm));
+  {
+    const int64_t m = 4096;
+    Dev<float> a(random(static_cast<size_t>(m * m), 950), c1), b(static_cast<size_t>(m * m), c1);
+    Dev<float> g0(random(1000, 951), c0), g1(random(1000, 952), c1);
+    mlcuda_context* contexts[] = {c0, c1};
+    float* buffers[] = {g0.data(), g1.data()};
+    // A first all-reduce connects the ranks (host work that could outlast the GEMMs below).
+    ok(P().ncclAllReduce(comm, contexts, buffers, 1000));
+    ok(P().synchronize(c0));
+    ok(P().synchronize(c1));
+    for (int i = 0; i < 256; ++i)  // 256 x 0.14 TFLOP on gpu:1's compute stream
+      ok(P().denseForward(c1, a.data(), a.data(), nullptr, b.data(), m, m, m, MLCUDA_ACT_LINEAR));
+    mlcuda_event* gemms = nullptr;
+    ok(P().eventCreate(c1, &gemms));
+    ok(P().eventRecord(c1, MLCUDA_STREAM_COMPUTE, gemms));
+    ok(P().streamWaitEvent(c1, MLCUDA_STREAM_COMM, gemms));
+    setenv("MIRRORLAB_GPU_COLLECTIVE_TIMEOUT", "0.05", 1);
+    ok(P().ncclAllReduce(comm, contexts, buffers, 1000));
+    const mlcuda_status s = P().synchronize(c0);
+    unsetenv("MIRRORLAB_GPU_COLLECTIVE_TIMEOUT");
+    EXPECT_EQ(s.code, MLCUDA_ERR_NCCL) << s.message;
+    const std::string msg = s.message;
+    EXPECT_NE(msg.find("gpu:0,1"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("MIRRORLAB_GPU_COLLECTIVE_TIMEOUT"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("aborted"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--devices gpu:0x2"), std::string::npos) << msg;
+    const mlcuda_status again = P().synchronize(c1);
+    EXPECT_EQ(again.code, MLCUDA_ERR_NCCL) << again.message;
+    const mlcuda_status more = P().ncclAllReduce(comm, contexts, buffers, 1000);
+    EXPECT_EQ(more.code, MLCUDA_ERR_NCCL) << more.message;
+    P().eventDestroy(gemms);
+  }
+  P().ncclDestroy(comm);
+  P().contextDestroy(c1);
+  P().contextDestroy(c0);
+}
+
 // ---- errors, events, edge cases -----------------------------------------------------------------------------
 
 TEST_F(Gpu, OutOfMemoryNamesTheDeviceTheSizeAndTheFix) {

@@ -5,9 +5,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <memory>
 #include <string>
 
 #include "backend/cuda/Check.h"
+#include "backend/cuda/Wait.h"
 
 struct mlcuda_context {
   int device = 0;
@@ -19,12 +21,16 @@ struct mlcuda_context {
   cudnnHandle_t cudnn = nullptr;
   void* scratch = nullptr;
   size_t scratchBytes = 0;
+  // The NCCL communicator whose all-reduces ran on the comm stream, once one has (Wait.h): the
+  // context's waits then poll, see NCCL's errors and time out instead of blocking for ever.
+  std::shared_ptr<mlcuda::NcclLink> nccl = std::make_shared<mlcuda::NcclLink>();
 };
 
 struct mlcuda_event {
   int device = 0;
   std::string label;
   cudaEvent_t event = nullptr;
+  std::shared_ptr<mlcuda::NcclLink> nccl;  // the context's: waiting for the event is waiting for its streams
 };
 
 namespace mlcuda {

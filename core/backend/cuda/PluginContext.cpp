@@ -48,7 +48,7 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
 
 void* scratch(mlcuda_context* ctx, size_t bytes) {
   if (bytes <= ctx->scratchBytes) return ctx->scratch;
-  ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+  ML_WAIT_STREAM(ctx, ctx->compute);
   if (ctx->scratch) ML_CUDA(ctx->label, cudaFree(ctx->scratch));
   ctx->scratch = nullptr;
   ctx->scratchBytes = 0;
@@ -70,6 +70,13 @@ static void destroyContext(mlcuda_context* ctx) {
   if (!ctx) return;
   // Teardown reports nothing: it runs on error paths too, and a failed destroy changes nothing.
   if (cudaSetDevice(ctx->device) == cudaSuccess) {
+    // Where NCCL work ran, a bounded wait first: a stuck collective is aborted instead of hanging
+    // here (after which the blocking waits below return).
+    try {
+      if (ctx->compute) ML_WAIT_STREAM(ctx, ctx->compute);
+      if (ctx->comm) ML_WAIT_STREAM(ctx, ctx->comm);
+    } catch (const std::exception&) {
+    }
     if (ctx->compute) cudaStreamSynchronize(ctx->compute);
     if (ctx->comm) cudaStreamSynchronize(ctx->comm);
     if (ctx->cudnn) cudnnDestroy(ctx->cudnn);
@@ -163,8 +170,8 @@ MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) { destroyContext(
 MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context* ctx) {
   return guarded([&] {
     use(ctx);
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->comm));
+    ML_WAIT_STREAM(ctx, ctx->compute);
+    ML_WAIT_STREAM(ctx, ctx->comm);
   });
 }
 
@@ -191,16 +198,30 @@ MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void
 MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context* ctx, void* ptr) {
   return guarded([&] {
     use(ctx);
-    if (ptr) ML_CUDA(ctx->label, cudaFree(ptr));
+    if (!ptr) return;
+    // cudaFree waits for the device; where NCCL work ran, the bounded wait comes first (which
+    // aborts a stuck collective). Its failure is not the free's: the memory goes either way.
+    if (ranNccl(ctx->nccl)) {
+      try {
+        ML_WAIT_STREAM(ctx, ctx->compute);
+        ML_WAIT_STREAM(ctx, ctx->comm);
+      } catch (const Failure&) {
+      }
+    }
+    ML_CUDA(ctx->label, cudaFree(ptr));
   });
 }
 
+// A copy between the device and pageable host memory may itself wait for the stream's earlier work
+// (the CUDA runtime's API synchronisation rules): where NCCL work ran, the bounded wait comes first,
+// so that the copy has nothing left to wait for.
 MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context* ctx, void* dst, const void* host_src, size_t bytes) {
   return guarded([&] {
     use(ctx);
     if (bytes == 0) return;
+    if (ranNccl(ctx->nccl)) ML_WAIT_STREAM(ctx, ctx->compute);
     ML_CUDA(ctx->label, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+    ML_WAIT_STREAM(ctx, ctx->compute);
   });
 }
 
@@ -208,8 +229,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* host_
   return guarded([&] {
     use(ctx);
     if (bytes == 0) return;
+    if (ranNccl(ctx->nccl)) ML_WAIT_STREAM(ctx, ctx->compute);
     ML_CUDA(ctx->label, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+    ML_WAIT_STREAM(ctx, ctx->compute);
   });
 }
 
@@ -237,6 +259,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context* ctx, mlcuda_even
     auto ev = std::make_unique<mlcuda_event>();
     ev->device = ctx->device;
     ev->label = ctx->label;
+    ev->nccl = ctx->nccl;
     ML_CUDA(ctx->label, cudaEventCreate(&ev->event));  // timing enabled: events time the phases
     *out = ev.release();
   });
@@ -269,7 +292,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* start, mlcuda_
   return guarded([&] {
     ML_REQUIRE(start && end && ms, "mlcuda_event_elapsed_ms: NULL argument");
     ML_CUDA(end->label, cudaSetDevice(end->device));
-    ML_CUDA(end->label, cudaEventSynchronize(end->event));
+    waitEvent(end, "end->event", __FILE__, __LINE__);
     ML_CUDA(end->label, cudaEventElapsedTime(ms, start->event, end->event));
   });
 }
