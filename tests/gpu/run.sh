@@ -8,9 +8,10 @@
 # Usage: tests/gpu/run.sh [build-dir]          (default: build-gpu at the repository root)
 # With no build-dir and a carried build (tests/gpu/pack.sh: build-gpu-carry/carry.tar.xz, or
 # MIRRORLAB_GPU_CARRY=folder), nothing is configured or built: the archive is unpacked into build-gpu
-# and run as it is, with cuDNN found on the system or in PyTorch's nvidia-* wheels. NCCL, which the
-# plugin loads itself for runs over several GPUs, is looked for the same way either way: where it is
-# only in a wheel, MIRRORLAB_NCCL_LIBRARY names that file for the plugin. Each
+# and run as it is, with cuBLAS and the CUDA runtime found on the system or in PyTorch's nvidia-*
+# wheels (the plugin uses no cuDNN). NCCL, which the plugin loads itself for runs over several GPUs,
+# is looked for the same way either way: where it is only in a wheel, MIRRORLAB_NCCL_LIBRARY names
+# that file for the plugin. Each
 # step has its own time limit (STEP_SECONDS, default 150). With $OUT set (the device tool), the
 # summary and the logs (one archive) are written there too.
 set -uo pipefail
@@ -54,8 +55,8 @@ if [ $carried = 1 ]; then
   else
     row "C++ runtime" ok 0 "the machine's own, ${own:-?}"
   fi
-  # cuDNN, cuBLAS and the runtime: the system's, else the ones PyTorch's wheels bring.
-  for pair in cudnn:libcudnn.so cublas:libcublas.so cuda_runtime:libcudart.so; do
+  # cuBLAS and the runtime: the system's, else the ones PyTorch's wheels bring.
+  for pair in cublas:libcublas.so cuda_runtime:libcudart.so; do
     mod=${pair%%:*} lib=${pair#*:}
     where=$(ldconfig -p 2>/dev/null | grep -m1 -oP "$lib[^ ]* => \K.*" || true)
     for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -174,15 +175,16 @@ if [ $status = 0 ]; then
   run_gtest "GPU training vs CPU" "$build/tests/gpu/test_gpu_training" MIRRORLAB_REQUIRE_GPU=$require
   run_gtest "host side (loader, probe, RNG)" "$build/tests/gpu/test_gpu_host"
 
-  # libcuda would keep the plugin from loading without a driver, libnccl without NCCL (it is dlopened).
+  # libcuda would keep the plugin from loading without a driver, libnccl without NCCL (it is
+  # dlopened), libcudnn without cuDNN (not used).
   plugin=$build/app/libmirrorlab_cuda.so
   if [ -f "$plugin" ]; then
-    linked=$(readelf -d "$plugin" | grep NEEDED | grep -oE 'lib(cuda|nccl)\.so[^]]*' | tr '\n' ' ')
+    linked=$(readelf -d "$plugin" | grep NEEDED | grep -oE 'lib(cuda|nccl|cudnn)\.so[^]]*' | tr '\n' ' ')
     if [ -n "$linked" ]; then
-      row "plugin links no libcuda, libnccl" FAIL 0 "NEEDED names $linked"
+      row "plugin links no libcuda/nccl/cudnn" FAIL 0 "NEEDED names $linked"
       fail
     else
-      row "plugin links no libcuda, libnccl" ok 0 "$(readelf -d "$plugin" | grep NEEDED | grep -oP '\[\K[^]]+' | tr '\n' ' ')"
+      row "plugin links no libcuda/nccl/cudnn" ok 0 "$(readelf -d "$plugin" | grep NEEDED | grep -oP '\[\K[^]]+' | tr '\n' ' ')"
     fi
   fi
 

@@ -377,6 +377,49 @@ TEST_F(Gpu, ActivationsMatchCpuInPlaceAndNot) {
   }
 }
 
+// Softmax on the plugin's own kernels (one warp per row up to 1024 columns, one block per row
+// above): forward and backward against ml::activationForward / ml::activationBackward for narrow,
+// wide and one-column rows, in place and not, with the same bits either way (the reduction order
+// depends on the row length only); and logits around 500, where expf overflows unless the row
+// maximum is subtracted first.
+TEST_F(Gpu, SoftmaxForwardAndBackwardMatchCpuNarrowWideAndLarge) {
+  struct Shape {
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{4096, 10}, {3, 1000}, {7, 1024}, {5, 1025}, {2, 5000}, {1000, 1}, {33, 33}};
+  uint64_t seed = 350;
+  for (const Shape& s : shapes) {
+    const std::string what = "softmax n=" + std::to_string(s.n) + " k=" + std::to_string(s.k);
+    const size_t count = static_cast<size_t>(s.n * s.k);
+    const std::vector<float> x = random(count, ++seed, -3, 3);
+    std::vector<float> y = x;
+    activationForward(Act::Softmax, y.data(), s.n, s.k);
+    const std::vector<float> dy = random(count, ++seed);
+    std::vector<float> dx(count);
+    activationBackward(Act::Softmax, y.data(), dy.data(), dx.data(), s.n, s.k);
+
+    Dev<float> gx(x), gy(count);
+    ok(P().activationForward(C(), MLCUDA_ACT_SOFTMAX, gx.data(), gy.data(), s.n, s.k));
+    const std::vector<float> forward = gy.get();
+    EXPECT_TRUE(close(forward, y, kElementwiseTol, what + " forward"));
+    ok(P().activationForward(C(), MLCUDA_ACT_SOFTMAX, gx.data(), gx.data(), s.n, s.k));
+    EXPECT_TRUE(sameBits(gx.get(), forward, what + " forward in place"));
+
+    Dev<float> gyc(y), gdy(dy), gdx(count);
+    ok(P().activationBackward(C(), MLCUDA_ACT_SOFTMAX, gyc.data(), gdy.data(), gdx.data(), s.n, s.k));
+    const std::vector<float> backward = gdx.get();
+    EXPECT_TRUE(close(backward, dx, kElementwiseTol, what + " backward"));
+    ok(P().activationBackward(C(), MLCUDA_ACT_SOFTMAX, gyc.data(), gdy.data(), gdy.data(), s.n, s.k));
+    EXPECT_TRUE(sameBits(gdy.get(), backward, what + " backward in place"));
+
+    std::vector<float> large = random(count, ++seed, 420, 580);
+    Dev<float> gl(large), gly(count);
+    activationForward(Act::Softmax, large.data(), s.n, s.k);
+    ok(P().activationForward(C(), MLCUDA_ACT_SOFTMAX, gl.data(), gly.data(), s.n, s.k));
+    EXPECT_TRUE(close(gly.get(), large, kElementwiseTol, what + " forward, logits 420..580"));
+  }
+}
+
 // ---- losses and metrics --------------------------------------------------------------------------------
 
 std::vector<float> softmaxRows(std::vector<float> v, int64_t n, int64_t k) {

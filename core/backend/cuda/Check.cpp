@@ -1,4 +1,4 @@
-// Turns CUDA, cuBLAS, cuDNN and NCCL failures into messages a user can act on.
+// Turns CUDA, cuBLAS and NCCL failures into messages a user can act on.
 #include "backend/cuda/Check.h"
 
 #include <cstdio>
@@ -58,20 +58,6 @@ void checkCublas(cublasStatus_t s, const char* call, const char* file, int line,
                     where(file, line) + on(device);
   int code = MLCUDA_ERR_CUBLAS;
   if (s == CUBLAS_STATUS_ALLOC_FAILED) {
-    code = MLCUDA_ERR_OUT_OF_MEMORY;
-    msg += kSmallerBatch;
-  }
-  fail(code, msg);
-}
-
-void checkCudnn(cudnnStatus_t s, const char* call, const char* file, int line, const std::string& device) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  char detail[512] = {0};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  std::string msg = std::string(call) + " failed: " + cudnnGetErrorString(s) + " (" + std::to_string(static_cast<int>(s)) + ")" +
-                    (detail[0] ? std::string(": ") + detail : std::string()) + " at " + where(file, line) + on(device);
-  int code = MLCUDA_ERR_CUDNN;
-  if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
     code = MLCUDA_ERR_OUT_OF_MEMORY;
     msg += kSmallerBatch;
   }

@@ -20,6 +20,12 @@ inline unsigned gridFor(int64_t count) {
 void biasActivation(cudaStream_t s, const float* src, float* dst, const float* b, int64_t n, int64_t k, int act);
 // dz = dy * act'(.) from the output y, element-wise (act is not softmax); dz may equal dy.
 void activationBackward(cudaStream_t s, int act, const float* y, const float* dy, float* dz, int64_t count);
+// y = softmax(x) over each of n rows of k, the row maximum subtracted (ml::activationForward);
+// y may equal x. Deterministic: the reduction order depends on k alone.
+void softmaxForward(cudaStream_t s, const float* x, float* y, int64_t n, int64_t k);
+// dx = y * (dy - sum(dy * y)) per row, from the output y (ml::activationBackward); dx may equal dy
+// (or y).
+void softmaxBackward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n, int64_t k);
 // db[j] += sum over rows of dz[r][j], in parallel over column tiles and chunks of rows, in an order
 // fixed by (n, k) alone (run-to-run identical bits, no atomics); not the CPU's row-by-row order, so
 // equal to it to float rounding. workspace: biasGradientWorkspace(n, k) floats of device memory

@@ -62,7 +62,7 @@ void* scratch(mlcuda_context* ctx, size_t bytes) {
 int toInt(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
     fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string("CUDA plugin: ") + what + " = " + std::to_string(v) +
-                                          " is outside what cuBLAS/cuDNN accept (0.." + std::to_string(INT_MAX) + ")");
+                                          " is outside what cuBLAS accepts (0.." + std::to_string(INT_MAX) + ")");
   return static_cast<int>(v);
 }
 
@@ -79,7 +79,6 @@ static void destroyContext(mlcuda_context* ctx) {
     }
     if (ctx->compute) cudaStreamSynchronize(ctx->compute);
     if (ctx->comm) cudaStreamSynchronize(ctx->comm);
-    if (ctx->cudnn) cudnnDestroy(ctx->cudnn);
     if (ctx->cublas) cublasDestroy(ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
     if (ctx->compute) cudaStreamDestroy(ctx->compute);
@@ -122,14 +121,14 @@ MLCUDA_EXPORT const char* mlcuda_build_info(void) {
     cublasGetProperty(MAJOR_VERSION, &cublasMajor);
     cublasGetProperty(MINOR_VERSION, &cublasMinor);
     cublasGetProperty(PATCH_LEVEL, &cublasPatch);
-    const size_t cudnn = cudnnGetVersion();
     std::string archs = MLCUDA_ARCHITECTURES;
     for (auto& c : archs)
       if (c == ';') c = ' ';
+    // cuDNN is named because the ABI's text used to carry its version: softmax, its one use, is the
+    // plugin's own kernel now.
     return "CUDA runtime " + versionText(rt) + " (built with " + versionText(CUDART_VERSION) + "), cuBLAS " +
-           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) + ", cuDNN " +
-           std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100) +
-           ", " + ncclText() + ", code for sm " + archs;
+           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) +
+           ", cuDNN: not used by Dense models, " + ncclText() + ", code for sm " + archs;
   }();
   return info.c_str();
 }
@@ -159,8 +158,6 @@ MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label,
     ML_CUBLAS(name, cublasSetStream(ctx->cublas, ctx->compute));
     // DEFAULT_MATH never lowers FP32 to TF32; TF32 only when asked for.
     ML_CUBLAS(name, cublasSetMathMode(ctx->cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    ML_CUDNN(name, cudnnCreate(&ctx->cudnn));
-    ML_CUDNN(name, cudnnSetStream(ctx->cudnn, ctx->compute));
     *out = ctx.release();
   });
 }
