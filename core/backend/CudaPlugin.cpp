@@ -32,7 +32,8 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
     return nullptr;
   };
   dlerror();
-  // RTLD_NOW: a missing cuBLAS, cuDNN or NCCL shows here, with its name, not at the first call.
+  // RTLD_NOW: a missing cuBLAS shows here, with its name, not at the first call (NCCL is loaded by
+  // the plugin itself, when a run over several GPUs needs it).
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     const char* e = dlerror();
@@ -128,7 +129,7 @@ Loaded findPlugin() {
   }
   l.why = fromEnv ? "MIRRORLAB_CUDA_PLUGIN names " + candidates.front() + ", which does not exist"
                   : "this build has no CUDA plugin (" MLCUDA_PLUGIN_FILE " is not in " + searched +
-                        "): rebuild where the CUDA toolkit, cuDNN and NCCL are installed";
+                        "): rebuild where the CUDA toolkit and NCCL's header are installed";
   return l;
 }
 }  // namespace

@@ -29,7 +29,7 @@ DeviceReport probeDevices() {
   r.cpuCores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   r.cpuModel = cpuModelName();
   // Never link the driver: probe it at run time, so the program starts on any machine. Without it
-  // there is nothing the plugin could add, and loading cuBLAS, cuDNN and NCCL would only cost time.
+  // there is nothing the plugin could add, and loading cuBLAS would only cost time.
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!driver) {
     r.noGpuReason = "no NVIDIA GPU driver found (libcuda.so.1 cannot be loaded): simulated CPU devices only";

@@ -20,7 +20,7 @@ struct DeviceReport {
   std::string cpuModel;
   std::vector<GpuInfo> gpus;
   std::string noGpuReason;  // empty when GPUs are usable
-  std::string gpuBackend;   // the CUDA plugin loaded (file, CUDA/cuDNN/NCCL versions), or empty
+  std::string gpuBackend;   // the CUDA plugin loaded (file, CUDA/cuBLAS versions, NCCL's), or empty
 };
 
 DeviceReport probeDevices();

@@ -14,12 +14,14 @@
 # Usage: tests/gpu/run.sh [build-dir]          (default: build-gpu at the repository root)
 # With no build-dir and a carried build (tests/gpu/pack.sh: build-gpu-carry/carry.tar.xz, or
 # MIRRORLAB_GPU_CARRY=folder), nothing is configured or built: the archive is unpacked into build-gpu
-# and run as it is, with cuDNN and NCCL found on the system or in PyTorch's nvidia-* wheels (NCCL's
-# path exported as MIRRORLAB_NCCL_LIBRARY for the plugin and gpu_bench, which dlopen it) and the
-# carried Fashion-MNIST subset. Each step has its own time limit (STEP_SECONDS, default 150, for the
-# tests; BENCH_SECONDS, default 90, for each benchmark; SANITIZER_SECONDS, default 75, for each
-# compute-sanitizer run). With $OUT set (the device tool), gpu-summary.txt, gpu-figures.txt (every
-# figure as "name value unit") and gpu-logs.tar.gz (the logs) are written there.
+# and run as it is, with cuBLAS and the CUDA runtime found on the system or in PyTorch's nvidia-*
+# wheels (the plugin uses no cuDNN). NCCL, which the plugin and gpu_bench load themselves for runs
+# over several GPUs, is looked for the same way: where it is only in a wheel, MIRRORLAB_NCCL_LIBRARY
+# names that file. The carried Fashion-MNIST subset feeds the Fashion-MNIST step. Each step has its
+# own time limit (STEP_SECONDS, default 150, for the tests; BENCH_SECONDS, default 90, for each
+# benchmark; SANITIZER_SECONDS, default 75, for each compute-sanitizer run). With $OUT set (the
+# device tool), gpu-summary.txt, gpu-figures.txt (every figure as "name value unit") and
+# gpu-logs.tar.gz (the logs) are written there.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -72,8 +74,8 @@ if [ $carried = 1 ]; then
   else
     row "C++ runtime" ok 0 "the machine's own, ${own:-?}"
   fi
-  # cuDNN and NCCL: the system's, else the ones PyTorch's wheels bring.
-  for pair in cudnn:libcudnn.so nccl:libnccl.so cublas:libcublas.so cuda_runtime:libcudart.so; do
+  # cuBLAS and the runtime: the system's, else the ones PyTorch's wheels bring.
+  for pair in cublas:libcublas.so cuda_runtime:libcudart.so; do
     mod=${pair%%:*} lib=${pair#*:}
     where=$(ldconfig -p 2>/dev/null | grep -m1 -oP "$lib[^ ]* => \K.*" || true)
     for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
@@ -90,21 +92,33 @@ if [ $carried = 1 ]; then
       fi
     fi
     row "${lib%.so} found" "$([ -n "$where" ] && echo ok || echo none)" 0 "${where:-not on the system nor in a nvidia-$mod wheel}"
-    # The plugin and gpu_bench dlopen NCCL: tell them where it is (its full path).
-    if [ $mod = nccl ] && [ -n "$where" ]; then
-      nccl=$(ldconfig -p 2>/dev/null | grep -m1 -oP 'libnccl\.so\.2 \(.*\) => \K.*' || true)
-      if [ -z "$nccl" ]; then
-        for dir in $(tr ':' ' ' <<<"$LD_LIBRARY_PATH"); do
-          if [ -e "$dir/libnccl.so.2" ]; then nccl=$dir/libnccl.so.2; break; fi
-        done
-      fi
-      if [ -n "$nccl" ]; then export MIRRORLAB_NCCL_LIBRARY=$nccl; fi
-    fi
   done
   # The test binaries name the plugin of the machine that built them (MIRRORLAB_TEST_CUDA_PLUGIN):
   # point them at the carried one (unless MIRRORLAB_CUDA_PLUGIN names another).
   if [ -f "$build/app/libmirrorlab_cuda.so" ]; then export MIRRORLAB_CUDA_PLUGIN=${MIRRORLAB_CUDA_PLUGIN:-$build/app/libmirrorlab_cuda.so}; fi
 fi
+
+# NCCL (libnccl.so.2), dlopened by the plugin for runs over several physical GPUs: found by the loader
+# on the system or in the toolkit; else PyTorch's nvidia-nccl wheel, named by MIRRORLAB_NCCL_LIBRARY
+# (the plugin also looks in the usual site-packages, but not in every Python's).
+if [ -n "${MIRRORLAB_NCCL_LIBRARY:-}" ]; then
+  nccl_where="MIRRORLAB_NCCL_LIBRARY=$MIRRORLAB_NCCL_LIBRARY"
+  [ -f "$MIRRORLAB_NCCL_LIBRARY" ] || nccl_where="$nccl_where, which does not exist"
+else
+  nccl_where=$(ldconfig -p 2>/dev/null | grep -m1 -oP 'libnccl\.so\.2 [^=]*=> \K.*' || true)
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    if [ -z "$nccl_where" ] && [ -f "$dir/libnccl.so.2" ]; then nccl_where="the toolkit's, $dir/libnccl.so.2"; fi
+  done
+  if [ -z "$nccl_where" ]; then
+    dir=$("${py:-python3}" -c "import importlib, os; m = importlib.import_module('nvidia.nccl'); print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null || true)
+    if [ -n "$dir" ] && [ -f "$dir/libnccl.so.2" ]; then
+      export MIRRORLAB_NCCL_LIBRARY=$dir/libnccl.so.2
+      nccl_where="PyTorch's wheel: MIRRORLAB_NCCL_LIBRARY=$MIRRORLAB_NCCL_LIBRARY"
+    fi
+  fi
+fi
+row "libnccl.so.2 found" "$([ -n "$nccl_where" ] && echo ok || echo none)" 0 \
+  "${nccl_where:-not on the system nor in a nvidia-nccl wheel: only runs over several GPUs need it}"
 
 if [ $carried = 0 ]; then
   echo "== configure ($build)"
@@ -271,13 +285,16 @@ if [ $status = 0 ]; then
   run_gtest "GPU training vs CPU" "$build/tests/gpu/test_gpu_training" MIRRORLAB_REQUIRE_GPU=$require
   run_gtest "host side (loader, probe, RNG)" "$build/tests/gpu/test_gpu_host"
 
+  # libcuda would keep the plugin from loading without a driver, libnccl without NCCL (it is
+  # dlopened), libcudnn without cuDNN (not used).
   plugin=$build/app/libmirrorlab_cuda.so
   if [ -f "$plugin" ]; then
-    if readelf -d "$plugin" | grep NEEDED | grep -q 'libcuda\.so'; then
-      row "plugin does not link libcuda" FAIL 0 "$(readelf -d "$plugin" | grep -c NEEDED) NEEDED entries, libcuda among them"
+    linked=$(readelf -d "$plugin" | grep NEEDED | grep -oE 'lib(cuda|nccl|cudnn)\.so[^]]*' | tr '\n' ' ')
+    if [ -n "$linked" ]; then
+      row "plugin links no libcuda/nccl/cudnn" FAIL 0 "NEEDED names $linked"
       fail
     else
-      row "plugin does not link libcuda" ok 0 "$(readelf -d "$plugin" | grep NEEDED | grep -oP '\[\K[^]]+' | tr '\n' ' ')"
+      row "plugin links no libcuda/nccl/cudnn" ok 0 "$(readelf -d "$plugin" | grep NEEDED | grep -oP '\[\K[^]]+' | tr '\n' ' ')"
     fi
   fi
 

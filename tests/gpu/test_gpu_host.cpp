@@ -236,6 +236,45 @@ TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
   EXPECT_GT(std::string(n.message).size(), 0u);
 }
 
+// NCCL is loaded by the first communicator, not with the plugin (one-GPU and logical-GPU runs work
+// without it): the build information says so, a library that cannot be loaded is named with the
+// way out, and the one this machine has loads and gets as far as the device check.
+TEST(BuiltPlugin, LoadsNcclOnFirstUseAndNamesAMissingOneWithTheFix) {
+  std::string why;
+  const auto p = loadCudaPlugin(MIRRORLAB_TEST_CUDA_PLUGIN, &why);
+  ASSERT_NE(p, nullptr) << why;
+  EXPECT_TRUE(p->buildInfo.find("NCCL: loaded on first use") != std::string::npos ||
+              p->buildInfo.find("NCCL 2.") != std::string::npos)
+      << p->buildInfo;
+  const int two[] = {0, 1};
+  mlcuda_nccl* comm = nullptr;
+  {
+    ScopedEnv env("MIRRORLAB_NCCL_LIBRARY", "/nonexistent/libnccl.so.2");
+    const mlcuda_status s = p->ncclCreate(two, 2, &comm);
+    if (s.code == MLCUDA_OK) p->ncclDestroy(comm);
+    if (s.code != MLCUDA_ERR_NCCL) GTEST_SKIP() << "NCCL was already loaded in this process: " << s.message;
+    const std::string m = s.message;
+    EXPECT_EQ(comm, nullptr);
+    EXPECT_NE(m.find("MIRRORLAB_NCCL_LIBRARY=/nonexistent/libnccl.so.2 cannot be loaded"), std::string::npos) << m;
+    EXPECT_NE(m.find("install it"), std::string::npos) << m;
+    EXPECT_NE(m.find("--devices gpu:0x2"), std::string::npos) << m;
+    EXPECT_NE(m.find("one GPU"), std::string::npos) << m;
+  }
+  mlcuda_probe_result result{};
+  if (p->probe(nullptr, 0, &result).code == MLCUDA_OK)
+    GTEST_SKIP() << "this machine has a GPU: tests/gpu/test_gpu_kernels makes communicators";
+  const mlcuda_status s = p->ncclCreate(two, 2, &comm);
+  EXPECT_EQ(comm, nullptr);
+  if (s.code == MLCUDA_ERR_NCCL) {
+    // This machine has no NCCL: the search and the way out are said.
+    EXPECT_NE(std::string(s.message).find("NCCL cannot be loaded: "), std::string::npos) << s.message;
+    EXPECT_NE(std::string(s.message).find("--devices gpu:0x2"), std::string::npos) << s.message;
+  } else {
+    // Loaded; then there is no GPU to put the ranks on.
+    EXPECT_EQ(s.code, MLCUDA_ERR_NO_DEVICE) << s.message;
+  }
+}
+
 // The program's own probe with the plugin present: no crash, and a reason when no GPU is usable.
 TEST(BuiltPlugin, ProbeDevicesWithThePluginPresent) {
   ScopedEnv env("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN);

@@ -1,8 +1,10 @@
-// Turns CUDA, cuBLAS, cuDNN and NCCL failures into messages a user can act on.
+// Turns CUDA, cuBLAS and NCCL failures into messages a user can act on.
 #include "backend/cuda/Check.h"
 
 #include <cstdio>
 #include <cstring>
+
+#include "backend/cuda/NcclLoader.h"
 
 namespace mlcuda {
 
@@ -62,26 +64,15 @@ void checkCublas(cublasStatus_t s, const char* call, const char* file, int line,
   fail(code, msg);
 }
 
-void checkCudnn(cudnnStatus_t s, const char* call, const char* file, int line, const std::string& device) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  char detail[512] = {0};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  std::string msg = std::string(call) + " failed: " + cudnnGetErrorString(s) + " (" + std::to_string(static_cast<int>(s)) + ")" +
-                    (detail[0] ? std::string(": ") + detail : std::string()) + " at " + where(file, line) + on(device);
-  int code = MLCUDA_ERR_CUDNN;
-  if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
-    code = MLCUDA_ERR_OUT_OF_MEMORY;
-    msg += kSmallerBatch;
-  }
-  fail(code, msg);
-}
-
 void checkNccl(ncclResult_t r, ncclComm_t comm, const char* call, const char* file, int line, const std::string& device) {
   if (r == ncclSuccess) return;
-  const char* last = ncclGetLastError(comm);
-  fail(MLCUDA_ERR_NCCL, std::string(call) + " failed: " + ncclGetErrorString(r) + " (" + std::to_string(static_cast<int>(r)) +
-                            ")" + (last && *last ? std::string(": ") + last : std::string()) + " at " + where(file, line) +
-                            on(device));
+  // An NCCL result comes from a loaded NCCL (NcclLoader.h); the fallbacks are for safety only.
+  const NcclApi* api = ncclIfLoaded();
+  const char* text = api ? api->getErrorString(r) : "NCCL error";
+  const char* last = api ? api->getLastError(comm) : nullptr;
+  fail(MLCUDA_ERR_NCCL, std::string(call) + " failed: " + (text ? text : "NCCL error") + " (" +
+                            std::to_string(static_cast<int>(r)) + ")" +
+                            (last && *last ? std::string(": ") + last : std::string()) + " at " + where(file, line) + on(device));
 }
 
 void checkLaunch(const char* kernel, const char* file, int line, const std::string& device) {

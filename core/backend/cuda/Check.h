@@ -1,10 +1,9 @@
-// Error checking inside the plugin: every CUDA, cuBLAS, cuDNN and NCCL call goes through a macro
+// Error checking inside the plugin: every CUDA, cuBLAS and NCCL call goes through a macro
 // that throws a Failure naming the call, file:line and device; the C entry points turn it into an
 // mlcuda_status (guarded), so no exception crosses the plugin boundary.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 #include <nccl.h>
 
 #include <exception>
@@ -32,7 +31,6 @@ std::string formatBytes(double bytes);
 
 void checkCuda(cudaError_t e, const char* call, const char* file, int line, const std::string& device);
 void checkCublas(cublasStatus_t s, const char* call, const char* file, int line, const std::string& device);
-void checkCudnn(cudnnStatus_t s, const char* call, const char* file, int line, const std::string& device);
 void checkNccl(ncclResult_t r, ncclComm_t comm, const char* call, const char* file, int line, const std::string& device);
 // After a kernel launch: reports a bad configuration or an earlier asynchronous error.
 void checkLaunch(const char* kernel, const char* file, int line, const std::string& device);
@@ -61,7 +59,6 @@ mlcuda_status guarded(F&& f) noexcept {
 
 #define ML_CUDA(device, call) ::mlcuda::checkCuda((call), #call, __FILE__, __LINE__, (device))
 #define ML_CUBLAS(device, call) ::mlcuda::checkCublas((call), #call, __FILE__, __LINE__, (device))
-#define ML_CUDNN(device, call) ::mlcuda::checkCudnn((call), #call, __FILE__, __LINE__, (device))
 #define ML_NCCL(device, comm, call) ::mlcuda::checkNccl((call), (comm), #call, __FILE__, __LINE__, (device))
 #define ML_LAUNCHED(device, kernel) ::mlcuda::checkLaunch((kernel), __FILE__, __LINE__, (device))
 #define ML_REQUIRE(cond, message)                                                                                           \

@@ -1,13 +1,14 @@
-// What a replica holds on its GPU: the device, a compute and a comm stream, cuBLAS and cuDNN handles
-// bound to the compute stream, and a scratch buffer that grows on demand.
+// What a replica holds on its GPU: the device, a compute and a comm stream, a cuBLAS handle bound to
+// the compute stream, and a scratch buffer that grows on demand.
 #pragma once
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-#include <cudnn.h>
 
+#include <memory>
 #include <string>
 
 #include "backend/cuda/Check.h"
+#include "backend/cuda/Wait.h"
 
 struct mlcuda_context {
   int device = 0;
@@ -16,15 +17,18 @@ struct mlcuda_context {
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
   cublasHandle_t cublas = nullptr;
-  cudnnHandle_t cudnn = nullptr;
   void* scratch = nullptr;
   size_t scratchBytes = 0;
+  // The NCCL communicator whose all-reduces ran on the comm stream, once one has (Wait.h): the
+  // context's waits then poll, see NCCL's errors and time out instead of blocking for ever.
+  std::shared_ptr<mlcuda::NcclLink> nccl = std::make_shared<mlcuda::NcclLink>();
 };
 
 struct mlcuda_event {
   int device = 0;
   std::string label;
   cudaEvent_t event = nullptr;
+  std::shared_ptr<mlcuda::NcclLink> nccl;  // the context's: waiting for the event is waiting for its streams
 };
 
 namespace mlcuda {
@@ -38,7 +42,7 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
 // The context's scratch, at least `bytes` long; valid until the next call that uses scratch.
 // Growing waits for the compute stream (work in flight may still read the old buffer).
 void* scratch(mlcuda_context* ctx, size_t bytes);
-// The calling C entry point's check that an int64 size fits the int that cuBLAS and cuDNN take.
+// The calling C entry point's check that an int64 size fits the int that cuBLAS takes.
 int toInt(int64_t v, const char* what);
 
 }  // namespace mlcuda

@@ -42,7 +42,7 @@ enum {
   MLCUDA_ERR_OUT_OF_MEMORY = 2, /* the message names the device and the bytes asked for */
   MLCUDA_ERR_CUDA = 3,
   MLCUDA_ERR_CUBLAS = 4,
-  MLCUDA_ERR_CUDNN = 5,
+  MLCUDA_ERR_CUDNN = 5, /* reserved: the Dense plugin uses no cuDNN */
   MLCUDA_ERR_NCCL = 6,
   MLCUDA_ERR_NVML = 7,
   MLCUDA_ERR_INVALID_ARGUMENT = 8,
@@ -70,7 +70,7 @@ enum { MLCUDA_STREAM_COMPUTE = 0, MLCUDA_STREAM_COMM = 1 };
 
 /* MLCUDA_API_VERSION of the plugin. */
 MLCUDA_EXPORT int mlcuda_api_version(void);
-/* "CUDA runtime 13.0 (built with 13.0), cuBLAS ..., cuDNN ..., NCCL ..., sm_80 sm_90": static text. */
+/* "CUDA runtime 13.0 (built with 13.0), cuBLAS ..., NCCL: loaded on first use, ..., sm_80 sm_90": static text. */
 MLCUDA_EXPORT const char* mlcuda_build_info(void);
 
 typedef struct mlcuda_gpu_info {
@@ -105,7 +105,7 @@ typedef struct mlcuda_gpu_sample {
  * loaded on first use; MLCUDA_ERR_NVML says why when it cannot be. */
 MLCUDA_EXPORT mlcuda_status mlcuda_nvml_sample(int device, mlcuda_gpu_sample* sample);
 
-/* ---- contexts: one per replica: a device, a compute and a comm stream, cuBLAS and cuDNN ---- */
+/* ---- contexts: one per replica: a device, a compute and a comm stream, a cuBLAS handle ----- */
 
 typedef struct mlcuda_context mlcuda_context;
 typedef struct mlcuda_event mlcuda_event;

@@ -20,8 +20,19 @@ inline unsigned gridFor(int64_t count) {
 void biasActivation(cudaStream_t s, const float* src, float* dst, const float* b, int64_t n, int64_t k, int act);
 // dz = dy * act'(.) from the output y, element-wise (act is not softmax); dz may equal dy.
 void activationBackward(cudaStream_t s, int act, const float* y, const float* dy, float* dz, int64_t count);
-// db[j] += sum over rows of dz[r][j], rows added in order (as the CPU does).
-void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k);
+// y = softmax(x) over each of n rows of k, the row maximum subtracted (ml::activationForward);
+// y may equal x. Deterministic: the reduction order depends on k alone.
+void softmaxForward(cudaStream_t s, const float* x, float* y, int64_t n, int64_t k);
+// dx = y * (dy - sum(dy * y)) per row, from the output y (ml::activationBackward); dx may equal dy
+// (or y).
+void softmaxBackward(cudaStream_t s, const float* y, const float* dy, float* dx, int64_t n, int64_t k);
+// db[j] += sum over rows of dz[r][j], in parallel over column tiles and chunks of rows, in an order
+// fixed by (n, k) alone (run-to-run identical bits, no atomics); not the CPU's row-by-row order, so
+// equal to it to float rounding. workspace: biasGradientWorkspace(n, k) floats of device memory
+// (unused, and may be null, when that is 0: up to 256 rows), not read or written by anyone else
+// until the kernels end.
+int64_t biasGradientWorkspace(int64_t n, int64_t k);
+void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k, float* workspace);
 
 void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,
                     const int64_t* sampleIds, uint32_t threshold, float scale);

@@ -42,13 +42,46 @@ __global__ void activationBackwardKernel(int act, const float* y, const float* d
   }
 }
 
-// One thread per column adds the rows in order, like Dense::backward's loop: deterministic, and
-// the same additions as the CPU. Adjacent threads read adjacent columns (coalesced).
-__global__ void biasGradientKernel(const float* dz, float* db, int64_t n, int64_t k) {
+// The bias gradient, db[j] += sum over rows of dz[r][j], in two passes whose order depends on (n, k)
+// alone (not on the GPU, nor on timing): the same bits on every run and on every replica, with no
+// atomics. Pass 1: a block of 32 columns x 8 row lanes sums one chunk of rows of one column tile;
+// each lane adds its rows (r0 + lane, r0 + lane + 8, ...) in order, then lane 0 adds the 8 lanes in
+// order. Adjacent threads read adjacent columns of a row (coalesced). With one chunk, pass 1 adds
+// straight into db; otherwise it writes one partial row per chunk and pass 2 adds the chunks to db
+// in chunk order.
+constexpr int kBiasColumns = 32, kBiasLanes = 8;
+constexpr int64_t kBiasChunkRows = 256, kBiasMaxChunks = 1024;
+
+int64_t biasChunks(int64_t n) {
+  const int64_t c = (n + kBiasChunkRows - 1) / kBiasChunkRows;
+  return c < 1 ? 1 : (c > kBiasMaxChunks ? kBiasMaxChunks : c);
+}
+
+__global__ void biasPartialKernel(const float* dz, float* out, int64_t n, int64_t k, int64_t rowsPerChunk, bool intoDb) {
+  __shared__ float part[kBiasLanes][kBiasColumns + 1];
+  const int tx = static_cast<int>(threadIdx.x), ty = static_cast<int>(threadIdx.y);
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kBiasColumns + tx;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * rowsPerChunk;
+  const int64_t r1 = r0 + rowsPerChunk < n ? r0 + rowsPerChunk : n;
+  float acc = 0.0f;
+  if (j < k)
+    for (int64_t r = r0 + ty; r < r1; r += kBiasLanes) acc += dz[r * k + j];
+  part[ty][tx] = acc;
+  __syncthreads();
+  if (ty != 0 || j >= k) return;
+  float sum = part[0][tx];
+  for (int lane = 1; lane < kBiasLanes; ++lane) sum += part[lane][tx];
+  if (intoDb)
+    out[j] += sum;
+  else
+    out[static_cast<int64_t>(blockIdx.y) * k + j] = sum;
+}
+
+__global__ void biasChunksKernel(const float* partial, float* db, int64_t chunks, int64_t k) {
   for (int64_t j = firstIndex(); j < k; j += gridStride()) {
-    float acc = db[j];
-    for (int64_t r = 0; r < n; ++r) acc += dz[r * k + j];
-    db[j] = acc;
+    float sum = partial[j];
+    for (int64_t c = 1; c < chunks; ++c) sum += partial[c * k + j];
+    db[j] += sum;
   }
 }
 
@@ -78,8 +111,23 @@ void activationBackward(cudaStream_t s, int act, const float* y, const float* dy
   activationBackwardKernel<<<gridFor(count), kThreads, 0, s>>>(act, y, dy, dz, count);
 }
 
-void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k) {
-  biasGradientKernel<<<gridFor(k), kThreads, 0, s>>>(dz, db, n, k);
+int64_t biasGradientWorkspace(int64_t n, int64_t k) {
+  const int64_t chunks = biasChunks(n);
+  return chunks > 1 ? chunks * k : 0;
+}
+
+void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t k, float* workspace) {
+  if (n <= 0 || k <= 0) return;
+  const int64_t chunks = biasChunks(n);
+  const int64_t rowsPerChunk = (n + chunks - 1) / chunks;
+  const dim3 block(kBiasColumns, kBiasLanes);
+  const dim3 grid(static_cast<unsigned>((k + kBiasColumns - 1) / kBiasColumns), static_cast<unsigned>(chunks));
+  if (chunks == 1) {
+    biasPartialKernel<<<grid, block, 0, s>>>(dz, db, n, k, rowsPerChunk, true);
+    return;
+  }
+  biasPartialKernel<<<grid, block, 0, s>>>(dz, workspace, n, k, rowsPerChunk, false);
+  biasChunksKernel<<<gridFor(k), kThreads, 0, s>>>(workspace, db, chunks, k);
 }
 
 void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,

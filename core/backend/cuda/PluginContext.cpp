@@ -1,11 +1,12 @@
 // The plugin's version, per-replica contexts, device memory and events (the C entry points).
-#include <nccl.h>
+#include <dlfcn.h>
 
 #include <algorithm>
 #include <climits>
 #include <memory>
 
 #include "backend/cuda/Context.h"
+#include "backend/cuda/NcclLoader.h"
 
 #ifndef MLCUDA_ARCHITECTURES
 #define MLCUDA_ARCHITECTURES "?"
@@ -47,7 +48,7 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
 
 void* scratch(mlcuda_context* ctx, size_t bytes) {
   if (bytes <= ctx->scratchBytes) return ctx->scratch;
-  ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+  ML_WAIT_STREAM(ctx, ctx->compute);
   if (ctx->scratch) ML_CUDA(ctx->label, cudaFree(ctx->scratch));
   ctx->scratch = nullptr;
   ctx->scratchBytes = 0;
@@ -61,7 +62,7 @@ void* scratch(mlcuda_context* ctx, size_t bytes) {
 int toInt(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
     fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string("CUDA plugin: ") + what + " = " + std::to_string(v) +
-                                          " is outside what cuBLAS/cuDNN accept (0.." + std::to_string(INT_MAX) + ")");
+                                          " is outside what cuBLAS accepts (0.." + std::to_string(INT_MAX) + ")");
   return static_cast<int>(v);
 }
 
@@ -69,9 +70,15 @@ static void destroyContext(mlcuda_context* ctx) {
   if (!ctx) return;
   // Teardown reports nothing: it runs on error paths too, and a failed destroy changes nothing.
   if (cudaSetDevice(ctx->device) == cudaSuccess) {
+    // Where NCCL work ran, a bounded wait first: a stuck collective is aborted instead of hanging
+    // here (after which the blocking waits below return).
+    try {
+      if (ctx->compute) ML_WAIT_STREAM(ctx, ctx->compute);
+      if (ctx->comm) ML_WAIT_STREAM(ctx, ctx->comm);
+    } catch (const std::exception&) {
+    }
     if (ctx->compute) cudaStreamSynchronize(ctx->compute);
     if (ctx->comm) cudaStreamSynchronize(ctx->comm);
-    if (ctx->cudnn) cudnnDestroy(ctx->cudnn);
     if (ctx->cublas) cublasDestroy(ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
     if (ctx->compute) cudaStreamDestroy(ctx->compute);
@@ -82,6 +89,21 @@ static void destroyContext(mlcuda_context* ctx) {
 }
 
 static std::string versionText(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
+
+// NCCL is loaded by the first communicator (NcclLoader.h), not here: the build information is asked
+// for when the plugin is loaded, and loading NCCL would cost every run time. Its version when this
+// process already holds it (RTLD_NOLOAD loads nothing).
+static std::string ncclText() {
+  if (const NcclApi* api = ncclIfLoaded()) return "NCCL " + ncclVersionText(api->version);
+  if (void* h = dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    int v = 0;
+    auto getVersion = reinterpret_cast<decltype(&::ncclGetVersion)>(dlsym(h, "ncclGetVersion"));
+    const bool known = getVersion && getVersion(&v) == ncclSuccess && v > 0;
+    dlclose(h);
+    if (known) return "NCCL " + ncclVersionText(v) + " (already loaded)";
+  }
+  return "NCCL: loaded on first use (runs over several GPUs)";
+}
 
 }  // namespace mlcuda
 
@@ -99,17 +121,14 @@ MLCUDA_EXPORT const char* mlcuda_build_info(void) {
     cublasGetProperty(MAJOR_VERSION, &cublasMajor);
     cublasGetProperty(MINOR_VERSION, &cublasMinor);
     cublasGetProperty(PATCH_LEVEL, &cublasPatch);
-    const size_t cudnn = cudnnGetVersion();
-    int nccl = 0;
-    ncclGetVersion(&nccl);
     std::string archs = MLCUDA_ARCHITECTURES;
     for (auto& c : archs)
       if (c == ';') c = ' ';
+    // cuDNN is named because the ABI's text used to carry its version: softmax, its one use, is the
+    // plugin's own kernel now.
     return "CUDA runtime " + versionText(rt) + " (built with " + versionText(CUDART_VERSION) + "), cuBLAS " +
-           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) + ", cuDNN " +
-           std::to_string(cudnn / 10000) + "." + std::to_string((cudnn % 10000) / 100) + "." + std::to_string(cudnn % 100) +
-           ", NCCL " + std::to_string(nccl / 10000) + "." + std::to_string((nccl % 10000) / 100) + "." +
-           std::to_string(nccl % 100) + ", code for sm " + archs;
+           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) +
+           ", cuDNN: not used by Dense models, " + ncclText() + ", code for sm " + archs;
   }();
   return info.c_str();
 }
@@ -139,8 +158,6 @@ MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label,
     ML_CUBLAS(name, cublasSetStream(ctx->cublas, ctx->compute));
     // DEFAULT_MATH never lowers FP32 to TF32; TF32 only when asked for.
     ML_CUBLAS(name, cublasSetMathMode(ctx->cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
-    ML_CUDNN(name, cudnnCreate(&ctx->cudnn));
-    ML_CUDNN(name, cudnnSetStream(ctx->cudnn, ctx->compute));
     *out = ctx.release();
   });
 }
@@ -150,8 +167,8 @@ MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx) { destroyContext(
 MLCUDA_EXPORT mlcuda_status mlcuda_synchronize(mlcuda_context* ctx) {
   return guarded([&] {
     use(ctx);
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->comm));
+    ML_WAIT_STREAM(ctx, ctx->compute);
+    ML_WAIT_STREAM(ctx, ctx->comm);
   });
 }
 
@@ -178,16 +195,30 @@ MLCUDA_EXPORT mlcuda_status mlcuda_alloc(mlcuda_context* ctx, size_t bytes, void
 MLCUDA_EXPORT mlcuda_status mlcuda_free(mlcuda_context* ctx, void* ptr) {
   return guarded([&] {
     use(ctx);
-    if (ptr) ML_CUDA(ctx->label, cudaFree(ptr));
+    if (!ptr) return;
+    // cudaFree waits for the device; where NCCL work ran, the bounded wait comes first (which
+    // aborts a stuck collective). Its failure is not the free's: the memory goes either way.
+    if (ranNccl(ctx->nccl)) {
+      try {
+        ML_WAIT_STREAM(ctx, ctx->compute);
+        ML_WAIT_STREAM(ctx, ctx->comm);
+      } catch (const Failure&) {
+      }
+    }
+    ML_CUDA(ctx->label, cudaFree(ptr));
   });
 }
 
+// A copy between the device and pageable host memory may itself wait for the stream's earlier work
+// (the CUDA runtime's API synchronisation rules): where NCCL work ran, the bounded wait comes first,
+// so that the copy has nothing left to wait for.
 MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_device(mlcuda_context* ctx, void* dst, const void* host_src, size_t bytes) {
   return guarded([&] {
     use(ctx);
     if (bytes == 0) return;
+    if (ranNccl(ctx->nccl)) ML_WAIT_STREAM(ctx, ctx->compute);
     ML_CUDA(ctx->label, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+    ML_WAIT_STREAM(ctx, ctx->compute);
   });
 }
 
@@ -195,8 +226,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_copy_to_host(mlcuda_context* ctx, void* host_
   return guarded([&] {
     use(ctx);
     if (bytes == 0) return;
+    if (ranNccl(ctx->nccl)) ML_WAIT_STREAM(ctx, ctx->compute);
     ML_CUDA(ctx->label, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, ctx->compute));
-    ML_CUDA(ctx->label, cudaStreamSynchronize(ctx->compute));
+    ML_WAIT_STREAM(ctx, ctx->compute);
   });
 }
 
@@ -224,6 +256,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_create(mlcuda_context* ctx, mlcuda_even
     auto ev = std::make_unique<mlcuda_event>();
     ev->device = ctx->device;
     ev->label = ctx->label;
+    ev->nccl = ctx->nccl;
     ML_CUDA(ctx->label, cudaEventCreate(&ev->event));  // timing enabled: events time the phases
     *out = ev.release();
   });
@@ -256,7 +289,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_elapsed_ms(mlcuda_event* start, mlcuda_
   return guarded([&] {
     ML_REQUIRE(start && end && ms, "mlcuda_event_elapsed_ms: NULL argument");
     ML_CUDA(end->label, cudaSetDevice(end->device));
-    ML_CUDA(end->label, cudaEventSynchronize(end->event));
+    waitEvent(end, "end->event", __FILE__, __LINE__);
     ML_CUDA(end->label, cudaEventElapsedTime(ms, start->event, end->event));
   });
 }

@@ -3,6 +3,7 @@
 // event from the host (for reusing a pinned buffer once its copy is done).
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
+#include "backend/cuda/Wait.h"
 
 using namespace mlcuda;
 
@@ -51,7 +52,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_event_synchronize(mlcuda_event* ev) {
   return guarded([&] {
     ML_REQUIRE(ev, "mlcuda_event_synchronize: event is NULL");
     ML_CUDA(ev->label, cudaSetDevice(ev->device));
-    ML_CUDA(ev->label, cudaEventSynchronize(ev->event));
+    ML_WAIT_EVENT(ev);  // polls, with NCCL's errors and timeout, where the context ran NCCL work
   });
 }
 

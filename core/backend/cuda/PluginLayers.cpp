@@ -1,5 +1,5 @@
-// Layer entry points: Dense on cuBLAS, softmax on cuDNN, the element-wise activations, losses,
-// metrics and dropout on the plugin's kernels. Shapes and formulas follow core/nn exactly.
+// Layer entry points: Dense on cuBLAS; softmax, the element-wise activations, losses, metrics and
+// dropout on the plugin's kernels. Shapes and formulas follow core/nn exactly.
 #include "backend/cuda/Context.h"
 #include "backend/cuda/DeviceRng.h"
 #include "backend/cuda/Kernels.h"
@@ -13,43 +13,16 @@ void requireAct(int act) {
          "CUDA plugin: unknown activation " + std::to_string(act) + " (0 linear, 1 relu, 2 sigmoid, 3 tanh, 4 softmax)");
 }
 
-// An (n, k) row-major matrix as cuDNN's NCHW (n, k, 1, 1): softmax over the k values of each row.
-class RowsDescriptor {
- public:
-  RowsDescriptor(const mlcuda_context* ctx, int64_t n, int64_t k) : label_(ctx->label) {
-    const int rows = toInt(n, "rows"), cols = toInt(k, "columns");
-    ML_CUDNN(label_, cudnnCreateTensorDescriptor(&d_));
-    const cudnnStatus_t set = cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, rows, cols, 1, 1);
-    if (set != CUDNN_STATUS_SUCCESS) {
-      cudnnDestroyTensorDescriptor(d_);
-      checkCudnn(set, "cudnnSetTensor4dDescriptor", __FILE__, __LINE__, label_);
-    }
-  }
-  ~RowsDescriptor() { cudnnDestroyTensorDescriptor(d_); }
-  RowsDescriptor(const RowsDescriptor&) = delete;
-  RowsDescriptor& operator=(const RowsDescriptor&) = delete;
-  operator cudnnTensorDescriptor_t() const { return d_; }
-
- private:
-  std::string label_;
-  cudnnTensorDescriptor_t d_ = nullptr;
-};
-
-// y = softmax(x) per row (max subtracted: CUDNN_SOFTMAX_ACCURATE). x != y: cuDNN does not document
-// in-place softmax, so callers pass distinct buffers.
+// y = softmax(x) per row, the row maximum subtracted; y may be x.
 void softmaxForward(mlcuda_context* ctx, const float* x, float* y, int64_t n, int64_t k) {
-  const RowsDescriptor d(ctx, n, k);
-  const float one = 1.0f, zero = 0.0f;
-  ML_CUDNN(ctx->label,
-           cudnnSoftmaxForward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, x, &zero, d, y));
+  kernels::softmaxForward(ctx->compute, x, y, n, k);
+  ML_LAUNCHED(ctx->label, "softmaxForward");
 }
 
-// dx = y * (dy - sum(dy * y)) per row, from the output y; dx distinct from y and dy.
+// dx = y * (dy - sum(dy * y)) per row, from the output y; dx may be dy.
 void softmaxBackward(mlcuda_context* ctx, const float* y, const float* dy, float* dx, int64_t n, int64_t k) {
-  const RowsDescriptor d(ctx, n, k);
-  const float one = 1.0f, zero = 0.0f;
-  ML_CUDNN(ctx->label, cudnnSoftmaxBackward(ctx->cudnn, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &one, d, y, d, dy,
-                                            &zero, d, dx));
+  kernels::softmaxBackward(ctx->compute, y, dy, dx, n, k);
+  ML_LAUNCHED(ctx->label, "softmaxBackward");
 }
 
 void requireShape(int64_t n, int64_t k, const char* what) {
@@ -79,16 +52,14 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const floa
     ML_REQUIRE(x && w && y, "mlcuda_dense_forward: x, w and y must not be NULL");
     const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
     (void)toInt(n * out, "rows * out");
-    // Softmax needs its input apart from y (see softmaxForward): the GEMM writes to scratch then.
-    float* z = act == MLCUDA_ACT_SOFTMAX ? static_cast<float*>(scratch(ctx, sizeof(float) * static_cast<size_t>(n * out))) : y;
     const float one = 1.0f, zero = 0.0f;
-    ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, O, N, I, &one, w, O, x, I, &zero, z, O));
+    ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_N, O, N, I, &one, w, O, x, I, &zero, y, O));
     const int elementwise = act == MLCUDA_ACT_SOFTMAX ? MLCUDA_ACT_LINEAR : act;
     if (b || elementwise != MLCUDA_ACT_LINEAR) {
-      kernels::biasActivation(ctx->compute, z, z, b, n, out, elementwise);
+      kernels::biasActivation(ctx->compute, y, y, b, n, out, elementwise);
       ML_LAUNCHED(ctx->label, "biasActivation");
     }
-    if (act == MLCUDA_ACT_SOFTMAX) softmaxForward(ctx, z, y, n, out);
+    if (act == MLCUDA_ACT_SOFTMAX) softmaxForward(ctx, y, y, n, out);  // in place
   });
 }
 
@@ -107,13 +78,12 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
     ML_REQUIRE(x && w && y && dy && dw, "mlcuda_dense_backward: x, w, y, dy and dw must not be NULL");
     const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
     (void)toInt(n * out, "rows * out");
+    // dz replaces dy in place (dy is scratch by contract); the bias gradient's workspace is in scratch.
+    const size_t workspaceFloats = db ? static_cast<size_t>(kernels::biasGradientWorkspace(n, out)) : 0;
+    float* workspace = workspaceFloats > 0 ? static_cast<float*>(scratch(ctx, sizeof(float) * workspaceFloats)) : nullptr;
     const float* dz = dy;
     if (act == MLCUDA_ACT_SOFTMAX) {
-      if (!fused_softmax) {
-        float* t = static_cast<float*>(scratch(ctx, sizeof(float) * static_cast<size_t>(n * out)));
-        softmaxBackward(ctx, y, dy, t, n, out);
-        dz = t;
-      }
+      if (!fused_softmax) softmaxBackward(ctx, y, dy, dy, n, out);
     } else if (act != MLCUDA_ACT_LINEAR) {
       kernels::activationBackward(ctx->compute, act, y, dy, dy, n * out);
       ML_LAUNCHED(ctx->label, "activationBackward");
@@ -121,7 +91,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
     const float one = 1.0f, zero = 0.0f;
     ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_T, O, I, N, &one, dz, O, x, I, &one, dw, O));
     if (db) {
-      kernels::biasGradient(ctx->compute, dz, db, n, out);
+      kernels::biasGradient(ctx->compute, dz, db, n, out, workspace);
       ML_LAUNCHED(ctx->label, "biasGradient");
     }
     if (dx) ML_CUBLAS(ctx->label, cublasSgemm(ctx->cublas, CUBLAS_OP_T, CUBLAS_OP_N, I, N, O, &one, w, O, dz, O, &zero, dx, I));
@@ -138,13 +108,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int a
     ML_REQUIRE(x && y, "mlcuda_activation_forward: x and y must not be NULL");
     const size_t bytes = sizeof(float) * static_cast<size_t>(n * k);
     if (act == MLCUDA_ACT_SOFTMAX) {
-      const float* src = x;
-      if (x == y) {
-        float* t = static_cast<float*>(scratch(ctx, bytes));
-        ML_CUDA(ctx->label, cudaMemcpyAsync(t, x, bytes, cudaMemcpyDeviceToDevice, ctx->compute));
-        src = t;
-      }
-      softmaxForward(ctx, src, y, n, k);
+      softmaxForward(ctx, x, y, n, k);  // in place when x == y
     } else if (act == MLCUDA_ACT_LINEAR) {
       if (x != y) ML_CUDA(ctx->label, cudaMemcpyAsync(y, x, bytes, cudaMemcpyDeviceToDevice, ctx->compute));
     } else {
@@ -164,14 +128,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int 
     ML_REQUIRE(y && dy && dx, "mlcuda_activation_backward: y, dy and dx must not be NULL");
     const size_t bytes = sizeof(float) * static_cast<size_t>(n * k);
     if (act == MLCUDA_ACT_SOFTMAX) {
-      ML_REQUIRE(dx != y, "mlcuda_activation_backward: dx must not alias y for softmax");
-      if (dx == dy) {
-        float* t = static_cast<float*>(scratch(ctx, bytes));
-        softmaxBackward(ctx, y, dy, t, n, k);
-        ML_CUDA(ctx->label, cudaMemcpyAsync(dx, t, bytes, cudaMemcpyDeviceToDevice, ctx->compute));
-      } else {
-        softmaxBackward(ctx, y, dy, dx, n, k);
-      }
+      softmaxBackward(ctx, y, dy, dx, n, k);  // in place when dx == dy
     } else if (act == MLCUDA_ACT_LINEAR) {
       if (dx != dy) ML_CUDA(ctx->label, cudaMemcpyAsync(dx, dy, bytes, cudaMemcpyDeviceToDevice, ctx->compute));
     } else {

@@ -1,5 +1,6 @@
 // Update entry points: the fused optimizers and the two all-reduces (device memory for logical
-// GPUs on one card, NCCL across cards).
+// GPUs on one card, NCCL across cards; NCCL is loaded when the first communicator is made, and the
+// waits of the contexts that ran its all-reduces watch it: Wait.h).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -7,10 +8,12 @@
 
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
+#include "backend/cuda/NcclLoader.h"
 
+// The communicators live in a clique that the contexts which ran their all-reduces share (their
+// waits check NCCL's errors and may abort it); the handle the core holds closes it.
 struct mlcuda_nccl {
-  std::vector<int> devices;
-  std::vector<ncclComm_t> comms;
+  std::shared_ptr<mlcuda::NcclClique> clique;
 };
 
 namespace mlcuda {
@@ -22,11 +25,25 @@ std::string deviceList(const std::vector<int>& devices) {
   return s;
 }
 
+// Finalize, then destroy (or abort when the work does not end in time): closeClique. Contexts that
+// still hold the clique see it closed and wait for their streams as before.
 void destroyNccl(mlcuda_nccl* c) {
   if (!c) return;
-  for (ncclComm_t comm : c->comms)
-    if (comm) ncclCommDestroy(comm);
+  if (c->clique) closeClique(*c->clique);
   delete c;
+}
+
+// Makes the clique's event of each rank on its device (recorded after every all-reduce, so that
+// closing can tell when the comm streams are done with NCCL).
+void createDoneEvents(NcclClique& c) {
+  int device = -1;
+  ML_CUDA(c.label, cudaGetDevice(&device));
+  for (size_t r = 0; r < c.devices.size(); ++r) {
+    const std::string gpu = "gpu:" + std::to_string(c.devices[r]);
+    ML_CUDA(gpu, cudaSetDevice(c.devices[r]));
+    ML_CUDA(gpu, cudaEventCreateWithFlags(&c.done[r], cudaEventDisableTiming));
+  }
+  ML_CUDA(c.label, cudaSetDevice(device));
 }
 
 }  // namespace
@@ -136,6 +153,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
       fail(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU (gpu:" + std::to_string(*dup) +
                                             " is listed twice in " + label +
                                             "): logical GPUs on one card use the device-memory all-reduce");
+    // Loaded here, on first use: only runs over several physical GPUs need NCCL.
+    const NcclApi& api = nccl();
     int available = 0;
     ML_CUDA(label, cudaGetDeviceCount(&available));
     for (int d : list)
@@ -143,9 +162,18 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
         fail(MLCUDA_ERR_NO_DEVICE, "NCCL: there is no CUDA device " + std::to_string(d) + " (this machine has " +
                                        std::to_string(available) + " GPU(s))");
     std::unique_ptr<mlcuda_nccl, void (*)(mlcuda_nccl*)> c(new mlcuda_nccl, destroyNccl);
-    c->devices = list;
-    c->comms.assign(list.size(), nullptr);
-    ML_NCCL(label, nullptr, ncclCommInitAll(c->comms.data(), count, list.data()));
+    c->clique = std::make_shared<NcclClique>();
+    NcclClique& clique = *c->clique;
+    clique.devices = list;
+    clique.label = label;
+    clique.comms.assign(list.size(), nullptr);
+    clique.done.assign(list.size(), nullptr);
+    const ncclResult_t init = api.commInitAll(clique.comms.data(), count, list.data());
+    if (init != ncclSuccess) {
+      clique.comms.assign(list.size(), nullptr);  // not communicators: nothing to destroy
+      checkNccl(init, nullptr, "ncclCommInitAll", __FILE__, __LINE__, label);
+    }
+    createDoneEvents(clique);
     *out = c.release();
   });
 }
@@ -155,30 +183,51 @@ MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
                                                   int64_t elements) {
   return guarded([&] {
-    ML_REQUIRE(comm && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
+    ML_REQUIRE(comm && comm->clique && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
     ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
-    const size_t n = comm->comms.size();
+    NcclClique& c = *comm->clique;
+    // Held while NCCL is called: a wait on another thread must not abort the communicators under
+    // the enqueue (its check waits for the lock instead).
+    const std::lock_guard<std::mutex> lock(c.mutex);
+    const size_t n = c.comms.size();
     for (size_t r = 0; r < n; ++r) {
       ML_REQUIRE(contexts[r] && buffers[r], "mlcuda_nccl_allreduce: NULL context or buffer for rank " + std::to_string(r));
-      ML_REQUIRE(contexts[r]->device == comm->devices[r], "mlcuda_nccl_allreduce: rank " + std::to_string(r) +
-                                                              " is gpu:" + std::to_string(comm->devices[r]) +
-                                                              " but its context is " + contexts[r]->label);
+      ML_REQUIRE(contexts[r]->device == c.devices[r], "mlcuda_nccl_allreduce: rank " + std::to_string(r) +
+                                                          " is gpu:" + std::to_string(c.devices[r]) + " but its context is " +
+                                                          contexts[r]->label);
     }
+    if (c.closed)
+      fail(MLCUDA_ERR_NCCL, c.abortReason.empty()
+                                ? "mlcuda_nccl_allreduce: the NCCL communicator over " + c.label + " has been destroyed"
+                                : c.abortReason);
     if (elements == 0) return;
-    const std::string label = deviceList(comm->devices);
-    ML_NCCL(label, nullptr, ncclGroupStart());
+    // From now on these contexts' waits watch this communicator (Wait.h).
+    for (size_t r = 0; r < n; ++r) {
+      const std::lock_guard<std::mutex> linkLock(contexts[r]->nccl->mutex);
+      contexts[r]->nccl->clique = comm->clique;
+    }
+    const NcclApi& api = nccl();  // loaded: the communicators exist
+    ML_NCCL(c.label, nullptr, api.groupStart());
     // Whatever fails inside the group, the group must still be closed.
     ncclResult_t first = ncclSuccess;
     size_t failedRank = 0;
     for (size_t r = 0; r < n && first == ncclSuccess; ++r) {
-      first = ncclAllReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, comm->comms[r],
-                            contexts[r]->comm);
+      first =
+          api.allReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, c.comms[r], contexts[r]->comm);
       failedRank = r;
     }
-    const ncclResult_t end = ncclGroupEnd();
+    const ncclResult_t end = api.groupEnd();
     if (first != ncclSuccess)
-      checkNccl(first, comm->comms[failedRank], "ncclAllReduce", __FILE__, __LINE__, contexts[failedRank]->label);
-    ML_NCCL(label, nullptr, end);
+      checkNccl(first, c.comms[failedRank], "ncclAllReduce", __FILE__, __LINE__, contexts[failedRank]->label);
+    ML_NCCL(c.label, nullptr, end);
+    // Each rank's done event follows its all-reduce on its comm stream (closing waits for them).
+    int device = -1;
+    ML_CUDA(c.label, cudaGetDevice(&device));
+    for (size_t r = 0; r < n; ++r) {
+      ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
+      ML_CUDA(contexts[r]->label, cudaEventRecord(c.done[r], contexts[r]->comm));
+    }
+    ML_CUDA(c.label, cudaSetDevice(device));
   });
 }
 

@@ -50,7 +50,18 @@ CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hos
   }
 }
 
-CudaBackend::~CudaBackend() = default;
+// NCCL's order: a communicator is finalized and destroyed only once the streams that ran its
+// collectives are idle, and while those streams (the contexts) and the buffers it reduced still
+// exist. So every replica's streams are waited for first (the plugin's bounded wait, which aborts a
+// stuck all-reduce instead of hanging), then the communicator goes, and then the replicas with their
+// buffers, events and, last, contexts (the members, in reverse order of declaration).
+CudaBackend::~CudaBackend() {
+  if (nccl_) {
+    for (const auto& r : reps_)
+      if (r && r->ctx) (void)P_->synchronize(r->ctx.get());  // teardown reports nothing
+    nccl_.reset();
+  }
+}
 
 // Which GPUs exist: the probe's words when there are none, the machine's GPUs when one is missing.
 void CudaBackend::checkDevices(const DeviceList& devices) {

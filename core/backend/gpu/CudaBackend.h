@@ -91,7 +91,10 @@ class CudaBackend : public Backend {
   bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
-  NcclComm nccl_;  // declared after reps_: destroyed before the contexts
+  // Declared after reps_, so destroyed before the replicas' contexts, whose streams ran its
+  // all-reduces: NCCL wants those streams idle but still there. ~CudaBackend waits for them first
+  // (the Replica destructor's own wait would come too late), then resets it.
+  NcclComm nccl_;
   // Data sets kept in device memory, one copy per physical GPU (declared after reps_: freed while
   // the contexts that allocated them still exist).
   std::vector<std::unique_ptr<ResidentData>> resident_;

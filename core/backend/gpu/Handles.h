@@ -1,5 +1,5 @@
 // The plugin's handles as owning C++ objects: a device buffer, an event, a context (its device,
-// streams, cuBLAS and cuDNN handles) and an NCCL communicator each free themselves, in the right
+// streams, cuBLAS handle) and an NCCL communicator each free themselves, in the right
 // order, even when a constructor throws half-way.
 #pragma once
 #include <memory>

@@ -1,0 +1,173 @@
+// Finds and loads libnccl.so.2 when a run first needs it, and resolves the functions the plugin uses.
+#include "backend/cuda/NcclLoader.h"
+
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <glob.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cuda/Check.h"
+
+namespace mlcuda {
+namespace {
+
+constexpr const char* kNcclFile = "libnccl.so.2";
+
+std::atomic<const NcclApi*> gLoaded{nullptr};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+std::string folderOf(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash);
+}
+
+// Files matching a glob pattern, sorted (glob's order), none when nothing matches.
+std::vector<std::string> matches(const std::string& pattern) {
+  std::vector<std::string> out;
+  glob_t g{};
+  if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+  globfree(&g);
+  return out;
+}
+
+// Where to look after the loader's own search: beside the CUDA runtime the plugin loaded (NVIDIA's
+// installers put NCCL there), the toolkit's usual folders, then the nvidia-nccl wheels that PyTorch
+// installs (pip: a virtual environment, conda, the user's site-packages, the system's).
+std::vector<std::string> fallbackPaths() {
+  std::vector<std::string> paths;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &info) != 0 && info.dli_fname) {
+    const std::string dir = folderOf(info.dli_fname);
+    if (!dir.empty()) paths.push_back(dir + "/" + kNcclFile);
+  }
+  for (const char* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"})
+    paths.push_back(std::string(dir) + "/" + kNcclFile);
+  std::vector<std::string> prefixes;
+  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
+    if (const std::string p = env(var); !p.empty()) prefixes.push_back(p);
+  if (const std::string home = env("HOME"); !home.empty()) prefixes.push_back(home + "/.local");
+  for (const char* p : {"/usr/local", "/usr", "/opt/conda"}) prefixes.emplace_back(p);
+  for (const std::string& prefix : prefixes)
+    for (const char* packages : {"site-packages", "dist-packages"})
+      for (const std::string& f : matches(prefix + "/lib/python3*/" + packages + "/nvidia/nccl/lib/" + kNcclFile))
+        paths.push_back(f);
+  paths.push_back(std::string("/usr/lib/python3/dist-packages/nvidia/nccl/lib/") + kNcclFile);
+  return paths;
+}
+
+std::string lastDlError() {
+  const char* e = dlerror();
+  return e ? std::string(e) : std::string("unknown dlopen error");
+}
+
+const char* fixText() {
+  return "runs over several physical GPUs (--devices gpu:0,1) need NCCL 2.14 or newer: install it (apt install libnccl2, "
+         "or pip install nvidia-nccl-cu13 and set MIRRORLAB_NCCL_LIBRARY to its nvidia/nccl/lib/libnccl.so.2), or train "
+         "on one GPU (--devices gpu:0) or on logical GPUs of one card (--devices gpu:0x2), which need no NCCL";
+}
+
+// Resolves every function into a table; on a missing one, says which (an NCCL older than 2.14).
+std::unique_ptr<NcclApi> resolve(void* handle, const std::string& path) {
+  auto api = std::make_unique<NcclApi>();
+  api->path = path;
+  std::string missing;
+  auto get = [&](auto& field, const char* symbol) {
+    field = reinterpret_cast<std::remove_reference_t<decltype(field)>>(dlsym(handle, symbol));
+    if (!field) missing += (missing.empty() ? "" : ", ") + std::string(symbol);
+  };
+  get(api->getVersion, "ncclGetVersion");
+  get(api->getErrorString, "ncclGetErrorString");
+  get(api->getLastError, "ncclGetLastError");
+  get(api->commInitAll, "ncclCommInitAll");
+  get(api->commFinalize, "ncclCommFinalize");
+  get(api->commDestroy, "ncclCommDestroy");
+  get(api->commAbort, "ncclCommAbort");
+  get(api->commGetAsyncError, "ncclCommGetAsyncError");
+  get(api->groupStart, "ncclGroupStart");
+  get(api->groupEnd, "ncclGroupEnd");
+  get(api->allReduce, "ncclAllReduce");
+  if (api->getVersion && api->getVersion(&api->version) != ncclSuccess) api->version = 0;
+  if (!missing.empty())
+    fail(MLCUDA_ERR_NCCL, "NCCL " + (api->version ? ncclVersionText(api->version) + " " : std::string()) + "(" + path +
+                              ") lacks " + missing + ": " + fixText());
+  return api;
+}
+
+}  // namespace
+
+std::string ncclVersionText(int v) {
+  // NCCL_VERSION(X, Y, Z) is X*10000 + Y*100 + Z since 2.9, X*1000 + Y*100 + Z before.
+  const int major = v >= 20900 ? v / 10000 : v / 1000;
+  const int rest = v >= 20900 ? v % 10000 : v % 1000;
+  return std::to_string(major) + "." + std::to_string(rest / 100) + "." + std::to_string(rest % 100);
+}
+
+const NcclApi* ncclIfLoaded() { return gLoaded.load(std::memory_order_acquire); }
+
+const NcclApi& nccl() {
+  if (const NcclApi* a = ncclIfLoaded()) return *a;
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const NcclApi* a = ncclIfLoaded()) return *a;
+
+  auto tryLoad = [](const std::string& path, std::string& error) -> void* {
+    dlerror();
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) error = lastDlError();
+    return h;
+  };
+  std::string error, loadedPath;
+  void* handle = nullptr;
+  const std::string named = env(kNcclLibraryEnv);
+  if (!named.empty()) {
+    handle = tryLoad(named, error);
+    if (!handle)
+      fail(MLCUDA_ERR_NCCL, std::string(kNcclLibraryEnv) + "=" + named + " cannot be loaded (" + error + "): " + fixText());
+    loadedPath = named;
+  } else {
+    handle = tryLoad(kNcclFile, error);  // LD_LIBRARY_PATH, the plugin's RUNPATH, ldconfig's cache
+    loadedPath = kNcclFile;
+    const std::string first = error;
+    if (!handle)
+      for (const std::string& path : fallbackPaths()) {
+        std::string ignored;
+        if ((handle = tryLoad(path, ignored))) {
+          loadedPath = path;
+          break;
+        }
+      }
+    if (!handle)
+      fail(MLCUDA_ERR_NCCL, "NCCL cannot be loaded: " + first +
+                                " (also looked beside the CUDA runtime, in /usr/local/cuda and in Python's nvidia-nccl "
+                                "wheels; " +
+                                kNcclLibraryEnv + " names the file to use): " + fixText());
+  }
+  // Where the loader found it, for messages and the build information.
+  Dl_info info{};
+  void* version = dlsym(handle, "ncclGetVersion");
+  if (version && dladdr(version, &info) != 0 && info.dli_fname) loadedPath = info.dli_fname;
+  std::unique_ptr<NcclApi> api;
+  try {
+    api = resolve(handle, loadedPath);
+  } catch (...) {
+    dlclose(handle);
+    throw;
+  }
+  // Never unloaded: communicators (and NCCL's own threads) may live to the process's end.
+  const NcclApi* a = api.release();
+  gLoaded.store(a, std::memory_order_release);
+  return *a;
+}
+
+}  // namespace mlcuda
