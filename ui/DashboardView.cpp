@@ -495,7 +495,9 @@ void DashboardView::updateNumbers() {
   // Once a second is enough for a 20-step mean (and a sentence that changes faster is hard to read).
   if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
     sinceShare_.restart();
-    QString parts = tr("compute %1% · all-reduce %2%").arg(100 - ar - net - ag - wait, 0, 'f', 1).arg(ar, 0, 'f', 1);
+    const double in = breakdown_->inputShare() * 100;  // the rows gathered (and copied to a GPU)
+    QString parts = in > 0 ? tr("input %1% · ").arg(in, 0, 'f', 1) : QString();
+    parts += tr("compute %1% · all-reduce %2%").arg(100 - in - ar - net - ag - wait, 0, 'f', 1).arg(ar, 0, 'f', 1);
     if (net > 0) parts += tr(" · network %1%").arg(net, 0, 'f', 1);
     if (ag > 0) parts += tr(" · all-gather %1%").arg(ag, 0, 'f', 1);
     parts += tr(" · waiting %1%").arg(wait, 0, 'f', 1);

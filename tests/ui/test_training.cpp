@@ -82,9 +82,10 @@ class TrainingTest : public QObject {
     auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
     const auto steps = store.loadSteps(*id, f.steps - 19, f.steps);
     QCOMPARE(steps.size(), size_t(20));
-    double ag = 0, ar = 0, wait = 0, total = 0;
+    double ag = 0, ar = 0, wait = 0, in = 0, total = 0;
     for (const auto& s : steps)
       for (const auto& r : s.replicas) {
+        in += r.phases.input;
         ag += r.phases.allgather;
         ar += r.phases.allreduce;
         wait += r.phases.wait;
@@ -94,11 +95,15 @@ class TrainingTest : public QObject {
     // Stored in whole microseconds: the shares agree to a fraction of a percent.
     QVERIFY2(qAbs(b->allgatherShare() - ag / total) < 0.005,
              qPrintable(QStringLiteral("%1 against %2").arg(b->allgatherShare()).arg(ag / total)));
-    QVERIFY(qAbs(b->computeShare() - (1 - (ag + ar + wait) / total)) < 0.005);
+    QVERIFY(in > 0);  // the rows each micro-batch gathers, timed on their own
+    QVERIFY(qAbs(b->inputShare() - in / total) < 0.005);
+    QVERIFY(qAbs(b->computeShare() - (1 - (in + ag + ar + wait) / total)) < 0.005);
+    QVERIFY(b->legend->hasItemWithPlottable(b->inputBars()));
     const QString card = d->syncShareLabel()->text();
     QVERIFY2(qAbs(card.chopped(1).toDouble() - 100 * (ag + ar + wait) / total) < 0.5, qPrintable(card));
     const QString sentence = d->shareNumbersLabel()->text();
     QVERIFY2(sentence.contains(QStringLiteral("all-gather %1%").arg(100 * b->allgatherShare(), 0, 'f', 1)), qPrintable(sentence));
+    QVERIFY2(sentence.contains(QStringLiteral("input %1%").arg(100 * b->inputShare(), 0, 'f', 1)), qPrintable(sentence));
   }
 
   void trainsAndFillsTheCharts() {

@@ -177,6 +177,7 @@ void StepBreakdownChart::updateBars() {
   waitShare_ = total > 0 ? waitTotal / total : 0;
   networkShare_ = total > 0 ? netTotal / total : 0;
   allgatherShare_ = total > 0 ? agTotal / total : 0;
+  inputShare_ = total > 0 ? inTotal / total : 0;
 }
 
 void StepBreakdownChart::clearData() {
@@ -190,7 +191,7 @@ void StepBreakdownChart::clearData() {
   allgather_->data()->clear();
   allgather_->removeFromLegend();
   wait_->data()->clear();
-  allreduceShare_ = waitShare_ = networkShare_ = allgatherShare_ = 0;
+  allreduceShare_ = waitShare_ = networkShare_ = allgatherShare_ = inputShare_ = 0;
   ymax_ = 1;
   redrawSoon();
 }

@@ -48,7 +48,8 @@ class StepBreakdownChart : public LiveChart {
   double waitShare() const { return waitShare_; }
   double networkShare() const { return networkShare_; }      // several workers: the cross-worker hop
   double allgatherShare() const { return allgatherShare_; }  // the sharded optimizer's all-gather
-  double computeShare() const { return 1.0 - allreduceShare_ - waitShare_ - networkShare_ - allgatherShare_; }
+  double inputShare() const { return inputShare_; }          // the micro-batches' input (gather, copy to the device)
+  double computeShare() const { return 1.0 - inputShare_ - allreduceShare_ - waitShare_ - networkShare_ - allgatherShare_; }
   QCPBars* computeBars() const { return compute_; }
   QCPBars* inputBars() const { return input_; }          // in the legend only while some replica has input time
   QCPBars* networkBars() const { return network_; }      // in the legend only while some replica has network time
@@ -61,7 +62,7 @@ class StepBreakdownChart : public LiveChart {
   static constexpr size_t kWindow = 20;
   std::deque<std::vector<ml::ReplicaStep>> recent_;
   QCPBars *input_, *compute_, *allreduce_, *network_, *allgather_, *wait_;
-  double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, allgatherShare_ = 0, ymax_ = 1;
+  double allreduceShare_ = 0, waitShare_ = 0, networkShare_ = 0, allgatherShare_ = 0, inputShare_ = 0, ymax_ = 1;
   int devices_ = 1;
 };
 
