@@ -148,6 +148,10 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   breakdown_ = new StepBreakdownChart(body);
   timeline_ = new TimelineChart(body);
   lossScale_ = new LossScaleChart(body);
+  gpuNumbers_ = new QLabel(body);
+  gpuNumbers_->setObjectName(QStringLiteral("GpuNumbers"));
+  gpuNumbers_->setWordWrap(true);
+  setRole(gpuNumbers_, "caption");
   shareNumbers_ = new QLabel(body);
   shareNumbers_->setObjectName(QStringLiteral("SyncShare"));
   shareNumbers_->setWordWrap(true);
@@ -164,15 +168,16 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
     l->setContentsMargins(0, 0, 0, 0);
     l->setSpacing(2);
     l->addWidget(chart, 1);
-    l->addWidget(caption == shareNumbers_ ? static_cast<QWidget*>(new SteadyLabelHolder(caption, w)) : caption);
+    const bool steady = caption == shareNumbers_ || caption == gpuNumbers_;  // new text every second
+    l->addWidget(steady ? static_cast<QWidget*>(new SteadyLabelHolder(caption, w)) : caption);
     return w;
   };
   // Three charts a row on a wide window, two or one on a narrow one.
   auto* grid = chartGrid_ = new ReflowGrid(3, body);
   grid->setSpacing(10);
-  for (QWidget* w : {static_cast<QWidget*>(loss_), static_cast<QWidget*>(accuracy_), static_cast<QWidget*>(util_),
-                     wrap(breakdown_, shareNumbers_), static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend_),
-                     static_cast<QWidget*>(lossScale_)})
+  for (QWidget* w :
+       {static_cast<QWidget*>(loss_), static_cast<QWidget*>(accuracy_), wrap(util_, gpuNumbers_), wrap(breakdown_, shareNumbers_),
+        static_cast<QWidget*>(throughput_), wrap(timeline_, phaseLegend_), static_cast<QWidget*>(lossScale_)})
     grid->addWidget(w);
   grid->setItemVisible(lossScale_, false);
   v->addWidget(grid, 1);
@@ -466,6 +471,25 @@ void DashboardView::onFinished(const ml::RunFinished& e) {
                            tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
 }
 
+// NVML's latest figures per physical GPU; otherwise what the computed line is, and on GPUs why
+// NVML is not used (the run's telemetry line).
+void DashboardView::updateGpuNumbers() {
+  const auto& gpus = util_->latestGpuSamples();
+  if (gpus.empty()) {
+    setSteadyWrappedText(gpuNumbers_, started_.telemetry.empty()
+                                          ? tr("Share of each replica's step time spent computing (forward, backward, update).")
+                                          : q(started_.telemetry) + QLatin1Char('.'));
+    return;
+  }
+  QStringList parts;
+  for (const auto& [gpu, s] : gpus) {
+    QString p = tr("gpu:%1 %2% busy · %3").arg(gpu).arg(s.utilization * 100, 0, 'f', 0).arg(gpuSampleText(s));
+    if (s.gpuReplicas > 1) p += tr(" (one GPU for %1 replicas)").arg(s.gpuReplicas);
+    parts << p;
+  }
+  setSteadyWrappedText(gpuNumbers_, tr("NVML: %1").arg(parts.join(QStringLiteral("; "))));
+}
+
 void DashboardView::updateNumbers() {
   if (!haveStep_) {
     for (QLabel* l : {stepValue_, epochValue_, lossValue_, valValue_, speedValue_, syncShareValue_, timeValue_}) {
@@ -473,6 +497,7 @@ void DashboardView::updateNumbers() {
       l->setText(QStringLiteral("—"));
     }
     setSteadyWrappedText(shareNumbers_, tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
+    updateGpuNumbers();
     return;
   }
   setSteadyText(stepValue_, QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
@@ -502,6 +527,7 @@ void DashboardView::updateNumbers() {
     if (ag > 0) parts += tr(" · all-gather %1%").arg(ag, 0, 'f', 1);
     parts += tr(" · waiting %1%").arg(wait, 0, 'f', 1);
     setSteadyWrappedText(shareNumbers_, tr("Of each replica's step time (last 20 steps): %1").arg(parts));
+    updateGpuNumbers();
   }
   const double elapsed = last_.wallTime;
   const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *

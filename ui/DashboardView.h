@@ -53,6 +53,9 @@ class DashboardView : public QWidget {
   QLabel* syncLabel() const { return sync_; }
   QLabel* syncShareLabel() const { return syncShareValue_; }  // the Sync overhead card's value
   QLabel* shareNumbersLabel() const { return shareNumbers_; }
+  // Below the utilization chart: where its figures come from; on GPUs with NVML, each GPU's latest
+  // utilization, memory and temperature.
+  QLabel* gpuNumbersLabel() const { return gpuNumbers_; }
   std::vector<LiveChart*> charts() const;
 
   void onEvents(const std::vector<ml::Event>& events);
@@ -101,6 +104,8 @@ class DashboardView : public QWidget {
   LossScaleChart* lossScale_;
   ReflowGrid* chartGrid_;
   QLabel* shareNumbers_;
+  QLabel* gpuNumbers_;
+  void updateGpuNumbers();
   QLabel* phaseLegend_;
   bool legendHasNetwork_ = false;
   void updatePhaseLegend(bool network);

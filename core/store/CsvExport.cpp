@@ -99,9 +99,16 @@ void RunStore::exportCsv(int64_t run, const std::string& dir) {
   }
   ep.close();
 
-  CsvFile d(fs::path(dir) / "device_samples.csv", "wall_time,device,utilization,memory_bytes");
-  for (const DeviceSample& x : loadDeviceSamples(run))
-    d.num(x.wallTime).num(int64_t(x.device)).num(x.utilization).num(x.memoryBytes).endRow();
+  // NVML samples are of a physical GPU (gpu, and the replicas sharing it); empty cells: unknown.
+  CsvFile d(fs::path(dir) / "device_samples.csv",
+            "wall_time,device,utilization,memory_bytes,source,gpu,gpu_replicas,memory_total_bytes,temperature_c,memory_busy");
+  for (const DeviceSample& x : loadDeviceSamples(run)) {
+    const bool nvml = x.source == SampleSource::Nvml;
+    d.num(x.wallTime).num(int64_t(x.device)).num(x.utilization).num(x.memoryBytes).text(toString(x.source));
+    d.opt(nvml ? std::optional<double>(x.gpu) : std::nullopt).opt(nvml ? std::optional<double>(x.gpuReplicas) : std::nullopt);
+    d.opt(x.memoryTotalBytes > 0 ? std::optional<double>(x.memoryTotalBytes) : std::nullopt);
+    d.opt(x.temperatureC).opt(x.memoryBusy).endRow();
+  }
   d.close();
 }
 

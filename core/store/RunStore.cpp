@@ -97,7 +97,8 @@ RunStore::Inserts& RunStore::inserts() {
         "wall_time) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)");
     inserts_->sample = db_.prepare(
         "INSERT OR REPLACE INTO device_samples(run_id, device, wall_time, utilization, "
-        "memory_bytes) VALUES(?,?,?,?,?)");
+        "memory_bytes, source, gpu, gpu_replicas, memory_total_bytes, temperature_c, memory_busy) "
+        "VALUES(?,?,?,?,?,?,?,?,nullif(?,0),?,?)");
   }
   return *inserts_;
 }
@@ -171,7 +172,10 @@ void RunStore::appendDeviceSamples(int64_t run, std::span<const DeviceSample> sa
   sql::Transaction tx(db_);
   auto& ins = inserts();
   for (const DeviceSample& d : samples) {
-    ins.sample.bindAll(run, d.device, d.wallTime, d.utilization, d.memoryBytes);
+    const bool nvml = d.source == SampleSource::Nvml;
+    ins.sample.bindAll(run, d.device, d.wallTime, d.utilization, d.memoryBytes, toString(d.source),
+                       nvml ? std::optional<int64_t>(d.gpu) : std::nullopt, nvml ? d.gpuReplicas : 1, d.memoryTotalBytes,
+                       d.temperatureC, d.memoryBusy);
     ins.sample.run();
   }
   tx.commit();
@@ -428,11 +432,22 @@ std::vector<StepEvent> RunStore::loadSteps(int64_t run, int64_t fromStep, int64_
 std::vector<DeviceSample> RunStore::loadDeviceSamples(int64_t run) {
   requireRun(run);
   auto q = db_.prepare(
-      "SELECT wall_time, device, utilization, memory_bytes FROM device_samples WHERE run_id=? "
-      "ORDER BY wall_time, device");
+      "SELECT wall_time, device, utilization, memory_bytes, source, gpu, gpu_replicas, memory_total_bytes, "
+      "temperature_c, memory_busy FROM device_samples WHERE run_id=? ORDER BY wall_time, device");
   q.bind(1, run);
   std::vector<DeviceSample> out;
-  while (q.step()) out.push_back(DeviceSample{q.getDouble(0), static_cast<int>(q.getInt(1)), q.getDouble(2), q.getDouble(3)});
+  while (q.step()) {
+    DeviceSample d{q.getDouble(0), static_cast<int>(q.getInt(1)), q.getDouble(2), q.getDouble(3)};
+    if (q.getText(4) == "nvml") {
+      d.source = SampleSource::Nvml;
+      d.gpu = static_cast<int>(q.getInt(5));
+      d.gpuReplicas = static_cast<int>(q.getInt(6));
+    }
+    d.memoryTotalBytes = q.getDouble(7);  // NULL reads 0: unknown
+    d.temperatureC = q.getOptDouble(8);
+    d.memoryBusy = q.getOptDouble(9);
+    out.push_back(d);
+  }
   return out;
 }
 

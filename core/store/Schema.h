@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 9;
+inline constexpr int kSchemaVersion = 10;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -185,6 +185,19 @@ ALTER TABLE replica_steps ADD COLUMN network_us INTEGER NOT NULL DEFAULT 0;
     // part of forward before. Runs from before read back with their input inside forward.
     R"sql(
 ALTER TABLE replica_steps ADD COLUMN input_us INTEGER NOT NULL DEFAULT 0;
+)sql",
+    // v10: GPU telemetry from NVML. Each device sample says its source ('computed': a replica's
+    // compute time / step time; 'nvml': the driver's kernel-busy share of a physical GPU), and an
+    // NVML sample the GPU it is of, how many replicas share that GPU (logical GPUs: one sample,
+    // stored under the first replica), the GPU's memory in all, its temperature and its
+    // memory-controller busy share (NULL where unknown). Samples from before read back as computed.
+    R"sql(
+ALTER TABLE device_samples ADD COLUMN source TEXT NOT NULL DEFAULT 'computed';
+ALTER TABLE device_samples ADD COLUMN gpu INTEGER;
+ALTER TABLE device_samples ADD COLUMN gpu_replicas INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE device_samples ADD COLUMN memory_total_bytes REAL;
+ALTER TABLE device_samples ADD COLUMN temperature_c REAL;
+ALTER TABLE device_samples ADD COLUMN memory_busy REAL;
 )sql",
 };
 

@@ -68,7 +68,10 @@ struct RunStarted {
   int epochs = 0;
   int64_t stepsPerEpoch = 0;
   int64_t totalSteps = 0;
-  std::string description;        // the lines the CLI prints at start
+  std::string description;  // the lines the CLI prints at start
+  // Where the run's device samples come from, one line (also among the description's): NVML's
+  // figures per physical GPU, or the computed utilization and why NVML is not used. "" on CPU runs.
+  std::string telemetry;
   std::vector<std::string> tags;  // stored with the run ("fault injected")
   // A resumed run goes on in its stored row: the store drops what came after the checkpoint
   // (steps after resumeStep, epochs after resumeEpochsDone) and marks it running again.
@@ -111,11 +114,27 @@ struct EpochEvent {
   double wallTime = 0;
 };
 
+// Where a device sample's figures come from. Computed: the Trainer's compute time / step time of
+// one replica (every run; on GPU runs where NVML cannot be read, and with several workers). Nvml:
+// the driver's figures for one physical GPU, sampled off the training threads at a steady period.
+enum class SampleSource { Computed, Nvml };
+
+inline const char* toString(SampleSource s) { return s == SampleSource::Nvml ? "nvml" : "computed"; }
+
 struct DeviceSample {
   double wallTime = 0;
-  int device = 0;          // replica index
-  double utilization = 0;  // 0..1: compute time / wall time over a sliding window
-  double memoryBytes = 0;
+  int device = 0;          // replica index; an NVML sample: the first replica on its GPU
+  double utilization = 0;  // 0..1: compute time / wall time over a sliding window, or NVML's kernel-busy share
+  double memoryBytes = 0;  // computed: the replica's parameters and activations (an estimate); NVML: used on the GPU
+  SampleSource source = SampleSource::Computed;
+  // NVML samples: the physical GPU (CUDA ordinal) and how many replicas share it (logical GPUs,
+  // gpu:0x4: one sample of the GPU stands for all four, stored under the first); the GPU's memory
+  // in all (0: unknown), its core temperature and memory-controller busy share (0..1) when known.
+  int gpu = -1;
+  int gpuReplicas = 1;
+  double memoryTotalBytes = 0;
+  std::optional<double> temperatureC;
+  std::optional<double> memoryBusy;
 };
 
 // Sent when a paused run resumes (or is cancelled while paused). Paused time is not training

@@ -150,6 +150,7 @@ std::vector<std::string> Trainer::startLines() const {
                         ? "all-reduce: none (one replica: bfloat16 on the wire changes nothing, as nothing is sent)"
                         : "all-reduce: none (one replica)");
   }
+  if (!telemetryLine_.empty()) lines.push_back(telemetryLine_);  // GPU runs: NVML, or why not
   for (const auto& w : plan_.warnings) lines.push_back("warning: " + w);
   return lines;
 }

@@ -19,6 +19,7 @@
 #include "random/Rng.h"
 #include "store/RunStore.h"
 #include "train/FitCheck.h"
+#include "train/GpuTelemetry.h"
 #include "train/Watchdog.h"
 
 namespace ml {
@@ -192,6 +193,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
     throw UserError(fieldInWords("distribute.faults") + ": " + e.what());
   }
   if (options_.resume) restore(*options_.resume);
+  setUpGpuTelemetry();
 }
 
 // A checkpoint must be of this run, this architecture, optimizer and seed, and keep the global
@@ -286,14 +288,22 @@ double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_ - pau
 // Blocks while paused; the time is taken out of the run's clock and reported as its own event, so
 // no step, epoch, throughput or utilization figure includes it.
 void Trainer::waitWhilePaused() {
-  const double at = wall();
-  const int64_t from = steadyNs();
+  double at = 0;
+  int64_t from = 0;
+  {
+    std::lock_guard clock(clockMu_);
+    at = wall();
+    from = steadyNs();
+    inPause_ = true;
+  }
   {
     std::unique_lock lock(pauseMu_);
     pauseCv_.wait(lock, [&] { return !paused_.load() || cancel_.load(); });
   }
+  std::lock_guard clock(clockMu_);  // the NVML sampler's next sample comes after this event
   const int64_t ns = steadyNs() - from;
   pausedNs_ += ns;
+  inPause_ = false;
   RunPaused ev;
   ev.wallTime = at;
   ev.seconds = static_cast<double>(ns) * 1e-9;
@@ -356,6 +366,7 @@ RunFinished Trainer::run() {
   started.stepsPerEpoch = spe;
   started.totalSteps = totalSteps;
   for (const auto& l : startLines()) started.description += l + "\n";
+  started.telemetry = telemetryLine_;
   if (!faults.empty()) started.tags.push_back("fault injected");
   if (options_.resume) {
     started.resumeRun = options_.resume->runId;
@@ -368,6 +379,7 @@ RunFinished Trainer::run() {
   // run that the next opening marks interrupted, never no run at all (the recorder commits on its
   // own thread, which a loaded machine may not schedule before a small model's first steps).
   if (!runId_ && options_.runId) runId_ = options_.runId();
+  startGpuTelemetry();
 
   const double warmupSteps = plan_.warmupEpochs * static_cast<double>(spe);
   const int64_t memBytes = s.model(0).paramCount() * 4 * 2 + s.model(0).activationBytes(plan_.perReplicaBatch);
@@ -393,6 +405,7 @@ RunFinished Trainer::run() {
     });
 
   auto finish = [&](RunStatus st, std::string msg) {
+    stopGpuTelemetry();  // its last sample comes before the run's end
     fin.status = st;
     fin.message = std::move(msg);
     fin.seconds = wall();
@@ -497,16 +510,18 @@ RunFinished Trainer::run() {
         if (watchdog)
           if (auto warning = watchdog->afterStep(ev)) hub_.publish(*warning);
         hub_.publish(ev);
-        // A sample per interval, and one at every epoch's end so that short runs show utilization too.
+        // A sample per interval, and one at every epoch's end so that short runs show utilization too;
+        // none while NVML's samples of the GPUs stand in for them.
         const bool epochEnd = i + 1 == spe || step == totalSteps;
         if ((t2 - lastSample >= options_.sampleInterval || epochEnd) && utilWall > 0) {
+          const bool publish = !nvmlSampling();
           for (int d = 0; d < n; ++d) {
             DeviceSample ds;
             ds.wallTime = t2;
             ds.device = d;
             ds.utilization = std::min(1.0, utilCompute[static_cast<size_t>(d)] / utilWall);
             ds.memoryBytes = static_cast<double>(memBytes);
-            hub_.publish(ds);
+            if (publish) hub_.publish(ds);
             utilCompute[static_cast<size_t>(d)] = 0;
           }
           utilWall = 0;

@@ -21,6 +21,8 @@
 
 namespace ml {
 
+class GpuSampler;
+
 // The batch / learning-rate arithmetic of a run, computed before it starts (also for the UI's
 // "what will happen" sentence and warnings).
 struct RunPlan {
@@ -52,6 +54,9 @@ struct TrainerOptions {
   int64_t maxSteps = 0;  // stop after this many updates (0: all epochs)
   std::string runName;
   double sampleInterval = 0.1;  // seconds between device samples
+  // GPU runs: seconds between NVML samples of each physical GPU, taken on a thread of their own
+  // (GpuTelemetry.h); they replace the computed samples while NVML answers.
+  double gpuSampleInterval = 0.5;
   // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
   // lower validation loss (training loss when there is no validation set); 0: never.
   int stopAfterNoImprovement = 0;
@@ -123,8 +128,20 @@ class Trainer {
   std::optional<int64_t> runId_;    // for checkpoints, once known
   std::atomic<int64_t> hangNs_{0};  // steady time the watchdog stopped the run (0: it did not)
   int64_t t0_ = 0;
-  int64_t pausedNs_ = 0;  // real time spent paused: wall() leaves it out
+  // Real time spent paused: wall() leaves it out. Written on the training thread under clockMu_,
+  // which the NVML sampler's thread holds while it reads the clock and publishes (inPause_: skip).
+  int64_t pausedNs_ = 0;
+  std::mutex clockMu_;
+  bool inPause_ = false;
   void waitWhilePaused();
+  // NVML telemetry (GpuTelemetry.cpp): set up with the strategy, running from RunStarted to
+  // RunFinished; telemetryLine_ is the start line that says where device samples come from.
+  void setUpGpuTelemetry();
+  void startGpuTelemetry();
+  void stopGpuTelemetry();
+  bool nvmlSampling() const;  // NVML samples replace the computed ones (until NVML fails)
+  std::string telemetryLine_;
+  std::unique_ptr<GpuSampler> gpuSampler_;  // last: stopped before the members its thread uses
 };
 
 // Evaluates a data set (all samples, in order) with the strategy.

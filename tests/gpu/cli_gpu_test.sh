@@ -36,6 +36,9 @@ expect_contains train "$out" "all-reduce: logical GPUs share GPU 0: NCCL refuses
 expect_contains train "$out" "replicas in sync (equal weight checksums)"
 expect_contains train "$out" "float32 products in float32 (TF32 off; --tf32 turns it on"
 expect_contains train "$out" "recorded as run 1"
+# The start line says where the device samples come from: NVML of GPU 0 for both replicas, or why not.
+if grep -qF "GPU telemetry from NVML every 0.5 s, off the training threads: utilization, memory used and temperature of gpu:0 (one sample of the physical GPU for the 2 replicas that share it)" <<<"$out" ||
+   grep -qF "as on CPU devices: NVML cannot be read (" <<<"$out"; then ok; else bad "train: no GPU telemetry line"; fi
 expect_contains train "$out" "val_accuracy"
 last_val=$(grep -oP 'val_accuracy: \K[0-9.]+' <<<"$out" | tail -1)
 

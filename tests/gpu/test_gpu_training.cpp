@@ -1,11 +1,15 @@
 // Mirrored training on GPUs through the plugin, held against the CPU path: 20 steps on gpu:0 against
 // cpu:1, 1 against 4 logical GPUs (the mirrored-step invariant), replicas bit-identical after every
-// step, phase timings from CUDA events, the non-finite check naming the replica, evaluation, and the
-// errors (a GPU that does not exist, out of memory). Skips with the probe's reason where there is no
+// step, phase timings from CUDA events, the non-finite check naming the replica, evaluation, the
+// errors (a GPU that does not exist, out of memory), and the run's NVML telemetry (or, without
+// NVML, its computed utilization and the reason). Skips with the probe's reason where there is no
 // usable GPU; MIRRORLAB_REQUIRE_GPU=1 turns the skip into a failure (tests/gpu/run.sh sets it).
 #include <gtest/gtest.h>
 #include "GpuTestUtil.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -13,11 +17,17 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <sstream>
+
+#include <filesystem>
 
 #include "Error.h"
 #include "TestData.h"
+#include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
+#include "store/Recorder.h"
+#include "store/RunStore.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -320,6 +330,195 @@ TEST_F(GpuTraining, TrainerRunsOnLogicalGpusAndSaysWhichAllReduceRan) {
     }
   }
   EXPECT_EQ(epochs, 2);
+}
+
+// ---- NVML telemetry ------------------------------------------------------------------------------
+
+// The fake plugin (tests/gpu/fake) answers NVML with fixed figures: 60 + 10 x device % busy, the
+// bytes it holds on the device, 16 GiB in all, 45 + device degrees; FAKE_NVML=0 makes NVML fail.
+bool fakePlugin() {
+  const ml::CudaPlugin* p = ml::cudaPlugin();
+  return p && p->buildInfo.find("fake CUDA plugin") != std::string::npos;
+}
+
+struct RecordedRun {
+  ml::RunFinished fin;
+  ml::RunStarted started;
+  std::vector<ml::DeviceSample> samples;  // as the Trainer published them
+  ml::RunDetail stored;
+  std::vector<ml::DeviceSample> storedSamples;
+};
+
+// Trains `devices` for 2 epochs of 10 steps with NVML samples every 20 ms, recorded in a fresh store.
+RecordedRun recordGpuRun(const std::string& devices) {
+  static int runs = 0;
+  const auto db = std::filesystem::temp_directory_path() /
+                  ("mirrorlab-nvml-" + std::to_string(::getpid()) + "-" + std::to_string(++runs) + ".sqlite");
+  auto split = std::make_shared<ml::DataSplit>();
+  split->train = makeClassification(1000);
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  o.gpuSampleInterval = 0.02;
+  ml::Trainer t(trainerProject(devices, 100), split, hub, o);
+  RecordedRun out;
+  {
+    ml::Recorder recorder(db.string(), hub.subscribe());
+    out.fin = t.run();
+    hub.closeAll();
+    recorder.stop();
+    EXPECT_EQ(recorder.error(), "");
+    auto store = ml::RunStore::open(db.string());
+    out.stored = store.loadRun(recorder.runId().value());
+    out.storedSamples = store.loadDeviceSamples(recorder.runId().value());
+  }
+  std::vector<ml::Event> events;
+  ch->drain(events);
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<ml::RunStarted>(&e)) out.started = *s;
+    if (const auto* d = std::get_if<ml::DeviceSample>(&e)) out.samples.push_back(*d);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db.string() + suffix);
+  return out;
+}
+
+// Two logical GPUs on GPU 0: every device sample is NVML's, one per sample time for the physical
+// GPU (stored under replica 0, saying it stands for 2 replicas), with the fake's figures for
+// device 0, in time order, and the store gives the same back. The run trains as before.
+TEST_F(GpuTraining, NvmlSamplesTheSharedPhysicalGpuOnceForItsReplicas) {
+  const auto r = recordGpuRun("gpu:0x2");
+  ASSERT_EQ(r.fin.status, ml::RunStatus::Finished) << r.fin.message;
+  EXPECT_EQ(r.fin.steps, 20);
+  EXPECT_NE(r.started.telemetry.find("GPU telemetry from NVML every 0.02 s"), std::string::npos) << r.started.telemetry;
+  EXPECT_NE(r.started.telemetry.find("gpu:0 (one sample of the physical GPU for the 2 replicas that share it)"),
+            std::string::npos)
+      << r.started.telemetry;
+  EXPECT_NE(r.started.description.find(r.started.telemetry), std::string::npos) << r.started.description;
+  ASSERT_GE(r.samples.size(), 2u);  // one as training starts, one as it ends, however short the run
+  double last = -1;
+  for (const auto& d : r.samples) {
+    EXPECT_EQ(d.source, ml::SampleSource::Nvml);
+    EXPECT_EQ(d.device, 0);
+    EXPECT_EQ(d.gpu, 0);
+    EXPECT_EQ(d.gpuReplicas, 2);
+    EXPECT_GT(d.memoryBytes, 0);  // the parameters and activations the replicas hold
+    EXPECT_GE(d.wallTime, last);
+    last = d.wallTime;
+    if (fakePlugin()) {
+      EXPECT_DOUBLE_EQ(d.utilization, 0.60);
+      EXPECT_EQ(d.temperatureC, std::optional<double>(45));
+      EXPECT_DOUBLE_EQ(d.memoryTotalBytes, 16.0 * (int64_t{1} << 30));
+      EXPECT_EQ(d.memoryBusy, std::optional<double>(0.2));
+    } else {
+      EXPECT_GE(d.utilization, 0.0);
+      EXPECT_LE(d.utilization, 1.0);
+      EXPECT_GE(d.memoryTotalBytes, d.memoryBytes);
+    }
+  }
+  EXPECT_LE(last, r.fin.seconds);
+  ASSERT_EQ(r.storedSamples.size(), r.samples.size());
+  for (size_t i = 0; i < r.samples.size(); ++i) {
+    const auto &a = r.storedSamples[i], &b = r.samples[i];
+    EXPECT_EQ(a.source, ml::SampleSource::Nvml);
+    EXPECT_EQ(a.gpu, b.gpu);
+    EXPECT_EQ(a.gpuReplicas, 2);
+    EXPECT_EQ(a.utilization, b.utilization);
+    EXPECT_EQ(a.memoryBytes, b.memoryBytes);
+    EXPECT_EQ(a.temperatureC, b.temperatureC);
+  }
+  EXPECT_NE(r.stored.description.find("GPU telemetry from NVML"), std::string::npos) << r.stored.description;
+}
+
+// Off the training threads: a training thread publishes only between steps, so two samples that
+// fall inside one step came from the sampler's own thread. The fake's steps run on the host and
+// take tens of ms with 1024-unit layers, many times the 5 ms period.
+TEST_F(GpuTraining, NvmlSamplesArriveWhileAStepRuns) {
+  if (!fakePlugin()) GTEST_SKIP() << "needs steps much slower than the sample period: the fake plugin's, on the host";
+  auto p = trainerProject("gpu:0x2", 1000);
+  p.model.layers = {{"Dense", "", {{"units", 1024}, {"activation", "relu"}}},
+                    {"Dense", "", {{"units", 1024}, {"activation", "relu"}}},
+                    {"Dense", "", {{"units", 4}, {"activation", "softmax"}}}};
+  auto split = std::make_shared<ml::DataSplit>();
+  split->train = makeClassification(2000);
+  ml::TelemetryHub hub;
+  auto ch = hub.subscribe(1 << 14);
+  ml::TrainerOptions o;
+  o.gpuSampleInterval = 0.005;
+  o.maxSteps = 2;
+  ml::Trainer t(p, split, hub, o);
+  ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
+  std::vector<ml::Event> events;
+  ch->drain(events);
+  std::vector<double> stepEnds = {0}, samples;
+  for (const auto& e : events) {
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) stepEnds.push_back(s->wallTime);
+    if (const auto* d = std::get_if<ml::DeviceSample>(&e)) samples.push_back(d->wallTime);
+  }
+  ASSERT_EQ(stepEnds.size(), 3u);
+  int most = 0;
+  for (size_t k = 1; k < stepEnds.size(); ++k)
+    most = std::max<int>(most, static_cast<int>(std::count_if(samples.begin(), samples.end(), [&](double w) {
+                           return w > stepEnds[k - 1] + 1e-9 && w < stepEnds[k] - 1e-9;
+                         })));
+  EXPECT_GE(most, 2) << "steps end at " << stepEnds[1] << " and " << stepEnds[2] << " s; " << samples.size() << " samples";
+}
+
+// Two physical GPUs: a sample of each, under its own replica, with its own figures.
+TEST_F(GpuTraining, NvmlSamplesEachPhysicalGpuUnderItsReplica) {
+  if (report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
+  const auto r = recordGpuRun("gpu:0,1");
+  ASSERT_EQ(r.fin.status, ml::RunStatus::Finished) << r.fin.message;
+  int seen[2] = {0, 0};
+  for (const auto& d : r.samples) {
+    ASSERT_EQ(d.source, ml::SampleSource::Nvml);
+    ASSERT_TRUE(d.gpu == 0 || d.gpu == 1) << d.gpu;
+    EXPECT_EQ(d.device, d.gpu);
+    EXPECT_EQ(d.gpuReplicas, 1);
+    ++seen[d.gpu];
+    if (fakePlugin()) {
+      EXPECT_DOUBLE_EQ(d.utilization, 0.60 + 0.10 * d.gpu);
+      EXPECT_EQ(d.temperatureC, std::optional<double>(45 + d.gpu));
+    }
+  }
+  EXPECT_GE(seen[0], 2);
+  EXPECT_EQ(seen[0], seen[1]);
+}
+
+// Without NVML the run trains as it did before NVML was read: the computed utilization of each
+// replica, and the start line (printed by the CLI, stored with the run) says once why.
+TEST_F(GpuTraining, WithoutNvmlTheRunKeepsTheComputedUtilizationAndSaysWhy) {
+  if (!fakePlugin()) GTEST_SKIP() << "needs the fake plugin, whose NVML FAKE_NVML=0 turns off";
+  setenv("FAKE_NVML", "0", 1);
+  struct Restore {
+    ~Restore() { unsetenv("FAKE_NVML"); }
+  } restore;
+  const auto r = recordGpuRun("gpu:0x2");
+  ASSERT_EQ(r.fin.status, ml::RunStatus::Finished) << r.fin.message;
+  EXPECT_EQ(r.fin.steps, 20);
+  const std::string why =
+      "GPU utilization is compute time / step time per replica, as on CPU devices: NVML cannot be "
+      "read (fake plugin: FAKE_NVML=0, no NVML)";
+  EXPECT_EQ(r.started.telemetry, why);
+  EXPECT_NE(r.stored.description.find(why + "\n"), std::string::npos) << r.stored.description;
+  int lines = 0;  // said once
+  std::istringstream text(r.stored.description);
+  for (std::string line; std::getline(text, line);) lines += line.find("NVML") != std::string::npos;
+  EXPECT_EQ(lines, 1) << r.stored.description;
+  int perReplica[2] = {0, 0};
+  ASSERT_FALSE(r.samples.empty());
+  for (const auto& d : r.samples) {
+    EXPECT_EQ(d.source, ml::SampleSource::Computed);
+    EXPECT_EQ(d.gpu, -1);
+    ASSERT_TRUE(d.device == 0 || d.device == 1) << d.device;
+    ++perReplica[d.device];
+    EXPECT_GT(d.utilization, 0.0);
+    EXPECT_LE(d.utilization, 1.0);
+    EXPECT_FALSE(d.temperatureC.has_value());
+  }
+  EXPECT_GE(perReplica[0], 2);  // at least one per epoch
+  EXPECT_EQ(perReplica[0], perReplica[1]);
+  ASSERT_EQ(r.storedSamples.size(), r.samples.size());
+  for (const auto& d : r.storedSamples) EXPECT_EQ(d.source, ml::SampleSource::Computed);
 }
 
 }  // namespace

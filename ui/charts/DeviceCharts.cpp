@@ -1,64 +1,170 @@
 // Utilization and step-time breakdown per device.
 #include "charts/DeviceCharts.h"
 
+#include <algorithm>
+
 #include "Theme.h"
 
 namespace mlui {
 
 static QString q(const std::string& s) { return QString::fromStdString(s); }
 
+static QString computedTitle() { return QObject::tr("Utilization per device"); }
+static QString computedAxis() { return QObject::tr("busy computing (%)"); }
+
+static QString bytesText(double b) {
+  if (b >= double(1 << 30)) return QStringLiteral("%1 GiB").arg(b / double(1 << 30), 0, 'f', 1);
+  if (b >= double(1 << 20)) return QStringLiteral("%1 MiB").arg(b / double(1 << 20), 0, 'f', 1);
+  return QStringLiteral("%1 KiB").arg(b / 1024.0, 0, 'f', 1);
+}
+
+QString gpuSampleText(const ml::DeviceSample& s) {
+  QString t = QObject::tr("memory %1").arg(bytesText(s.memoryBytes));
+  if (s.memoryTotalBytes > 0) t += QObject::tr(" of %1").arg(bytesText(s.memoryTotalBytes));
+  if (s.temperatureC) t += QStringLiteral(" · %1 °C").arg(*s.temperatureC, 0, 'f', 0);
+  return t;
+}
+
 UtilizationChart::UtilizationChart(QWidget* parent)
-    : LiveChart(tr("Utilization per device"), tr("wall time (s)"), tr("busy computing (%)"), QStringLiteral("utilization"),
-                parent) {
+    : LiveChart(computedTitle(), tr("wall time (s)"), computedAxis(), QStringLiteral("utilization"), parent) {
   legend->setVisible(true);
   axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   yAxis->setRange(0, 105);
-  interaction()->setFormatter([](QCPAbstractPlottable* pl, double key, double value) {
-    return QStringLiteral("%1\n%2 s: %3% busy").arg(pl->name()).arg(key, 0, 'f', 1).arg(value, 0, 'f', 1);
-  });
+  interaction()->setFormatter([this](QCPAbstractPlottable* pl, double key, double value) { return tooltip(pl, key, value); });
+}
+
+QString UtilizationChart::tooltip(QCPAbstractPlottable* pl, double key, double value) const {
+  for (const auto& [gpu, g] : gpuGraphs_)
+    if (g == pl)
+      return QStringLiteral("%1\n%2 s: %3% busy (NVML)\n%4")
+          .arg(pl->name())
+          .arg(key, 0, 'f', 1)
+          .arg(value, 0, 'f', 0)
+          .arg(nvmlTip(gpu, key));
+  return QStringLiteral("%1\n%2 s: %3% busy").arg(pl->name()).arg(key, 0, 'f', 1).arg(value, 0, 'f', 1);
+}
+
+QString UtilizationChart::title() const {
+  auto* t = qobject_cast<QCPTextElement*>(plotLayout()->element(0, 0));
+  return t ? t->text() : QString();
 }
 
 void UtilizationChart::setDevices(const std::vector<std::string>& names) {
   clearGraphs();
+  replicaGraphs_.clear();
+  gpuGraphs_.clear();
   cols_.clear();
+  extras_.clear();
+  latest_.clear();
+  anyComputed_ = false;
   for (size_t i = 0; i < names.size(); ++i) {
     QCPGraph* g = addLiveGraph();
     g->setName(q(names[i]));
     g->setPen(QPen(deviceColor(static_cast<int>(i)), 1.6));
     g->setAdaptiveSampling(false);  // decimated to min/max per pixel column already
+    replicaGraphs_.push_back(g);
   }
   tmax_ = 0;
+  updateLabels();
 }
 
-QCPGraph* UtilizationChart::deviceGraph(int device) const { return device < graphCount() ? graph(device) : nullptr; }
+QCPGraph* UtilizationChart::deviceGraph(int device) const {
+  return device >= 0 && device < deviceCount() ? replicaGraphs_[static_cast<size_t>(device)] : nullptr;
+}
+
+QCPGraph* UtilizationChart::gpuGraph(int gpu) const {
+  const auto it = gpuGraphs_.find(gpu);
+  return it == gpuGraphs_.end() ? nullptr : it->second;
+}
+
+QCPGraph* UtilizationChart::laneFor(const ml::DeviceSample& s) {
+  if (s.source == ml::SampleSource::Nvml) {
+    QCPGraph*& g = gpuGraphs_[s.gpu];
+    if (!g) {
+      g = addLiveGraph();
+      g->setName(s.gpuReplicas > 1 ? tr("gpu:%1 (NVML, %2 replicas)").arg(s.gpu).arg(s.gpuReplicas)
+                                   : tr("gpu:%1 (NVML)").arg(s.gpu));
+      g->setPen(QPen(deviceColor(s.device), 1.6));  // the colour of its first replica in the other charts
+      g->setAdaptiveSampling(false);
+      updateLabels();
+    }
+    return g;
+  }
+  while (deviceCount() <= s.device) {  // samples before RunStarted named the devices
+    QCPGraph* g = addLiveGraph();
+    g->setName(QStringLiteral("device %1").arg(deviceCount()));
+    g->setPen(QPen(deviceColor(deviceCount()), 1.6));
+    replicaGraphs_.push_back(g);
+  }
+  QCPGraph* g = replicaGraphs_[static_cast<size_t>(s.device)];
+  if (!anyComputed_) {
+    anyComputed_ = true;
+    updateLabels();
+  }
+  if (g->addToLegend()) requestFullFrame();  // NVML's lines had it left out: it has data now
+  return g;
+}
+
+// The title and axis say whose figure the lines are; while NVML draws the GPUs, the replicas'
+// computed lines (with no data) leave the legend.
+void UtilizationChart::updateLabels() {
+  const bool nvml = !gpuGraphs_.empty();
+  QString title = computedTitle(), axis = computedAxis();
+  if (nvml && !anyComputed_) {
+    title = tr("GPU utilization (NVML)");
+    axis = tr("GPU busy, NVML (%)");
+  } else if (nvml) {
+    title = tr("Utilization: NVML per GPU, computed per replica");
+    axis = tr("busy (%)");
+  }
+  if (auto* t = qobject_cast<QCPTextElement*>(plotLayout()->element(0, 0))) t->setText(title);
+  setAccessibleName(title);
+  yAxis->setLabel(axis);
+  if (nvml)
+    for (QCPGraph* g : replicaGraphs_)
+      if (g->data()->isEmpty() && (cols_.count(g) == 0 || cols_.at(g).rawCount() == 0)) g->removeFromLegend();
+  requestFullFrame();
+}
 
 void UtilizationChart::addSample(const ml::DeviceSample& s) {
-  if (s.device < 0) return;
-  while (graphCount() <= s.device) {  // samples before RunStarted named the devices
-    QCPGraph* g = addLiveGraph();
-    g->setName(QStringLiteral("device %1").arg(graphCount() - 1));
-    g->setPen(QPen(deviceColor(graphCount() - 1), 1.6));
+  if (s.device < 0 || (s.source == ml::SampleSource::Nvml && s.gpu < 0)) return;
+  QCPGraph* g = laneFor(s);
+  auto it = cols_.try_emplace(g, decimationColumns()).first;
+  const double x = s.wallTime + pauseOffset_;
+  it->second.add(x, s.utilization * 100.0);  // into the graph at the next frame (syncData)
+  if (s.source == ml::SampleSource::Nvml) {
+    extras_[s.gpu].push_back({x, s});
+    latest_[s.gpu] = s;
   }
-  while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
-  auto& cols = cols_[static_cast<size_t>(s.device)];
-  cols.add(s.wallTime + pauseOffset_, s.utilization * 100.0);  // into the graph at the next frame (syncData)
-  tmax_ = std::max(tmax_, s.wallTime + pauseOffset_);
+  tmax_ = std::max(tmax_, x);
+}
+
+QString UtilizationChart::nvmlTip(int gpu, double key) const {
+  const auto it = extras_.find(gpu);
+  if (it == extras_.end() || it->second.empty()) return {};
+  const auto& v = it->second;
+  auto at = std::lower_bound(v.begin(), v.end(), key, [](const Extra& e, double k) { return e.x < k; });
+  if (at == v.end() || (at != v.begin() && key - std::prev(at)->x < at->x - key)) at = std::prev(at);
+  QString t = gpuSampleText(at->sample);
+  if (at->sample.gpuReplicas > 1) t += tr("\none sample of the GPU its %1 replicas share").arg(at->sample.gpuReplicas);
+  return t;
 }
 
 void UtilizationChart::addPause(const ml::RunPaused& p) {
-  while (cols_.size() < static_cast<size_t>(graphCount())) cols_.emplace_back(decimationColumns());
-  for (auto& c : cols_) c.add(p.wallTime + pauseOffset_, qQNaN());  // a NaN breaks the line
+  for (auto& [g, c] : cols_) c.add(p.wallTime + pauseOffset_, qQNaN());  // a NaN breaks the line
   pauseOffset_ += p.seconds;
   tmax_ = std::max(tmax_, p.wallTime + pauseOffset_);
 }
 
 void UtilizationChart::syncData() {
-  for (int i = 0; i < graphCount() && i < static_cast<int>(cols_.size()); ++i) syncGraph(graph(i), cols_[static_cast<size_t>(i)]);
+  for (auto& [g, c] : cols_) syncGraph(g, c);
 }
 
 void UtilizationChart::clearData() {
   for (int i = 0; i < graphCount(); ++i) graph(i)->data()->clear();
-  for (auto& c : cols_) c.clear();
+  for (auto& [g, c] : cols_) c.clear();
+  extras_.clear();
+  latest_.clear();
   tmax_ = 0;
   pauseOffset_ = 0;
   redrawSoon();

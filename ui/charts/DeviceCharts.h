@@ -2,6 +2,7 @@
 // step-time breakdown per device stacked as compute / all-reduce / waiting.
 #pragma once
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,13 @@
 
 namespace mlui {
 
+// "memory 1.2 GiB of 80.0 GiB · 64 °C": an NVML sample's memory and temperature, as far as known.
+QString gpuSampleText(const ml::DeviceSample& s);
+
+// Samples come in two kinds (ml::SampleSource). Computed: a line per replica. NVML (GPU runs): a
+// line per physical GPU, created by its first sample; replicas sharing a GPU (logical GPUs) have
+// one line for all of them, and the title and axis say the figure is NVML's. The tooltip of an NVML
+// point gives the GPU's memory and temperature at that time.
 class UtilizationChart : public LiveChart {
   Q_OBJECT
  public:
@@ -21,17 +29,36 @@ class UtilizationChart : public LiveChart {
   void addPause(const ml::RunPaused& p);
   double pausedSeconds() const { return pauseOffset_; }
   void clearData() override;
-  QCPGraph* deviceGraph(int device) const;
-  int deviceCount() const { return graphCount(); }
+  QCPGraph* deviceGraph(int device) const;  // a replica's computed utilization
+  int deviceCount() const { return static_cast<int>(replicaGraphs_.size()); }
+  QCPGraph* gpuGraph(int gpu) const;  // a physical GPU's NVML utilization; null before its first sample
+  int gpuCount() const { return static_cast<int>(gpuGraphs_.size()); }
+  // The latest NVML sample of each physical GPU, by GPU: for the figures beside the chart.
+  const std::map<int, ml::DeviceSample>& latestGpuSamples() const { return latest_; }
+  QString title() const;
+  // The hover text of a point: NVML's points add the GPU's memory and temperature at that time.
+  QString tooltip(QCPAbstractPlottable* pl, double key, double value) const;
 
  protected:
   void rescaleToData() override;
   void syncData() override;
 
  private:
+  QCPGraph* laneFor(const ml::DeviceSample& s);
+  void updateLabels();
+  QString nvmlTip(int gpu, double key) const;
+  struct Extra {  // what an NVML point's tooltip shows besides the utilization
+    double x;
+    ml::DeviceSample sample;
+  };
   double tmax_ = 0;
   double pauseOffset_ = 0;
-  std::deque<StreamingDecimator> cols_;  // one per device graph (a deque: stable while it grows)
+  bool anyComputed_ = false;
+  std::vector<QCPGraph*> replicaGraphs_;
+  std::map<int, QCPGraph*> gpuGraphs_;
+  std::map<QCPGraph*, StreamingDecimator> cols_;  // one per graph (map nodes stay put)
+  std::map<int, std::vector<Extra>> extras_;      // by GPU, in time order
+  std::map<int, ml::DeviceSample> latest_;
 };
 
 class StepBreakdownChart : public LiveChart {

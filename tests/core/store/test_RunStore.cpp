@@ -454,7 +454,10 @@ TEST(StoreExport, CsvFilesWithHeadersAndEveryRow) {
   EXPECT_EQ(ep[0].substr(0, 17), "epoch,train_loss,");
   auto dev = lines(out + "/device_samples.csv");
   ASSERT_EQ(dev.size(), 3u);
-  EXPECT_EQ(dev[0], "wall_time,device,utilization,memory_bytes");
+  EXPECT_EQ(dev[0],
+            "wall_time,device,utilization,memory_bytes,source,gpu,gpu_replicas,memory_total_bytes,temperature_c,memory_busy");
+  // A computed sample: of no GPU, and nothing unknown made up.
+  EXPECT_TRUE(dev[1].ends_with(",\"computed\",,,,,")) << dev[1];
   EXPECT_THROW(store.exportCsv(id, "/proc/mirrorlab-no/such"), UserError);
 }
 

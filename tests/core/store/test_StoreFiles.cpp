@@ -255,6 +255,65 @@ INSERT INTO replica_steps(run_id, step, replica, samples, start_us, forward_us, 
   EXPECT_EQ(again.db().queryText("PRAGMA integrity_check"), "ok");
 }
 
+// A version-8 store (before NVML telemetry) is upgraded: its device samples keep their figures and
+// read back as computed ones, of no GPU, with nothing unknown made up; an NVML sample of a GPU
+// shared by two replicas can then be written beside them and reads back whole.
+TEST(StoreFiles, MigratesVersion8DeviceSamplesToSourcedSamples) {
+  storetest::TempDir dir;
+  const std::string path = dir.file("v8.sqlite");
+  {
+    sql::Db db = sql::Db::open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    db.exec("PRAGMA journal_mode=WAL");
+    for (int v = 1; v <= 8; ++v) db.exec(store::kMigrations[v - 1]);
+    db.exec(("PRAGMA application_id=" + std::to_string(store::kApplicationId)).c_str());
+    db.exec("PRAGMA user_version=8");
+    db.exec(R"sql(
+INSERT INTO runs(id, name, created, finished, status, devices, replicas, global_batch, lr,
+  epochs, steps_per_epoch, steps, project_json, config_json, host_json)
+VALUES(5, 'v8 run', 1760000000.0, 1760000010.0, 'finished', 'gpu:0x2', 2, 64, 0.01,
+  1, 2, 2, '{"name":"v8"}', '{"devices":"gpu:0x2"}', '{}');
+INSERT INTO device_samples(run_id, device, wall_time, utilization, memory_bytes)
+  VALUES(5,0,0.5,0.75,1000000),(5,1,0.5,0.5,2000000);
+)sql");
+  }
+  RunStore store = RunStore::open(path);
+  EXPECT_EQ(store.schemaVersion(), store::kSchemaVersion);
+  auto old = store.loadDeviceSamples(5);
+  ASSERT_EQ(old.size(), 2u);
+  EXPECT_EQ(old[1].device, 1);
+  EXPECT_DOUBLE_EQ(old[1].utilization, 0.5);
+  EXPECT_DOUBLE_EQ(old[1].memoryBytes, 2e6);
+  for (const auto& d : old) {
+    EXPECT_EQ(d.source, SampleSource::Computed);
+    EXPECT_EQ(d.gpu, -1);
+    EXPECT_EQ(d.gpuReplicas, 1);
+    EXPECT_EQ(d.memoryTotalBytes, 0.0);
+    EXPECT_FALSE(d.temperatureC.has_value());
+    EXPECT_FALSE(d.memoryBusy.has_value());
+  }
+  DeviceSample n{1.0, 0, 0.6, 3e9};
+  n.source = SampleSource::Nvml;
+  n.gpu = 0;
+  n.gpuReplicas = 2;
+  n.memoryTotalBytes = 16.0 * (1 << 30);
+  n.temperatureC = 45;
+  n.memoryBusy = 0.2;
+  store.appendDeviceSamples(5, std::span<const DeviceSample>(&n, 1));
+  RunStore again = RunStore::open(path);
+  auto all = again.loadDeviceSamples(5);
+  ASSERT_EQ(all.size(), 3u);
+  const DeviceSample& b = all[2];
+  EXPECT_EQ(b.source, SampleSource::Nvml);
+  EXPECT_EQ(b.gpu, 0);
+  EXPECT_EQ(b.gpuReplicas, 2);
+  EXPECT_DOUBLE_EQ(b.utilization, 0.6);
+  EXPECT_DOUBLE_EQ(b.memoryBytes, 3e9);
+  EXPECT_DOUBLE_EQ(b.memoryTotalBytes, 16.0 * (1 << 30));
+  EXPECT_EQ(b.temperatureC, std::optional<double>(45));
+  EXPECT_EQ(b.memoryBusy, std::optional<double>(0.2));
+  EXPECT_EQ(again.db().queryText("PRAGMA integrity_check"), "ok");
+}
+
 TEST(StoreFiles, TextFileIsRejectedAndUnchanged) {
   storetest::TempDir dir;
   const std::string path = dir.file("notes.txt");
