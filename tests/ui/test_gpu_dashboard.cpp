@@ -20,10 +20,11 @@ class GpuDashboardTest : public QObject {
     out.status = ml::RunStatus::Failed;
     out.message = "training did not end in 60 s";
     bool ended = false;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w, [&](const ml::RunFinished& f, std::optional<int64_t>) {
-      out = f;
-      ended = true;
-    });
+    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                              [&](const ml::RunFinished& f, std::optional<int64_t>) {
+                                out = f;
+                                ended = true;
+                              });
     w.dashboard()->trainAction()->trigger();
     if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
     QObject::disconnect(c);
