@@ -119,7 +119,7 @@ inline std::vector<float> random(size_t n, uint64_t seed, double lo = -1.0, doub
 // max |got - want| / max(|want|): the error relative to the tensor's scale (floor 1e-3, so that
 // an all-but-zero tensor is compared absolutely).
 inline ::testing::AssertionResult close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                                 const std::string& what) {
+                                        const std::string& what) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": size " << got.size() << " vs " << want.size();
   double scale = 0, worst = 0;
   size_t at = 0;
@@ -145,7 +145,8 @@ inline ::testing::AssertionResult closeScalar(double got, double want, double to
   return ::testing::AssertionFailure() << what << ": gpu " << got << ", cpu " << want << ", normalised error " << err;
 }
 
-inline ::testing::AssertionResult sameBits(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+inline ::testing::AssertionResult sameBits(const std::vector<float>& got, const std::vector<float>& want,
+                                           const std::string& what) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
   for (size_t i = 0; i < got.size(); ++i)
     if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0)

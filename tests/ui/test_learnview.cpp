@@ -225,6 +225,11 @@ class LearnTest : public QObject {
       QVERIFY(gather > 0);
       QVERIFY(std::abs(d.segmentRect(k, mlui::Phase::AllGather).width() - gather * pps) < 0.01);
       QVERIFY(d.segmentRect(k, mlui::Phase::AllGather).left() >= d.segmentRect(k, mlui::Phase::Optimizer).right() - 1e-6);
+      // The shard's input comes first, as long as it took, and the forward pass starts where it ends.
+      const double input = r.replicas[static_cast<size_t>(k)].phases.input;
+      QVERIFY(input > 0);
+      QVERIFY(std::abs(d.segmentRect(k, mlui::Phase::Input).width() - input * pps) < 0.01);
+      QVERIFY(std::abs(d.segmentRect(k, mlui::Phase::Forward).left() - d.segmentRect(k, mlui::Phase::Input).right()) < 1e-6);
     }
     d.setProgress(d.duration());
     QVERIFY2(d.currentActivity().contains(QStringLiteral("each replica keeps 1/3 of Adam's state")),
@@ -303,11 +308,9 @@ class LearnTest : public QObject {
     double longest = 0;
     for (int r = 0; r < 3; ++r) {
       const auto& ph = stored[0].replicas[static_cast<size_t>(r)].phases;
-      const std::pair<mlui::Phase, double> spans[] = {{mlui::Phase::Forward, ph.forward},
-                                                      {mlui::Phase::Backward, ph.backward},
-                                                      {mlui::Phase::Wait, ph.wait},
-                                                      {mlui::Phase::AllReduce, ph.allreduce},
-                                                      {mlui::Phase::Optimizer, ph.optimizer}};
+      const std::pair<mlui::Phase, double> spans[] = {
+          {mlui::Phase::Input, ph.input}, {mlui::Phase::Forward, ph.forward},     {mlui::Phase::Backward, ph.backward},
+          {mlui::Phase::Wait, ph.wait},   {mlui::Phase::AllReduce, ph.allreduce}, {mlui::Phase::Optimizer, ph.optimizer}};
       double end = 0;
       for (const auto& [phase, secs] : spans) {
         QVERIFY2(std::abs(d->segmentRect(r, phase).width() - secs * pps) < 0.01,
@@ -320,8 +323,9 @@ class LearnTest : public QObject {
       QVERIFY(d->segmentRect(r, mlui::Phase::Optimizer).left() >= d->segmentRect(r, mlui::Phase::AllReduce).right() - 1e-6);
     }
     double first = 1e18;
-    for (int r = 0; r < 3; ++r) first = std::min(first, d->segmentRect(r, mlui::Phase::Forward).left());
-    QVERIFY(std::abs((longest - first) - d->duration() * pps) < 0.01);  // the axis spans the measured step
+    for (int r = 0; r < 3; ++r)
+      first = std::min(first, d->segmentRect(r, mlui::Phase::Input).left());  // the step starts with its input
+    QVERIFY(std::abs((longest - first) - d->duration() * pps) < 0.01);        // the axis spans the measured step
     // Shards: each replica's shard is drawn in proportion to its samples (32 over 3: 11 + 11 + 10).
     const double total = d->shardRect(0).width() + d->shardRect(1).width() + d->shardRect(2).width();
     int64_t samples = 0;

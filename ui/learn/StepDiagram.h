@@ -30,8 +30,10 @@ StepSceneInfo sceneInfoFromConfig(const std::string& configJson);
 class StepDiagram : public QWidget {
   Q_OBJECT
  public:
-  static constexpr int kPhases = 6;
-  static constexpr Phase kOrder[kPhases] = {Phase::Forward,   Phase::Backward,  Phase::Wait,
+  // Input first: each replica brings its shard to the device before the forward pass (runs stored
+  // before the input was its own phase have none, and draw none).
+  static constexpr int kPhases = 7;
+  static constexpr Phase kOrder[kPhases] = {Phase::Input,     Phase::Forward,   Phase::Backward, Phase::Wait,
                                             Phase::AllReduce, Phase::Optimizer, Phase::AllGather};
 
   explicit StepDiagram(QWidget* parent = nullptr);
