@@ -36,7 +36,7 @@ now() { date +%s; }
 row() { rows+=("$(printf '%-34s %-6s %5ss  %s' "$1" "$2" "$3" "$4")"); }
 fail() { status=1; }
 
-# The Python that has PyTorch (for its nvidia-* wheels' cuDNN/NCCL and the PyTorch reference), if any.
+# The Python that has PyTorch (for its nvidia-* wheels' cuBLAS, runtime and NCCL, and the PyTorch reference), if any.
 py=""
 for c in python3 /usr/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python3; do
   if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import torch' >/dev/null 2>&1; then py=$c; break; fi
@@ -439,7 +439,7 @@ if [ $status = 0 ]; then
   # The kernel tests that launch the plugin's kernels (not those that provoke CUDA errors or an
   # out-of-memory on purpose, which the sanitizer would count), and a short training on 4 logical
   # GPUs: cuBLAS, activations, dropout, the fused loss, Adam, the device-memory all-reduce, validation.
-  filter=${SANITIZER_FILTER:-'Gpu.Dense*:Gpu.Activations*:Gpu.Losses*:Gpu.Metrics*:Gpu.Dropout*:Gpu.Optimizers*:Gpu.LocalAllReduce*:Gpu.CountNonfinite*:Gpu.AnEmptyBatch*:Gpu.Tf32*'}
+  filter=${SANITIZER_FILTER:-'Gpu.Dense*:Gpu.BiasGradient*:Gpu.Activations*:Gpu.Softmax*:Gpu.Losses*:Gpu.Metrics*:Gpu.Dropout*:Gpu.Optimizers*:Gpu.LocalAllReduce*:Gpu.CountNonfinite*:Gpu.PinnedIndices*:Gpu.AnEmptyBatch*:Gpu.Tf32*'}
   for tool in memcheck racecheck synccheck; do
     MIRRORLAB_REQUIRE_GPU=1 sanitize $tool "kernel tests" kernels "$build/tests/gpu/test_gpu_kernels" --gtest_color=no "--gtest_filter=$filter"
     sanitize $tool "CLI gpu:0x4, 6 steps" cli "$build/app/mirrorlab-cli" train "$(src tests/gpu/sanitize-spirals.json)" --devices gpu:0x4 --no-record

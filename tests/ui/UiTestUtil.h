@@ -5,6 +5,8 @@
 #include "store/Recorder.h"
 #include "train/Trainer.h"
 
+#include <optional>
+
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -16,7 +18,10 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include "DashboardView.h"
+#include "MainWindow.h"
 #include "Theme.h"
+#include "TrainingSession.h"
 #include "project/Project.h"
 
 namespace uitest {
@@ -92,6 +97,26 @@ inline int distinctColors(const QImage& img) {
   for (int y = 0; y < i.height(); y += 2)
     for (int x = 0; x < i.width(); x += 2) colors.insert(i.pixel(x, y));
   return colors.size();
+}
+
+// Trains the project in the window and waits for the end; returns the finish event. A run that
+// does not end in time fails the test (and comes back as Failed, never as a default Finished).
+inline ml::RunFinished trainInWindow(mlui::MainWindow& w, int maxSteps = 0, std::optional<int64_t>* runId = nullptr) {
+  ml::RunFinished out;
+  out.status = ml::RunStatus::Failed;
+  out.message = "training did not end in 60 s";
+  bool ended = false;
+  auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
+                            [&](const ml::RunFinished& f, std::optional<int64_t> id) {
+                              out = f;
+                              if (runId) *runId = id;
+                              ended = true;
+                            });
+  w.dashboard()->setMaxSteps(maxSteps);
+  w.dashboard()->trainAction()->trigger();
+  if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
+  QObject::disconnect(c);
+  return out;
 }
 
 }  // namespace uitest

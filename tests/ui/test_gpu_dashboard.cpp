@@ -15,22 +15,6 @@ class GpuDashboardTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
 
-  static ml::RunFinished train(mlui::MainWindow& w) {
-    ml::RunFinished out;
-    out.status = ml::RunStatus::Failed;
-    out.message = "training did not end in 60 s";
-    bool ended = false;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished& f, std::optional<int64_t>) {
-                                out = f;
-                                ended = true;
-                              });
-    w.dashboard()->trainAction()->trigger();
-    if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
-    QObject::disconnect(c);
-    return out;
-  }
-
  private Q_SLOTS:
   void initTestCase() { uitest::isolate(dir_); }
   void init() {
@@ -44,7 +28,7 @@ class GpuDashboardTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("gpu:0x2", 3), QStringLiteral("gpu.json"))));
     w.resize(1400, 900);
     w.show();
-    const auto f = train(w);
+    const auto f = uitest::trainInWindow(w);
     QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
     auto* d = w.dashboard();
     d->render();
@@ -91,7 +75,7 @@ class GpuDashboardTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("gpu:0x2", 3), QStringLiteral("gpu.json"))));
     w.resize(1400, 900);
     w.show();
-    const auto f = train(w);
+    const auto f = uitest::trainInWindow(w);
     QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
     auto* d = w.dashboard();
     d->render();

@@ -28,26 +28,6 @@ class TrainingTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
 
-  // Trains the project in the window and waits for the end; returns the finish event. A run that
-  // does not end in time fails the test (and comes back as Failed, never as a default Finished).
-  static ml::RunFinished train(mlui::MainWindow& w, int maxSteps = 0, std::optional<int64_t>* runId = nullptr) {
-    ml::RunFinished out;
-    out.status = ml::RunStatus::Failed;
-    out.message = "training did not end in 60 s";
-    bool ended = false;
-    auto c = QObject::connect(w.session(), &mlui::TrainingSession::runEnded, &w,
-                              [&](const ml::RunFinished& f, std::optional<int64_t> id) {
-                                out = f;
-                                if (runId) *runId = id;
-                                ended = true;
-                              });
-    w.dashboard()->setMaxSteps(maxSteps);
-    w.dashboard()->trainAction()->trigger();
-    if (!QTest::qWaitFor([&] { return ended; }, 60000)) QTest::qFail("training did not end in 60 s", __FILE__, __LINE__);
-    QObject::disconnect(c);
-    return out;
-  }
-
  private Q_SLOTS:
   void initTestCase() { uitest::isolate(dir_); }
   // Every test function has its own run store: none depends on what an earlier one recorded.
@@ -71,7 +51,7 @@ class TrainingTest : public QObject {
     w.resize(1400, 900);
     w.show();
     std::optional<int64_t> id;
-    const auto f = train(w, 0, &id);
+    const auto f = uitest::trainInWindow(w, 0, &id);
     QCOMPARE(f.status, ml::RunStatus::Finished);
     QVERIFY(id.has_value());
     auto* d = w.dashboard();
@@ -111,7 +91,7 @@ class TrainingTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject(), QStringLiteral("spirals.json"))));
     w.resize(1400, 900);
     w.show();
-    const auto f = train(w);
+    const auto f = uitest::trainInWindow(w);
     QCOMPARE(f.status, ml::RunStatus::Finished);
     // 2400 samples, 20% held out: 1920 / 32 = 60 steps per epoch, 12 epochs.
     QCOMPARE(f.steps, int64_t(720));
@@ -167,7 +147,7 @@ class TrainingTest : public QObject {
     QVERIFY(!scale->isHidden());
     scale->setValue(16777216.0);
     QCOMPARE(w.document()->project().training.lossScale, 16777216.0);
-    const auto f = train(w, 30);
+    const auto f = uitest::trainInWindow(w, 30);
     QCOMPARE(f.status, ml::RunStatus::Finished);
     auto store = ml::RunStore::open(qEnvironmentVariable("MIRRORLAB_DB").toStdString());
     const auto steps = store.loadSteps(w.session()->lastRunId().value_or(-1), 1, 30);
@@ -199,7 +179,7 @@ class TrainingTest : public QObject {
     QCOMPARE((line->constEnd() - 1)->value, steps.back().lossScale);
     precision->setCurrentIndex(precision->findData(QStringLiteral("mixed_bfloat16")));
     QVERIFY(scale->isHidden());  // bfloat16 needs no loss scaling
-    QCOMPARE(train(w, 5).status, ml::RunStatus::Finished);
+    QCOMPARE(uitest::trainInWindow(w, 5).status, ml::RunStatus::Finished);
     QVERIFY(chart->isHidden());  // nor a loss-scale chart
   }
 
@@ -209,7 +189,7 @@ class TrainingTest : public QObject {
     mlui::MainWindow w;
     QVERIFY(w.openProject(uitest::writeProject(dir_, uitest::spiralsProject("cpu:1", 3), QStringLiteral("one.json"))));
     w.show();
-    QCOMPARE(train(w).status, ml::RunStatus::Finished);
+    QCOMPARE(uitest::trainInWindow(w).status, ml::RunStatus::Finished);
     w.showPage(mlui::MainWindow::RunsPage);
     auto* runs = w.runsView();
     QTRY_COMPARE_WITH_TIMEOUT(runs->model()->rowCount(), 2, 10000);
@@ -314,7 +294,7 @@ class TrainingTest : public QObject {
     w.resize(1400, 900);
     w.show();
     std::optional<int64_t> runId;
-    const auto f = train(w, 0, &runId);
+    const auto f = uitest::trainInWindow(w, 0, &runId);
     QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
     QCOMPARE(f.steps, int64_t(120));  // 1920 / 32 = 60 steps per epoch, 2 epochs
     auto* d = w.dashboard();
@@ -343,7 +323,7 @@ class TrainingTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("stuck.json"))));
     w.show();
     std::optional<int64_t> runId;
-    const auto f = train(w, 0, &runId);
+    const auto f = uitest::trainInWindow(w, 0, &runId);
     QCOMPARE(f.status, ml::RunStatus::Failed);
     QVERIFY2(f.message.find("replica 1 (cpu:1) has not finished backward of step 3") != std::string::npos, f.message.c_str());
     QVERIFY2(f.message.find("its thread is left behind") != std::string::npos, f.message.c_str());
@@ -357,7 +337,7 @@ class TrainingTest : public QObject {
     ml::Project ok = p;
     ok.distribute.faults.clear();
     w.document()->edit(QStringLiteral("no fault"), ok);
-    const auto g = train(w);
+    const auto g = uitest::trainInWindow(w);
     QVERIFY2(g.status == ml::RunStatus::Finished, g.message.c_str());
     QCOMPARE(g.steps, int64_t(120));
   }

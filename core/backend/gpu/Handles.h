@@ -1,6 +1,6 @@
-// The plugin's handles as owning C++ objects: a device buffer, an event, a context (its device,
-// streams, cuBLAS handle) and an NCCL communicator each free themselves, in the right
-// order, even when a constructor throws half-way.
+// The plugin's handles as owning C++ objects: a device buffer, pinned host memory, an event, a
+// context (its device, streams, cuBLAS handle) and an NCCL communicator each free themselves, in
+// the right order, even when a constructor throws half-way.
 #pragma once
 #include <memory>
 

@@ -83,6 +83,15 @@ mlcuda_status launch(mlcuda_context* ctx, const char* what, std::vector<fake::Sp
 
 mlcuda_status synced(bool done, const std::string& why) { return done ? ok() : status(MLCUDA_ERR_INTERNAL, why); }
 
+// Both all-reduces: each element becomes buffers[0] + buffers[1] + ... (left to right), in all of them.
+void sumInEveryBuffer(const std::vector<float*>& b, int64_t elements) {
+  for (int64_t i = 0; i < elements; ++i) {
+    float s = b[0][i];
+    for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
+    for (float* p : b) p[i] = s;
+  }
+}
+
 fake::Stream* streamOf(mlcuda_context* ctx, int which) {
   return which == MLCUDA_STREAM_COMPUTE ? ctx->compute : which == MLCUDA_STREAM_COMM ? ctx->comm : nullptr;
 }
@@ -444,13 +453,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* c
   std::vector<float*> b(bufs, bufs + count);
   std::vector<fake::Span> spans;
   for (float* p : b) spans.push_back(floats(p, elements));
-  fake::enqueue(ctx->comm, fake::Work{"local_allreduce", spans, spans, [b, elements] {
-                                        for (int64_t i = 0; i < elements; ++i) {
-                                          float s = b[0][i];
-                                          for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
-                                          for (float* p : b) p[i] = s;
-                                        }
-                                      }});
+  fake::enqueue(ctx->comm, fake::Work{"local_allreduce", spans, spans, [b, elements] { sumInEveryBuffer(b, elements); }});
   if (done) done->latest = fake::enqueueRecord(ctx->comm);
   return ok();
 }
@@ -478,13 +481,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_cont
     streams.push_back(ctxs[r]->comm);
     parts.push_back(fake::Work{"ncclAllReduce", {floats(b[r], elements)}, {floats(b[r], elements)}, {}});
   }
-  fake::enqueueCollective(streams, std::move(parts), [b, elements] {
-    for (int64_t i = 0; i < elements; ++i) {
-      float s = b[0][i];
-      for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
-      for (float* p : b) p[i] = s;
-    }
-  });
+  fake::enqueueCollective(streams, std::move(parts), [b, elements] { sumInEveryBuffer(b, elements); });
   return ok();
 }
 
