@@ -108,6 +108,9 @@ class Backend {
   // it in supportsPrecision and keep these defaults.
   virtual void setLossScale(int /*r*/, float /*scale*/) {}
   virtual bool reducedFinite(int /*r*/, int64_t /*offset*/, int64_t /*count*/, int /*from*/) { return true; }
+  // The run's compute precision policy, after supportsPrecision accepted it (backends whose layers
+  // are the host models' take it from them: applyPrecision).
+  virtual void setPrecision(Precision /*p*/) {}
   // "" when the backend computes in this precision, else why not, in words for the user.
   virtual std::string supportsPrecision(Precision p) const {
     return p == Precision::Float32

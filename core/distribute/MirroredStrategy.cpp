@@ -74,6 +74,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
   backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_, options_.tf32);
   if (std::string why = backend_->supportsPrecision(options_.precision); !why.empty()) throw UserError(why);
+  backend_->setPrecision(options_.precision);
   for (auto& rep : replicas_) applyPrecision(*rep->model, options_.precision);
   lossScale_ = DynamicLossScale(options_.precision, options_.lossScaling);
   refuseAcrossWorkers();

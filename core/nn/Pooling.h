@@ -20,6 +20,9 @@ class Pool2D : public Layer {
   bool isMax() const { return max_; }
   const Window& window() const { return win_; }
   const Geometry& geometry() const { return g_; }
+  // Max pooling: the input position, (iy * w + ix) * c + channel within its sample, each output of
+  // the last forward came from (the GPU's argmax is held against it).
+  const std::vector<int32_t>& argmax() const { return argmax_; }
 
  private:
   bool max_;

@@ -156,10 +156,6 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                                     : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
   if (so.workers && options_.resume)
     throw UserError("resuming a run across workers is not built yet: resume it in one process (without mpirun)");
-  if (so.precision != Precision::Float32 && so.devices.kind != DeviceKind::Cpu)
-    throw UserError(fieldInWords("training.precision") + " is " + project_.training.precision +
-                    ", which runs on CPU devices (cpu:N) only in this version: choose float32 for " +
-                    project_.distribute.devices + " or train on cpu:N");
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # mirrorlab-cli on GPUs end to end: a recorded training run on 2 logical GPUs (spirals, generated, so
 # no data set is needed) that says which all-reduce ran and why, stays in sync, saves weights that
-# `evaluate` reads back on gpu:0 (same accuracy as the last validation), and lands in the run store as finished with its GPU devices.
+# `evaluate` reads back on gpu:0 (same accuracy as the last validation), and lands in the run store as finished with its GPU devices;
+# then the same for a small CNN with synchronized BatchNormalization.
 # Exit 77 (a skip for ctest) where `mirrorlab-cli devices` lists no GPU, with its reason.
 set -u
 CLI=$1
@@ -48,6 +49,32 @@ expect_contains evaluate "$out" "600 samples on 1 replica on gpu:0"
 # The saved weights came from the GPU: evaluating them gives the last epoch's validation accuracy.
 acc=$(grep -oP '^loss: [0-9.]+ - accuracy: \K[0-9.]+' <<<"$out")
 [ -n "$acc" ] && [ "$acc" = "$last_val" ] && ok || bad "evaluate accuracy '${acc:-none}' != the run's last val_accuracy '$last_val'"
+
+# A convolutional model with synchronized BatchNorm on the GPU (Reshape gives the spirals' hidden
+# features an image shape): in sync, and its saved weights (moving statistics included) evaluate on
+# gpu:0 to the run's last validation accuracy.
+cat > "$T/cnn.json" <<JSON
+{"schema_version": 1, "name": "cli gpu cnn",
+ "model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 16, "activation": "tanh"},
+                                         {"type": "Reshape", "target_shape": [4, 4, 1]},
+                                         {"type": "Conv2D", "filters": 4, "kernel_size": 2, "padding": "same"},
+                                         {"type": "BatchNormalization", "synchronized": true},
+                                         {"type": "Activation", "activation": "relu"},
+                                         {"type": "MaxPooling2D", "pool_size": 2},
+                                         {"type": "Flatten"},
+                                         {"type": "Dense", "units": 3, "activation": "softmax"}]},
+ "data": {"kind": "spirals", "samples": 2000, "classes": 3, "noise": 0.1, "seed": 3, "validation_split": 0.2},
+ "training": {"epochs": 2, "batch_size": 30, "optimizer": {"name": "adam", "learning_rate": 0.01}, "seed": 1},
+ "distribute": {"devices": "cpu:1"}}
+JSON
+out=$("$CLI" train "$T/cnn.json" --devices gpu:0x2 --save-weights "$T/cnn.mlw" 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || { bad "cnn train on gpu:0x2 exit $rc"; echo "$out" | tail -5; }
+expect_contains "cnn train" "$out" "replicas in sync (equal weight checksums)"
+cnn_val=$(grep -oP 'val_accuracy: \K[0-9.]+' <<<"$out" | tail -1)
+out=$("$CLI" evaluate "$T/cnn.json" --weights "$T/cnn.mlw" --devices gpu:0 2>&1); rc=$?
+[ $rc -eq 0 ] && ok || bad "cnn evaluate on gpu:0 exit $rc: $out"
+acc=$(grep -oP '^loss: [0-9.]+ - accuracy: \K[0-9.]+' <<<"$out")
+[ -n "$acc" ] && [ "$acc" = "$cnn_val" ] && ok || bad "cnn evaluate accuracy '${acc:-none}' != the run's last val_accuracy '$cnn_val'"
 
 out=$("$CLI" runs list --json 2>&1)
 expect_contains "runs list" "$out" '"status": "finished"'

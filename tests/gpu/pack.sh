@@ -14,8 +14,9 @@
 # HDF5, ONNX, libstdc++, ...): all of their closure but the C library itself and the CUDA stack,
 # which the GPU machine brings (the driver, the CUDA runtime and cuBLAS; NCCL, which the plugin
 # dlopens for runs over several GPUs, on the system or in PyTorch's wheels; run.sh says which it
-# found). The plugin uses no cuDNN. The binaries look in ../lib first (RUNPATH $ORIGIN/../lib);
-# run.sh also puts lib/ on LD_LIBRARY_PATH for the libraries' own dependencies.
+# found; cuDNN 9, which it dlopens for Conv2D, likewise). The binaries look in ../lib first
+# (RUNPATH $ORIGIN/../lib); run.sh also puts lib/ on LD_LIBRARY_PATH for the libraries' own
+# dependencies.
 #
 # Usage: tests/gpu/pack.sh [out-dir]      (default: build-gpu-carry at the repository root)
 # then, on the GPU machine: tests/gpu/run.sh (it finds build-gpu-carry/carry.tar.xz by itself)
@@ -132,9 +133,9 @@ size=$(stat -c %s "$out/carry.tar.xz")
   echo "Mirrorlab GPU check, carried build: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "built on: $(. /etc/os-release && echo "$PRETTY_NAME"), $(nvcc --version | grep -oP 'release \K[0-9.]+' | head -1 | sed 's/^/nvcc /'), sm_90"
   echo "glibcxx: $glibcxx"
-  echo "needs on the GPU machine: glibc $glibc or newer, an NVIDIA driver, the CUDA runtime and cuBLAS (no cuDNN);"
+  echo "needs on the GPU machine: glibc $glibc or newer, an NVIDIA driver, the CUDA runtime and cuBLAS;"
   echo "  a libstdc++ with GLIBCXX_$glibcxx, else the carried lib/fallback one (it needs glibc $fallback_glibc);"
-  echo "  NCCL only for runs over several GPUs (the plugin loads it: system or PyTorch's nvidia-nccl wheel)"
+  echo "  NCCL only for runs over several GPUs, cuDNN 9 only for Conv2D (the plugin loads them: system or PyTorch's nvidia-* wheels)"
   echo "carries: ${sources[*]}; data/fashion-mnist (10,000 training and 2,000 test images of Fashion-MNIST, raw IDX)"
   echo "archive: carry.tar.xz, $size bytes; unpacked:"
   (cd "$stage" && find . -type f -printf '%s\t%p\n' | sort -k2)

@@ -15,13 +15,13 @@
 # With no build-dir and a carried build (tests/gpu/pack.sh: build-gpu-carry/carry.tar.xz, or
 # MIRRORLAB_GPU_CARRY=folder), nothing is configured or built: the archive is unpacked into build-gpu
 # and run as it is, with cuBLAS and the CUDA runtime found on the system or in PyTorch's nvidia-*
-# wheels (the plugin uses no cuDNN). NCCL, which the plugin and gpu_bench load themselves for runs
-# over several GPUs, is looked for the same way: where it is only in a wheel, MIRRORLAB_NCCL_LIBRARY
-# names that file. The carried Fashion-MNIST subset feeds the Fashion-MNIST step. Each step has its
-# own time limit (STEP_SECONDS, default 150, for the tests; BENCH_SECONDS, default 90, for each
-# benchmark; SANITIZER_SECONDS, default 75, for each compute-sanitizer run). With $OUT set (the
-# device tool), gpu-summary.txt, gpu-figures.txt (every figure as "name value unit") and
-# gpu-logs.tar.gz (the logs) are written there.
+# wheels. NCCL, which the plugin and gpu_bench load themselves for runs over several GPUs, and cuDNN,
+# which the plugin loads for the first convolution, are looked for the same way: where one is only in
+# a wheel, MIRRORLAB_NCCL_LIBRARY or MIRRORLAB_CUDNN_LIBRARY names that file. The carried
+# Fashion-MNIST subset feeds the Fashion-MNIST step. Each step has its own time limit (STEP_SECONDS,
+# default 150, for the tests; BENCH_SECONDS, default 90, for each benchmark; SANITIZER_SECONDS,
+# default 75, for each compute-sanitizer run). With $OUT set (the device tool), gpu-summary.txt,
+# gpu-figures.txt (every figure as "name value unit") and gpu-logs.tar.gz (the logs) are written there.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -119,6 +119,27 @@ else
 fi
 row "libnccl.so.2 found" "$([ -n "$nccl_where" ] && echo ok || echo none)" 0 \
   "${nccl_where:-not on the system nor in a nvidia-nccl wheel: only runs over several GPUs need it}"
+
+# cuDNN 9 (libcudnn.so.9), dlopened by the plugin for Conv2D: the same search, PyTorch's nvidia-cudnn
+# wheel named by MIRRORLAB_CUDNN_LIBRARY (the plugin also looks in the usual site-packages itself).
+if [ -n "${MIRRORLAB_CUDNN_LIBRARY:-}" ]; then
+  cudnn_where="MIRRORLAB_CUDNN_LIBRARY=$MIRRORLAB_CUDNN_LIBRARY"
+  [ -f "$MIRRORLAB_CUDNN_LIBRARY" ] || cudnn_where="$cudnn_where, which does not exist"
+else
+  cudnn_where=$(ldconfig -p 2>/dev/null | grep -m1 -oP 'libcudnn\.so\.9 [^=]*=> \K.*' || true)
+  for dir in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib; do
+    if [ -z "$cudnn_where" ] && [ -f "$dir/libcudnn.so.9" ]; then cudnn_where="the toolkit's, $dir/libcudnn.so.9"; fi
+  done
+  if [ -z "$cudnn_where" ]; then
+    dir=$("${py:-python3}" -c "import importlib, os; m = importlib.import_module('nvidia.cudnn'); print(os.path.join(list(m.__path__)[0], 'lib'))" 2>/dev/null || true)
+    if [ -n "$dir" ] && [ -f "$dir/libcudnn.so.9" ]; then
+      export MIRRORLAB_CUDNN_LIBRARY=$dir/libcudnn.so.9
+      cudnn_where="PyTorch's wheel: MIRRORLAB_CUDNN_LIBRARY=$MIRRORLAB_CUDNN_LIBRARY"
+    fi
+  fi
+fi
+row "libcudnn.so.9 found" "$([ -n "$cudnn_where" ] && echo ok || echo none)" 0 \
+  "${cudnn_where:-not on the system nor in a nvidia-cudnn wheel: the Conv2D tests will fail}"
 
 if [ $carried = 0 ]; then
   echo "== configure ($build)"
@@ -285,8 +306,8 @@ if [ $status = 0 ]; then
   run_gtest "GPU training vs CPU" "$build/tests/gpu/test_gpu_training" MIRRORLAB_REQUIRE_GPU=$require
   run_gtest "host side (loader, probe, RNG)" "$build/tests/gpu/test_gpu_host"
 
-  # libcuda would keep the plugin from loading without a driver, libnccl without NCCL (it is
-  # dlopened), libcudnn without cuDNN (not used).
+  # libcuda would keep the plugin from loading without a driver, libnccl without NCCL, libcudnn
+  # without cuDNN (both are dlopened on first use).
   plugin=$build/app/libmirrorlab_cuda.so
   if [ -f "$plugin" ]; then
     linked=$(readelf -d "$plugin" | grep NEEDED | grep -oE 'lib(cuda|nccl|cudnn)\.so[^]]*' | tr '\n' ' ')
@@ -438,8 +459,9 @@ if [ $status = 0 ]; then
   [ -n "$sanitizer" ] && echo "using $sanitizer ($("$sanitizer" --version 2>/dev/null | grep -m1 -i version))"
   # The kernel tests that launch the plugin's kernels (not those that provoke CUDA errors or an
   # out-of-memory on purpose, which the sanitizer would count), and a short training on 4 logical
-  # GPUs: cuBLAS, activations, dropout, the fused loss, Adam, the device-memory all-reduce, validation.
-  filter=${SANITIZER_FILTER:-'Gpu.Dense*:Gpu.BiasGradient*:Gpu.Activations*:Gpu.Softmax*:Gpu.Losses*:Gpu.Metrics*:Gpu.Dropout*:Gpu.Optimizers*:Gpu.LocalAllReduce*:Gpu.CountNonfinite*:Gpu.PinnedIndices*:Gpu.AnEmptyBatch*:Gpu.Tf32*'}
+  # GPUs: cuBLAS, activations, dropout, the fused loss, Adam, the device-memory all-reduce, validation;
+  # cuDNN's convolutions, pooling, BatchNormalization and the binary loss and accuracy.
+  filter=${SANITIZER_FILTER:-'Gpu.Dense*:Gpu.BiasGradient*:Gpu.Activations*:Gpu.Softmax*:Gpu.Losses*:Gpu.Metrics*:Gpu.Dropout*:Gpu.Optimizers*:Gpu.LocalAllReduce*:Gpu.CountNonfinite*:Gpu.PinnedIndices*:Gpu.AnEmptyBatch*:Gpu.Tf32*:Gpu.Conv2D*:Gpu.Pooling*:Gpu.GlobalAveragePooling*:Gpu.BatchNorm*:Gpu.BinaryCrossentropy*:Gpu.BinaryAccuracy*'}
   for tool in memcheck racecheck synccheck; do
     MIRRORLAB_REQUIRE_GPU=1 sanitize $tool "kernel tests" kernels "$build/tests/gpu/test_gpu_kernels" --gtest_color=no "--gtest_filter=$filter"
     sanitize $tool "CLI gpu:0x4, 6 steps" cli "$build/app/mirrorlab-cli" train "$(src tests/gpu/sanitize-spirals.json)" --devices gpu:0x4 --no-record

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
-#define MLCUDA_API_VERSION 3
+#define MLCUDA_API_VERSION 4
 #define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
 
 #if defined(__GNUC__)
@@ -42,7 +42,7 @@ enum {
   MLCUDA_ERR_OUT_OF_MEMORY = 2, /* the message names the device and the bytes asked for */
   MLCUDA_ERR_CUDA = 3,
   MLCUDA_ERR_CUBLAS = 4,
-  MLCUDA_ERR_CUDNN = 5, /* reserved: the Dense plugin uses no cuDNN */
+  MLCUDA_ERR_CUDNN = 5, /* cuDNN (loaded on the first convolution) is missing or failed */
   MLCUDA_ERR_NCCL = 6,
   MLCUDA_ERR_NVML = 7,
   MLCUDA_ERR_INVALID_ARGUMENT = 8,
@@ -61,9 +61,16 @@ enum { MLCUDA_ACT_LINEAR = 0, MLCUDA_ACT_RELU = 1, MLCUDA_ACT_SIGMOID = 2, MLCUD
 enum {
   MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0,
   MLCUDA_LOSS_CATEGORICAL_CROSSENTROPY = 1,
-  MLCUDA_LOSS_MEAN_SQUARED_ERROR = 2
+  MLCUDA_LOSS_MEAN_SQUARED_ERROR = 2,
+  MLCUDA_LOSS_BINARY_CROSSENTROPY = 3 /* mean over a row's k outputs of the per-output loss, as Keras */
 };
-enum { MLCUDA_METRIC_ACCURACY = 0, MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR = 1 };
+/* BINARY_ACCURACY thresholds probabilities at 0.5, BINARY_ACCURACY_LOGITS logits at 0 (2 is ml::MetricKind::None). */
+enum {
+  MLCUDA_METRIC_ACCURACY = 0,
+  MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR = 1,
+  MLCUDA_METRIC_BINARY_ACCURACY = 3,
+  MLCUDA_METRIC_BINARY_ACCURACY_LOGITS = 4
+};
 enum { MLCUDA_STREAM_COMPUTE = 0, MLCUDA_STREAM_COMM = 1 };
 
 /* ---- version and devices ------------------------------------------------------------------ */
@@ -164,7 +171,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward(mlcuda_context* ctx, const floa
                                                  int64_t n, int64_t in, int64_t out, int act);
 /* From y = the forward output and dy = dL/dy (n, out): dW (in, out) += x^T dz, db (out) += column
  * sums of dz (db may be NULL), dx (n, in) = dz W^T (dx may be NULL), where dz = dy * act'(.) taken
- * from y, or dz = dy when fused_softmax (the loss gave the gradient w.r.t. the softmax's input).
+ * from y, or dz = dy when fused_softmax (the loss gave the gradient w.r.t. the output activation's
+ * input: softmax with a categorical cross-entropy, sigmoid with the binary one).
  * dy is scratch: it may be overwritten with dz. */
 MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const float* x, const float* w, const float* y, float* dy,
                                                   float* dx, float* dw, float* db, int64_t n, int64_t in, int64_t out, int act,
@@ -176,7 +184,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_forward(mlcuda_context* ctx, int a
 MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int act, const float* y, const float* dy, float* dx,
                                                        int64_t n, int64_t k);
 /* ml::Loss::compute on the device: *loss_sum (one device double) = the SUM of the n row losses;
- * grad (n, k) = d(sum)/d(pred), or d/d(softmax input) when fused_softmax (and not from_logits);
+ * grad (n, k) = d(sum)/d(pred), or d/d(softmax input) when fused_softmax (and not from_logits;
+ * for MLCUDA_LOSS_BINARY_CROSSENTROPY: d/d(sigmoid input), (p - t) / k);
  * grad may be NULL. targets: (n, 1) class indices as floats for the sparse loss, (n, k) otherwise. */
 MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_logits, int fused_softmax, const float* pred,
                                         const float* targets, int64_t n, int64_t k, float* grad, double* loss_sum);
@@ -193,6 +202,100 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dropout_forward(mlcuda_context* ctx, const fl
                                                    const int64_t* sample_ids, int training);
 MLCUDA_EXPORT mlcuda_status mlcuda_dropout_backward(mlcuda_context* ctx, const float* dy, float* dx, const uint8_t* mask,
                                                     int64_t count, double rate, int training);
+
+/* ---- convolutional layers (compute stream); channels-last (NHWC) as in core/nn ---------------
+ * Geometry of Conv2D and the pooling layers as ml::Geometry and ml::Window give it: input (h, w, c),
+ * output (oh, ow, filters) (pooling: filters = c), a (kh, kw) window moved by (sh, sw), and the
+ * padding before the first row and column. TensorFlow's "same" padding may be one larger after
+ * (bottom/right) than before: pad_bottom/pad_right say how much, so (h + pad_top + pad_bottom - kh)
+ * / sh + 1 == oh. Padded positions are zeros for convolutions and are left out of pooling windows. */
+typedef struct mlcuda_conv_geometry {
+  int64_t h, w, c;
+  int64_t oh, ow, filters;
+  int64_t kh, kw, sh, sw;
+  int64_t pad_top, pad_left, pad_bottom, pad_right;
+} mlcuda_conv_geometry;
+
+/* Conv2D (cuDNN, loaded on first use): y (n, oh, ow, filters) = act(conv(x (n, h, w, c),
+ * kernel (kh, kw, c, filters) — Keras' layout) + b (filters)); b may be NULL. */
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward(mlcuda_context* ctx, const mlcuda_conv_geometry* g, const float* x,
+                                                  const float* w, const float* b, float* y, int64_t n, int act);
+/* From y = the forward output and dy (n, oh, ow, filters): dz = dy * act'(.) from y (written into
+ * dy, which is scratch); dw (kh, kw, c, filters) += the kernel gradient, db (filters) += the column
+ * sums of dz (db may be NULL), dx (n, h, w, c) = the input gradient (dx may be NULL). */
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward(mlcuda_context* ctx, const mlcuda_conv_geometry* g, const float* x,
+                                                   const float* w, const float* y, float* dy, float* dx, float* dw, float* db,
+                                                   int64_t n, int act);
+/* MaxPooling2D (max = 1) or AveragePooling2D (max = 0) as ml::Pool2D, g->filters == g->c. Max
+ * pooling writes argmax (n*oh*ow*c): the input position within the sample, (iy*w + ix)*c + ch, of
+ * each output, the first one in window order on ties (as the CPU), and the backward routes the
+ * gradient there; the average divides by the window positions inside the image. argmax is unused
+ * (may be NULL) for the average. dx (n, h, w, c) is overwritten. */
+MLCUDA_EXPORT mlcuda_status mlcuda_pool2d_forward(mlcuda_context* ctx, const mlcuda_conv_geometry* g, int max, const float* x,
+                                                  float* y, int32_t* argmax, int64_t n);
+MLCUDA_EXPORT mlcuda_status mlcuda_pool2d_backward(mlcuda_context* ctx, const mlcuda_conv_geometry* g, int max, const float* dy,
+                                                   const int32_t* argmax, float* dx, int64_t n);
+/* GlobalAveragePooling2D: x (n, hw, c) -> y (n, c), the mean over the hw positions; the backward
+ * spreads dy / hw over them (dx overwritten). */
+MLCUDA_EXPORT mlcuda_status mlcuda_global_avg_pool_forward(mlcuda_context* ctx, const float* x, float* y, int64_t n, int64_t hw,
+                                                           int64_t c);
+MLCUDA_EXPORT mlcuda_status mlcuda_global_avg_pool_backward(mlcuda_context* ctx, const float* dy, float* dx, int64_t n,
+                                                            int64_t hw, int64_t c);
+
+/* ---- BatchNormalization over the last axis (ml::BatchNorm): rows = n * (values per sample) / C.
+ * The statistics are the host's business between these calls (the cross-replica sums go through
+ * the strategy), so each is a small kernel over device buffers: */
+/* sums (2C device doubles, overwritten): [sum x (C), sum x^2 (C)] over the rows, in double. */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_moments(mlcuda_context* ctx, const float* x, int64_t rows, int64_t c, double* sums);
+/* y = gamma (x - mean) invstd + beta per channel; stats (2C device floats): [mean (C), invstd (C)];
+ * gamma and beta may be NULL (1 and 0). y may equal x. */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_forward(mlcuda_context* ctx, const float* x, float* y, int64_t rows, int64_t c,
+                                                     const float* stats, const float* gamma, const float* beta);
+/* Evaluation statistics from the moving ones: stats = [moving_mean, 1/sqrt(moving_var + epsilon)]. */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_eval_stats(mlcuda_context* ctx, const float* moving_mean, const float* moving_var,
+                                                        int64_t c, double epsilon, float* stats);
+/* The moving statistics from the global batch's: global (2C device doubles) = [mean (C), variance (C)];
+ * moving = float(moving * momentum + global * (1 - momentum)), computed in double as the CPU does. */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_update_moving(mlcuda_context* ctx, float* moving_mean, float* moving_var,
+                                                           const double* global, int64_t c, double momentum);
+/* Backward sums (2C device doubles, overwritten): [sum dy (C), sum dy xhat (C)], xhat = (x - mean) invstd;
+ * then dgamma (C) += float(sum dy xhat) and dbeta (C) += float(sum dy) (either may be NULL). */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_backward_sums(mlcuda_context* ctx, const float* x, const float* dy, int64_t rows,
+                                                           int64_t c, const float* stats, double* sums, float* dgamma,
+                                                           float* dbeta);
+/* dx = gamma invstd (dy - a - xhat b) with a = sums[c] / count and b = sums[C + c] / count when
+ * training (sums: this replica's, or all-reduced when the statistics are synchronized; count: the
+ * values the statistics came from), a = b = 0 otherwise (sums unused, may be NULL). gamma may be NULL. */
+MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_backward_data(mlcuda_context* ctx, const float* x, const float* dy, float* dx,
+                                                           int64_t rows, int64_t c, const float* stats, const float* gamma,
+                                                           const double* sums, double count, int training);
+
+/* ---- mixed precision (ml::Precision: Keras' mixed_bfloat16 and mixed_float16) -----------------
+ * Master weights, gradients and activations stay float32 buffers; the layer computes as a GPU does
+ * in the low format, exactly where core/nn's Dense and Conv2D round (nn/Precision.h): the input and
+ * the kernel rounded to the format (round to nearest even; float16 with its subnormals, inf from
+ * 65520), products accumulated in float32 (tensor cores: cublasGemmEx with CUBLAS_COMPUTE_32F),
+ * the output plus bias rounded, the activation in float32 and rounded again (not softmax's). In the
+ * backward pass dz = act'(dy) is rounded (where float16 loses what loss scaling must lift), the
+ * micro-batch's kernel and bias gradients come out rounded and are added to the float32 ones, and
+ * dx is rounded. The rounded input and kernel are formed again from x and w in the backward pass
+ * (neither has changed since the forward). */
+enum { MLCUDA_PRECISION_FLOAT32 = 0, MLCUDA_PRECISION_BFLOAT16 = 1, MLCUDA_PRECISION_FLOAT16 = 2 };
+/* As mlcuda_dense_forward / mlcuda_dense_backward, in `precision` (FLOAT32: the same as those). */
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward_low(mlcuda_context* ctx, int precision, const float* x, const float* w,
+                                                     const float* b, float* y, int64_t n, int64_t in, int64_t out, int act);
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int precision, const float* x, const float* w,
+                                                      const float* y, float* dy, float* dx, float* dw, float* db, int64_t n,
+                                                      int64_t in, int64_t out, int act, int fused_softmax);
+/* As mlcuda_conv2d_forward / mlcuda_conv2d_backward, in `precision`. */
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
+                                                      const float* x, const float* w, const float* b, float* y, int64_t n,
+                                                      int act);
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
+                                                       const float* x, const float* w, const float* y, float* dy, float* dx,
+                                                       float* dw, float* db, int64_t n, int act);
+/* x (count floats) *= factor, in float32: dynamic loss scaling multiplies the loss gradient. */
+MLCUDA_EXPORT mlcuda_status mlcuda_scale(mlcuda_context* ctx, float* x, int64_t count, float factor);
 
 /* Adds the number of elements of x (count floats) that are inf or NaN to *counter (one device
  * unsigned 64-bit integer, not reset here): the training loop's finiteness check of a layer's

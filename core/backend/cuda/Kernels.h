@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/CudaPluginApi.h"
+
 namespace mlcuda::kernels {
 
 inline constexpr int kThreads = 256;
@@ -37,6 +39,53 @@ void biasGradient(cudaStream_t s, const float* dz, float* db, int64_t n, int64_t
 void dropoutForward(cudaStream_t s, const float* x, float* y, uint8_t* mask, int64_t n, int64_t k, uint64_t key, uint64_t step,
                     const int64_t* sampleIds, uint32_t threshold, float scale);
 void dropoutBackward(cudaStream_t s, const float* dy, float* dx, const uint8_t* mask, int64_t count, float scale);
+
+// ---- convolutions (ConvKernels.cu): the copies around cuDNN --------------------------------------
+// dst (cols, rows) = src (rows, cols)^T: Keras' (kh*kw*c, filters) kernel to cuDNN's (filters, kh*kw*c).
+void transpose(cudaStream_t s, const float* src, float* dst, int64_t rows, int64_t cols);
+// dst (cols, rows) += src (rows, cols)^T: cuDNN's kernel gradient added into Keras' layout.
+void addTransposed(cudaStream_t s, const float* src, float* dst, int64_t rows, int64_t cols);
+// xp (n, hp, wp, c) = x (n, h, w, c) placed at (top, left), zeros around it.
+void padImages(cudaStream_t s, const float* x, float* xp, int64_t n, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left,
+               int64_t hp, int64_t wp);
+// x (n, h, w, c) = the (h, w) window of xp (n, hp, wp, c) at (top, left).
+void cropImages(cudaStream_t s, const float* xp, float* x, int64_t n, int64_t h, int64_t w, int64_t c, int64_t top, int64_t left,
+                int64_t hp, int64_t wp);
+
+// ---- pooling (PoolKernels.cu), bit for bit as ml::Pool2D and ml::GlobalAveragePooling2D ----------
+void poolForward(cudaStream_t s, const mlcuda_conv_geometry& g, bool isMax, const float* x, float* y, int32_t* argmax, int64_t n);
+// dx overwritten; no atomics (each input element gathers its outputs in order).
+void poolBackward(cudaStream_t s, const mlcuda_conv_geometry& g, bool isMax, const float* dy, const int32_t* argmax, float* dx,
+                  int64_t n);
+void globalAvgPoolForward(cudaStream_t s, const float* x, float* y, int64_t n, int64_t hw, int64_t c);
+void globalAvgPoolBackward(cudaStream_t s, const float* dy, float* dx, int64_t n, int64_t hw, int64_t c);
+
+// ---- BatchNormalization (BatchNormKernels.cu), as ml::BatchNorm over (rows, c) ---------------------
+// Doubles of device workspace the two sums below need for `rows` rows (never 0 for rows > 0), not
+// read or written by anyone else until their kernels end.
+int64_t batchnormWorkspace(int64_t rows, int64_t c);
+// out (2c doubles) = [sum x, sum x^2] per channel (rows > 0), deterministic.
+void batchnormMoments(cudaStream_t s, const float* x, int64_t rows, int64_t c, double* out, double* workspace);
+// out = [sum dy, sum dy xhat]; dgamma += float(sum dy xhat), dbeta += float(sum dy) (either may be null).
+void batchnormBackwardSums(cudaStream_t s, const float* x, const float* dy, int64_t rows, int64_t c, const float* stats,
+                           double* out, float* dgamma, float* dbeta, double* workspace);
+void batchnormForward(cudaStream_t s, const float* x, float* y, int64_t rows, int64_t c, const float* stats, const float* gamma,
+                      const float* beta);
+void batchnormEvalStats(cudaStream_t s, const float* movingMean, const float* movingVar, int64_t c, double epsilon, float* stats);
+void batchnormUpdateMoving(cudaStream_t s, float* movingMean, float* movingVar, const double* global, int64_t c, double momentum);
+void batchnormBackwardData(cudaStream_t s, const float* x, const float* dy, float* dx, int64_t rows, int64_t c,
+                           const float* stats, const float* gamma, const double* sums, double count, bool training);
+
+// ---- mixed precision (MixedKernels.cu): nn/Precision.cpp's rounding ------------------------------
+// dst = round(src (+ b[i % k] when b is not null)) to the precision's format, kept as float32;
+// dst may equal src.
+void roundTo(cudaStream_t s, int precision, const float* src, float* dst, int64_t count, const float* b = nullptr, int64_t k = 1);
+// dst (count bfloat16 or float16 values, 2 bytes each) = src rounded: cublasGemmEx's operands.
+void packLow(cudaStream_t s, int precision, const float* src, void* dst, int64_t count);
+// dst += round(src): a low-precision product's gradient added to the float32 one.
+void addRounded(cudaStream_t s, int precision, const float* src, float* dst, int64_t count);
+// x *= factor (the loss scale).
+void scale(cudaStream_t s, float* x, int64_t count, float factor);
 
 // Per-row loss (double) and, when grad is not null, the gradient; see ml::Loss::compute.
 void lossRows(cudaStream_t s, int kind, bool fromLogits, bool fused, const float* pred, const float* targets, int64_t n,

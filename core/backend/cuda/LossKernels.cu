@@ -1,5 +1,6 @@
-// Loss (with its gradient, softmax fused where the CPU fuses it) and metric kernels, one thread per
-// row with the CPU's arithmetic in the CPU's types and order, plus a deterministic sum of the rows.
+// Loss (with its gradient, softmax or sigmoid fused where the CPU fuses it) and metric kernels, one
+// thread per row with the CPU's arithmetic in the CPU's types and order, plus a deterministic sum of
+// the rows.
 #include "backend/cuda/CudaPluginApi.h"
 #include "backend/cuda/Kernels.h"
 
@@ -28,6 +29,35 @@ __device__ __forceinline__ int64_t argmaxFirst(const float* p, int64_t k) {
   return best;
 }
 
+// Binary cross-entropy of one row (ml::Loss::compute's binaryCrossentropy): the sum over the k
+// outputs of loss / k, and grad = the per-output gradient / k. On logits z: max(z, 0) - z t +
+// log(1 + e^-|z|), gradient sigmoid(z) - t; fused (p a sigmoid output): gradient p - t with respect to
+// the sigmoid's input; on probabilities: clipped like Keras, gradient -t/p + (1-t)/(1-p). Explicitly
+// rounded double operations where the CPU would otherwise see a fused multiply-add.
+__device__ double binaryRow(bool fromLogits, bool fused, const float* pred, const float* targets, int64_t k, float* grad) {
+  const float invK = 1.0f / static_cast<float>(k);
+  double total = 0;
+  for (int64_t j = 0; j < k; ++j) {
+    const float p = pred[j], t = targets[j];
+    double l;
+    float g;
+    if (fromLogits) {
+      const float positive = p < 0.0f ? 0.0f : p;  // std::max(p, 0.0f)
+      const double pd = p;
+      l = __dadd_rn(__dsub_rn(positive, __dmul_rn(pd, t)), log1p(exp(-fabs(pd))));
+      g = static_cast<float>(1.0 / (1.0 + exp(-pd))) - t;
+    } else {
+      const double q = clampStd(p, kEps, 1.0f - kEps);
+      l = -__dadd_rn(__dmul_rn(t, log(q)), __dmul_rn(1.0 - t, log(1.0 - q)));
+      const bool clipped = p < kEps || p > 1.0f - kEps;
+      g = fused ? p - t : (clipped ? 0.0f : -t / p + (1.0f - t) / (1.0f - p));
+    }
+    total += l / static_cast<double>(k);
+    if (grad) grad[j] = g * invK;
+  }
+  return total;
+}
+
 __global__ void lossRowsKernel(int kind, bool fromLogits, bool fused, const float* pred, const float* targets, int64_t n,
                                int64_t k, float* grad, double* rowLoss) {
   for (int64_t r = firstIndex(); r < n; r += gridStride()) {
@@ -42,6 +72,8 @@ __global__ void lossRowsKernel(int kind, bool fromLogits, bool fused, const floa
         if (g) g[j] = 2.0f * d / static_cast<float>(k);
       }
       total = s / static_cast<double>(k);
+    } else if (kind == MLCUDA_LOSS_BINARY_CROSSENTROPY) {
+      total = binaryRow(fromLogits, fused, p, targets + r * k, k, g);
     } else if (fromLogits) {
       // log-softmax with the max subtracted; grad = softmax - target.
       const float mx = p[argmaxFirst(p, k)];
@@ -84,7 +116,13 @@ __global__ void metricRowsKernel(int kind, const float* pred, const float* targe
   for (int64_t r = firstIndex(); r < n; r += gridStride()) {
     const float* p = pred + r * k;
     double v = 0;
-    if (kind == MLCUDA_METRIC_ACCURACY) {
+    if (kind == MLCUDA_METRIC_BINARY_ACCURACY || kind == MLCUDA_METRIC_BINARY_ACCURACY_LOGITS) {
+      // The share of the row's outputs on the right side of the threshold.
+      const float threshold = kind == MLCUDA_METRIC_BINARY_ACCURACY ? 0.5f : 0.0f;
+      int64_t right = 0;
+      for (int64_t j = 0; j < k; ++j) right += (p[j] > threshold) == (targets[r * targetDim + j] > 0.5f) ? 1 : 0;
+      v = static_cast<double>(right) / static_cast<double>(k);
+    } else if (kind == MLCUDA_METRIC_ACCURACY) {
       const int64_t guess = argmaxFirst(p, k);
       const int64_t truth = targetDim == 1 ? static_cast<int64_t>(targets[r]) : argmaxFirst(targets + r * targetDim, targetDim);
       v = guess == truth ? 1.0 : 0.0;

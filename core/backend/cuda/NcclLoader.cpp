@@ -1,18 +1,16 @@
 // Finds and loads libnccl.so.2 when a run first needs it, and resolves the functions the plugin uses.
 #include "backend/cuda/NcclLoader.h"
 
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
-#include <glob.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cuda/Check.h"
+#include "backend/cuda/LibrarySearch.h"
 
 namespace mlcuda {
 namespace {
@@ -20,56 +18,6 @@ namespace {
 constexpr const char* kNcclFile = "libnccl.so.2";
 
 std::atomic<const NcclApi*> gLoaded{nullptr};
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? std::string(v) : std::string();
-}
-
-std::string folderOf(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash);
-}
-
-// Files matching a glob pattern, sorted (glob's order), none when nothing matches.
-std::vector<std::string> matches(const std::string& pattern) {
-  std::vector<std::string> out;
-  glob_t g{};
-  if (glob(pattern.c_str(), 0, nullptr, &g) == 0)
-    for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
-  globfree(&g);
-  return out;
-}
-
-// Where to look after the loader's own search: beside the CUDA runtime the plugin loaded (NVIDIA's
-// installers put NCCL there), the toolkit's usual folders, then the nvidia-nccl wheels that PyTorch
-// installs (pip: a virtual environment, conda, the user's site-packages, the system's).
-std::vector<std::string> fallbackPaths() {
-  std::vector<std::string> paths;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cudaRuntimeGetVersion), &info) != 0 && info.dli_fname) {
-    const std::string dir = folderOf(info.dli_fname);
-    if (!dir.empty()) paths.push_back(dir + "/" + kNcclFile);
-  }
-  for (const char* dir : {"/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/local/cuda/targets/x86_64-linux/lib"})
-    paths.push_back(std::string(dir) + "/" + kNcclFile);
-  std::vector<std::string> prefixes;
-  for (const char* var : {"VIRTUAL_ENV", "CONDA_PREFIX"})
-    if (const std::string p = env(var); !p.empty()) prefixes.push_back(p);
-  if (const std::string home = env("HOME"); !home.empty()) prefixes.push_back(home + "/.local");
-  for (const char* p : {"/usr/local", "/usr", "/opt/conda"}) prefixes.emplace_back(p);
-  for (const std::string& prefix : prefixes)
-    for (const char* packages : {"site-packages", "dist-packages"})
-      for (const std::string& f : matches(prefix + "/lib/python3*/" + packages + "/nvidia/nccl/lib/" + kNcclFile))
-        paths.push_back(f);
-  paths.push_back(std::string("/usr/lib/python3/dist-packages/nvidia/nccl/lib/") + kNcclFile);
-  return paths;
-}
-
-std::string lastDlError() {
-  const char* e = dlerror();
-  return e ? std::string(e) : std::string("unknown dlopen error");
-}
 
 const char* fixText() {
   return "runs over several physical GPUs (--devices gpu:0,1) need NCCL 2.14 or newer: install it (apt install libnccl2, "
@@ -129,7 +77,7 @@ const NcclApi& nccl() {
   };
   std::string error, loadedPath;
   void* handle = nullptr;
-  const std::string named = env(kNcclLibraryEnv);
+  const std::string named = envValue(kNcclLibraryEnv);
   if (!named.empty()) {
     handle = tryLoad(named, error);
     if (!handle)
@@ -140,7 +88,7 @@ const NcclApi& nccl() {
     loadedPath = kNcclFile;
     const std::string first = error;
     if (!handle)
-      for (const std::string& path : fallbackPaths()) {
+      for (const std::string& path : fallbackLibraryPaths("nccl", kNcclFile)) {
         std::string ignored;
         if ((handle = tryLoad(path, ignored))) {
           loadedPath = path;

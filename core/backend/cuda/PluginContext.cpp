@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "backend/cuda/Context.h"
+#include "backend/cuda/CudnnLoader.h"
 #include "backend/cuda/NcclLoader.h"
 
 #ifndef MLCUDA_ARCHITECTURES
@@ -46,18 +47,21 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
                                      ": use a smaller batch per replica (or fewer logical replicas on this GPU)");
 }
 
-void* scratch(mlcuda_context* ctx, size_t bytes) {
-  if (bytes <= ctx->scratchBytes) return ctx->scratch;
+static void* grow(mlcuda_context* ctx, void*& buffer, size_t& have, size_t bytes) {
+  if (bytes <= have) return buffer;
   ML_WAIT_STREAM(ctx, ctx->compute);
-  if (ctx->scratch) ML_CUDA(ctx->label, cudaFree(ctx->scratch));
-  ctx->scratch = nullptr;
-  ctx->scratchBytes = 0;
+  if (buffer) ML_CUDA(ctx->label, cudaFree(buffer));
+  buffer = nullptr;
+  have = 0;
   // Round up so that a slowly growing batch does not reallocate every step.
   const size_t want = std::max(bytes, static_cast<size_t>(1) << 20);
-  ctx->scratch = deviceAlloc(ctx->device, ctx->label, ctx->deviceName, want, __FILE__, __LINE__);
-  ctx->scratchBytes = want;
-  return ctx->scratch;
+  buffer = deviceAlloc(ctx->device, ctx->label, ctx->deviceName, want, __FILE__, __LINE__);
+  have = want;
+  return buffer;
 }
+
+void* scratch(mlcuda_context* ctx, size_t bytes) { return grow(ctx, ctx->scratch, ctx->scratchBytes, bytes); }
+void* lowScratch(mlcuda_context* ctx, size_t bytes) { return grow(ctx, ctx->lowScratch, ctx->lowScratchBytes, bytes); }
 
 int toInt(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
@@ -79,8 +83,10 @@ static void destroyContext(mlcuda_context* ctx) {
     }
     if (ctx->compute) cudaStreamSynchronize(ctx->compute);
     if (ctx->comm) cudaStreamSynchronize(ctx->comm);
+    destroyCudnnState(ctx);
     if (ctx->cublas) cublasDestroy(ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
+    if (ctx->lowScratch) cudaFree(ctx->lowScratch);
     if (ctx->compute) cudaStreamDestroy(ctx->compute);
     if (ctx->comm) cudaStreamDestroy(ctx->comm);
   }
@@ -105,6 +111,18 @@ static std::string ncclText() {
   return "NCCL: loaded on first use (runs over several GPUs)";
 }
 
+// cuDNN likewise (CudnnLoader.h): loaded by the first convolution.
+static std::string cudnnText() {
+  if (const CudnnApi* api = cudnnIfLoaded()) return "cuDNN " + cudnnVersionText(api->version);
+  if (void* h = dlopen("libcudnn.so.9", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD)) {
+    auto getVersion = reinterpret_cast<decltype(&::cudnnGetVersion)>(dlsym(h, "cudnnGetVersion"));
+    const size_t v = getVersion ? getVersion() : 0;
+    dlclose(h);
+    if (v > 0) return "cuDNN " + cudnnVersionText(v) + " (already loaded)";
+  }
+  return "cuDNN: loaded on first convolution";
+}
+
 }  // namespace mlcuda
 
 using namespace mlcuda;
@@ -124,11 +142,10 @@ MLCUDA_EXPORT const char* mlcuda_build_info(void) {
     std::string archs = MLCUDA_ARCHITECTURES;
     for (auto& c : archs)
       if (c == ';') c = ' ';
-    // cuDNN is named because the ABI's text used to carry its version: softmax, its one use, is the
-    // plugin's own kernel now.
     return "CUDA runtime " + versionText(rt) + " (built with " + versionText(CUDART_VERSION) + "), cuBLAS " +
-           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) +
-           ", cuDNN: not used by Dense models, " + ncclText() + ", code for sm " + archs;
+           std::to_string(cublasMajor) + "." + std::to_string(cublasMinor) + "." + std::to_string(cublasPatch) + ", " +
+           cudnnText() + " (built with " + std::to_string(CUDNN_MAJOR) + "." + std::to_string(CUDNN_MINOR) + "), " + ncclText() +
+           ", code for sm " + archs;
   }();
   return info.c_str();
 }
@@ -158,6 +175,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label,
     ML_CUBLAS(name, cublasSetStream(ctx->cublas, ctx->compute));
     // DEFAULT_MATH never lowers FP32 to TF32; TF32 only when asked for.
     ML_CUBLAS(name, cublasSetMathMode(ctx->cublas, allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    ctx->allowTf32 = allow_tf32 != 0;  // cuDNN's math type too (ConvPlans.h)
     *out = ctx.release();
   });
 }

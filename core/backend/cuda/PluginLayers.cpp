@@ -1,5 +1,6 @@
 // Layer entry points: Dense on cuBLAS; softmax, the element-wise activations, losses, metrics and
-// dropout on the plugin's kernels. Shapes and formulas follow core/nn exactly.
+// dropout on the plugin's kernels (Conv2D: PluginConv.cpp; pooling and BatchNormalization:
+// PluginSpatial.cpp). Shapes and formulas follow core/nn exactly.
 #include "backend/cuda/Context.h"
 #include "backend/cuda/DeviceRng.h"
 #include "backend/cuda/Kernels.h"
@@ -82,9 +83,11 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
     const size_t workspaceFloats = db ? static_cast<size_t>(kernels::biasGradientWorkspace(n, out)) : 0;
     float* workspace = workspaceFloats > 0 ? static_cast<float*>(scratch(ctx, sizeof(float) * workspaceFloats)) : nullptr;
     const float* dz = dy;
-    if (act == MLCUDA_ACT_SOFTMAX) {
-      if (!fused_softmax) softmaxBackward(ctx, y, dy, dy, n, out);
-    } else if (act != MLCUDA_ACT_LINEAR) {
+    // Fused: the loss gave the gradient with respect to the output activation's input already
+    // (softmax with a categorical cross-entropy, sigmoid with the binary one), whatever act is.
+    if (!fused_softmax && act == MLCUDA_ACT_SOFTMAX) {
+      softmaxBackward(ctx, y, dy, dy, n, out);
+    } else if (!fused_softmax && act != MLCUDA_ACT_LINEAR) {
       kernels::activationBackward(ctx->compute, act, y, dy, dy, n * out);
       ML_LAUNCHED(ctx->label, "activationBackward");
     }
@@ -142,7 +145,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int from_
                                         const float* targets, int64_t n, int64_t k, float* grad, double* loss_sum) {
   return guarded([&] {
     use(ctx);
-    ML_REQUIRE(kind >= MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY && kind <= MLCUDA_LOSS_MEAN_SQUARED_ERROR,
+    ML_REQUIRE(kind >= MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY && kind <= MLCUDA_LOSS_BINARY_CROSSENTROPY,
                "mlcuda_loss: unknown loss kind " + std::to_string(kind));
     requireShape(n, k, "mlcuda_loss");
     ML_REQUIRE(loss_sum, "mlcuda_loss: loss_sum must not be NULL");
@@ -163,11 +166,13 @@ MLCUDA_EXPORT mlcuda_status mlcuda_metric_sum(mlcuda_context* ctx, int kind, con
                                               int64_t k, int64_t target_dim, double* sum) {
   return guarded([&] {
     use(ctx);
-    ML_REQUIRE(kind == MLCUDA_METRIC_ACCURACY || kind == MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR,
+    ML_REQUIRE(kind == MLCUDA_METRIC_ACCURACY || kind == MLCUDA_METRIC_MEAN_ABSOLUTE_ERROR ||
+                   kind == MLCUDA_METRIC_BINARY_ACCURACY || kind == MLCUDA_METRIC_BINARY_ACCURACY_LOGITS,
                "mlcuda_metric_sum: unknown metric " + std::to_string(kind));
     requireShape(n, k, "mlcuda_metric_sum");
     ML_REQUIRE(target_dim >= 1, "mlcuda_metric_sum: target_dim must be >= 1");
-    ML_REQUIRE(kind == MLCUDA_METRIC_ACCURACY || target_dim == k, "mlcuda_metric_sum: mae needs target_dim == k");
+    ML_REQUIRE(kind == MLCUDA_METRIC_ACCURACY || target_dim == k,
+               "mlcuda_metric_sum: mae and binary accuracy need target_dim == k");
     ML_REQUIRE(sum, "mlcuda_metric_sum: sum must not be NULL");
     if (n == 0) {
       ML_CUDA(ctx->label, cudaMemsetAsync(sum, 0, sizeof(double), ctx->compute));

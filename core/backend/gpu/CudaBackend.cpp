@@ -18,8 +18,6 @@
 #include "Error.h"
 #include "backend/DeviceProbe.h"
 #include "backend/gpu/CudaReplica.h"
-#include "nn/Dense.h"
-#include "nn/SimpleLayers.h"
 
 namespace ml {
 
@@ -94,54 +92,16 @@ std::string CudaBackend::supports(const BackendOp& op) const {
   };
   switch (op.kind) {
     case K::Layer:
-      return in({"Dense", "Activation", "Flatten", "Dropout"})
+      return in({"Dense", "Activation", "Flatten", "Reshape", "Dropout", "Conv2D", "MaxPooling2D", "AveragePooling2D",
+                 "GlobalAveragePooling2D", "BatchNormalization"})
                  ? ""
                  : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
     case K::Optimizer: return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
     case K::Collective: return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
     case K::Loss:
-      return op.name == "binary_crossentropy" ? "has no GPU kernel yet: train this model on CPU devices (--devices cpu:N)" : "";
-    case K::Metric:
-      return op.name == "binary_accuracy" ? "has no GPU kernel yet: train this model on CPU devices (--devices cpu:N)" : "";
+    case K::Metric: return {};  // every loss and metric of core/nn has its kernel
   }
   return {};
-}
-
-void CudaBackend::translateLayers(const Sequential& m) {
-  paramCount_ = m.paramCount();
-  inFeatures_ = m.inFeatures();
-  outFeatures_ = m.outFeatures();
-  std::vector<int64_t> offsets(m.layerCount(), 0);
-  for (const auto& r : m.paramRanges()) offsets[r.layer] = r.offset;
-  bool below = false;
-  for (size_t i = 0; i < m.layerCount(); ++i) {
-    const ml::Layer& src = m.layer(i);
-    auto l = std::make_unique<Layer>();
-    l->in = src.inFeatures();
-    l->out = src.outFeatures();
-    l->offset = offsets[i];
-    l->count = src.paramCount();
-    l->needsInputGrad = below;
-    const bool lastLayer = i + 1 == m.layerCount();
-    if (auto* d = dynamic_cast<const Dense*>(&src)) {
-      l->kind = Layer::Kind::Dense;
-      l->act = static_cast<int>(d->activation());
-      l->bias = d->paramCount() > l->in * l->out;
-      l->fusedSoftmax = lastLayer && loss_.fusedSoftmax() && d->activation() == Act::Softmax;
-    } else if (auto* a = dynamic_cast<const ActivationLayer*>(&src)) {
-      l->kind = Layer::Kind::Activation;
-      l->act = static_cast<int>(a->activation());
-      l->fusedSoftmax = lastLayer && loss_.fusedSoftmax() && a->activation() == Act::Softmax;
-    } else if (dynamic_cast<const Flatten*>(&src)) {
-      l->kind = Layer::Kind::Flatten;
-    } else if (auto* dr = dynamic_cast<const Dropout*>(&src)) {
-      l->kind = Layer::Kind::Dropout;
-      l->rate = dr->rate();
-      l->salt = dr->salt();
-    }
-    if (src.paramCount() > 0) below = true;
-    layers_.push_back(std::move(l));
-  }
 }
 
 template <typename T>
@@ -175,6 +135,7 @@ void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
     ok(P_->eventCreate(p.ctx.get(), &e));
     return GpuEvent(e, EventDestroy{P_});
   };
+  p.check = allocate<unsigned long long>(p, 1, true);
   p.start = event();
   p.commDone = event();
   p.commEnd = event();
@@ -184,6 +145,14 @@ void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
   p.acts.resize(layers_.size());
   p.dacts.resize(layers_.size());
   p.masks.resize(layers_.size());
+  p.argmax.resize(layers_.size());
+  p.norms.resize(layers_.size());
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->kind == Layer::Kind::BatchNorm) {
+      const auto c = static_cast<size_t>(layers_[i]->channels);
+      p.norms[i].stats = allocate<float>(p, 2 * c, true);
+      p.norms[i].sums = allocate<double>(p, 2 * c, true);
+    }
   p.out.assign(layers_.size(), nullptr);
   ok(P_->synchronize(p.ctx.get()));
 }
@@ -265,9 +234,11 @@ void CudaBackend::ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim) 
     rep.acts[i].reset();
     rep.dacts[i].reset();
     rep.masks[i].reset();
-    if (l.kind != Layer::Kind::Flatten) rep.acts[i] = allocate<float>(rep, elems, false);
+    rep.argmax[i].reset();
+    if (l.kind != Layer::Kind::Reshape) rep.acts[i] = allocate<float>(rep, elems, false);
     rep.dacts[i] = allocate<float>(rep, elems, false);
     if (l.kind == Layer::Kind::Dropout) rep.masks[i] = allocate<uint8_t>(rep, elems, false);
+    if (l.kind == Layer::Kind::Pool2D && l.max) rep.argmax[i] = allocate<int32_t>(rep, elems, false);
   }
   rep.capRows = cap;
   rep.capTargets = targets;
@@ -412,82 +383,42 @@ void CudaBackend::stage(int r, const Dataset& data, std::span<const int64_t> idx
   used.inFlight = true;
 }
 
-// Sequential::forward on the device: a Flatten passes its input on, every other layer writes its own buffer.
-const float* CudaBackend::forward(Replica& rep, int64_t rows, bool training, uint64_t seed, uint64_t step) {
-  const float* in = rep.x.get();
-  mlcuda_context* c = rep.ctx.get();
-  const float* params = rep.params.get();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = *layers_[i];
-    float* y = rep.acts[i].get();
-    switch (l.kind) {
-      case Layer::Kind::Flatten: y = const_cast<float*>(in); break;
-      case Layer::Kind::Dense:
-        ok(P_->denseForward(c, in, params + l.offset, l.bias ? params + l.offset + l.in * l.out : nullptr, y, rows, l.in, l.out,
-                            l.act));
-        break;
-      case Layer::Kind::Activation: ok(P_->activationForward(c, l.act, in, y, rows, l.out)); break;
-      case Layer::Kind::Dropout:
-        ok(P_->dropoutForward(c, in, y, rep.masks[i].get(), rows, l.out, l.rate, seed, l.salt, step, rep.ids.get(),
-                              training ? 1 : 0));
-        break;
-    }
-    rep.out[i] = y;
-    in = y;
-  }
-  return in;
-}
-
 void CudaBackend::forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) {
   Replica& p = rep(r);
-  const float* pred = forward(p, rows, true, ctx.seed, ctx.step);
+  const float* pred = forward(p, rows, &ctx, ctx.seed, ctx.step);
+  if (rows == 0) return;  // an empty shard joined BatchNormalization's sums; its loss words stay zero
   double* words = p.words.get() + 2 * micro;
   ok(P_->loss(p.ctx.get(), static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred,
               p.y.get(), rows, outFeatures_, p.dacts.back().get(), words));
+  if (p.lossScale != 1.0f) ok(P_->scale(p.ctx.get(), p.dacts.back().get(), rows * outFeatures_, p.lossScale));
   if (metric_ != MetricKind::None)
     ok(P_->metricSum(p.ctx.get(), static_cast<int>(metric_), pred, p.y.get(), rows, outFeatures_, p.targetDim, words + 1));
-}
-
-void CudaBackend::backward(int r, int64_t rows, const StepContext&, const std::function<void(size_t)>& onLayerDone) {
-  Replica& p = rep(r);
-  mlcuda_context* c = p.ctx.get();
-  float* dy = p.dacts.back().get();
-  for (size_t i = layers_.size(); i-- > 0;) {
-    const Layer& l = *layers_[i];
-    const float* in = i == 0 ? p.x.get() : p.out[i - 1];
-    float* dx = nullptr;
-    if (l.needsInputGrad) dx = l.kind == Layer::Kind::Flatten ? dy : p.dacts[i - 1].get();
-    switch (l.kind) {
-      case Layer::Kind::Flatten: break;
-      case Layer::Kind::Dense:
-        ok(P_->denseBackward(c, in, p.params.get() + l.offset, p.out[i], dy, dx, p.grads.get() + l.offset,
-                             l.bias ? p.grads.get() + l.offset + l.in * l.out : nullptr, rows, l.in, l.out, l.act,
-                             l.fusedSoftmax ? 1 : 0));
-        break;
-      case Layer::Kind::Activation:
-        if (!dx) break;
-        if (l.fusedSoftmax && l.act == MLCUDA_ACT_SOFTMAX)
-          ok(P_->copyOnDevice(c, dx, dy, static_cast<size_t>(rows * l.out) * sizeof(float)));
-        else
-          ok(P_->activationBackward(c, l.act, p.out[i], dy, dx, rows, l.out));
-        break;
-      case Layer::Kind::Dropout:
-        if (dx) ok(P_->dropoutBackward(c, dy, dx, p.masks[i].get(), rows * l.out, l.rate, 1));
-        break;
-    }
-    if (onLayerDone && l.count > 0) {
-      // Counted before the bucket is released: after that the all-reduce owns the buffer.
-      ok(P_->countNonfinite(c, p.grads.get() + l.offset, l.count, p.nonfinite));
-      onLayerDone(i);
-    }
-    if (!l.needsInputGrad) break;
-    dy = dx;
-  }
 }
 
 void CudaBackend::checkGradients(int r) {
   Replica& p = rep(r);
   ok(P_->countNonfinite(p.ctx.get(), p.grads.get(), paramCount_, p.nonfinite));
+}
+
+void CudaBackend::setPrecision(Precision p) {
+  precision_ = p == Precision::MixedBfloat16  ? MLCUDA_PRECISION_BFLOAT16
+               : p == Precision::MixedFloat16 ? MLCUDA_PRECISION_FLOAT16
+                                              : MLCUDA_PRECISION_FLOAT32;
+}
+
+void CudaBackend::setLossScale(int r, float scale) { rep(r).lossScale = scale; }
+
+// The summed gradients this replica's update will read (a device collective leaves the whole sum
+// with every replica), counted for inf/NaN on the device; the copy waits for the all-reduce.
+bool CudaBackend::reducedFinite(int r, int64_t offset, int64_t count, int from) {
+  if (from != r) throw std::logic_error("CudaBackend::reducedFinite: the GPU replicas each hold the whole sum");
+  Replica& p = rep(r);
+  mlcuda_context* c = p.ctx.get();
+  ok(P_->fillZero(c, p.check.get(), sizeof(unsigned long long)));
+  ok(P_->countNonfinite(c, p.grads.get() + offset, count, p.check.get()));
+  unsigned long long bad = 0;
+  ok(P_->copyToHost(c, &bad, p.check.get(), sizeof bad));
+  return bad == 0;
 }
 
 void CudaBackend::beginUpdate(int r, float lr) {
@@ -557,7 +488,7 @@ ReplicaTimes CudaBackend::times(int r, int micro) {
 void CudaBackend::evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) {
   Replica& p = rep(r);
   mlcuda_context* c = p.ctx.get();
-  const float* pred = forward(p, rows, false, ctx.seed, 0);
+  const float* pred = forward(p, rows, nullptr, ctx.seed, 0);
   ok(P_->loss(c, static_cast<int>(loss_.kind()), loss_.fromLogits() ? 1 : 0, loss_.fusedSoftmax() ? 1 : 0, pred, p.y.get(), rows,
               outFeatures_, nullptr, p.words.get()));
   if (metric_ != MetricKind::None)

@@ -51,6 +51,12 @@ class CudaBackend : public Backend {
   void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
   void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
   void checkGradients(int r) override;
+  // Mixed precision: Dense and Conv2D compute in bfloat16 or float16 (the plugin's *_low kernels,
+  // rounding where core/nn rounds), with the loss gradient scaled for float16.
+  std::string supportsPrecision(Precision) const override { return {}; }
+  void setPrecision(Precision p) override;
+  void setLossScale(int r, float scale) override;
+  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
   void beginUpdate(int r, float lr) override;
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
   ReplicaSums finishStep(int r, int micro) override;
@@ -64,6 +70,7 @@ class CudaBackend : public Backend {
   struct Layer;
   struct Replica;
   struct ResidentData;
+  struct NormState;
   friend class GpuCollective;
   enum class Opt { Sgd, Adam, RmsProp };
 
@@ -74,7 +81,10 @@ class CudaBackend : public Backend {
   DeviceBuffer<T> allocate(Replica& rep, size_t count, bool zero);
   void ensureCapacity(Replica& rep, int64_t rows, int64_t targetDim);
   void ensureStepBuffers(Replica& rep, int accumulate);
-  const float* forward(Replica& rep, int64_t rows, bool training, uint64_t seed, uint64_t step);
+  // ctx: the training step's (BatchNormalization's cross-replica sums), or null for evaluation.
+  const float* forward(Replica& rep, int64_t rows, const StepContext* ctx, uint64_t seed, uint64_t step);
+  void normForward(Replica& rep, size_t i, const float* x, float* y, int64_t rows, const StepContext* ctx);
+  void normBackward(Replica& rep, size_t i, const float* x, float* dy, float* dx, int64_t rows, const StepContext& ctx);
   const ResidentData* residentData(Replica& rep, const Dataset& data);
   char* takeSlot(Replica& rep, size_t bytes);
   Replica& rep(int r) { return *reps_[static_cast<size_t>(r)]; }
@@ -89,6 +99,7 @@ class CudaBackend : public Backend {
   Opt opt_ = Opt::Adam;
   bool logical_ = false;
   bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
+  int precision_ = MLCUDA_PRECISION_FLOAT32;
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
   // Declared after reps_, so destroyed before the replicas' contexts, whose streams ran its

@@ -9,15 +9,34 @@ namespace ml {
 
 // One layer as the GPU runs it (translated once from the host model).
 struct CudaBackend::Layer {
-  enum class Kind { Dense, Activation, Flatten, Dropout } kind = Kind::Flatten;
+  // Reshape: Flatten and Reshape, whose output is their input.
+  enum class Kind { Dense, Activation, Reshape, Dropout, Conv2D, Pool2D, GlobalAvgPool, BatchNorm } kind = Kind::Reshape;
   int64_t in = 0, out = 0;
   int act = MLCUDA_ACT_LINEAR;
   bool bias = false;
-  bool fusedSoftmax = false;  // the loss gives d/d(softmax input) (as Sequential::configureLoss decides)
+  bool fusedSoftmax = false;  // the loss gives d/d(the output activation's input) (Sequential::configureLoss decides)
   double rate = 0;
   uint64_t salt = 0;
   int64_t offset = 0, count = 0;  // parameters in the flat buffers
   bool needsInputGrad = false;    // a layer below has parameters
+  // Conv2D and pooling: the geometry (pooling: filters = channels); max or average pooling.
+  mlcuda_conv_geometry geo{};
+  bool max = false;
+  // BatchNormalization: channels, its arguments, and where gamma, beta and the moving statistics
+  // sit in the layer's slice (-1: absent).
+  int64_t channels = 0;
+  double momentum = 0, epsilon = 0;
+  bool synchronized = false;
+  int64_t gamma = -1, beta = -1, movingMean = 0, movingVar = 0;
+};
+
+// A BatchNormalization layer's per-replica state: [mean, invstd] (2C device floats) of the last
+// forward, 2C device doubles for the sums, and the count the statistics came from.
+struct CudaBackend::NormState {
+  DeviceBuffer<float> stats;
+  DeviceBuffer<double> sums;
+  double count = 0;
+  std::vector<double> host;  // the sums on the host, for the cross-replica sum
 };
 
 // A data set's samples and targets in one GPU's memory (rows gathered there by index), or, when it
@@ -46,11 +65,15 @@ struct CudaBackend::Replica {
   DeviceBuffer<int64_t> ids;
   std::vector<DeviceBuffer<float>> acts, dacts;
   std::vector<DeviceBuffer<uint8_t>> masks;
-  std::vector<const float*> out;  // each layer's output in the last forward
+  std::vector<DeviceBuffer<int32_t>> argmax;  // max pooling: each output's input position
+  std::vector<NormState> norms;               // BatchNormalization layers (by layer index)
+  std::vector<const float*> out;              // each layer's output in the last forward
   // Per step: [loss_0, metric_0, ..., loss_{K-1}, metric_{K-1}, non-finite count] as 8-byte words.
   DeviceBuffer<double> words;
   int64_t capWords = 0;
   unsigned long long* nonfinite = nullptr;  // the last word, while a step runs
+  DeviceBuffer<unsigned long long> check;   // reducedFinite's count
+  float lossScale = 1.0f;                   // the loss gradient's factor (dynamic loss scaling)
   std::vector<double> hostWords;
   // Events: the step's start, four per micro-batch (start, input on the device, forward end, backward
   // end), one per bucket, the all-reduce done (comm stream), the compute stream past it, the

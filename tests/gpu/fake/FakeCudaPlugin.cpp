@@ -20,37 +20,19 @@
 #include <string>
 #include <vector>
 
-#include "FakeStreams.h"
+#include "FakePlugin.h"
 #include "backend/cuda/CudaPluginApi.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
 #include "random/Rng.h"
 
-struct mlcuda_context {
-  int device;
-  std::string label;
-  bool tf32 = false;  // products see TF32 inputs, as cuBLAS' TF32 tensor-op math does
-  fake::Stream* compute = nullptr;
-  fake::Stream* comm = nullptr;
-};
-struct mlcuda_event {
-  std::shared_ptr<fake::Signal> latest;  // the newest recording (what a wait waits for)
-};
-struct mlcuda_nccl {
-  std::vector<int> devices;
-};
-
 namespace {
 
-mlcuda_status status(int code, const std::string& m) {
-  mlcuda_status s;
-  s.code = code;
-  const size_t n = std::min(m.size(), sizeof s.message - 1);
-  std::memcpy(s.message, m.data(), n);
-  s.message[n] = '\0';
-  return s;
-}
-mlcuda_status ok() { return status(MLCUDA_OK, ""); }
+using fake::floats;
+using fake::launch;
+using fake::ok;
+using fake::span;
+using fake::status;
 
 int gpuCount() {
   const char* e = std::getenv("FAKE_GPUS");
@@ -66,19 +48,6 @@ int64_t allocatedBytes(int device) {
   for (const auto& [p, a] : allocations)
     if (a.first == device) sum += static_cast<int64_t>(a.second);
   return sum;
-}
-
-fake::Span span(const void* p, int64_t count, size_t size) {
-  return fake::Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0};
-}
-fake::Span floats(const void* p, int64_t count) { return span(p, count, sizeof(float)); }
-
-// Queues f on ctx's compute stream as `what`, reading and writing the given spans.
-mlcuda_status launch(mlcuda_context* ctx, const char* what, std::vector<fake::Span> reads, std::vector<fake::Span> writes,
-                     std::function<void()> f) {
-  if (!ctx) return status(MLCUDA_ERR_INVALID_ARGUMENT, std::string(what) + ": null context");
-  fake::enqueue(ctx->compute, fake::Work{what, std::move(reads), std::move(writes), std::move(f)});
-  return ok();
 }
 
 mlcuda_status synced(bool done, const std::string& why) { return done ? ok() : status(MLCUDA_ERR_INTERNAL, why); }
@@ -308,7 +277,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward(mlcuda_context* ctx, const flo
       ctx, "dense_backward",
       {floats(x, n * in), floats(w, in * out), floats(y, n * out), floats(dy, n * out), floats(dw, in * out), floats(db, out)},
       {floats(dy, n * out), floats(dx, n * in), floats(dw, in * out), floats(db, out)}, [=] {
-        if (!(fused && act == MLCUDA_ACT_SOFTMAX)) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
+        if (!fused) ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n, out);
         std::vector<float> xk, wk, dyk;
         const float* dyIn = tf32Input(ctx, dy, n * out, dyk);  // the products' input; the bias gradient sums dy itself
         const float* xi = tf32Input(ctx, x, n * in, xk);
@@ -340,7 +309,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int 
 
 MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int fromLogits, int fused, const float* pred,
                                         const float* targets, int64_t n, int64_t k, float* grad, double* sum) {
-  static const char* names[] = {"sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error"};
+  static const char* names[] = {"sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error",
+                                "binary_crossentropy"};
   const int64_t targetCount = kind == MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? n : n * k;
   return launch(ctx, "loss", {floats(pred, n * k), floats(targets, targetCount)}, {floats(grad, n * k), span(sum, 1, 8)}, [=] {
     ml::Loss l = ml::Loss::make(names[kind], fromLogits != 0);

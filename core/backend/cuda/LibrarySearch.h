@@ -1,0 +1,24 @@
+// Where the plugin looks for the libraries it loads itself with dlopen (NCCL, cuDNN) after the
+// loader's own search has failed: beside the CUDA runtime it was loaded with, in the CUDA toolkit's
+// usual folders, and in the nvidia-* Python wheels that PyTorch installs.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mlcuda {
+
+// The environment variable's value, or "" when it is not set.
+std::string envValue(const char* name);
+// "/a/b" from "/a/b/c.so"; "" when the path has no folder.
+std::string folderOf(const std::string& path);
+// Files matching a glob pattern, sorted (glob's order); none when nothing matches.
+std::vector<std::string> globFiles(const std::string& pattern);
+// dlerror()'s text, or a placeholder when it has none.
+std::string lastDlError();
+// The candidates for `file` (e.g. "libnccl.so.2") in order: beside the CUDA runtime the plugin
+// loaded (NVIDIA's installers put the libraries there), /usr/local/cuda's library folders, then the
+// wheel `wheel` (e.g. "nccl": .../site-packages/nvidia/nccl/lib/<file>) under a virtual environment,
+// conda, the user's site-packages and the system's.
+std::vector<std::string> fallbackLibraryPaths(const char* wheel, const char* file);
+
+}  // namespace mlcuda

@@ -1,0 +1,252 @@
+// Mixed precision's entry points (CudaPluginApi.h): Dense multiplies bfloat16 or float16 operands
+// with cublasGemmEx and float32 accumulation (CUBLAS_COMPUTE_32F: tensor cores), and rounds where
+// nn/Dense.cpp's forwardLow and backwardLow round. Conv2D rounds its input and kernel, runs cuDNN's
+// float32 convolution on them (FMA math: each product of two rounded values is exact in float32 and
+// the sums are float32, so these are the numbers of a low-precision convolution with float32
+// accumulation, without its tensor-core speed) and rounds the outputs and gradients where
+// nn/Conv2D.cpp does. The rounded operands live in the context's second scratch, which the float32
+// convolution entry points (whose own scratch is the first) leave alone.
+#include "backend/cuda/Context.h"
+#include "backend/cuda/Kernels.h"
+
+namespace mlcuda {
+namespace {
+
+void requirePrecision(int precision, const char* who) {
+  if (precision < MLCUDA_PRECISION_FLOAT32 || precision > MLCUDA_PRECISION_FLOAT16)
+    fail(MLCUDA_ERR_INVALID_ARGUMENT,
+         std::string(who) + ": unknown precision " + std::to_string(precision) + " (0 float32, 1 bfloat16, 2 float16)");
+}
+
+// Regions of one scratch allocation, each 256-byte aligned (cuBLAS and cuDNN like aligned operands).
+struct Carve {
+  size_t total = 0;
+  size_t add(size_t bytes) {
+    const size_t at = total;
+    total += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
+template <typename T>
+T* at(void* base, size_t offset) {
+  return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
+}
+size_t floats(int64_t count) { return sizeof(float) * static_cast<size_t>(count); }
+size_t halves(int64_t count) { return 2 * static_cast<size_t>(count); }
+
+void check(const mlcuda_status& s) {
+  if (s.code != MLCUDA_OK) fail(s.code, s.message);
+}
+
+cudaDataType_t lowType(int precision) { return precision == MLCUDA_PRECISION_BFLOAT16 ? CUDA_R_16BF : CUDA_R_16F; }
+
+// C (m, n, column-major, float32) = op(A) op(B) with A and B in the low format, float32 sums.
+void gemmLow(mlcuda_context* ctx, int precision, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* a,
+             int lda, const void* b, int ldb, float* c, int ldc) {
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t t = lowType(precision);
+  ML_CUBLAS(ctx->label, cublasGemmEx(ctx->cublas, ta, tb, m, n, k, &one, a, t, lda, b, t, ldb, &zero, c, CUDA_R_32F, ldc,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void launched(mlcuda_context* ctx, const char* kernel) { checkLaunch(kernel, __FILE__, __LINE__, ctx->label); }
+
+void roundInPlace(mlcuda_context* ctx, int precision, float* v, int64_t count) {
+  kernels::roundTo(ctx->compute, precision, v, v, count);
+  launched(ctx, "roundTo");
+}
+
+// After the product (float32 in y): y = round(y + b); the activation; rounded again, except
+// softmax's probabilities (they feed the float32 loss).
+void epilogue(mlcuda_context* ctx, int precision, float* y, const float* b, int64_t rows, int64_t k, int act) {
+  kernels::roundTo(ctx->compute, precision, y, y, rows * k, b, k);
+  launched(ctx, "roundTo");
+  if (act == MLCUDA_ACT_SOFTMAX) {
+    kernels::softmaxForward(ctx->compute, y, y, rows, k);
+    launched(ctx, "softmaxForward");
+  } else if (act != MLCUDA_ACT_LINEAR) {
+    kernels::biasActivation(ctx->compute, y, y, nullptr, rows, k, act);
+    launched(ctx, "biasActivation");
+    roundInPlace(ctx, precision, y, rows * k);
+  }
+}
+
+// dz = dy * act'(.) from y, in place (not when the loss fused the output activation), then rounded.
+void roundedDz(mlcuda_context* ctx, int precision, const float* y, float* dy, int64_t rows, int64_t k, int act, bool fused) {
+  if (!fused && act == MLCUDA_ACT_SOFTMAX) {
+    kernels::softmaxBackward(ctx->compute, y, dy, dy, rows, k);
+    launched(ctx, "softmaxBackward");
+  } else if (!fused && act != MLCUDA_ACT_LINEAR) {
+    kernels::activationBackward(ctx->compute, act, y, dy, dy, rows * k);
+    launched(ctx, "activationBackward");
+  }
+  roundInPlace(ctx, precision, dy, rows * k);
+}
+
+void requireDense(int precision, int64_t n, int64_t in, int64_t out, int act, const char* who) {
+  requirePrecision(precision, who);
+  if (n < 0 || in <= 0 || out <= 0)
+    fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": bad shape (" + std::to_string(n) + ", " + std::to_string(in) +
+                                          " -> " + std::to_string(out) + ")");
+  if (act < MLCUDA_ACT_LINEAR || act > MLCUDA_ACT_SOFTMAX)
+    fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": unknown activation " + std::to_string(act));
+  (void)toInt(n * in, "rows * in");
+  (void)toInt(n * out, "rows * out");
+}
+
+void requireConv(int precision, const mlcuda_conv_geometry* g, int64_t n, int act, const char* who) {
+  requirePrecision(precision, who);
+  requireGeometry(g, who, false);
+  if (n < 0) fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": n must be >= 0");
+  if (act < MLCUDA_ACT_LINEAR || act > MLCUDA_ACT_TANH)
+    fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": activation " + std::to_string(act) +
+                                          " is not one a convolution takes (0 linear, 1 relu, 2 sigmoid, 3 tanh)");
+}
+
+}  // namespace
+}  // namespace mlcuda
+
+using namespace mlcuda;
+
+extern "C" {
+
+// As mlcuda_dense_forward (row-major meets column-major the same way: y^T = W^T x^T), with x and W
+// packed to the low format for cublasGemmEx.
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward_low(mlcuda_context* ctx, int precision, const float* x, const float* w,
+                                                     const float* b, float* y, int64_t n, int64_t in, int64_t out, int act) {
+  if (precision == MLCUDA_PRECISION_FLOAT32) return mlcuda_dense_forward(ctx, x, w, b, y, n, in, out, act);
+  return guarded([&] {
+    use(ctx);
+    requireDense(precision, n, in, out, act, "mlcuda_dense_forward_low");
+    if (n == 0) return;
+    ML_REQUIRE(x && w && y, "mlcuda_dense_forward_low: x, w and y must not be NULL");
+    const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
+    Carve carve;
+    const size_t xAt = carve.add(halves(n * in)), wAt = carve.add(halves(in * out));
+    void* base = lowScratch(ctx, carve.total);
+    kernels::packLow(ctx->compute, precision, x, at<char>(base, xAt), n * in);
+    launched(ctx, "packLow");
+    kernels::packLow(ctx->compute, precision, w, at<char>(base, wAt), in * out);
+    launched(ctx, "packLow");
+    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_N, O, N, I, at<char>(base, wAt), O, at<char>(base, xAt), I, y, O);
+    epilogue(ctx, precision, y, b, n, out, act);
+  });
+}
+
+// As mlcuda_dense_backward: dz rounded and packed; dW's product into float32 scratch, added rounded;
+// db's column sums into zeroed scratch, added rounded; dx = dz W^T rounded.
+MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int precision, const float* x, const float* w,
+                                                      const float* y, float* dy, float* dx, float* dw, float* db, int64_t n,
+                                                      int64_t in, int64_t out, int act, int fused_softmax) {
+  if (precision == MLCUDA_PRECISION_FLOAT32)
+    return mlcuda_dense_backward(ctx, x, w, y, dy, dx, dw, db, n, in, out, act, fused_softmax);
+  return guarded([&] {
+    use(ctx);
+    requireDense(precision, n, in, out, act, "mlcuda_dense_backward_low");
+    if (n == 0) return;
+    ML_REQUIRE(x && w && y && dy && dw, "mlcuda_dense_backward_low: x, w, y, dy and dw must not be NULL");
+    const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
+    roundedDz(ctx, precision, y, dy, n, out, act, fused_softmax != 0);
+    const int64_t biasFloats = db ? kernels::biasGradientWorkspace(n, out) : 0;
+    Carve carve;
+    const size_t xAt = carve.add(halves(n * in)), wAt = carve.add(halves(in * out)), dzAt = carve.add(halves(n * out)),
+                 dwAt = carve.add(floats(in * out)), dbAt = carve.add(floats(out)),
+                 biasAt = biasFloats > 0 ? carve.add(floats(biasFloats)) : 0;
+    void* base = lowScratch(ctx, carve.total);
+    char *xl = at<char>(base, xAt), *wl = at<char>(base, wAt), *dzl = at<char>(base, dzAt);
+    kernels::packLow(ctx->compute, precision, x, xl, n * in);
+    launched(ctx, "packLow");
+    kernels::packLow(ctx->compute, precision, dy, dzl, n * out);  // exact: dz is rounded already
+    launched(ctx, "packLow");
+    // dW^T (out, in) = dz^T x, then dw += round(dW).
+    float* dwq = at<float>(base, dwAt);
+    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_T, O, I, N, dzl, O, xl, I, dwq, O);
+    kernels::addRounded(ctx->compute, precision, dwq, dw, in * out);
+    launched(ctx, "addRounded");
+    if (db) {
+      float* dbq = at<float>(base, dbAt);
+      ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(out), ctx->compute));
+      kernels::biasGradient(ctx->compute, dy, dbq, n, out, biasFloats > 0 ? at<float>(base, biasAt) : nullptr);
+      launched(ctx, "biasGradient");
+      kernels::addRounded(ctx->compute, precision, dbq, db, out);
+      launched(ctx, "addRounded");
+    }
+    if (!dx) return;
+    kernels::packLow(ctx->compute, precision, w, wl, in * out);
+    launched(ctx, "packLow");
+    // dx^T (in, n) = W dz^T, rounded.
+    gemmLow(ctx, precision, CUBLAS_OP_T, CUBLAS_OP_N, I, N, O, wl, O, dzl, O, dx, I);
+    roundInPlace(ctx, precision, dx, n * in);
+  });
+}
+
+// The input and the kernel rounded (as float32) into the second scratch, the float32 cuDNN
+// convolution on them without bias or activation, then round(y + b), the activation, rounded again.
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
+                                                      const float* x, const float* w, const float* b, float* y, int64_t n, int act) {
+  if (precision == MLCUDA_PRECISION_FLOAT32) return mlcuda_conv2d_forward(ctx, g, x, w, b, y, n, act);
+  return guarded([&] {
+    use(ctx);
+    requireConv(precision, g, n, act, "mlcuda_conv2d_forward_low");
+    if (n == 0) return;
+    ML_REQUIRE(x && w && y, "mlcuda_conv2d_forward_low: x, w and y must not be NULL");
+    const int64_t X = n * g->h * g->w * g->c, K = g->kh * g->kw * g->c * g->filters;
+    Carve carve;
+    const size_t xAt = carve.add(floats(X)), wAt = carve.add(floats(K));
+    void* base = lowScratch(ctx, carve.total);
+    float *xq = at<float>(base, xAt), *wq = at<float>(base, wAt);
+    kernels::roundTo(ctx->compute, precision, x, xq, X);
+    launched(ctx, "roundTo");
+    kernels::roundTo(ctx->compute, precision, w, wq, K);
+    launched(ctx, "roundTo");
+    check(mlcuda_conv2d_forward(ctx, g, xq, wq, nullptr, y, n, MLCUDA_ACT_LINEAR));
+    epilogue(ctx, precision, y, b, n * g->oh * g->ow, g->filters, act);
+  });
+}
+
+// dz = act'(dy) rounded; the float32 cuDNN backward passes on the rounded input, kernel and dz,
+// into zeroed kernel and bias gradients that are then added rounded; dx rounded.
+MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
+                                                       const float* x, const float* w, const float* y, float* dy, float* dx,
+                                                       float* dw, float* db, int64_t n, int act) {
+  if (precision == MLCUDA_PRECISION_FLOAT32) return mlcuda_conv2d_backward(ctx, g, x, w, y, dy, dx, dw, db, n, act);
+  return guarded([&] {
+    use(ctx);
+    requireConv(precision, g, n, act, "mlcuda_conv2d_backward_low");
+    if (n == 0) return;
+    ML_REQUIRE(x && w && y && dy && dw, "mlcuda_conv2d_backward_low: x, w, y, dy and dw must not be NULL");
+    const int64_t X = n * g->h * g->w * g->c, K = g->kh * g->kw * g->c * g->filters, F = g->filters;
+    roundedDz(ctx, precision, y, dy, n * g->oh * g->ow, F, act, false);
+    Carve carve;
+    const size_t xAt = carve.add(floats(X)), wAt = carve.add(floats(K)), dwAt = carve.add(floats(K)), dbAt = carve.add(floats(F));
+    void* base = lowScratch(ctx, carve.total);
+    float *xq = at<float>(base, xAt), *wq = at<float>(base, wAt), *dwq = at<float>(base, dwAt), *dbq = at<float>(base, dbAt);
+    kernels::roundTo(ctx->compute, precision, x, xq, X);
+    launched(ctx, "roundTo");
+    kernels::roundTo(ctx->compute, precision, w, wq, K);
+    launched(ctx, "roundTo");
+    ML_CUDA(ctx->label, cudaMemsetAsync(dwq, 0, floats(K), ctx->compute));
+    ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(F), ctx->compute));
+    check(mlcuda_conv2d_backward(ctx, g, xq, wq, y, dy, dx, dwq, db ? dbq : nullptr, n, MLCUDA_ACT_LINEAR));
+    kernels::addRounded(ctx->compute, precision, dwq, dw, K);
+    launched(ctx, "addRounded");
+    if (db) {
+      kernels::addRounded(ctx->compute, precision, dbq, db, F);
+      launched(ctx, "addRounded");
+    }
+    if (dx) roundInPlace(ctx, precision, dx, X);
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_scale(mlcuda_context* ctx, float* x, int64_t count, float factor) {
+  return guarded([&] {
+    use(ctx);
+    ML_REQUIRE(count >= 0, "mlcuda_scale: count must be >= 0");
+    if (count == 0) return;
+    ML_REQUIRE(x, "mlcuda_scale: x must not be NULL");
+    kernels::scale(ctx->compute, x, count, factor);
+    launched(ctx, "scale");
+  });
+}
+
+}  // extern "C"

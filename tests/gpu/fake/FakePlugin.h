@@ -1,0 +1,51 @@
+// The fake plugin's shared pieces (FakeCudaPlugin.cpp, FakeConvLayers.cpp): its context, event and
+// communicator types, and the helpers that build statuses and queue work on a fake stream.
+#pragma once
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "FakeStreams.h"
+#include "backend/cuda/CudaPluginApi.h"
+
+struct mlcuda_context {
+  int device;
+  std::string label;
+  bool tf32 = false;  // products see TF32 inputs, as cuBLAS' TF32 tensor-op math does
+  fake::Stream* compute = nullptr;
+  fake::Stream* comm = nullptr;
+};
+struct mlcuda_event {
+  std::shared_ptr<fake::Signal> latest;  // the newest recording (what a wait waits for)
+};
+struct mlcuda_nccl {
+  std::vector<int> devices;
+};
+
+namespace fake {
+
+inline mlcuda_status status(int code, const std::string& m) {
+  mlcuda_status s;
+  s.code = code;
+  const size_t n = std::min(m.size(), sizeof s.message - 1);
+  std::memcpy(s.message, m.data(), n);
+  s.message[n] = '\0';
+  return s;
+}
+inline mlcuda_status ok() { return status(MLCUDA_OK, ""); }
+
+inline Span span(const void* p, int64_t count, size_t size) { return Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0}; }
+inline Span floats(const void* p, int64_t count) { return span(p, count, sizeof(float)); }
+
+// Queues f on ctx's compute stream as `what`, reading and writing the given spans.
+inline mlcuda_status launch(mlcuda_context* ctx, const char* what, std::vector<Span> reads, std::vector<Span> writes,
+                            std::function<void()> f) {
+  if (!ctx) return status(MLCUDA_ERR_INVALID_ARGUMENT, std::string(what) + ": null context");
+  enqueue(ctx->compute, Work{what, std::move(reads), std::move(writes), std::move(f)});
+  return ok();
+}
+
+}  // namespace fake
