@@ -26,6 +26,15 @@
 
 namespace ml {
 
+// What a backend needs of the workers (distribute/Workers.h's WorkerGroup, which is above the
+// backends) to bootstrap its own collective across them.
+struct WorkerLink {
+  int rank = 0, size = 1;
+  std::string engine;  // "Open MPI v4.1.4"
+  // Every worker's string, by rank, on every worker (a collective call).
+  std::function<std::vector<std::string>(const std::string& mine)> allGather;
+};
+
 // Something a backend may lack; supports() names it. Layer names are the project's layer types.
 struct BackendOp {
   enum class Kind { Layer, Loss, Metric, Optimizer, Collective };
@@ -159,6 +168,14 @@ class Backend {
   virtual std::unique_ptr<Collective> makeDeviceCollective(std::vector<GradBucket> /*buckets*/, FailureLatch& /*failure*/) {
     return nullptr;
   }
+  // Across workers (processes), for a backend whose gradients are not in host memory: its own
+  // collective over every worker's replicas, bootstrapped through the workers' link (a collective
+  // call: every worker makes it). Null when the backend cannot cross workers.
+  virtual std::unique_ptr<Collective> makeCrossWorkerCollective(std::vector<GradBucket> /*buckets*/, FailureLatch& /*failure*/,
+                                                                const WorkerLink& /*workers*/) {
+    return nullptr;
+  }
+  virtual bool crossesWorkers() const { return false; }
 };
 
 // The backend for the device list's kind: CpuBackend for cpu:N, CudaBackend for gpu:... (which

@@ -109,6 +109,8 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
   resolve(p->ncclCreate, "mlcuda_nccl_create");
   resolve(p->ncclDestroy, "mlcuda_nccl_destroy");
   resolve(p->ncclAllReduce, "mlcuda_nccl_allreduce");
+  resolve(p->ncclUniqueId, "mlcuda_nccl_unique_id");
+  resolve(p->ncclCreateRanks, "mlcuda_nccl_create_ranks");
   if (!missing.empty())
     return failWith("the CUDA plugin " + path + " lacks " + missing + ": build the program and the plugin together");
   p->buildInfo = p->buildInfoText();

@@ -71,6 +71,8 @@ struct CudaPlugin {
   decltype(&mlcuda_nccl_create) ncclCreate = nullptr;
   decltype(&mlcuda_nccl_destroy) ncclDestroy = nullptr;
   decltype(&mlcuda_nccl_allreduce) ncclAllReduce = nullptr;
+  decltype(&mlcuda_nccl_unique_id) ncclUniqueId = nullptr;
+  decltype(&mlcuda_nccl_create_ranks) ncclCreateRanks = nullptr;
 };
 
 // Where the plugin is looked for, in order: $MIRRORLAB_CUDA_PLUGIN when set (then only there), the

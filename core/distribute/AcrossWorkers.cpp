@@ -36,10 +36,13 @@ void MirroredStrategy::refuseAcrossWorkers() const {
     return;
   }
   const std::string who = workerName(worker_, workerCount_) + ": ";
-  if (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())
-    throw UserError(who +
-                    "training on GPUs across workers (NCCL bootstrapped through MPI) is not built yet; "
-                    "use simulated CPU devices (cpu:N) on every worker");
+  const bool device = !backend_->deviceCollective().empty() || backend_->hostGradients(0).empty();
+  if (device && !backend_->crossesWorkers())
+    throw UserError(who + "training on " + backend_->name() + " devices across workers is not built; " +
+                    "use simulated CPU devices (cpu:N) or GPUs on every worker");
+  if (device && algo == "mpi")
+    throw UserError(who + "all-reduce 'mpi' sums in host memory; GPUs across workers all-reduce with NCCL: " +
+                    "leave --allreduce out (or use hierarchical)");
   if (crossReplica_)
     throw UserError(who +
                     "synchronized BatchNormalization across workers is not built yet; "

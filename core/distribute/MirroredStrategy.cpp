@@ -102,6 +102,19 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
 std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   const int n = replicas();
   std::unique_ptr<AllReduce> algorithm;
+  if (workers_ && (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())) {
+    // GPUs across workers: the backend's own collective (NCCL bootstrapped through the group).
+    if (options_.allreduceDtype != AllReduceDtype::Float32)
+      throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) +
+                      " with NCCL across workers is not built yet (it sends float32); use float32 on GPUs");
+    WorkerLink link;
+    link.rank = workers_->rank();
+    link.size = workers_->size();
+    link.engine = workers_->engine();
+    WorkerGroup& group = *workers_;
+    link.allGather = [&group](const std::string& mine) { return group.allGather(mine, "the NCCL unique id from worker 1"); };
+    return backend_->makeCrossWorkerCollective(buckets_, failure_, link);
+  }
   if (workers_) {
     // Several workers: the local sum, the cross-worker hop on replica 0, the local copy.
     auto h = std::make_unique<HierarchicalAllReduce>(n, *workers_, failure_);

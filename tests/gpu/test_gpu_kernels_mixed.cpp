@@ -27,7 +27,8 @@ double ulp(Precision p) { return p == Precision::MixedBfloat16 ? 1.0 / 256 : 1.0
     if (std::isfinite(v)) scale = std::max(scale, std::fabs(static_cast<double>(v)));
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isinf(want[i]) || std::isinf(got[i])) {
-      if (got[i] != want[i]) return ::testing::AssertionFailure() << what << ": [" << i << "] gpu " << got[i] << ", cpu " << want[i];
+      if (got[i] != want[i])
+        return ::testing::AssertionFailure() << what << ": [" << i << "] gpu " << got[i] << ", cpu " << want[i];
       continue;
     }
     const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
@@ -85,10 +86,10 @@ TEST_F(Gpu, DenseInFloat16UnderflowsAndOverflowsWhereTheCpuDoes) {
   d.setPrecision(Precision::MixedFloat16);
   std::vector<float> params = {1.0f, 2.0f, 300.0f, 1.0f, 1.0f, 1.0f}, grads(6, 0.0f);
   d.bind(params.data(), grads.data());
-  const std::vector<float> x = {1e-8f, 0.0f, 0.0f,  // below half of 2^-24: rounds to 0
-                                250.0f, 0.0f, 0.0f,   // 250 and 500: fine
-                                0.0f, 250.0f, 0.0f,   // 250 x 300 = 75000 > 65504: inf
-                                3e-5f, 6e-8f, 1.0f};  // subnormal inputs, kept in float16's steps of 2^-24
+  const std::vector<float> x = {1e-8f,  0.0f,   0.0f,   // below half of 2^-24: rounds to 0
+                                250.0f, 0.0f,   0.0f,   // 250 and 500: fine
+                                0.0f,   250.0f, 0.0f,   // 250 x 300 = 75000 > 65504: inf
+                                3e-5f,  6e-8f,  1.0f};  // subnormal inputs, kept in float16's steps of 2^-24
   std::vector<float> y(static_cast<size_t>(n * out));
   d.forward(x.data(), y.data(), n, StepContext{});
   ASSERT_EQ(y[0], 0.0f);

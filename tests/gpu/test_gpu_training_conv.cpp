@@ -61,9 +61,10 @@ ml::ModelSpec cnn() {
   ml::ModelSpec m;
   m.inputShape = {6, 6, 2};
   m.layers.push_back({"Conv2D", "", {{"filters", 5}, {"kernel_size", 3}, {"padding", "same"}, {"activation", "relu"}}});
-  m.layers.push_back({"MaxPooling2D", "", {{"pool_size", 2}}});                                       // 3x3x5
-  m.layers.push_back({"Conv2D", "", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "tanh"}}});  // pad 0/1
-  m.layers.push_back({"AveragePooling2D", "", {{"pool_size", 2}, {"padding", "same"}}});              // 2x2x4, partial windows
+  m.layers.push_back({"MaxPooling2D", "", {{"pool_size", 2}}});  // 3x3x5
+  m.layers.push_back(
+      {"Conv2D", "", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "tanh"}}});  // pad 0/1
+  m.layers.push_back({"AveragePooling2D", "", {{"pool_size", 2}, {"padding", "same"}}});  // 2x2x4, partial windows
   m.layers.push_back({"Reshape", "", {{"target_shape", {4, 4}}}});
   m.layers.push_back({"Reshape", "", {{"target_shape", {2, 2, 4}}}});
   m.layers.push_back({"Conv2D", "", {{"filters", 6}, {"kernel_size", 2}, {"strides", 2}, {"use_bias", false}}});  // 1x1x6
@@ -176,8 +177,8 @@ TEST_F(GpuConvTraining, PerReplicaBatchNormOnGpusIsTheCpusAndNotOneReplicas) {
     const auto gpu2 = train(*strategy(bnModel(bn), "gpu:0x2"), images(), 8, 5);
     EXPECT_LT(relDiff(gpu2.weights, cpu2.weights), 1e-4) << "statistics mode " << bn;
   }
-  const double perReplica =
-      relDiff(train(*strategy(bnModel(1), "gpu:0x2"), images(), 8, 5).weights, train(*strategy(bnModel(1), "gpu:0x1"), images(), 8, 5).weights);
+  const double perReplica = relDiff(train(*strategy(bnModel(1), "gpu:0x2"), images(), 8, 5).weights,
+                                    train(*strategy(bnModel(1), "gpu:0x1"), images(), 8, 5).weights);
   EXPECT_GT(perReplica, 1e-3) << "per-replica statistics should differ from the global batch's";
 }
 

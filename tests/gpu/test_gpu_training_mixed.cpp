@@ -113,8 +113,8 @@ TEST_F(GpuMixedPrecision, EachPolicyOnAGpuGivesTheCpusWeights) {
       const Trace gpu = train(*strategy(model, "gpu:0", p, fitting()), 60, 5);
       const Trace f32 = train(*strategy(model, "gpu:0", ml::Precision::Float32), 60, 5);
       const double policyEffect = relDiff(f32.weights, gpu.weights), d = relDiff(gpu.weights, cpu.weights);
-      std::printf("%s %s: GPU against CPU %.3g relative after 5 steps; the policy moves the weights %.3g\n", name, ml::toString(p),
-                  d, policyEffect);
+      std::printf("%s %s: GPU against CPU %.3g relative after 5 steps; the policy moves the weights %.3g\n", name,
+                  ml::toString(p), d, policyEffect);
       EXPECT_GT(policyEffect, 1e-5) << "the policy changed nothing on the GPU";
       EXPECT_LT(d, policyEffect / 4) << "policy effect " << policyEffect;
       EXPECT_LT(d, 2e-3);

@@ -336,6 +336,18 @@ MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm);
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
                                                   int64_t elements);
 
+/* ---- NCCL across processes (workers under mpirun), bootstrapped as Horovod does ---------------
+ * Worker 0 makes the unique id, the strategy sends it to every worker over MPI, and each worker
+ * creates its own ranks of one communicator from it. mlcuda_nccl_allreduce then sums across every
+ * worker's ranks, each worker passing its own contexts and buffers (its count ranks, in order). */
+#define MLCUDA_NCCL_ID_BYTES 128
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_unique_id(unsigned char id[MLCUDA_NCCL_ID_BYTES]);
+/* This process's count ranks of an nranks communicator made from id: rank ranks[i] on CUDA device
+ * devices[i] (ncclCommInitRank, grouped). Blocks until every rank of every process has joined (or
+ * NCCL fails). */
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, int nranks, const int* ranks, const int* devices,
+                                                     int count, mlcuda_nccl** comm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -22,7 +22,8 @@ __device__ __forceinline__ float roundLow(int precision, float v) {
 }
 
 __global__ void roundKernel(int precision, const float* src, float* dst, const float* b, int64_t count, int64_t k) {
-  for (int64_t i = firstIndex(); i < count; i += gridStride()) dst[i] = roundLow(precision, b ? __fadd_rn(src[i], b[i % k]) : src[i]);
+  for (int64_t i = firstIndex(); i < count; i += gridStride())
+    dst[i] = roundLow(precision, b ? __fadd_rn(src[i], b[i % k]) : src[i]);
 }
 
 __global__ void packBf16Kernel(const float* src, __nv_bfloat16* dst, int64_t count) {
@@ -58,6 +59,8 @@ void addRounded(cudaStream_t s, int precision, const float* src, float* dst, int
   addRoundedKernel<<<gridFor(count), kThreads, 0, s>>>(precision, src, dst, count);
 }
 
-void scale(cudaStream_t s, float* x, int64_t count, float factor) { scaleKernel<<<gridFor(count), kThreads, 0, s>>>(x, count, factor); }
+void scale(cudaStream_t s, float* x, int64_t count, float factor) {
+  scaleKernel<<<gridFor(count), kThreads, 0, s>>>(x, count, factor);
+}
 
 }  // namespace mlcuda::kernels

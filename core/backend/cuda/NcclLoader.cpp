@@ -38,6 +38,8 @@ std::unique_ptr<NcclApi> resolve(void* handle, const std::string& path) {
   get(api->getErrorString, "ncclGetErrorString");
   get(api->getLastError, "ncclGetLastError");
   get(api->commInitAll, "ncclCommInitAll");
+  get(api->getUniqueId, "ncclGetUniqueId");
+  get(api->commInitRank, "ncclCommInitRank");
   get(api->commFinalize, "ncclCommFinalize");
   get(api->commDestroy, "ncclCommDestroy");
   get(api->commAbort, "ncclCommAbort");

@@ -17,6 +17,8 @@ struct NcclApi {
   decltype(&::ncclGetErrorString) getErrorString = nullptr;
   decltype(&::ncclGetLastError) getLastError = nullptr;
   decltype(&::ncclCommInitAll) commInitAll = nullptr;
+  decltype(&::ncclGetUniqueId) getUniqueId = nullptr;
+  decltype(&::ncclCommInitRank) commInitRank = nullptr;
   decltype(&::ncclCommFinalize) commFinalize = nullptr;
   decltype(&::ncclCommDestroy) commDestroy = nullptr;
   decltype(&::ncclCommAbort) commAbort = nullptr;

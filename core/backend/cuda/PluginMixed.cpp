@@ -86,8 +86,8 @@ void roundedDz(mlcuda_context* ctx, int precision, const float* y, float* dy, in
 void requireDense(int precision, int64_t n, int64_t in, int64_t out, int act, const char* who) {
   requirePrecision(precision, who);
   if (n < 0 || in <= 0 || out <= 0)
-    fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": bad shape (" + std::to_string(n) + ", " + std::to_string(in) +
-                                          " -> " + std::to_string(out) + ")");
+    fail(MLCUDA_ERR_INVALID_ARGUMENT,
+         std::string(who) + ": bad shape (" + std::to_string(n) + ", " + std::to_string(in) + " -> " + std::to_string(out) + ")");
   if (act < MLCUDA_ACT_LINEAR || act > MLCUDA_ACT_SOFTMAX)
     fail(MLCUDA_ERR_INVALID_ARGUMENT, std::string(who) + ": unknown activation " + std::to_string(act));
   (void)toInt(n * in, "rows * in");
@@ -183,7 +183,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int p
 // The input and the kernel rounded (as float32) into the second scratch, the float32 cuDNN
 // convolution on them without bias or activation, then round(y + b), the activation, rounded again.
 MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
-                                                      const float* x, const float* w, const float* b, float* y, int64_t n, int act) {
+                                                      const float* x, const float* w, const float* b, float* y, int64_t n,
+                                                      int act) {
   if (precision == MLCUDA_PRECISION_FLOAT32) return mlcuda_conv2d_forward(ctx, g, x, w, b, y, n, act);
   return guarded([&] {
     use(ctx);

@@ -3,6 +3,7 @@
 // waits of the contexts that ran its all-reduces watch it: Wait.h).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -172,6 +173,66 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
     if (init != ncclSuccess) {
       clique.comms.assign(list.size(), nullptr);  // not communicators: nothing to destroy
       checkNccl(init, nullptr, "ncclCommInitAll", __FILE__, __LINE__, label);
+    }
+    createDoneEvents(clique);
+    *out = c.release();
+  });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_unique_id(unsigned char id[MLCUDA_NCCL_ID_BYTES]) {
+  return guarded([&] {
+    ML_REQUIRE(id, "mlcuda_nccl_unique_id: id is NULL");
+    static_assert(sizeof(ncclUniqueId) == MLCUDA_NCCL_ID_BYTES, "NCCL's unique id is 128 bytes");
+    ncclUniqueId u;
+    const NcclApi& api = nccl();
+    checkNccl(api.getUniqueId(&u), nullptr, "ncclGetUniqueId", __FILE__, __LINE__, "worker 0");
+    std::memcpy(id, &u, sizeof u);
+  });
+}
+
+// As mlcuda_nccl_create, but the communicator spans processes: this process's ranks join it with
+// ncclCommInitRank inside a group (several ranks of one process must init together).
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, int nranks, const int* ranks, const int* devices,
+                                                     int count, mlcuda_nccl** out) {
+  return guarded([&] {
+    ML_REQUIRE(out, "mlcuda_nccl_create_ranks: out is NULL");
+    *out = nullptr;
+    ML_REQUIRE(id && ranks && devices && count >= 1 && nranks >= count,
+               "mlcuda_nccl_create_ranks: needs an id and at least one local rank of nranks");
+    std::vector<int> list(devices, devices + count);
+    std::string label = deviceList(list) + " (ranks";
+    for (int i = 0; i < count; ++i) {
+      ML_REQUIRE(ranks[i] >= 0 && ranks[i] < nranks, "mlcuda_nccl_create_ranks: a rank outside 0..nranks-1");
+      label += (i ? "," : " ") + std::to_string(ranks[i]);
+    }
+    label += " of " + std::to_string(nranks) + ")";
+    std::vector<int> sorted = list;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      fail(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU (" + label + ")");
+    const NcclApi& api = nccl();
+    ncclUniqueId u;
+    std::memcpy(&u, id, sizeof u);
+    std::unique_ptr<mlcuda_nccl, void (*)(mlcuda_nccl*)> c(new mlcuda_nccl, destroyNccl);
+    c->clique = std::make_shared<NcclClique>();
+    NcclClique& clique = *c->clique;
+    clique.devices = list;
+    clique.label = label;
+    clique.comms.assign(list.size(), nullptr);
+    clique.done.assign(list.size(), nullptr);
+    int device = -1;
+    ML_CUDA(label, cudaGetDevice(&device));
+    checkNccl(api.groupStart(), nullptr, "ncclGroupStart", __FILE__, __LINE__, label);
+    ncclResult_t init = ncclSuccess;
+    for (int i = 0; i < count && init == ncclSuccess; ++i) {
+      ML_CUDA(label, cudaSetDevice(list[static_cast<size_t>(i)]));
+      init = api.commInitRank(&clique.comms[static_cast<size_t>(i)], nranks, u, ranks[i]);
+    }
+    const ncclResult_t end = api.groupEnd();
+    ML_CUDA(label, cudaSetDevice(device));
+    if (init != ncclSuccess || end != ncclSuccess) {
+      clique.comms.assign(list.size(), nullptr);  // not communicators: nothing to destroy
+      checkNccl(init != ncclSuccess ? init : end, nullptr, "ncclCommInitRank", __FILE__, __LINE__, label);
     }
     createDoneEvents(clique);
     *out = c.release();

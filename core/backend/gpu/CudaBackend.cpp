@@ -54,10 +54,11 @@ CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hos
 // stuck all-reduce instead of hanging), then the communicator goes, and then the replicas with their
 // buffers, events and, last, contexts (the members, in reverse order of declaration).
 CudaBackend::~CudaBackend() {
-  if (nccl_) {
+  if (nccl_ || crossNccl_) {
     for (const auto& r : reps_)
       if (r && r->ctx) (void)P_->synchronize(r->ctx.get());  // teardown reports nothing
     nccl_.reset();
+    crossNccl_.reset();
   }
 }
 

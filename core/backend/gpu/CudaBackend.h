@@ -65,6 +65,12 @@ class CudaBackend : public Backend {
 
   std::string deviceCollective() const override;
   std::unique_ptr<Collective> makeDeviceCollective(std::vector<GradBucket> buckets, FailureLatch& failure) override;
+  // NCCL across workers, its unique id sent from worker 0 through the group (Horovod's bootstrap):
+  // physical GPUs join one communicator over every worker's GPUs; logical GPUs sum on their card,
+  // then replica 0 of each worker all-reduces across the workers and the others copy its sum.
+  std::unique_ptr<Collective> makeCrossWorkerCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
+                                                        const WorkerLink& workers) override;
+  bool crossesWorkers() const override { return true; }
 
  private:
   struct Layer;
@@ -106,6 +112,8 @@ class CudaBackend : public Backend {
   // all-reduces: NCCL wants those streams idle but still there. ~CudaBackend waits for them first
   // (the Replica destructor's own wait would come too late), then resets it.
   NcclComm nccl_;
+  NcclComm crossNccl_;     // logical GPUs across workers: replica 0 of every worker
+  std::string crossWhat_;  // how the all-reduce crosses workers, for the start line ("" in one process)
   // Data sets kept in device memory, one copy per physical GPU (declared after reps_: freed while
   // the contexts that allocated them still exist).
   std::vector<std::unique_ptr<ResidentData>> resident_;

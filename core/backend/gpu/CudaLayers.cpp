@@ -228,7 +228,7 @@ void CudaBackend::normBackward(Replica& rep, size_t i, const float* x, float* dy
   }
   if (values > 0)
     ok(P_->batchnormBackwardData(c, x, dy, dx, values, C, st.stats.get(), l.gamma >= 0 ? rep.params.get() + l.gamma : nullptr,
-                               st.sums.get(), st.count, 1));
+                                 st.sums.get(), st.count, 1));
 }
 
 void CudaBackend::backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) {
@@ -267,7 +267,8 @@ void CudaBackend::backward(int r, int64_t rows, const StepContext& ctx, const st
         const int64_t kernel = l.geo.kh * l.geo.kw * l.geo.c * l.geo.filters;
         float* db = l.bias ? grads + kernel : nullptr;
         if (precision_ != MLCUDA_PRECISION_FLOAT32)
-          ok(P_->conv2dBackwardLow(c, precision_, &l.geo, in, p.params.get() + l.offset, p.out[i], dy, dx, grads, db, rows, l.act));
+          ok(P_->conv2dBackwardLow(c, precision_, &l.geo, in, p.params.get() + l.offset, p.out[i], dy, dx, grads, db, rows,
+                                   l.act));
         else
           ok(P_->conv2dBackward(c, &l.geo, in, p.params.get() + l.offset, p.out[i], dy, dx, grads, db, rows, l.act));
         break;

@@ -4,8 +4,10 @@
 // the comm streams, each after its bucket's events, so it overlaps the rest of backward on the GPU:
 // NCCL across physical GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one
 // card (NCCL refuses two ranks on one GPU). After a second barrier each compute stream waits for it.
+#include <cstring>
 #include <string>
 
+#include "Error.h"
 #include "backend/SpinBarrier.h"
 #include "backend/gpu/CudaReplica.h"
 
@@ -24,8 +26,9 @@ class GpuCollective : public Collective {
         barrier_(b.replicas()),
         signalled_(static_cast<size_t>(b.replicas()), 0) {}
 
-  std::string name() const override { return b_.deviceCollective(); }
+  std::string name() const override { return b_.crossWhat_.empty() ? b_.deviceCollective() : "nccl"; }
   std::string describe() const override {
+    if (!b_.crossWhat_.empty()) return b_.crossWhat_;
     const int n = b_.replicas();
     if (b_.logical_)
       return "logical GPUs share GPU " + std::to_string(b_.reps_[0]->device) +
@@ -48,7 +51,13 @@ class GpuCollective : public Collective {
     if (failure_.failed()) return;
     CudaBackend::Replica& p = *b_.reps_[static_cast<size_t>(rank)];
     const GpuEvent& done = b_.logical_ ? b_.reps_[0]->commDone : p.commDone;
-    guarded([&] { ok(b_.P_->streamWaitEvent(p.ctx.get(), MLCUDA_STREAM_COMPUTE, done.get())); });
+    guarded([&] {
+      ok(b_.P_->streamWaitEvent(p.ctx.get(), MLCUDA_STREAM_COMPUTE, done.get()));
+      // Logical GPUs across workers: replica 0's buffer holds every worker's sum; the others copy it.
+      if (b_.crossNccl_ && rank != 0)
+        ok(b_.P_->copyOnDevice(p.ctx.get(), p.grads.get(), b_.reps_[0]->grads.get(),
+                               static_cast<size_t>(b_.paramCount_) * sizeof(float)));
+    });
   }
 
  private:
@@ -76,6 +85,8 @@ class GpuCollective : public Collective {
       }
       if (b_.logical_) {
         ok(P->localAllReduce(ctxs[0], bufs.data(), static_cast<int>(n), bk.count, ready.data(), static_cast<int>(n), nullptr));
+        // Across workers: on the same comm stream, so after the local sum.
+        if (b_.crossNccl_) ok(P->ncclAllReduce(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
       } else {
         for (size_t r = 0; r < n; ++r) ok(P->streamWaitEvent(ctxs[r], MLCUDA_STREAM_COMM, ready[r]));
         ok(P->ncclAllReduce(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
@@ -100,6 +111,63 @@ std::string CudaBackend::deviceCollective() const {
 }
 
 std::unique_ptr<Collective> CudaBackend::makeDeviceCollective(std::vector<GradBucket> buckets, FailureLatch& failure) {
+  return std::make_unique<GpuCollective>(*this, std::move(buckets), failure);
+}
+
+namespace {
+std::string toHex(const unsigned char* p, size_t n) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += {digits[p[i] >> 4], digits[p[i] & 15]};
+  return s;
+}
+void fromHex(const std::string& s, unsigned char* p, size_t n) {
+  if (s.size() != 2 * n) throw UserError("worker 1 sent an NCCL unique id of " + std::to_string(s.size() / 2) + " bytes");
+  auto nibble = [](char c) { return static_cast<unsigned char>(c <= '9' ? c - '0' : c - 'a' + 10); };
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<unsigned char>(nibble(s[2 * i]) << 4 | nibble(s[2 * i + 1]));
+}
+}  // namespace
+
+// Horovod's bootstrap: worker 0 makes the unique id, every worker gets it over MPI (the group's
+// gather), then every worker creates its ranks from it (which waits for all of them).
+std::unique_ptr<Collective> CudaBackend::makeCrossWorkerCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
+                                                                   const WorkerLink& workers) {
+  const int W = workers.size, w = workers.rank, n = replicas();
+  unsigned char id[MLCUDA_NCCL_ID_BYTES] = {};
+  std::string mine;
+  if (w == 0) {
+    ok(P_->ncclUniqueId(id));
+    mine = toHex(id, sizeof id);
+  }
+  const std::vector<std::string> all = workers.allGather(mine);
+  fromHex(all.at(0), id, sizeof id);
+  std::vector<int> ranks, devices;
+  std::string list;
+  for (const auto& r : reps_) list += (list.empty() ? "" : ",") + r->label;
+  mlcuda_nccl* comm = nullptr;
+  if (logical_) {
+    // One rank per worker (replica 0): NCCL refuses two ranks on one GPU.
+    ranks = {w};
+    devices = {reps_[0]->device};
+    ok(P_->ncclCreateRanks(id, W, ranks.data(), devices.data(), 1, &comm));
+    crossNccl_ = NcclComm(comm, NcclDestroy{P_});
+    crossWhat_ = "hierarchical on GPUs: the " + std::to_string(n) + " logical GPUs of each worker (" + list +
+                 ") sum in device memory, then replica 0 of each of the " + std::to_string(W) +
+                 " workers all-reduces with NCCL (its id sent over " + workers.engine + "), then the others copy it";
+  } else {
+    // One communicator over every worker's GPUs (rank = worker * n + replica): NCCL sums within and
+    // across the machines as its topology allows.
+    for (int r = 0; r < n; ++r) {
+      ranks.push_back(w * n + r);
+      devices.push_back(reps_[static_cast<size_t>(r)]->device);
+    }
+    nccl_.reset();
+    ok(P_->ncclCreateRanks(id, W * n, ranks.data(), devices.data(), n, &comm));
+    nccl_ = NcclComm(comm, NcclDestroy{P_});
+    crossWhat_ = "NCCL over the " + std::to_string(W * n) + " GPUs of " + std::to_string(W) + " workers (" + list +
+                 " on this one), one communicator made from worker 1's unique id sent over " + workers.engine +
+                 ", grouped per bucket";
+  }
   return std::make_unique<GpuCollective>(*this, std::move(buckets), failure);
 }
 

@@ -39,7 +39,6 @@ mlcuda_status badGeometry(const mlcuda_conv_geometry* g, const char* what) {
   return fits ? ok() : fake::status(MLCUDA_ERR_INVALID_ARGUMENT, std::string(what) + ": the padding does not give oh x ow");
 }
 
-
 // y (n, oh, ow, filters) = conv(x, w) + b.
 void convolve(const mlcuda_conv_geometry& g, const float* x, const float* w, const float* b, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
@@ -86,8 +85,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward(mlcuda_context* ctx, const mlc
   const mlcuda_conv_geometry g = *gp;
   if (n == 0) return ok();
   const int64_t K = g.kh * g.kw * g.c * g.filters;
-  return launch(ctx, "conv2d_forward", {floats(x, n * inSize(g)), floats(w, K), floats(b, g.filters)}, {floats(y, n * outSize(g))},
-                [=] {
+  return launch(ctx, "conv2d_forward", {floats(x, n * inSize(g)), floats(w, K), floats(b, g.filters)},
+                {floats(y, n * outSize(g))}, [=] {
                   convolve(g, x, w, b, y, n);
                   ml::activationForward(static_cast<ml::Act>(act), y, n * g.oh * g.ow, g.filters);
                 });
@@ -100,13 +99,12 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward(mlcuda_context* ctx, const ml
   const mlcuda_conv_geometry g = *gp;
   if (n == 0) return ok();
   const int64_t K = g.kh * g.kw * g.c * g.filters, N = n * outSize(g);
-  return launch(
-      ctx, "conv2d_backward",
-      {floats(x, n * inSize(g)), floats(w, K), floats(y, N), floats(dy, N), floats(dw, K), floats(db, g.filters)},
-      {floats(dy, N), floats(dx, n * inSize(g)), floats(dw, K), floats(db, g.filters)}, [=] {
-        ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n * g.oh * g.ow, g.filters);
-        convolveBackward(g, x, w, dy, dx, dw, db, n);
-      });
+  return launch(ctx, "conv2d_backward",
+                {floats(x, n * inSize(g)), floats(w, K), floats(y, N), floats(dy, N), floats(dw, K), floats(db, g.filters)},
+                {floats(dy, N), floats(dx, n * inSize(g)), floats(dw, K), floats(db, g.filters)}, [=] {
+                  ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n * g.oh * g.ow, g.filters);
+                  convolveBackward(g, x, w, dy, dx, dw, db, n);
+                });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_pool2d_forward(mlcuda_context* ctx, const mlcuda_conv_geometry* gp, int max, const float* x,
@@ -255,7 +253,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_backward_data(mlcuda_context* ctx, 
                                                            const double* sums, double count, int training) {
   if (rows == 0) return ok();
   return launch(ctx, "batchnorm_backward_data",
-                {floats(x, rows * c), floats(dy, rows * c), floats(stats, 2 * c), floats(gamma, c), span(training ? sums : nullptr, 2 * c, 8)},
+                {floats(x, rows * c), floats(dy, rows * c), floats(stats, 2 * c), floats(gamma, c),
+                 span(training ? sums : nullptr, 2 * c, 8)},
                 {floats(dx, rows * c)}, [=] {
                   for (int64_t ch = 0; ch < c; ++ch) {
                     const double k = (gamma ? gamma[ch] : 1.0) * stats[c + ch];
@@ -344,7 +343,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int p
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* gp,
-                                                      const float* x, const float* w, const float* b, float* y, int64_t n, int act) {
+                                                      const float* x, const float* w, const float* b, float* y, int64_t n,
+                                                      int act) {
   if (mlcuda_status s = badGeometry(gp, "conv2d_forward_low"); s.code != MLCUDA_OK) return s;
   const mlcuda_conv_geometry g = *gp;
   if (n == 0) return ok();
@@ -366,20 +366,19 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int 
   const mlcuda_conv_geometry g = *gp;
   if (n == 0) return ok();
   const int64_t K = g.kh * g.kw * g.c * g.filters, N = n * outSize(g);
-  return launch(
-      ctx, "conv2d_backward_low",
-      {floats(x, n * inSize(g)), floats(w, K), floats(y, N), floats(dy, N), floats(dw, K), floats(db, g.filters)},
-      {floats(dy, N), floats(dx, n * inSize(g)), floats(dw, K), floats(db, g.filters)}, [=] {
-        ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n * g.oh * g.ow, g.filters);
-        lowRound(precision, dy, N);
-        const auto xq = rounded(precision, x, n * inSize(g)), wq = rounded(precision, w, K);
-        std::vector<float> dwq(static_cast<size_t>(K), 0.0f), dbq(static_cast<size_t>(g.filters), 0.0f);
-        convolveBackward(g, xq.data(), wq.data(), dy, dx, dwq.data(), db ? dbq.data() : nullptr, n);
-        for (int64_t k = 0; k < K; ++k) dw[k] += lowRound(precision, dwq[static_cast<size_t>(k)]);
-        if (db)
-          for (int64_t f = 0; f < g.filters; ++f) db[f] += lowRound(precision, dbq[static_cast<size_t>(f)]);
-        if (dx) lowRound(precision, dx, n * inSize(g));
-      });
+  return launch(ctx, "conv2d_backward_low",
+                {floats(x, n * inSize(g)), floats(w, K), floats(y, N), floats(dy, N), floats(dw, K), floats(db, g.filters)},
+                {floats(dy, N), floats(dx, n * inSize(g)), floats(dw, K), floats(db, g.filters)}, [=] {
+                  ml::activationBackward(static_cast<ml::Act>(act), y, dy, dy, n * g.oh * g.ow, g.filters);
+                  lowRound(precision, dy, N);
+                  const auto xq = rounded(precision, x, n * inSize(g)), wq = rounded(precision, w, K);
+                  std::vector<float> dwq(static_cast<size_t>(K), 0.0f), dbq(static_cast<size_t>(g.filters), 0.0f);
+                  convolveBackward(g, xq.data(), wq.data(), dy, dx, dwq.data(), db ? dbq.data() : nullptr, n);
+                  for (int64_t k = 0; k < K; ++k) dw[k] += lowRound(precision, dwq[static_cast<size_t>(k)]);
+                  if (db)
+                    for (int64_t f = 0; f < g.filters; ++f) db[f] += lowRound(precision, dbq[static_cast<size_t>(f)]);
+                  if (dx) lowRound(precision, dx, n * inSize(g));
+                });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_scale(mlcuda_context* ctx, float* x, int64_t count, float factor) {

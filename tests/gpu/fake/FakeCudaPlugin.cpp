@@ -9,8 +9,13 @@
 // FAKE_GPUS (default 2) sets how many GPUs the probe reports; allocations over 16 GiB fail as out of memory.
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -433,16 +438,101 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, ml
   std::sort(s.begin(), s.end());
   if (std::adjacent_find(s.begin(), s.end()) != s.end())
     return status(MLCUDA_ERR_INVALID_ARGUMENT, "NCCL cannot place two ranks on one GPU");
-  *comm = new mlcuda_nccl{d};
+  *comm = new mlcuda_nccl{d, nullptr, {}, 0};
   return ok();
 }
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* c) { delete c; }
+
+// ---- NCCL across workers: the workers of the tests are threads of one process (ThreadWorkers), so
+// a communicator made from one id is a group in this process's memory. ----
+namespace fake {
+struct NcclGroup {
+  int nranks = 0;
+  int joined = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  struct Call {
+    std::map<int, std::pair<Stream*, float*>> parts;  // by global rank
+    int64_t elements = 0;
+    bool enqueued = false;
+  };
+  std::map<uint64_t, Call> calls;  // by the call's number
+};
+}  // namespace fake
+
+namespace {
+std::mutex groupsMutex;
+std::map<std::string, std::weak_ptr<fake::NcclGroup>> groups;
+std::atomic<uint64_t> nextId{1};
+constexpr auto kRendezvous = std::chrono::seconds(60);
+}  // namespace
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_unique_id(unsigned char id[MLCUDA_NCCL_ID_BYTES]) {
+  std::memset(id, 0, MLCUDA_NCCL_ID_BYTES);
+  const uint64_t v = nextId++ ^ (static_cast<uint64_t>(getpid()) << 32);
+  std::memcpy(id, &v, sizeof v);
+  return ok();
+}
+
+// Blocks until nranks ranks have joined, as ncclCommInitRank does.
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, int nranks, const int* ranks, const int* devices,
+                                                     int count, mlcuda_nccl** comm) {
+  std::shared_ptr<fake::NcclGroup> g;
+  {
+    std::lock_guard<std::mutex> lock(groupsMutex);
+    const std::string key(reinterpret_cast<const char*>(id), MLCUDA_NCCL_ID_BYTES);
+    g = groups[key].lock();
+    if (!g) {
+      g = std::make_shared<fake::NcclGroup>();
+      g->nranks = nranks;
+      groups[key] = g;
+    }
+  }
+  std::unique_lock<std::mutex> lock(g->mu);
+  if (g->nranks != nranks) return status(MLCUDA_ERR_NCCL, "fake NCCL: ranks disagree on the communicator's size");
+  g->joined += count;
+  g->cv.notify_all();
+  if (!g->cv.wait_for(lock, kRendezvous, [&] { return g->joined >= g->nranks; }))
+    return status(MLCUDA_ERR_NCCL, "fake NCCL: not every rank joined the communicator within 60 s");
+  *comm = new mlcuda_nccl{std::vector<int>(devices, devices + count), g, std::vector<int>(ranks, ranks + count), 0};
+  return ok();
+}
+
+// Across workers: every worker's call with the same number is one collective over all their comm
+// streams, enqueued by the last to arrive (the others wait for that, so that nothing they enqueue
+// next lands before it on their streams); the sum is taken in global rank order.
+static mlcuda_status crossAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs, int64_t elements) {
+  fake::NcclGroup& g = *comm->group;
+  const uint64_t call = comm->calls++;
+  std::unique_lock<std::mutex> lock(g.mu);
+  fake::NcclGroup::Call& c = g.calls[call];
+  for (size_t r = 0; r < comm->ranks.size(); ++r) c.parts[comm->ranks[r]] = {ctxs[r]->comm, bufs[r]};
+  c.elements = elements;
+  if (static_cast<int>(c.parts.size()) == g.nranks) {
+    std::vector<float*> b;
+    std::vector<fake::Stream*> streams;
+    std::vector<fake::Work> parts;
+    for (const auto& [rank, part] : c.parts) {
+      streams.push_back(part.first);
+      b.push_back(part.second);
+      parts.push_back(fake::Work{"ncclAllReduce", {floats(part.second, elements)}, {floats(part.second, elements)}, {}});
+    }
+    if (elements > 0) fake::enqueueCollective(streams, std::move(parts), [b, elements] { sumInEveryBuffer(b, elements); });
+    c.enqueued = true;
+    g.cv.notify_all();
+  } else if (!g.cv.wait_for(lock, kRendezvous, [&] { return g.calls[call].enqueued; })) {
+    return status(MLCUDA_ERR_NCCL, "fake NCCL: another worker did not join all-reduce " + std::to_string(call) + " within 60 s");
+  }
+  return ok();
+}
+
 // One collective over the ranks' comm streams: it runs once every rank's stream reaches it.
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
                                                   int64_t elements) {
   const size_t n = comm->devices.size();
   for (size_t r = 0; r < n; ++r)
     if (ctxs[r]->device != comm->devices[r]) return status(MLCUDA_ERR_INVALID_ARGUMENT, "rank/context device mismatch");
+  if (comm->group) return crossAllReduce(comm, ctxs, bufs, elements);
   if (elements == 0) return ok();
   std::vector<float*> b(bufs, bufs + n);
   std::vector<fake::Stream*> streams;

@@ -21,8 +21,14 @@ struct mlcuda_context {
 struct mlcuda_event {
   std::shared_ptr<fake::Signal> latest;  // the newest recording (what a wait waits for)
 };
+namespace fake {
+struct NcclGroup;  // a communicator across workers (FakeCudaPlugin.cpp)
+}
 struct mlcuda_nccl {
   std::vector<int> devices;
+  std::shared_ptr<fake::NcclGroup> group;  // across workers: the shared communicator, else null
+  std::vector<int> ranks;                  // this process's ranks in it
+  uint64_t calls = 0;                      // all-reduces made so far (each worker makes the same ones)
 };
 
 namespace fake {
@@ -37,7 +43,9 @@ inline mlcuda_status status(int code, const std::string& m) {
 }
 inline mlcuda_status ok() { return status(MLCUDA_OK, ""); }
 
-inline Span span(const void* p, int64_t count, size_t size) { return Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0}; }
+inline Span span(const void* p, int64_t count, size_t size) {
+  return Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0};
+}
 inline Span floats(const void* p, int64_t count) { return span(p, count, sizeof(float)); }
 
 // Queues f on ctx's compute stream as `what`, reading and writing the given spans.

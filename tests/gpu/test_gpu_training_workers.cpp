@@ -1,0 +1,190 @@
+// GPUs across workers: NCCL bootstrapped through the worker group, as Horovod does (worker 0's unique
+// id gathered to every worker, then each worker's ranks join one communicator). The workers are
+// in-process thread workers standing in for mpirun's processes (the fake plugin's NCCL spans the
+// threads of its process; a GPU machine runs the real thing). The DESIGN invariant: W workers x N
+// GPU replicas with global batch B give the weights of one GPU replica with batch B (to float
+// rounding), with uneven shards and accumulation, and every replica of every worker holds the same
+// bits: physical GPUs in one communicator over every worker's GPUs, logical GPUs summed on their
+// card and then across the workers by replica 0. Skips with the probe's reason without a GPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <thread>
+
+#include "TestData.h"
+#include "backend/CudaPlugin.h"
+#include "backend/DeviceProbe.h"
+#include "distribute/MirroredStrategy.h"
+#include "distribute/ThreadWorkers.h"
+#include "train/Trainer.h"
+
+namespace {
+
+using mltest::relDiff;
+
+const ml::DeviceReport& report() {
+  static const ml::DeviceReport r = ml::probeDevices();
+  return r;
+}
+
+class GpuWorkers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!report().gpus.empty()) return;
+    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
+    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
+    GTEST_SKIP() << report().noGpuReason;
+  }
+};
+
+const ml::Dataset& data() {
+  static const ml::Dataset d = mltest::makeClassification(600);
+  return d;
+}
+
+std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, ml::WorkerGroup* workers) {
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices(devices);
+  so.bucketBytes = 400;  // several buckets: several cross-worker all-reduces per step
+  so.workers = workers;
+  ml::OptimizerSpec o;
+  o.name = "adam";
+  o.learningRate = 0.01;
+  auto s = std::make_unique<ml::MirroredStrategy>(mltest::makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                  ml::MetricKind::Accuracy, o, so);
+  s->initialize(11);
+  return s;
+}
+
+struct Trained {
+  std::vector<float> weights;
+  std::vector<uint64_t> checksums;
+  std::vector<ml::StepResult> steps;
+  std::string allReduce;
+};
+
+Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate) {
+  Trained t;
+  const auto order = ml::epochOrder(data().size, 5, 1);
+  for (int k = 0; k < steps; ++k) {
+    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
+    t.steps.push_back(s.trainStep(data(), idx, accumulate, 0.01f, static_cast<uint64_t>(k + 1)));
+  }
+  t.checksums = s.checksums();
+  auto p = s.model(0).params();
+  t.weights.assign(p.begin(), p.end());
+  t.allReduce = s.allReducePath();
+  return t;
+}
+
+// Runs fn(rank, group) on W threads, one per worker.
+std::vector<Trained> onWorkers(int W, const std::function<Trained(int, ml::WorkerGroup&)>& fn) {
+  auto groups = ml::makeThreadWorkers(W, 60);
+  std::vector<Trained> out(static_cast<size_t>(W));
+  std::vector<std::string> errors(static_cast<size_t>(W));
+  std::vector<std::thread> threads;
+  for (int w = 0; w < W; ++w)
+    threads.emplace_back([&, w] {
+      try {
+        out[static_cast<size_t>(w)] = fn(w, *groups[static_cast<size_t>(w)]);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(w)] = e.what();
+        groups[static_cast<size_t>(w)]->interrupt(e.what());
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < W; ++w) EXPECT_EQ(errors[static_cast<size_t>(w)], "") << "worker " << w;
+  return out;
+}
+
+struct Layout {
+  int workers;
+  int gpus;     // per worker
+  bool logical; // gpus logical replicas on one GPU, else that many physical GPUs
+  int64_t batch;
+  int accumulate;
+  const char* path;  // in the all-reduce's description
+};
+
+// The fake plugin lets every thread worker use the same GPUs; real NCCL refuses two ranks of one
+// communicator on one GPU, so on a GPU machine worker w takes GPUs of its own.
+bool fakePlugin() {
+  const ml::CudaPlugin* p = ml::cudaPlugin();
+  return p && p->buildInfo.find("fake") != std::string::npos;
+}
+std::string devicesOf(const Layout& l, int w) {
+  const int first = fakePlugin() ? 0 : w * (l.logical ? 1 : l.gpus);
+  if (l.logical) return "gpu:" + std::to_string(first) + "x" + std::to_string(l.gpus);
+  std::string d = "gpu:";
+  for (int g = 0; g < l.gpus; ++g) d += (g ? "," : "") + std::to_string(first + g);
+  return d;
+}
+int gpusNeeded(const Layout& l) {
+  if (fakePlugin()) return l.logical ? 1 : l.gpus;
+  return l.workers * (l.logical ? 1 : l.gpus);
+}
+
+TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
+  const Layout layouts[] = {
+      {2, 1, false, 64, 1, "NCCL over the 2 GPUs of 2 workers"},
+      {2, 2, false, 50, 1, "NCCL over the 4 GPUs of 2 workers"},
+      {3, 2, true, 13, 1, "replica 0 of each of the 3 workers all-reduces with NCCL"},
+      {2, 3, true, 29, 2, "replica 0 of each of the 2 workers all-reduces with NCCL"},
+  };
+  const int steps = 4;
+  int ran = 0;
+  for (const Layout& l : layouts) {
+    const std::string what = std::to_string(l.workers) + " workers x " + devicesOf(l, 0);
+    if (gpusNeeded(l) > static_cast<int>(report().gpus.size())) {
+      std::printf("not run: %s needs %d GPUs, this machine has %zu\n", what.c_str(), gpusNeeded(l), report().gpus.size());
+      continue;
+    }
+    ++ran;
+    SCOPED_TRACE(what);
+    auto one = makeStrategy("gpu:0", nullptr);
+    const Trained ref = train(*one, l.batch, steps, l.accumulate);
+    const auto got = onWorkers(l.workers, [&](int w, ml::WorkerGroup& g) {
+      auto s = makeStrategy(devicesOf(l, w), &g);
+      return train(*s, l.batch, steps, l.accumulate);
+    });
+    const size_t G = static_cast<size_t>(l.workers * l.gpus);
+    for (int w = 0; w < l.workers; ++w) {
+      const Trained& t = got[static_cast<size_t>(w)];
+      EXPECT_NE(t.allReduce.find(l.path), std::string::npos) << t.allReduce;
+      EXPECT_LT(relDiff(t.weights, ref.weights), 1e-5) << "worker " << w;
+      ASSERT_EQ(t.checksums.size(), G);
+      for (size_t g = 0; g < G; ++g) EXPECT_EQ(t.checksums[g], got[0].checksums[0]) << "worker " << w << " replica " << g;
+      EXPECT_EQ(t.weights, got[0].weights);
+      for (int k = 0; k < steps; ++k) {
+        const ml::StepResult& r = t.steps[static_cast<size_t>(k)];
+        EXPECT_TRUE(r.finite);
+        EXPECT_EQ(r.samples, l.batch);
+        EXPECT_NEAR(r.lossSum, ref.steps[static_cast<size_t>(k)].lossSum, 1e-3 * std::abs(ref.steps[static_cast<size_t>(k)].lossSum));
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "every layout needs more GPUs than this machine has";
+}
+
+TEST_F(GpuWorkers, TheFlatMpiAllReduceIsRefusedOnGpusWithTheWayOut) {
+  auto groups = ml::makeThreadWorkers(2, 5);
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices("gpu:0");
+  so.allreduce = "mpi";
+  so.workers = groups[0].get();
+  ml::OptimizerSpec o;
+  o.name = "sgd";
+  try {
+    ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false),
+                           ml::MetricKind::Accuracy, o, so);
+    ADD_FAILURE() << "the flat mpi all-reduce was accepted on GPUs";
+  } catch (const ml::UserError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("worker 1 of 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("NCCL"), std::string::npos) << m;
+  }
+}
+
+}  // namespace
