@@ -95,9 +95,14 @@ std::vector<std::string> Trainer::startLines() const {
   lines.push_back(lr);
   if (s.precision() != Precision::Float32) {
     const bool half = s.precision() == Precision::MixedFloat16;
-    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " +
-                    (half ? "float16" : "bfloat16") + " (inputs, weights and outputs rounded, float32 accumulation; products " +
-                    (half ? "in float32 on " + sgemm::kernelDescription() : "on " + bf16::kernelDescription()) +
+    const std::string format = half ? "float16" : "bfloat16";
+    const std::string products =
+        s.options().devices.kind != DeviceKind::Cpu
+            ? "Dense on " + format + " tensor cores (cublasGemmEx), Conv2D in cuDNN's float32 on the rounded operands"
+        : half ? "in float32 on " + sgemm::kernelDescription()
+               : "on " + bf16::kernelDescription();
+    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " + format +
+                    " (inputs, weights and outputs rounded, float32 accumulation; products " + products +
                     "); weights, optimizer, softmax and loss stay float32" +
                     (s.options().allreduceDtype == AllReduceDtype::Float32 ? ", and so does the all-reduce; " : "; ");
     if (!half)

@@ -2,7 +2,8 @@
 # Builds what the GPU backend needs (core, the CUDA plugin, the GPU tests, the CLI, bench/gpu's
 # gpu_bench) and runs it on this machine: every plugin kernel against the CPU layers, mirrored
 # training on GPUs against the CPU path, the host-side tests, the plugin's NEEDED check,
-# `mirrorlab-cli devices`, a recorded CLI run on logical GPUs, 200 steps of Fashion-MNIST on gpu:0x4;
+# `mirrorlab-cli devices`, a recorded CLI run on logical GPUs, 200 steps of Fashion-MNIST on gpu:0x4
+# (and 100 of the CNN with BatchNorm, and of the MLP in each mixed precision);
 # then the GPU figures (the 784-512-512-10 MLP's step on gpu:0 at batch 256 and 4096 against its own
 # GEMMs in cuBLAS and against PyTorch on the same GPU, samples/s and sync share on gpu:0, gpu:0x2 and
 # gpu:0x4, copy and all-reduce bandwidths), and compute-sanitizer's memcheck, racecheck and synccheck
@@ -361,36 +362,51 @@ if [ $status = 0 ]; then
     fi
   fi
 
-  # A real model on real data: 200 steps of the Fashion-MNIST MLP on 4 logical GPUs, on the subset
-  # the carried build brings (10,000 training and 2,000 test images; no download) or the installed set.
-  t=$(now)
-  name="fashion-mlp gpu:0x4, 200 steps"
+  # Real models on real data, on the subset the carried build brings (10,000 training and 2,000
+  # test images; no download) or the installed set: 200 steps of the Fashion-MNIST MLP on 4 logical
+  # GPUs; 100 of the CNN with synchronized BatchNorm on 2 (cuDNN, the plugin's pooling and
+  # BatchNorm); 100 of the MLP in mixed_bfloat16 and in mixed_float16 (cublasGemmEx, loss scaling).
   fashion=""
   for d in "$build/data/fashion-mnist" /usr/share/datasets/fashion-mnist; do
     if [ -f "$d/train-images-idx3-ubyte" ] || [ -f "$d/train-images-idx3-ubyte.gz" ]; then fashion=$d; break; fi
   done
-  lim=$(limit "$step_seconds")
-  if [ -z "$fashion" ]; then
-    row "$name" skip 0 "no data set: neither a carried subset (tests/gpu/pack.sh) nor /usr/share/datasets/fashion-mnist (dataset-fashion-mnist)"
-  elif [ $gpu_listed = 0 ]; then
-    row "$name" skip 0 "no GPU (data found: $fashion)"
-  elif [ "$lim" = 0 ]; then
-    no_time "$name"
-  else
-    MIRRORLAB_DB="$logs/fashion-runs.sqlite" timeout -k 10 "$lim" "$build/app/mirrorlab-cli" train "$root/projects/fashion-mlp.json" \
-      --devices gpu:0x4 --steps 200 --data-path "$fashion" >"$logs/fashion.log" 2>&1
+  # fashion_run NAME LOG PROJECT ARGS...: trains, recorded, and wants the replicas in sync.
+  fashion_run() {
+    local name=$1 log=$logs/$2.log project=$3
+    shift 3
+    local t lim rc epoch
+    t=$(now)
+    lim=$(limit "$step_seconds")
+    if [ -z "$fashion" ]; then
+      row "$name" skip 0 "no data set: neither a carried subset (tests/gpu/pack.sh) nor /usr/share/datasets/fashion-mnist (dataset-fashion-mnist)"
+      return
+    elif [ $gpu_listed = 0 ]; then
+      row "$name" skip 0 "no GPU (data found: $fashion)"
+      return
+    elif [ "$lim" = 0 ]; then
+      no_time "$name"
+      return
+    fi
+    MIRRORLAB_DB="$logs/fashion-runs.sqlite" timeout -k 10 "$lim" "$build/app/mirrorlab-cli" train "$root/projects/$project" \
+      --data-path "$fashion" "$@" >"$log" 2>&1
     rc=$?
-    epoch=$(grep -E '^  epoch [0-9]+:' "$logs/fashion.log" | tail -1 | sed 's/^  //')
-    if [ $rc = 0 ] && grep -q 'replicas in sync' "$logs/fashion.log" && grep -q 'recorded as run' "$logs/fashion.log"; then
+    epoch=$(grep -E '^  epoch [0-9]+:' "$log" | tail -1 | sed 's/^  //')
+    if [ $rc = 0 ] && grep -q 'replicas in sync' "$log" && grep -q 'recorded as run' "$log"; then
       row "$name" ok $(( $(now) - t )) "${epoch:0:150}"
     else
-      row "$name" FAIL $(( $(now) - t )) "exit $rc$(timed_out $rc && echo ", timed out after ${lim}s"), see $logs/fashion.log"
+      row "$name" FAIL $(( $(now) - t )) "exit $rc$(timed_out $rc && echo ", timed out after ${lim}s"), see $log"
       fail
     fi
-    echo "---- mirrorlab-cli train projects/fashion-mlp.json --devices gpu:0x4 --steps 200 --data-path $fashion"
-    grep -vE '^[0-9]+/[0-9]+ \[' "$logs/fashion.log" | tail -12
-    grep -E '^[0-9]+/[0-9]+ \[' "$logs/fashion.log" | tail -1 | tr '\r' '\n' | tail -1
-  fi
+    echo "---- mirrorlab-cli train projects/$project --data-path $fashion $*"
+    grep -vE '^[0-9]+/[0-9]+ \[' "$log" | tail -12
+    grep -E '^[0-9]+/[0-9]+ \[' "$log" | tail -1 | tr '\r' '\n' | tail -1
+  }
+  fashion_run "fashion-mlp gpu:0x4, 200 steps" fashion fashion-mlp.json --devices gpu:0x4 --steps 200
+  fashion_run "fashion-cnn-bn gpu:0x2, 100 steps" fashion-cnn fashion-cnn-bn.json --devices gpu:0x2 --steps 100
+  fashion_run "fashion-mlp mixed_bfloat16 gpu:0, 100 steps" fashion-bf16 fashion-mlp.json --devices gpu:0 --steps 100 \
+    --precision mixed_bfloat16
+  fashion_run "fashion-mlp mixed_float16 gpu:0, 100 steps" fashion-fp16 fashion-mlp.json --devices gpu:0 --steps 100 \
+    --precision mixed_float16
 
   echo "== GPU figures"
   # bench/gpu/gpu_bench: the MLP's own GEMMs in cuBLAS, copy bandwidths, the all-reduce over device memory.

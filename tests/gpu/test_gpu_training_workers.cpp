@@ -52,8 +52,8 @@ std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, m
   ml::OptimizerSpec o;
   o.name = "adam";
   o.learningRate = 0.01;
-  auto s = std::make_unique<ml::MirroredStrategy>(mltest::makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, o, so);
+  auto s = std::make_unique<ml::MirroredStrategy>(
+      mltest::makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy, o, so);
   s->initialize(11);
   return s;
 }
@@ -101,8 +101,8 @@ std::vector<Trained> onWorkers(int W, const std::function<Trained(int, ml::Worke
 
 struct Layout {
   int workers;
-  int gpus;     // per worker
-  bool logical; // gpus logical replicas on one GPU, else that many physical GPUs
+  int gpus;      // per worker
+  bool logical;  // gpus logical replicas on one GPU, else that many physical GPUs
   int64_t batch;
   int accumulate;
   const char* path;  // in the all-reduce's description
@@ -161,7 +161,8 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
         const ml::StepResult& r = t.steps[static_cast<size_t>(k)];
         EXPECT_TRUE(r.finite);
         EXPECT_EQ(r.samples, l.batch);
-        EXPECT_NEAR(r.lossSum, ref.steps[static_cast<size_t>(k)].lossSum, 1e-3 * std::abs(ref.steps[static_cast<size_t>(k)].lossSum));
+        EXPECT_NEAR(r.lossSum, ref.steps[static_cast<size_t>(k)].lossSum,
+                    1e-3 * std::abs(ref.steps[static_cast<size_t>(k)].lossSum));
       }
     }
   }
