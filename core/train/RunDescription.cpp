@@ -96,11 +96,10 @@ std::vector<std::string> Trainer::startLines() const {
   if (s.precision() != Precision::Float32) {
     const bool half = s.precision() == Precision::MixedFloat16;
     const std::string format = half ? "float16" : "bfloat16";
-    const std::string products =
-        s.options().devices.kind != DeviceKind::Cpu
-            ? "Dense on " + format + " tensor cores (cublasGemmEx), Conv2D in cuDNN's float32 on the rounded operands"
-        : half ? "in float32 on " + sgemm::kernelDescription()
-               : "on " + bf16::kernelDescription();
+    const std::string products = s.options().devices.kind != DeviceKind::Cpu
+                                     ? "on " + format + " tensor cores with cublasGemmEx, Conv2D's over its windows (im2col)"
+                                 : half ? "in float32 on " + sgemm::kernelDescription()
+                                        : "on " + bf16::kernelDescription();
     std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " + format +
                     " (inputs, weights and outputs rounded, float32 accumulation; products " + products +
                     "); weights, optimizer, softmax and loss stay float32" +

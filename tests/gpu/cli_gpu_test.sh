@@ -80,7 +80,7 @@ acc=$(grep -oP '^loss: [0-9.]+ - accuracy: \K[0-9.]+' <<<"$out")
 out=$("$CLI" train "$T/sp.json" --devices gpu:0x2 --precision mixed_float16 --epochs 1 --no-record 2>&1); rc=$?
 [ $rc -eq 0 ] && ok || { bad "mixed_float16 train on gpu:0x2 exit $rc"; echo "$out" | tail -5; }
 expect_contains "mixed_float16" "$out" "precision mixed_float16: Dense and Conv2D layers compute in float16"
-expect_contains "mixed_float16" "$out" "Dense on float16 tensor cores (cublasGemmEx)"
+expect_contains "mixed_float16" "$out" "products on float16 tensor cores with cublasGemmEx"
 expect_contains "mixed_float16" "$out" "replicas in sync (equal weight checksums)"
 
 out=$("$CLI" runs list --json 2>&1)

@@ -1,7 +1,7 @@
 // Mixed precision's kernels against the CPU layers in the same policy (nn/Dense.cpp and
 // nn/Conv2D.cpp round their inputs, kernels, outputs and gradients where a GPU computing in the low
-// format does): Dense through cublasGemmEx with bfloat16 and float16 operands, Conv2D through cuDNN
-// on rounded operands, and the loss scale. The sums are float32 on both sides but in other orders,
+// format does): Dense and Conv2D (over its windows) through cublasGemmEx with bfloat16 and float16
+// operands, and the loss scale. The sums are float32 on both sides but in other orders,
 // so a value near a rounding boundary of the low format may round the other way: each output is
 // held to one unit in the last place of its format (2^-8 relative for bfloat16, 2^-11 for float16),
 // and float16's overflow to inf and underflow to 0 must happen where the CPU's do. Skips with the
@@ -99,20 +99,24 @@ TEST_F(Gpu, DenseInFloat16UnderflowsAndOverflowsWhereTheCpuDoes) {
   EXPECT_TRUE(sameBits(gy.get(), y, "float16 range"));
 }
 
+// The windows' packing (im2col) and the gather back (col2im) over "same" padding that is one
+// larger after than before, a stride of 2 and a valid window that leaves rows over.
 TEST_F(Gpu, Conv2DInEachLowPrecisionMatchesTheCpuLayer) {
   uint64_t seed = 8000;
+  const Window windows[] = {{2, 2, 1, 1, true}, {3, 3, 2, 2, true}, {3, 3, 2, 2, false}};
   for (Precision p : {Precision::MixedBfloat16, Precision::MixedFloat16})
-    for (bool same : {true, false}) {
-      const std::string what = std::string(toString(p)) + (same ? " same" : " valid");
-      const Window win{2, 2, 1, 1, same};  // same: the padding is one larger after
+    for (const Window& win : windows) {
+      const std::string what = std::string(toString(p)) + " " + std::to_string(win.kh) + "x" + std::to_string(win.kw) +
+                               " stride " + std::to_string(win.sh) + (win.same ? " same" : " valid");
       Conv2D conv(5, win, Act::Relu, true, "glorot_uniform", "zeros");
       conv.name = "conv";
       conv.build({6, 5, 3});
       conv.setPrecision(p);
       const Geometry& geo = conv.geometry();
-      mlcuda_conv_geometry g{geo.h, geo.w, geo.c, geo.oh, geo.ow, 5, 2, 2, 1, 1, geo.padTop, geo.padLeft, 0, 0};
-      g.pad_bottom = std::max<int64_t>((geo.oh - 1) + 2 - geo.h - geo.padTop, 0);
-      g.pad_right = std::max<int64_t>((geo.ow - 1) + 2 - geo.w - geo.padLeft, 0);
+      mlcuda_conv_geometry g{geo.h,  geo.w,  geo.c,  geo.oh,     geo.ow,      5, win.kh,
+                             win.kw, win.sh, win.sw, geo.padTop, geo.padLeft, 0, 0};
+      g.pad_bottom = std::max<int64_t>((geo.oh - 1) * win.sh + win.kh - geo.h - geo.padTop, 0);
+      g.pad_right = std::max<int64_t>((geo.ow - 1) * win.sw + win.kw - geo.w - geo.padLeft, 0);
       std::vector<float> params = random(static_cast<size_t>(conv.paramCount()), ++seed, -0.5, 0.5);
       const std::vector<float> grads0 = random(params.size(), ++seed, -0.1, 0.1);
       std::vector<float> grads = grads0;
@@ -125,7 +129,7 @@ TEST_F(Gpu, Conv2DInEachLowPrecisionMatchesTheCpuLayer) {
       std::vector<float> dy = dy0, dx(x.size());
       conv.backward(x.data(), y.data(), dy.data(), dx.data(), n, StepContext{});
 
-      const size_t K = static_cast<size_t>(2 * 2 * 3 * 5);
+      const size_t K = static_cast<size_t>(win.kh * win.kw * 3 * 5);
       Dev<float> gx(x), gp(params), gy(y.size()), gdy(dy0), gg(grads0), gdx(dx.size());
       ok(P().conv2dForwardLow(C(), gpuPrecision(p), &g, gx.data(), gp.data(), gp.data() + K, gy.data(), n,
                               static_cast<int>(Act::Relu)));

@@ -84,6 +84,11 @@ void roundTo(cudaStream_t s, int precision, const float* src, float* dst, int64_
 void packLow(cudaStream_t s, int precision, const float* src, void* dst, int64_t count);
 // dst += round(src): a low-precision product's gradient added to the float32 one.
 void addRounded(cudaStream_t s, int precision, const float* src, float* dst, int64_t count);
+// cols (n*oh*ow, kh*kw*c) = x's windows packed to the low format (zeros outside the image), as
+// nn/Conv2D.cpp's im2col; the product's operand for cublasGemmEx.
+void im2colLow(cudaStream_t s, int precision, const float* x, const mlcuda_conv_geometry& g, int64_t n, void* cols);
+// dx (n, h, w, c) = col2im of dcols (n*oh*ow, kh*kw*c), overwritten, in the CPU's order of sums.
+void col2im(cudaStream_t s, const float* dcols, const mlcuda_conv_geometry& g, int64_t n, float* dx);
 // x *= factor (the loss scale).
 void scale(cudaStream_t s, float* x, int64_t count, float factor);
 

@@ -1,11 +1,10 @@
-// Mixed precision's entry points (CudaPluginApi.h): Dense multiplies bfloat16 or float16 operands
-// with cublasGemmEx and float32 accumulation (CUBLAS_COMPUTE_32F: tensor cores), and rounds where
-// nn/Dense.cpp's forwardLow and backwardLow round. Conv2D rounds its input and kernel, runs cuDNN's
-// float32 convolution on them (FMA math: each product of two rounded values is exact in float32 and
-// the sums are float32, so these are the numbers of a low-precision convolution with float32
-// accumulation, without its tensor-core speed) and rounds the outputs and gradients where
-// nn/Conv2D.cpp does. The rounded operands live in the context's second scratch, which the float32
-// convolution entry points (whose own scratch is the first) leave alone.
+// Mixed precision's entry points (CudaPluginApi.h), on tensor cores: Dense multiplies bfloat16 or
+// float16 operands with cublasGemmEx and float32 accumulation (CUBLAS_COMPUTE_32F), and Conv2D does
+// the same with its input's windows (im2col packed to the low format) as nn/Conv2D.cpp's
+// low-precision path does, so both round exactly where core/nn rounds: the operands, the product
+// plus bias, the activation's output (not softmax's), dz, the micro-batch's kernel and bias
+// gradients (added to the float32 ones) and dx. The packed operands and float32 partial results
+// live in the context's second scratch.
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
 
@@ -180,8 +179,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int p
   });
 }
 
-// The input and the kernel rounded (as float32) into the second scratch, the float32 cuDNN
-// convolution on them without bias or activation, then round(y + b), the activation, rounded again.
+// As nn/Conv2D.cpp's low-precision path, on tensor cores: the input's windows packed to the low
+// format (im2col), times the packed kernel with cublasGemmEx and float32 sums, then round(y + b),
+// the activation, rounded again. y^T (F, rows) = W^T (F, P) cols^T (P, rows), as Dense's forward.
 MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
                                                       const float* x, const float* w, const float* b, float* y, int64_t n,
                                                       int act) {
@@ -191,22 +191,24 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int p
     requireConv(precision, g, n, act, "mlcuda_conv2d_forward_low");
     if (n == 0) return;
     ML_REQUIRE(x && w && y, "mlcuda_conv2d_forward_low: x, w and y must not be NULL");
-    const int64_t X = n * g->h * g->w * g->c, K = g->kh * g->kw * g->c * g->filters;
+    const int64_t P = g->kh * g->kw * g->c, F = g->filters, rows = n * g->oh * g->ow;
+    const int R = toInt(rows, "n * oh * ow"), PI = toInt(P, "kh * kw * c"), FI = toInt(F, "filters");
+    (void)toInt(rows * P, "the windows' values");
     Carve carve;
-    const size_t xAt = carve.add(floats(X)), wAt = carve.add(floats(K));
+    const size_t colsAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F));
     void* base = lowScratch(ctx, carve.total);
-    float *xq = at<float>(base, xAt), *wq = at<float>(base, wAt);
-    kernels::roundTo(ctx->compute, precision, x, xq, X);
-    launched(ctx, "roundTo");
-    kernels::roundTo(ctx->compute, precision, w, wq, K);
-    launched(ctx, "roundTo");
-    check(mlcuda_conv2d_forward(ctx, g, xq, wq, nullptr, y, n, MLCUDA_ACT_LINEAR));
-    epilogue(ctx, precision, y, b, n * g->oh * g->ow, g->filters, act);
+    kernels::im2colLow(ctx->compute, precision, x, *g, n, at<char>(base, colsAt));
+    launched(ctx, "im2colLow");
+    kernels::packLow(ctx->compute, precision, w, at<char>(base, wAt), P * F);
+    launched(ctx, "packLow");
+    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_N, FI, R, PI, at<char>(base, wAt), FI, at<char>(base, colsAt), PI, y, FI);
+    epilogue(ctx, precision, y, b, rows, F, act);
   });
 }
 
-// dz = act'(dy) rounded; the float32 cuDNN backward passes on the rounded input, kernel and dz,
-// into zeroed kernel and bias gradients that are then added rounded; dx rounded.
+// dz = act'(dy) rounded and packed; dW (P, F) = cols^T dz into float32 scratch, added rounded; db's
+// column sums added rounded; dcols (rows, P) = dz W^T in float32, gathered back into dx (col2im, the
+// CPU's order of sums), rounded.
 MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int precision, const mlcuda_conv_geometry* g,
                                                        const float* x, const float* w, const float* y, float* dy, float* dx,
                                                        float* dw, float* db, int64_t n, int act) {
@@ -216,26 +218,43 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int 
     requireConv(precision, g, n, act, "mlcuda_conv2d_backward_low");
     if (n == 0) return;
     ML_REQUIRE(x && w && y && dy && dw, "mlcuda_conv2d_backward_low: x, w, y, dy and dw must not be NULL");
-    const int64_t X = n * g->h * g->w * g->c, K = g->kh * g->kw * g->c * g->filters, F = g->filters;
-    roundedDz(ctx, precision, y, dy, n * g->oh * g->ow, F, act, false);
+    const int64_t P = g->kh * g->kw * g->c, F = g->filters, rows = n * g->oh * g->ow;
+    const int R = toInt(rows, "n * oh * ow"), PI = toInt(P, "kh * kw * c"), FI = toInt(F, "filters");
+    (void)toInt(rows * P, "the windows' values");
+    roundedDz(ctx, precision, y, dy, rows, F, act, false);
+    const int64_t biasFloats = db ? kernels::biasGradientWorkspace(rows, F) : 0;
     Carve carve;
-    const size_t xAt = carve.add(floats(X)), wAt = carve.add(floats(K)), dwAt = carve.add(floats(K)), dbAt = carve.add(floats(F));
+    const size_t colsAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F)), dzAt = carve.add(halves(rows * F)),
+                 dwAt = carve.add(floats(P * F)), dbAt = carve.add(floats(F)),
+                 biasAt = biasFloats > 0 ? carve.add(floats(biasFloats)) : 0, dcolsAt = dx ? carve.add(floats(rows * P)) : 0;
     void* base = lowScratch(ctx, carve.total);
-    float *xq = at<float>(base, xAt), *wq = at<float>(base, wAt), *dwq = at<float>(base, dwAt), *dbq = at<float>(base, dbAt);
-    kernels::roundTo(ctx->compute, precision, x, xq, X);
-    launched(ctx, "roundTo");
-    kernels::roundTo(ctx->compute, precision, w, wq, K);
-    launched(ctx, "roundTo");
-    ML_CUDA(ctx->label, cudaMemsetAsync(dwq, 0, floats(K), ctx->compute));
-    ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(F), ctx->compute));
-    check(mlcuda_conv2d_backward(ctx, g, xq, wq, y, dy, dx, dwq, db ? dbq : nullptr, n, MLCUDA_ACT_LINEAR));
-    kernels::addRounded(ctx->compute, precision, dwq, dw, K);
+    char *cols = at<char>(base, colsAt), *wl = at<char>(base, wAt), *dzl = at<char>(base, dzAt);
+    kernels::im2colLow(ctx->compute, precision, x, *g, n, cols);
+    launched(ctx, "im2colLow");
+    kernels::packLow(ctx->compute, precision, dy, dzl, rows * F);  // exact: dz is rounded already
+    launched(ctx, "packLow");
+    // dW^T (F, P) = dz^T cols, then dw += round(dW).
+    float* dwq = at<float>(base, dwAt);
+    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_T, FI, PI, R, dzl, FI, cols, PI, dwq, FI);
+    kernels::addRounded(ctx->compute, precision, dwq, dw, P * F);
     launched(ctx, "addRounded");
     if (db) {
+      float* dbq = at<float>(base, dbAt);
+      ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(F), ctx->compute));
+      kernels::biasGradient(ctx->compute, dy, dbq, rows, F, biasFloats > 0 ? at<float>(base, biasAt) : nullptr);
+      launched(ctx, "biasGradient");
       kernels::addRounded(ctx->compute, precision, dbq, db, F);
       launched(ctx, "addRounded");
     }
-    if (dx) roundInPlace(ctx, precision, dx, X);
+    if (!dx) return;
+    kernels::packLow(ctx->compute, precision, w, wl, P * F);
+    launched(ctx, "packLow");
+    // dcols^T (P, rows) = W dz^T.
+    float* dcols = at<float>(base, dcolsAt);
+    gemmLow(ctx, precision, CUBLAS_OP_T, CUBLAS_OP_N, PI, R, FI, wl, FI, dzl, FI, dcols, PI);
+    kernels::col2im(ctx->compute, dcols, *g, n, dx);
+    launched(ctx, "col2im");
+    roundInPlace(ctx, precision, dx, n * g->h * g->w * g->c);
   });
 }
 
