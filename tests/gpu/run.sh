@@ -236,19 +236,27 @@ run_gtest() {
 # `mirrorlab-cli scale` over a device sweep: each row's step time (median after warm-up), samples/s
 # and sync share (all-reduce plus waiting for the slowest replica) become figures
 # mirrorlab_{step,samples_per_s,sync_share}_<devices>_b<global batch>, e.g. mirrorlab_step_gpu0_b4096.
-cli_scale() { # row-name log-name devices batch steps
-  local name=$1 log=$logs/$2.log devices=$3 batch=$4 steps=$5 t lim rc
+cli_scale() { # row-name log-name devices batch steps [precision]
+  local name=$1 log=$logs/$2.log devices=$3 batch=$4 steps=$5 precision=${6:-} t lim rc
   t=$(now)
   if [ $gpu_listed = 0 ]; then row "$name" skip 0 "no GPU"; return; fi
   lim=$(limit "$bench_seconds")
   if [ "$lim" = 0 ]; then no_time "$name"; return; fi
-  timeout -k 10 "$lim" "$build/app/mirrorlab-cli" scale "$(src bench/gpu/mlp-blobs.json)" --devices "$devices" \
+  # A precision other than float32: the same project with training.precision set (figures get "_<precision>").
+  local project suffix=""
+  project=$(src bench/gpu/mlp-blobs.json)
+  if [ -n "$precision" ]; then
+    suffix="_$precision"
+    sed "s/\"training\": {/\"training\": {\"precision\": \"$precision\", /" "$project" >"$logs/mlp-blobs-$precision.json"
+    project=$logs/mlp-blobs-$precision.json
+  fi
+  timeout -k 10 "$lim" "$build/app/mirrorlab-cli" scale "$project" --devices "$devices" \
     --batch-size "$batch" --steps "$steps" --no-record >"$log" 2>&1
   rc=$?
   local found
-  found=$(awk '$1 ~ /^gpu:/ && NF >= 8 { d = $1; gsub(/[:;]/, "", d); s = $8; sub(/%$/, "", s);
-    printf "mirrorlab_step_%s_b%s %s ms\nmirrorlab_samples_per_s_%s_b%s %s samples/s\nmirrorlab_sync_share_%s_b%s %s %%\n",
-      d, $2, $4, d, $2, $5, d, $2, s }' "$log")
+  found=$(awk -v x="$suffix" '$1 ~ /^gpu:/ && NF >= 8 { d = $1; gsub(/[:;]/, "", d); s = $8; sub(/%$/, "", s);
+    printf "mirrorlab_step_%s_b%s%s %s ms\nmirrorlab_samples_per_s_%s_b%s%s %s samples/s\nmirrorlab_sync_share_%s_b%s%s %s %%\n",
+      d, $2, x, $4, d, $2, x, $5, d, $2, x, s }' "$log")
   [ -n "$found" ] && echo "$found" >>"$figures"
   if [ $rc = 0 ] && [ -n "$found" ]; then
     row "$name" ok $(( $(now) - t )) "$(awk '$1 ~ /^gpu:/ && NF >= 8 { printf "%s%s: %s ms, %s samples/s, sync %s", n++ ? "; " : "", $1, $4, $5, $8 }' "$log")"
@@ -442,6 +450,9 @@ if [ $status = 0 ]; then
   cli_scale "MLP step gpu:0, batch 256" scale-b256 "gpu:0" 256 100
   cli_scale "MLP step gpu:0, batch 4096" scale-b4096 "gpu:0" 4096 40
   cli_scale "MLP gpu:0, 0x2, 0x4, batch 1024" scale-logical "gpu:0;0x2;0x4" 1024 60
+  # Mixed precision's tensor cores against float32 (the batch 4096 row above), same model and steps.
+  cli_scale "MLP step gpu:0, batch 4096, mixed_bfloat16" scale-b4096-bf16 "gpu:0" 4096 40 mixed_bfloat16
+  cli_scale "MLP step gpu:0, batch 4096, mixed_float16" scale-b4096-fp16 "gpu:0" 4096 40 mixed_float16
 
   # The same model in PyTorch on the same GPU.
   t=$(now)
@@ -501,6 +512,13 @@ report_figures() {
         "PyTorch/Mirrorlab $(rx "$tr" "$s")x and $(rx "$tp" "$s")x (above 1: Mirrorlab faster; goal: above 1)"
     fi
   done
+  local f32 bf fp
+  f32=$(fig mirrorlab_step_gpu0_b4096) bf=$(fig mirrorlab_step_gpu0_b4096_mixed_bfloat16) fp=$(fig mirrorlab_step_gpu0_b4096_mixed_float16)
+  if [ -n "$bf$fp" ]; then
+    any=1
+    echo "  MLP batch 4096 on gpu:0, mixed precision: bfloat16 ${bf:--} ms, float16 ${fp:--} ms against float32 ${f32:--} ms:" \
+      "float32/bfloat16 $(rx "$f32" "$bf")x, float32/float16 $(rx "$f32" "$fp")x (above 1: the tensor cores pay)"
+  fi
   local d line=""
   for d in gpu0 gpu0x2 gpu0x4; do
     s=$(fig mirrorlab_samples_per_s_${d}_b1024)
