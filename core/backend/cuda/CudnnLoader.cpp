@@ -23,7 +23,8 @@ std::atomic<const CudnnApi*> gLoaded{nullptr};
 
 const char* fixText() {
   return "Conv2D layers on a GPU need cuDNN 9: install it (apt install cudnn9-cuda-13, or pip install nvidia-cudnn-cu13 and "
-         "set MIRRORLAB_CUDNN_LIBRARY to its nvidia/cudnn/lib/libcudnn.so.9), or train this model on the CPU (--devices cpu:0)";
+         "set MIRRORLAB_CUDNN_LIBRARY to its nvidia/cudnn/lib/libcudnn.so.9), or train this model on CPU devices (--devices "
+         "cpu:N)";
 }
 
 std::string cudaText(size_t v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
@@ -117,42 +118,9 @@ const CudnnApi& cudnn() {
   const std::lock_guard<std::mutex> lock(mutex);
   if (const CudnnApi* a = cudnnIfLoaded()) return *a;
 
-  auto tryLoad = [](const std::string& path, std::string& error) -> void* {
-    dlerror();
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) error = lastDlError();
-    return h;
-  };
-  std::string error, loadedPath;
-  void* handle = nullptr;
-  const std::string named = envValue(kCudnnLibraryEnv);
-  if (!named.empty()) {
-    handle = tryLoad(named, error);
-    if (!handle)
-      fail(MLCUDA_ERR_CUDNN, std::string(kCudnnLibraryEnv) + "=" + named + " cannot be loaded (" + error + "): " + fixText());
-    loadedPath = named;
-  } else {
-    handle = tryLoad(kCudnnFile, error);  // LD_LIBRARY_PATH, the plugin's RUNPATH, ldconfig's cache
-    loadedPath = kCudnnFile;
-    const std::string first = error;
-    if (!handle)
-      for (const std::string& path : fallbackLibraryPaths("cudnn", kCudnnFile)) {
-        std::string ignored;
-        if ((handle = tryLoad(path, ignored))) {
-          loadedPath = path;
-          break;
-        }
-      }
-    if (!handle)
-      fail(MLCUDA_ERR_CUDNN, "cuDNN cannot be loaded: " + first +
-                                 " (also looked beside the CUDA runtime, in /usr/local/cuda and in Python's nvidia-cudnn "
-                                 "wheels; " +
-                                 kCudnnLibraryEnv + " names the file to use): " + fixText());
-  }
-  // Where the loader found it, for messages, the build information and its sub-libraries.
-  Dl_info info{};
-  void* version = dlsym(handle, "cudnnGetVersion");
-  if (version && dladdr(version, &info) != 0 && info.dli_fname) loadedPath = info.dli_fname;
+  std::string loadedPath;
+  void* handle =
+      openLibrary({MLCUDA_ERR_CUDNN, "cuDNN", kCudnnLibraryEnv, kCudnnFile, "cudnn", "cudnnGetVersion", fixText()}, &loadedPath);
   std::unique_ptr<CudnnApi> api;
   try {
     api = resolve(handle, loadedPath);

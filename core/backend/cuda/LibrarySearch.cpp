@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 
+#include "backend/cuda/Check.h"
+
 namespace mlcuda {
 
 std::string envValue(const char* name) {
@@ -53,6 +55,45 @@ std::vector<std::string> fallbackLibraryPaths(const char* wheel, const char* fil
       for (const std::string& f : globFiles(prefix + "/lib/python3*/" + packages + tail)) paths.push_back(f);
   paths.push_back("/usr/lib/python3/dist-packages" + tail);
   return paths;
+}
+
+void* openLibrary(const LibrarySpec& spec, std::string* path) {
+  auto tryLoad = [](const std::string& file, std::string& error) -> void* {
+    dlerror();
+    void* h = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h) error = lastDlError();
+    return h;
+  };
+  std::string error, loadedPath;
+  void* handle = nullptr;
+  const std::string named = envValue(spec.env);
+  if (!named.empty()) {
+    handle = tryLoad(named, error);
+    if (!handle) fail(spec.code, std::string(spec.env) + "=" + named + " cannot be loaded (" + error + "): " + spec.fix);
+    loadedPath = named;
+  } else {
+    handle = tryLoad(spec.file, error);  // LD_LIBRARY_PATH, the plugin's RUNPATH, ldconfig's cache
+    loadedPath = spec.file;
+    const std::string first = error;
+    if (!handle)
+      for (const std::string& candidate : fallbackLibraryPaths(spec.wheel, spec.file)) {
+        std::string ignored;
+        if ((handle = tryLoad(candidate, ignored))) {
+          loadedPath = candidate;
+          break;
+        }
+      }
+    if (!handle)
+      fail(spec.code, std::string(spec.name) + " cannot be loaded: " + first +
+                          " (also looked beside the CUDA runtime, in /usr/local/cuda and in Python's nvidia-" + spec.wheel +
+                          " wheels; " + spec.env + " names the file to use): " + spec.fix);
+  }
+  // Where the loader found it, for messages and the build information.
+  Dl_info info{};
+  void* symbol = dlsym(handle, spec.symbol);
+  if (symbol && dladdr(symbol, &info) != 0 && info.dli_fname) loadedPath = info.dli_fname;
+  *path = loadedPath;
+  return handle;
 }
 
 }  // namespace mlcuda

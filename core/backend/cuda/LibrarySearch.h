@@ -21,4 +21,19 @@ std::string lastDlError();
 // conda, the user's site-packages and the system's.
 std::vector<std::string> fallbackLibraryPaths(const char* wheel, const char* file);
 
+// A library the plugin loads itself, and how to say it cannot.
+struct LibrarySpec {
+  int code;            // MLCUDA_ERR_NCCL, MLCUDA_ERR_CUDNN
+  const char* name;    // "NCCL", "cuDNN"
+  const char* env;     // the variable that names the file to load alone
+  const char* file;    // "libnccl.so.2"
+  const char* wheel;   // "nccl": Python's nvidia-nccl wheel
+  const char* symbol;  // one of its functions, to find the file the loader picked
+  const char* fix;     // what to do, ending every message
+};
+// dlopen()s it: the file $env names alone when set, else `file` by the loader's search, then
+// fallbackLibraryPaths. Throws a Failure (spec.code) saying what was tried and spec.fix. *path: the
+// file loaded (where the loader found it).
+void* openLibrary(const LibrarySpec& spec, std::string* path);
+
 }  // namespace mlcuda

@@ -71,42 +71,9 @@ const NcclApi& nccl() {
   const std::lock_guard<std::mutex> lock(mutex);
   if (const NcclApi* a = ncclIfLoaded()) return *a;
 
-  auto tryLoad = [](const std::string& path, std::string& error) -> void* {
-    dlerror();
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) error = lastDlError();
-    return h;
-  };
-  std::string error, loadedPath;
-  void* handle = nullptr;
-  const std::string named = envValue(kNcclLibraryEnv);
-  if (!named.empty()) {
-    handle = tryLoad(named, error);
-    if (!handle)
-      fail(MLCUDA_ERR_NCCL, std::string(kNcclLibraryEnv) + "=" + named + " cannot be loaded (" + error + "): " + fixText());
-    loadedPath = named;
-  } else {
-    handle = tryLoad(kNcclFile, error);  // LD_LIBRARY_PATH, the plugin's RUNPATH, ldconfig's cache
-    loadedPath = kNcclFile;
-    const std::string first = error;
-    if (!handle)
-      for (const std::string& path : fallbackLibraryPaths("nccl", kNcclFile)) {
-        std::string ignored;
-        if ((handle = tryLoad(path, ignored))) {
-          loadedPath = path;
-          break;
-        }
-      }
-    if (!handle)
-      fail(MLCUDA_ERR_NCCL, "NCCL cannot be loaded: " + first +
-                                " (also looked beside the CUDA runtime, in /usr/local/cuda and in Python's nvidia-nccl "
-                                "wheels; " +
-                                kNcclLibraryEnv + " names the file to use): " + fixText());
-  }
-  // Where the loader found it, for messages and the build information.
-  Dl_info info{};
-  void* version = dlsym(handle, "ncclGetVersion");
-  if (version && dladdr(version, &info) != 0 && info.dli_fname) loadedPath = info.dli_fname;
+  std::string loadedPath;
+  void* handle =
+      openLibrary({MLCUDA_ERR_NCCL, "NCCL", kNcclLibraryEnv, kNcclFile, "nccl", "ncclGetVersion", fixText()}, &loadedPath);
   std::unique_ptr<NcclApi> api;
   try {
     api = resolve(handle, loadedPath);
