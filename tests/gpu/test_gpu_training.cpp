@@ -4,8 +4,7 @@
 // errors (a GPU that does not exist, out of memory), and the run's NVML telemetry (or, without
 // NVML, its computed utilization and the reason). Skips with the probe's reason where there is no
 // usable GPU; MIRRORLAB_REQUIRE_GPU=1 turns the skip into a failure (tests/gpu/run.sh sets it).
-#include <gtest/gtest.h>
-#include "GpuTestUtil.h"
+#include "GpuTrainingTest.h"
 
 #include <unistd.h>
 
@@ -36,20 +35,9 @@ using mltest::makeClassification;
 using mltest::makeModel;
 using mltest::relDiff;
 
-const ml::DeviceReport& report() {
-  static const ml::DeviceReport r = ml::probeDevices();
-  return r;
-}
+using mlgputest::report;
 
-class GpuTraining : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!report().gpus.empty()) return;
-    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
-    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
-    GTEST_SKIP() << report().noGpuReason;
-  }
-};
+class GpuTraining : public mlgputest::NeedsGpu {};
 
 ml::OptimizerSpec optimizer(const std::string& name) {
   ml::OptimizerSpec o;

@@ -6,7 +6,7 @@
 // gives what CPU devices give, and not the weights of one replica), evaluation through the moving
 // statistics, and a sigmoid output with binary_crossentropy, fused and from logits. Skips with the
 // probe's reason where there is no usable GPU (MIRRORLAB_REQUIRE_GPU=1 makes that a failure).
-#include <gtest/gtest.h>
+#include "GpuTrainingTest.h"
 
 #include <cmath>
 #include <cstdlib>
@@ -22,20 +22,9 @@ namespace {
 
 using mltest::relDiff;
 
-const ml::DeviceReport& report() {
-  static const ml::DeviceReport r = ml::probeDevices();
-  return r;
-}
+using mlgputest::report;
 
-class GpuConvTraining : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!report().gpus.empty()) return;
-    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
-    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
-    GTEST_SKIP() << report().noGpuReason;
-  }
-};
+class GpuConvTraining : public mlgputest::NeedsGpu {};
 
 // 6x6x2 "images" of the 4-class test problem; binary: class >= 2.
 const ml::Dataset& images() {

@@ -4,7 +4,7 @@
 // GPUs give the weights of one under each policy, skipping the same steps; a real float16 overflow
 // skips steps and halves the scale on every replica until the scaled gradients fit; float32 stays
 // the float32 path. Skips with the probe's reason where there is no usable GPU.
-#include <gtest/gtest.h>
+#include "GpuTrainingTest.h"
 
 #include <cmath>
 #include <cstdio>
@@ -19,20 +19,9 @@ namespace {
 
 using mltest::relDiff;
 
-const ml::DeviceReport& report() {
-  static const ml::DeviceReport r = ml::probeDevices();
-  return r;
-}
+using mlgputest::report;
 
-class GpuMixedPrecision : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!report().gpus.empty()) return;
-    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
-    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
-    GTEST_SKIP() << report().noGpuReason;
-  }
-};
+class GpuMixedPrecision : public mlgputest::NeedsGpu {};
 
 const ml::Dataset& data() {
   static const ml::Dataset d = [] {

@@ -6,7 +6,7 @@
 // rounding), with uneven shards and accumulation, and every replica of every worker holds the same
 // bits: physical GPUs in one communicator over every worker's GPUs, logical GPUs summed on their
 // card and then across the workers by replica 0. Skips with the probe's reason without a GPU.
-#include <gtest/gtest.h>
+#include "GpuTrainingTest.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "TestData.h"
+#include "WorkersTestUtil.h"
 #include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
@@ -24,20 +25,9 @@ namespace {
 
 using mltest::relDiff;
 
-const ml::DeviceReport& report() {
-  static const ml::DeviceReport r = ml::probeDevices();
-  return r;
-}
+using mlgputest::report;
 
-class GpuWorkers : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!report().gpus.empty()) return;
-    const char* require = std::getenv("MIRRORLAB_REQUIRE_GPU");
-    if (require && std::string(require) == "1") FAIL() << "no usable GPU (MIRRORLAB_REQUIRE_GPU=1): " << report().noGpuReason;
-    GTEST_SKIP() << report().noGpuReason;
-  }
-};
+class GpuWorkers : public mlgputest::NeedsGpu {};
 
 const ml::Dataset& data() {
   static const ml::Dataset d = mltest::makeClassification(600);
@@ -77,26 +67,6 @@ Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate) {
   t.weights.assign(p.begin(), p.end());
   t.allReduce = s.allReducePath();
   return t;
-}
-
-// Runs fn(rank, group) on W threads, one per worker.
-std::vector<Trained> onWorkers(int W, const std::function<Trained(int, ml::WorkerGroup&)>& fn) {
-  auto groups = ml::makeThreadWorkers(W, 60);
-  std::vector<Trained> out(static_cast<size_t>(W));
-  std::vector<std::string> errors(static_cast<size_t>(W));
-  std::vector<std::thread> threads;
-  for (int w = 0; w < W; ++w)
-    threads.emplace_back([&, w] {
-      try {
-        out[static_cast<size_t>(w)] = fn(w, *groups[static_cast<size_t>(w)]);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(w)] = e.what();
-        groups[static_cast<size_t>(w)]->interrupt(e.what());
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (int w = 0; w < W; ++w) EXPECT_EQ(errors[static_cast<size_t>(w)], "") << "worker " << w;
-  return out;
 }
 
 struct Layout {
@@ -145,7 +115,7 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
     SCOPED_TRACE(what);
     auto one = makeStrategy("gpu:0", nullptr);
     const Trained ref = train(*one, l.batch, steps, l.accumulate);
-    const auto got = onWorkers(l.workers, [&](int w, ml::WorkerGroup& g) {
+    const auto got = mltest::onWorkers<Trained>(l.workers, 60, [&](int w, ml::WorkerGroup& g) {
       auto s = makeStrategy(devicesOf(l, w), &g);
       return train(*s, l.batch, steps, l.accumulate);
     });

@@ -51,6 +51,15 @@ void use(mlcuda_context* ctx);
 cudaStream_t streamOf(mlcuda_context* ctx, int which);
 // cudaMalloc with a message that names the device, the size and the free memory.
 void* deviceAlloc(int device, const std::string& label, const std::string& deviceName, size_t bytes, const char* file, int line);
+// Regions of one scratch allocation, each 256-byte aligned (cuBLAS and cuDNN like aligned operands).
+struct Carve {
+  size_t total = 0;
+  size_t add(size_t bytes) {
+    const size_t at = total;
+    total += (bytes + 255) / 256 * 256;
+    return at;
+  }
+};
 // The context's scratch, at least `bytes` long; valid until the next call that uses scratch.
 // Growing waits for the compute stream (work in flight may still read the old buffer).
 void* scratch(mlcuda_context* ctx, size_t bytes);

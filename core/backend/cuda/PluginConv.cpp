@@ -42,16 +42,6 @@ void requireConvAct(int act, const char* who) {
                                           " is not one a convolution takes (0 linear, 1 relu, 2 sigmoid, 3 tanh)");
 }
 
-// Regions of one scratch allocation, each 256-byte aligned.
-struct Carve {
-  size_t total = 0;
-  size_t add(size_t bytes) {
-    const size_t at = total;
-    total += (bytes + 255) / 256 * 256;
-    return at;
-  }
-};
-
 float* at(void* base, size_t offset) { return reinterpret_cast<float*>(static_cast<char*>(base) + offset); }
 
 size_t floats(int64_t count) { return sizeof(float) * static_cast<size_t>(count); }

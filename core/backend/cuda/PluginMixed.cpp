@@ -17,15 +17,6 @@ void requirePrecision(int precision, const char* who) {
          std::string(who) + ": unknown precision " + std::to_string(precision) + " (0 float32, 1 bfloat16, 2 float16)");
 }
 
-// Regions of one scratch allocation, each 256-byte aligned (cuBLAS and cuDNN like aligned operands).
-struct Carve {
-  size_t total = 0;
-  size_t add(size_t bytes) {
-    const size_t at = total;
-    total += (bytes + 255) / 256 * 256;
-    return at;
-  }
-};
 template <typename T>
 T* at(void* base, size_t offset) {
   return reinterpret_cast<T*>(static_cast<char*>(base) + offset);
@@ -102,6 +93,69 @@ void requireConv(int precision, const mlcuda_conv_geometry* g, int64_t n, int ac
                                           " is not one a convolution takes (0 linear, 1 relu, 2 sigmoid, 3 tanh)");
 }
 
+// y (rows, F) = in (rows, P) W (P, F) on the low format's tensor cores, then round(y + b), the
+// activation, rounded again (not softmax's). Row-major meets column-major as in
+// mlcuda_dense_forward: y^T = W^T in^T. pack(dst) writes the packed input rows.
+template <typename Pack>
+void lowForward(mlcuda_context* ctx, int precision, int64_t rows, int64_t P, int64_t F, Pack pack, const float* w, const float* b,
+                float* y, int act) {
+  const int R = toInt(rows, "rows"), PI = toInt(P, "the product's depth"), FI = toInt(F, "the product's width");
+  (void)toInt(rows * P, "the input's values");
+  (void)toInt(rows * F, "the output's values");
+  Carve carve;
+  const size_t inAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F));
+  void* base = lowScratch(ctx, carve.total);
+  pack(at<char>(base, inAt));
+  kernels::packLow(ctx->compute, precision, w, at<char>(base, wAt), P * F);
+  launched(ctx, "packLow");
+  gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_N, FI, R, PI, at<char>(base, wAt), FI, at<char>(base, inAt), PI, y, FI);
+  epilogue(ctx, precision, y, b, rows, F, act);
+}
+
+// The backward of a low-precision product y (rows, F) = in (rows, P) W (P, F), from dz (rows, F),
+// rounded already and kept float32: dw += round(in^T dz); db += round(the column sums of dz) (db
+// may be null); and din (rows, P) = dz W^T in float32, not rounded (the caller rounds or gathers
+// it), into `din` or, when that is null and inputGrad is set, into scratch. pack(dst) writes the
+// packed input rows (rows*P low-format values). Returns where din went (null without inputGrad).
+template <typename Pack>
+float* lowBackward(mlcuda_context* ctx, int precision, int64_t rows, int64_t P, int64_t F, Pack pack, const float* dz,
+                   const float* w, float* dw, float* db, bool inputGrad, float* din) {
+  const int R = toInt(rows, "rows"), PI = toInt(P, "the product's depth"), FI = toInt(F, "the product's width");
+  (void)toInt(rows * P, "the input's values");
+  (void)toInt(rows * F, "the output's values");
+  const int64_t biasFloats = db ? kernels::biasGradientWorkspace(rows, F) : 0;
+  Carve carve;
+  const size_t inAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F)), dzAt = carve.add(halves(rows * F)),
+               dwAt = carve.add(floats(P * F)), dbAt = carve.add(floats(F)),
+               biasAt = biasFloats > 0 ? carve.add(floats(biasFloats)) : 0,
+               dinAt = inputGrad && !din ? carve.add(floats(rows * P)) : 0;
+  void* base = lowScratch(ctx, carve.total);
+  char *in = at<char>(base, inAt), *wl = at<char>(base, wAt), *dzl = at<char>(base, dzAt);
+  pack(in);
+  kernels::packLow(ctx->compute, precision, dz, dzl, rows * F);  // exact: dz is rounded already
+  launched(ctx, "packLow");
+  // dW^T (F, P) = dz^T in, then dw += round(dW).
+  float* dwq = at<float>(base, dwAt);
+  gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_T, FI, PI, R, dzl, FI, in, PI, dwq, FI);
+  kernels::addRounded(ctx->compute, precision, dwq, dw, P * F);
+  launched(ctx, "addRounded");
+  if (db) {
+    float* dbq = at<float>(base, dbAt);
+    ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(F), ctx->compute));
+    kernels::biasGradient(ctx->compute, dz, dbq, rows, F, biasFloats > 0 ? at<float>(base, biasAt) : nullptr);
+    launched(ctx, "biasGradient");
+    kernels::addRounded(ctx->compute, precision, dbq, db, F);
+    launched(ctx, "addRounded");
+  }
+  if (!inputGrad) return nullptr;
+  if (!din) din = at<float>(base, dinAt);
+  kernels::packLow(ctx->compute, precision, w, wl, P * F);
+  launched(ctx, "packLow");
+  // din^T (P, rows) = W dz^T.
+  gemmLow(ctx, precision, CUBLAS_OP_T, CUBLAS_OP_N, PI, R, FI, wl, FI, dzl, FI, din, PI);
+  return din;
+}
+
 }  // namespace
 }  // namespace mlcuda
 
@@ -119,16 +173,11 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_forward_low(mlcuda_context* ctx, int pr
     requireDense(precision, n, in, out, act, "mlcuda_dense_forward_low");
     if (n == 0) return;
     ML_REQUIRE(x && w && y, "mlcuda_dense_forward_low: x, w and y must not be NULL");
-    const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
-    Carve carve;
-    const size_t xAt = carve.add(halves(n * in)), wAt = carve.add(halves(in * out));
-    void* base = lowScratch(ctx, carve.total);
-    kernels::packLow(ctx->compute, precision, x, at<char>(base, xAt), n * in);
-    launched(ctx, "packLow");
-    kernels::packLow(ctx->compute, precision, w, at<char>(base, wAt), in * out);
-    launched(ctx, "packLow");
-    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_N, O, N, I, at<char>(base, wAt), O, at<char>(base, xAt), I, y, O);
-    epilogue(ctx, precision, y, b, n, out, act);
+    auto pack = [&](char* dst) {
+      kernels::packLow(ctx->compute, precision, x, dst, n * in);
+      launched(ctx, "packLow");
+    };
+    lowForward(ctx, precision, n, in, out, pack, w, b, y, act);
   });
 }
 
@@ -144,38 +193,12 @@ MLCUDA_EXPORT mlcuda_status mlcuda_dense_backward_low(mlcuda_context* ctx, int p
     requireDense(precision, n, in, out, act, "mlcuda_dense_backward_low");
     if (n == 0) return;
     ML_REQUIRE(x && w && y && dy && dw, "mlcuda_dense_backward_low: x, w, y, dy and dw must not be NULL");
-    const int N = toInt(n, "rows"), I = toInt(in, "in"), O = toInt(out, "out");
     roundedDz(ctx, precision, y, dy, n, out, act, fused_softmax != 0);
-    const int64_t biasFloats = db ? kernels::biasGradientWorkspace(n, out) : 0;
-    Carve carve;
-    const size_t xAt = carve.add(halves(n * in)), wAt = carve.add(halves(in * out)), dzAt = carve.add(halves(n * out)),
-                 dwAt = carve.add(floats(in * out)), dbAt = carve.add(floats(out)),
-                 biasAt = biasFloats > 0 ? carve.add(floats(biasFloats)) : 0;
-    void* base = lowScratch(ctx, carve.total);
-    char *xl = at<char>(base, xAt), *wl = at<char>(base, wAt), *dzl = at<char>(base, dzAt);
-    kernels::packLow(ctx->compute, precision, x, xl, n * in);
-    launched(ctx, "packLow");
-    kernels::packLow(ctx->compute, precision, dy, dzl, n * out);  // exact: dz is rounded already
-    launched(ctx, "packLow");
-    // dW^T (out, in) = dz^T x, then dw += round(dW).
-    float* dwq = at<float>(base, dwAt);
-    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_T, O, I, N, dzl, O, xl, I, dwq, O);
-    kernels::addRounded(ctx->compute, precision, dwq, dw, in * out);
-    launched(ctx, "addRounded");
-    if (db) {
-      float* dbq = at<float>(base, dbAt);
-      ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(out), ctx->compute));
-      kernels::biasGradient(ctx->compute, dy, dbq, n, out, biasFloats > 0 ? at<float>(base, biasAt) : nullptr);
-      launched(ctx, "biasGradient");
-      kernels::addRounded(ctx->compute, precision, dbq, db, out);
-      launched(ctx, "addRounded");
-    }
-    if (!dx) return;
-    kernels::packLow(ctx->compute, precision, w, wl, in * out);
-    launched(ctx, "packLow");
-    // dx^T (in, n) = W dz^T, rounded.
-    gemmLow(ctx, precision, CUBLAS_OP_T, CUBLAS_OP_N, I, N, O, wl, O, dzl, O, dx, I);
-    roundInPlace(ctx, precision, dx, n * in);
+    auto pack = [&](char* dst) {
+      kernels::packLow(ctx->compute, precision, x, dst, n * in);
+      launched(ctx, "packLow");
+    };
+    if (lowBackward(ctx, precision, n, in, out, pack, dy, w, dw, db, dx != nullptr, dx)) roundInPlace(ctx, precision, dx, n * in);
   });
 }
 
@@ -191,18 +214,11 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward_low(mlcuda_context* ctx, int p
     requireConv(precision, g, n, act, "mlcuda_conv2d_forward_low");
     if (n == 0) return;
     ML_REQUIRE(x && w && y, "mlcuda_conv2d_forward_low: x, w and y must not be NULL");
-    const int64_t P = g->kh * g->kw * g->c, F = g->filters, rows = n * g->oh * g->ow;
-    const int R = toInt(rows, "n * oh * ow"), PI = toInt(P, "kh * kw * c"), FI = toInt(F, "filters");
-    (void)toInt(rows * P, "the windows' values");
-    Carve carve;
-    const size_t colsAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F));
-    void* base = lowScratch(ctx, carve.total);
-    kernels::im2colLow(ctx->compute, precision, x, *g, n, at<char>(base, colsAt));
-    launched(ctx, "im2colLow");
-    kernels::packLow(ctx->compute, precision, w, at<char>(base, wAt), P * F);
-    launched(ctx, "packLow");
-    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_N, FI, R, PI, at<char>(base, wAt), FI, at<char>(base, colsAt), PI, y, FI);
-    epilogue(ctx, precision, y, b, rows, F, act);
+    auto pack = [&](char* dst) {
+      kernels::im2colLow(ctx->compute, precision, x, *g, n, dst);
+      launched(ctx, "im2colLow");
+    };
+    lowForward(ctx, precision, n * g->oh * g->ow, g->kh * g->kw * g->c, g->filters, pack, w, b, y, act);
   });
 }
 
@@ -219,39 +235,13 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward_low(mlcuda_context* ctx, int 
     if (n == 0) return;
     ML_REQUIRE(x && w && y && dy && dw, "mlcuda_conv2d_backward_low: x, w, y, dy and dw must not be NULL");
     const int64_t P = g->kh * g->kw * g->c, F = g->filters, rows = n * g->oh * g->ow;
-    const int R = toInt(rows, "n * oh * ow"), PI = toInt(P, "kh * kw * c"), FI = toInt(F, "filters");
-    (void)toInt(rows * P, "the windows' values");
     roundedDz(ctx, precision, y, dy, rows, F, act, false);
-    const int64_t biasFloats = db ? kernels::biasGradientWorkspace(rows, F) : 0;
-    Carve carve;
-    const size_t colsAt = carve.add(halves(rows * P)), wAt = carve.add(halves(P * F)), dzAt = carve.add(halves(rows * F)),
-                 dwAt = carve.add(floats(P * F)), dbAt = carve.add(floats(F)),
-                 biasAt = biasFloats > 0 ? carve.add(floats(biasFloats)) : 0, dcolsAt = dx ? carve.add(floats(rows * P)) : 0;
-    void* base = lowScratch(ctx, carve.total);
-    char *cols = at<char>(base, colsAt), *wl = at<char>(base, wAt), *dzl = at<char>(base, dzAt);
-    kernels::im2colLow(ctx->compute, precision, x, *g, n, cols);
-    launched(ctx, "im2colLow");
-    kernels::packLow(ctx->compute, precision, dy, dzl, rows * F);  // exact: dz is rounded already
-    launched(ctx, "packLow");
-    // dW^T (F, P) = dz^T cols, then dw += round(dW).
-    float* dwq = at<float>(base, dwAt);
-    gemmLow(ctx, precision, CUBLAS_OP_N, CUBLAS_OP_T, FI, PI, R, dzl, FI, cols, PI, dwq, FI);
-    kernels::addRounded(ctx->compute, precision, dwq, dw, P * F);
-    launched(ctx, "addRounded");
-    if (db) {
-      float* dbq = at<float>(base, dbAt);
-      ML_CUDA(ctx->label, cudaMemsetAsync(dbq, 0, floats(F), ctx->compute));
-      kernels::biasGradient(ctx->compute, dy, dbq, rows, F, biasFloats > 0 ? at<float>(base, biasAt) : nullptr);
-      launched(ctx, "biasGradient");
-      kernels::addRounded(ctx->compute, precision, dbq, db, F);
-      launched(ctx, "addRounded");
-    }
-    if (!dx) return;
-    kernels::packLow(ctx->compute, precision, w, wl, P * F);
-    launched(ctx, "packLow");
-    // dcols^T (P, rows) = W dz^T.
-    float* dcols = at<float>(base, dcolsAt);
-    gemmLow(ctx, precision, CUBLAS_OP_T, CUBLAS_OP_N, PI, R, FI, wl, FI, dzl, FI, dcols, PI);
+    auto pack = [&](char* dst) {
+      kernels::im2colLow(ctx->compute, precision, x, *g, n, dst);
+      launched(ctx, "im2colLow");
+    };
+    const float* dcols = lowBackward(ctx, precision, rows, P, F, pack, dy, w, dw, db, dx != nullptr, nullptr);
+    if (!dcols) return;
     kernels::col2im(ctx->compute, dcols, *g, n, dx);
     launched(ctx, "col2im");
     roundInPlace(ctx, precision, dx, n * g->h * g->w * g->c);
