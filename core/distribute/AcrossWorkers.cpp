@@ -43,10 +43,6 @@ void MirroredStrategy::refuseAcrossWorkers() const {
   if (device && algo == "mpi")
     throw UserError(who + "all-reduce 'mpi' sums in host memory; GPUs across workers all-reduce with NCCL: " +
                     "leave --allreduce out (or use hierarchical)");
-  if (crossReplica_)
-    throw UserError(who +
-                    "synchronized BatchNormalization across workers is not built yet; "
-                    "set \"synchronized\": false or train in one process");
   if (options_.shardOptimizer)
     throw UserError(who + fieldInWords("distribute.shard_optimizer") +
                     " across workers is not built yet; turn it off or train in one process");

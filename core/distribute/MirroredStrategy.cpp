@@ -52,7 +52,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     worker_ = workers_->rank();
     workerCount_ = workers_->size();
   }
-  replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_);
+  replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_, workers_);
   if (options_.bucketBytes < 4) throw UserError(fieldInWords("distribute.bucket_bytes") + " must be at least 4 bytes");
   std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
@@ -138,6 +138,10 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
     mode = options_.bucketComm == BucketComm::Threads || (options_.bucketComm == BucketComm::Auto && 2 * n <= cores)
                ? HostCollective::Mode::Threads
                : HostCollective::Mode::Inline;
+  // BatchNormalization's sums cross the workers from replica 0's thread in the middle of forward
+  // and backward: the gradients' cross-worker calls must come from that same thread, in program
+  // order, so that every worker makes its collective calls in one order.
+  if (workers_ && crossReplica_ && mode == HostCollective::Mode::Threads) mode = HostCollective::Mode::Inline;
   Backend* b = backend_.get();
   return std::make_unique<HostCollective>(
       std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
@@ -357,7 +361,7 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const bool faulty = !faults_.empty();
   // A model whose layers sum across replicas (BatchNormalization) runs every micro-batch on every
   // replica, empty shards too, so that all of them join each sum and keep the same moving statistics.
-  const bool joinAll = crossReplica_ && n > 1;
+  const bool joinAll = crossReplica_ && G > 1;
   StepContext ctx{true, seed_, job.step, nullptr};
   ctx.replicaSum = joinAll ? replicaSum_.get() : nullptr;
   ctx.replica = r.rank;
@@ -432,7 +436,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
   job.lossScale = factors.loss;
   job.gradScale = factors.grad;
   job.step = step;
-  replicaSum_->newStep();
+  replicaSum_->newStep(step);
   if (hierarchical_) hierarchical_->setStep(step);
   std::string localFailure;
   try {

@@ -31,17 +31,17 @@ struct StepContext {
   uint64_t step = 0;                   // optimizer step (randomness key)
   const int64_t* sampleIds = nullptr;  // global sample index of each row (randomness key)
   // Cross-replica sums for the layers that need them; null outside a mirrored step of 2+ replicas
-  // (the layer's own rows are then the whole batch).
+  // in all (the layer's own rows are then the whole batch).
   ReplicaSum* replicaSum = nullptr;
   int replica = 0;  // this replica's rank
   int micro = 0;    // the micro-batch (gradient accumulation)
-  int peers = 1;    // replicas that call replicaSum in this micro-batch
+  int peers = 1;    // this worker's replicas, which call replicaSum in this micro-batch
   // Set by Sequential for a layer whose overwritesGrads() is true, on the first backward after
   // discardGrads(): the pass WRITES its parameter gradients (=) instead of adding to stale values.
   bool overwriteGrads = false;
-  // Sums v across the replicas of the step (in place); a no-op with one replica.
+  // Sums v across the replicas of the step (in place), every worker's; a no-op with one replica.
   void sumAcrossReplicas(std::span<double> v) const {
-    if (replicaSum && peers > 1) replicaSum->sum(*this, v);
+    if (replicaSum) replicaSum->sum(*this, v);
   }
 };
 

@@ -3,7 +3,8 @@
 # --allow-run-as-root; --oversubscribe: more workers than this machine's 2 cores).
 #   invariant  mpirun -np 2 x cpu:2 and -np 3 x cpu:2 (batch 25: uneven shards, accumulation 2)
 #              give the weights of one process on cpu:1 to float rounding; -np 2 --allreduce mpi
-#              (flat) too; --workers 2 gives the bits of mpirun -np 2; worker 1 alone prints and
+#              (flat) too, and synchronized BatchNorm over 2 workers; --workers 2 gives the bits of
+#              mpirun -np 2; worker 1 alone prints and
 #              records one finished run holding every step, its replicas named per worker;
 #   failure    a replica failing on worker 2 (fail fault): every worker stops, the run is stored
 #              failed with worker 2's message; a worker hanging (hang fault) is named within
@@ -50,6 +51,19 @@ print("%.3g" % worst)
 sys.exit(0 if worst < 1e-5 else 1)
 PY
 }
+# closeAll A.npz B.npz: max |a-b| over every array / max |b| over all of them below 2e-5 (arrays whose
+# values are all near zero, such as a BatchNorm beta after a few steps, are held to the model's scale).
+closeAll() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys, numpy as np
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert sorted(a.files) == sorted(b.files), (a.files, b.files)
+scale = max(float(np.max(np.abs(b[k]))) for k in b.files)
+worst = max(float(np.max(np.abs(a[k] - b[k]))) for k in b.files) / max(scale, 1e-30)
+print("%.3g" % worst)
+sys.exit(0 if worst < 2e-5 else 1)
+PY
+}
 runs() { # DB: one line per run: id status steps step_rows
   /usr/bin/python3 - "$1" <<'PY'
 import sqlite3, sys
@@ -90,6 +104,26 @@ out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --allreduce mp
   bad "the flat form failed: $out"
 has "$out" "mpi: one replica per worker" && ok || bad "the flat form does not say so: $out"
 d=$(close "$T/flat.npz" "$T/one.npz") && ok || bad "flat 2 x cpu:1 differs from one replica by $d"
+
+# Synchronized BatchNormalization across processes: its sums span both workers, so 2 workers x
+# cpu:1 give the weights (and moving statistics) of one replica.
+cat > "$T/bn.json" <<'JSON'
+{"schema_version": 1, "name": "workers batchnorm",
+ "model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 16, "activation": "tanh"},
+                                         {"type": "Reshape", "target_shape": [4, 4, 1]},
+                                         {"type": "Conv2D", "filters": 3, "kernel_size": 2, "padding": "same"},
+                                         {"type": "BatchNormalization", "synchronized": true},
+                                         {"type": "Activation", "activation": "relu"},
+                                         {"type": "Flatten"},
+                                         {"type": "Dense", "units": 3, "activation": "softmax"}]},
+ "data": {"kind": "spirals", "samples": 300, "classes": 3, "noise": 0.1, "seed": 3, "validation_split": 0.2},
+ "training": {"epochs": 1, "batch_size": 15, "optimizer": {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9}, "seed": 5},
+ "distribute": {"devices": "cpu:1"}}
+JSON
+"$CLI" train "$T/bn.json" --devices cpu:1 --no-record --quiet --save-weights "$T/bn1.npz" || bad "the BatchNorm reference failed"
+out=$("${MPI[@]}" -np 2 "$CLI" train "$T/bn.json" --devices cpu:1 --no-record --save-weights "$T/bn2.npz" 2>&1) ||
+  bad "synchronized BatchNorm under mpirun -np 2 failed: $out"
+d=$(closeAll "$T/bn2.npz" "$T/bn1.npz") && ok || bad "synchronized BatchNorm, 2 workers x cpu:1, differs from one replica by $d"
 
 # --workers starts mpirun itself: the same bits as mpirun -np 2.
 if [ "$(id -u)" = 0 ]; then :; fi

@@ -145,10 +145,14 @@ row "libcudnn.so.9 found" "$([ -n "$cudnn_where" ] && echo ok || echo none)" 0 \
 if [ $carried = 0 ]; then
   echo "== configure ($build)"
   t=$(now)
-  gen=()
-  if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then gen=(-G Ninja); fi
-  if cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF \
-      -DMIRRORLAB_BUILD_BENCH=OFF -DMIRRORLAB_BUILD_CUDA=ON -DMIRRORLAB_TEST_DIRS=gpu >"$logs/configure.log" 2>&1; then
+  # A new tree is configured for the GPU check alone; an existing one (the developer's build/) keeps
+  # its own options (the targets below are built either way), so that this does not narrow it.
+  opts=(-DMIRRORLAB_BUILD_CUDA=ON)
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    opts+=(-DCMAKE_BUILD_TYPE=Release -DMIRRORLAB_BUILD_UI=OFF -DMIRRORLAB_BUILD_BENCH=OFF -DMIRRORLAB_TEST_DIRS=gpu)
+    if command -v ninja >/dev/null 2>&1; then opts+=(-G Ninja); fi
+  fi
+  if cmake -S "$root" -B "$build" "${opts[@]}" >"$logs/configure.log" 2>&1; then
     plugin_line=$(grep -E "CUDA plugin" "$logs/configure.log" | head -1 | sed 's/^-- //')
     row "configure" ok $(( $(now) - t )) "$plugin_line"
   else

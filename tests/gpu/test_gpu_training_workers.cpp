@@ -139,6 +139,41 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
   if (ran == 0) GTEST_SKIP() << "every layout needs more GPUs than this machine has";
 }
 
+// Synchronized BatchNormalization across workers on GPUs: its per-channel sums go through the
+// strategy's cross-replica sum, which spans every worker, so 2 workers x 2 logical GPUs give the
+// weights of one GPU replica (shards of 3/2/3/2).
+TEST_F(GpuWorkers, SynchronizedBatchNormSpansEveryWorker) {
+  if (!fakePlugin() && report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
+  ml::ModelSpec m;
+  m.inputShape = {12};
+  m.layers.push_back({"Reshape", "", {{"target_shape", {2, 2, 3}}}});
+  m.layers.push_back({"Conv2D", "", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}}});
+  m.layers.push_back({"BatchNormalization", "", {{"momentum", 0.8}, {"synchronized", true}}});
+  m.layers.push_back({"Activation", "", {{"activation", "relu"}}});
+  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
+  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  auto make = [&](const std::string& devices, ml::WorkerGroup* workers) {
+    ml::StrategyOptions so;
+    so.devices = ml::parseDevices(devices);
+    so.workers = workers;
+    ml::OptimizerSpec o;
+    o.name = "sgd";
+    o.momentum = 0.9;
+    auto s = std::make_unique<ml::MirroredStrategy>(m, ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                    ml::MetricKind::Accuracy, o, so);
+    s->initialize(7);
+    return s;
+  };
+  const Trained one = train(*make("gpu:0", nullptr), 10, 5, 1);
+  const auto got = mltest::onWorkers<Trained>(2, 60, [&](int w, ml::WorkerGroup& g) {
+    return train(*make(fakePlugin() ? "gpu:0x2" : "gpu:" + std::to_string(w) + "x2", &g), 10, 5, 1);
+  });
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_LT(relDiff(got[static_cast<size_t>(w)].weights, one.weights), 2e-5) << "worker " << w;
+    EXPECT_EQ(got[static_cast<size_t>(w)].weights, got[0].weights);
+  }
+}
+
 TEST_F(GpuWorkers, TheFlatMpiAllReduceIsRefusedOnGpusWithTheWayOut) {
   auto groups = ml::makeThreadWorkers(2, 5);
   ml::StrategyOptions so;

@@ -219,7 +219,7 @@ void CudaBackend::normBackward(Replica& rep, size_t i, const float* x, float* dy
     ok(P_->batchnormBackwardSums(c, x, dy, values, C, st.stats.get(), st.sums.get(), l.gamma >= 0 ? grads + l.gamma : nullptr,
                                  l.beta >= 0 ? grads + l.beta : nullptr));
   if (!dx) return;
-  if (l.synchronized && ctx.replicaSum && ctx.peers > 1) {
+  if (l.synchronized && ctx.replicaSum) {
     const auto n = static_cast<size_t>(2 * C);
     st.host.assign(n, 0.0);
     if (values > 0) ok(P_->copyToHost(c, st.host.data(), st.sums.get(), n * sizeof(double)));

@@ -2,10 +2,12 @@
 // of one (N in 1..4, uneven shards, empty shards under accumulation). Per-replica statistics: they
 // do not, and the gap shrinks as each replica's shard grows. Moving statistics stay bit-identical
 // across replicas in both modes (the checksums cover them: they sit in the flat parameter buffer).
-// A convolutional model without BatchNorm keeps the plain invariant.
+// A convolutional model without BatchNorm keeps the plain invariant. Across workers, every sum
+// spans every worker's replicas.
 #include <gtest/gtest.h>
 
 #include "TestData.h"
+#include "WorkersTestUtil.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/BatchNorm.h"
 #include "train/Trainer.h"
@@ -36,9 +38,10 @@ ml::ModelSpec convModel(int bn /* 0 none, 1 per-replica, 2 synchronized */) {
   return m;
 }
 
-std::unique_ptr<ml::MirroredStrategy> strategy(int n, int bn) {
+std::unique_ptr<ml::MirroredStrategy> strategy(int n, int bn, ml::WorkerGroup* workers = nullptr) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:" + std::to_string(n));
+  so.workers = workers;
   ml::OptimizerSpec o;
   o.name = "sgd";
   o.momentum = 0.9;
@@ -89,6 +92,33 @@ TEST(BatchNormMirrored, PerReplicaStatisticsDependOnTheShardAndTheGapShrinksWith
   EXPECT_LT(large, small) << "the gap should shrink as the per-replica batch grows";
   // Synchronized statistics close the gap at the small batch.
   EXPECT_LT(relDiff(train(*strategy(2, 2), 8, 4), train(*strategy(1, 2), 8, 4)), 2e-5);
+}
+
+// Across workers (thread workers standing in for mpirun's processes): every BatchNormalization sum
+// spans every worker's replicas, so W workers x N replicas with synchronized statistics give the
+// weights of one replica, empty shards under accumulation included, and every worker ends with the
+// same moving statistics; per-replica statistics across workers differ from one replica's.
+TEST(BatchNormMirrored, SynchronizedStatisticsSpanEveryWorker) {
+  struct Layout {
+    int workers, local;
+    int64_t batch;
+    int accumulate;
+  };
+  for (const Layout l : {Layout{2, 1, 10, 1}, Layout{2, 2, 10, 1}, Layout{3, 1, 5, 2}}) {
+    SCOPED_TRACE(std::to_string(l.workers) + " workers x cpu:" + std::to_string(l.local));
+    const auto one = train(*strategy(1, 2), l.batch, 4, l.accumulate);
+    const auto got = mltest::onWorkers<std::vector<float>>(
+        l.workers, 30, [&](int, ml::WorkerGroup& g) { return train(*strategy(l.local, 2, &g), l.batch, 4, l.accumulate); });
+    for (int w = 0; w < l.workers; ++w) {
+      EXPECT_LT(relDiff(got[static_cast<size_t>(w)], one), 2e-5) << "worker " << w;
+      EXPECT_EQ(got[static_cast<size_t>(w)], got[0]) << "worker " << w;
+    }
+  }
+  const auto perReplicaOne = train(*strategy(1, 1), 8, 4);
+  const auto perReplica =
+      mltest::onWorkers<std::vector<float>>(2, 30, [&](int, ml::WorkerGroup& g) { return train(*strategy(1, 1, &g), 8, 4); });
+  EXPECT_GT(relDiff(perReplica[0], perReplicaOne), 1e-3) << "per-replica statistics should differ from the global batch's";
+  EXPECT_EQ(perReplica[1], perReplica[0]) << "the moving statistics and weights are the same on every worker";
 }
 
 TEST(BatchNormMirrored, ConvolutionalModelKeepsTheInvariant) {
