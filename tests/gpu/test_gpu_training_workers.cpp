@@ -127,6 +127,17 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
       ASSERT_EQ(t.checksums.size(), G);
       for (size_t g = 0; g < G; ++g) EXPECT_EQ(t.checksums[g], got[0].checksums[0]) << "worker " << w << " replica " << g;
       EXPECT_EQ(t.weights, got[0].weights);
+      // Logical GPUs: replica 0's cross-worker hop is timed as the network phase (its events), and
+      // only replica 0 carries it; one communicator over physical GPUs has no hop of its own.
+      double network = 0, others = 0;
+      const auto& last = t.steps.back().replicas;
+      for (size_t g = 0; g < last.size(); ++g)
+        (g % static_cast<size_t>(l.gpus) == 0 ? network : others) += last[g].phases.network;
+      if (l.logical)
+        EXPECT_GT(network, 0.0) << "worker " << w;
+      else
+        EXPECT_EQ(network, 0.0) << "worker " << w;
+      EXPECT_EQ(others, 0.0) << "worker " << w;
       for (int k = 0; k < steps; ++k) {
         const ml::StepResult& r = t.steps[static_cast<size_t>(k)];
         EXPECT_TRUE(r.finite);

@@ -38,6 +38,23 @@ class GpuCollective : public Collective {
     return "NCCL over " + std::to_string(n) + " GPUs (" + list + "), one communicator, grouped per bucket";
   }
   void beginStep(int rank) override { signalled_[static_cast<size_t>(rank)] = 0; }
+  // Logical GPUs across workers: the cross-worker all-reduces' time on replica 0's comm stream (from
+  // their events; the step has synchronised that stream by now). Physical GPUs share one
+  // communicator across workers, where the hop is not a part of its own: 0.
+  double networkSeconds(int rank) const override {
+    if (rank != 0 || !b_.crossNccl_ || crossEnd_.empty()) return 0;
+    double total = 0;
+    try {
+      for (size_t k = 0; k < crossEnd_.size(); ++k) {
+        float ms = 0;
+        ok(b_.P_->eventElapsedMs(crossStart_[k].get(), crossEnd_[k].get(), &ms));
+        total += static_cast<double>(ms) * 1e-3;
+      }
+    } catch (const std::exception&) {
+      return 0;  // the step's own wait reports a failed stream
+    }
+    return total;
+  }
   void bucketsReady(int rank, int upTo) override {
     CudaBackend::Replica& p = *b_.reps_[static_cast<size_t>(rank)];
     for (int& k = signalled_[static_cast<size_t>(rank)]; k < upTo; ++k)
@@ -85,8 +102,19 @@ class GpuCollective : public Collective {
       }
       if (b_.logical_) {
         ok(P->localAllReduce(ctxs[0], bufs.data(), static_cast<int>(n), bk.count, ready.data(), static_cast<int>(n), nullptr));
-        // Across workers: on the same comm stream, so after the local sum.
-        if (b_.crossNccl_) ok(P->ncclAllReduce(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
+        // Across workers: on the same comm stream, so after the local sum; timed by events.
+        if (b_.crossNccl_) {
+          while (crossEnd_.size() < buckets_.size()) {
+            mlcuda_event* e = nullptr;
+            ok(P->eventCreate(ctxs[0], &e));
+            crossStart_.emplace_back(e, EventDestroy{P});
+            ok(P->eventCreate(ctxs[0], &e));
+            crossEnd_.emplace_back(e, EventDestroy{P});
+          }
+          ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossStart_[k].get()));
+          ok(P->ncclAllReduce(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
+          ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossEnd_[k].get()));
+        }
       } else {
         for (size_t r = 0; r < n; ++r) ok(P->streamWaitEvent(ctxs[r], MLCUDA_STREAM_COMM, ready[r]));
         ok(P->ncclAllReduce(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
@@ -102,7 +130,8 @@ class GpuCollective : public Collective {
   std::vector<GradBucket> buckets_;
   FailureLatch& failure_;
   SpinBarrier barrier_;
-  std::vector<int> signalled_;  // buckets whose event each replica has recorded this step
+  std::vector<int> signalled_;                   // buckets whose event each replica has recorded this step
+  std::vector<GpuEvent> crossStart_, crossEnd_;  // replica 0's, around each bucket's cross-worker all-reduce
 };
 
 std::string CudaBackend::deviceCollective() const {
