@@ -136,16 +136,16 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
                         p.distribute.shardOptimizer = on;
                         return on ? tr("Shard the optimizer") : tr("Update the whole model on every replica");
                       });
-  wireBf16_ =
-      settingBox(tr("Send the gradients as bfloat16 (half the bytes; changes the results)"), QStringLiteral("allreduceBfloat16"),
-                 tr("Every value that crosses between replicas is rounded to bfloat16 (8 significant bits): each replica's "
-                    "gradient before it is sent and every partial sum, as NCCL does with a bfloat16 buffer. The all-reduce moves "
-                    "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
-                    "Host collectives (CPU devices) in one process."),
-                 [this](ml::Project& p, bool on) {
-                   p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
-                   return on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32");
-                 });
+  wireBf16_ = settingBox(
+      tr("Send the gradients as bfloat16 (half the bytes; changes the results)"), QStringLiteral("allreduceBfloat16"),
+      tr("Every value that crosses between replicas is rounded to bfloat16 (8 significant bits): each replica's "
+         "gradient before it is sent and every partial sum, as NCCL does with a bfloat16 buffer. The all-reduce moves "
+         "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
+         "CPU devices in one process, and GPUs (NCCL with bfloat16 buffers, the logical-GPU sum rounding as it adds)."),
+      [this](ml::Project& p, bool on) {
+        p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
+        return on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32");
+      });
   tf32_ = settingBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), QStringLiteral("tf32"),
                      tr("cuBLAS may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, "
                         "sums in float32. TensorFlow's default on Ampere and later GPUs; off here, so that a GPU run "
@@ -302,7 +302,7 @@ void DevicesView::refresh() {
   shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
   const bool wire = d.allreduceDtype == "bfloat16";
   wireBf16_->setChecked(wire);
-  wireBf16_->setEnabled(error.isEmpty() && ((!gpu && d.workers == 1) || wire));  // GPUs, workers: only to untick it
+  wireBf16_->setEnabled(error.isEmpty() && (gpu || d.workers == 1 || wire));  // CPUs across workers: only to untick it
   const int n = gpu ? 0 : cpuCount_->value();
   QStringList chips;
   for (int i = 0; i < n; ++i)

@@ -176,6 +176,11 @@ class Backend {
     return nullptr;
   }
   virtual bool crossesWorkers() const { return false; }
+  // bfloat16 on the wire for the backend's own collectives (--allreduce-dtype bfloat16): "" when
+  // it can, else why not, in words for the user. Host collectives round on their own (AllReduce).
+  virtual std::string setBfloat16Wire(bool on) {
+    return on ? "bfloat16 on the wire is not built for " + name() + " devices' own collectives" : std::string();
+  }
 };
 
 // The backend for the device list's kind: CpuBackend for cpu:N, CudaBackend for gpu:... (which

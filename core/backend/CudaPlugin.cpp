@@ -109,6 +109,8 @@ std::unique_ptr<CudaPlugin> loadCudaPlugin(const std::string& path, std::string*
   resolve(p->ncclCreate, "mlcuda_nccl_create");
   resolve(p->ncclDestroy, "mlcuda_nccl_destroy");
   resolve(p->ncclAllReduce, "mlcuda_nccl_allreduce");
+  resolve(p->localAllReduceBf16, "mlcuda_local_allreduce_bf16");
+  resolve(p->ncclAllReduceBf16, "mlcuda_nccl_allreduce_bf16");
   resolve(p->ncclUniqueId, "mlcuda_nccl_unique_id");
   resolve(p->ncclCreateRanks, "mlcuda_nccl_create_ranks");
   if (!missing.empty())

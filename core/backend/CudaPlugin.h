@@ -71,6 +71,8 @@ struct CudaPlugin {
   decltype(&mlcuda_nccl_create) ncclCreate = nullptr;
   decltype(&mlcuda_nccl_destroy) ncclDestroy = nullptr;
   decltype(&mlcuda_nccl_allreduce) ncclAllReduce = nullptr;
+  decltype(&mlcuda_local_allreduce_bf16) localAllReduceBf16 = nullptr;
+  decltype(&mlcuda_nccl_allreduce_bf16) ncclAllReduceBf16 = nullptr;
   decltype(&mlcuda_nccl_unique_id) ncclUniqueId = nullptr;
   decltype(&mlcuda_nccl_create_ranks) ncclCreateRanks = nullptr;
 };

@@ -102,11 +102,15 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
 std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   const int n = replicas();
   std::unique_ptr<AllReduce> algorithm;
+  // The backend's own collectives round to bfloat16 themselves when asked.
+  auto wire = [&] {
+    if (std::string why = backend_->setBfloat16Wire(options_.allreduceDtype == AllReduceDtype::Bfloat16); !why.empty())
+      throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) + ": " + why +
+                      "; use float32");
+  };
   if (workers_ && (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())) {
     // GPUs across workers: the backend's own collective (NCCL bootstrapped through the group).
-    if (options_.allreduceDtype != AllReduceDtype::Float32)
-      throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) +
-                      " with NCCL across workers is not built yet (it sends float32); use float32 on GPUs");
+    wire();
     WorkerLink link;
     link.rank = workers_->rank();
     link.size = workers_->size();
@@ -123,10 +127,7 @@ std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
   } else {
     if (n == 1) return std::make_unique<NoCollective>();  // nothing crosses: the dtype changes nothing
     if (!backend_->deviceCollective().empty()) {
-      if (options_.allreduceDtype != AllReduceDtype::Float32)
-        throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) + " with " +
-                        backend_->deviceCollective() +
-                        " is not built yet (the device collectives send float32); use float32 on GPUs");
+      wire();
       return backend_->makeDeviceCollective(buckets_, failure_);
     }
     algorithm = makeAllReduce(options_.allreduce, n);

@@ -154,3 +154,39 @@ TEST_F(Gpu, ScaleMultipliesInFloat32) {
 
 }  // namespace
 }  // namespace ml
+
+namespace ml {
+namespace {
+
+// bfloat16 on the wire in the logical-GPU all-reduce: each value rounded before it joins, the
+// running sum rounded after each addition (nn/Precision.h's rounding on the host), the same bits
+// in every buffer.
+TEST_F(Gpu, LocalAllReduceWithBfloat16OnTheWireRoundsAsTheHostRing) {
+  const int64_t elements = 4099;
+  std::vector<std::vector<float>> host;
+  for (int r = 0; r < 3; ++r) host.push_back(random(static_cast<size_t>(elements), 900 + static_cast<uint64_t>(r)));
+  Dev<float> b0(host[0]), b1(host[1]), b2(host[2]);
+  float* buffers[] = {b0.data(), b1.data(), b2.data()};
+  // On the comm stream, after the buffers' uploads (ready) and before the reads back (done).
+  mlcuda_event *ready = nullptr, *done = nullptr;
+  ok(P().eventCreate(C(), &ready));
+  ok(P().eventCreate(C(), &done));
+  ok(P().eventRecord(C(), MLCUDA_STREAM_COMPUTE, ready));
+  ok(P().localAllReduceBf16(C(), buffers, 3, elements, &ready, 1, done));
+  ok(P().streamWaitEvent(C(), MLCUDA_STREAM_COMPUTE, done));
+  std::vector<float> want(static_cast<size_t>(elements));
+  for (size_t i = 0; i < want.size(); ++i) {
+    float s = roundToBfloat16(host[0][i]);
+    for (int r = 1; r < 3; ++r) s = roundToBfloat16(s + roundToBfloat16(host[static_cast<size_t>(r)][i]));
+    want[i] = s;
+  }
+  EXPECT_TRUE(sameBits(b0.get(), want, "replica 0"));
+  EXPECT_TRUE(sameBits(b1.get(), want, "replica 1"));
+  EXPECT_TRUE(sameBits(b2.get(), want, "replica 2"));
+  ok(P().synchronize(C()));
+  P().eventDestroy(ready);
+  P().eventDestroy(done);
+}
+
+}  // namespace
+}  // namespace ml

@@ -151,6 +151,35 @@ TEST_F(GpuMixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit
   for (size_t k = 0; k < t.steps.size(); ++k) EXPECT_EQ(t.steps[k].skipped, cpu.steps[k].skipped) << "step " << k + 1;
 }
 
+// --allreduce-dtype bfloat16 on GPUs: the logical-GPU sum rounds each value and each partial sum
+// to bfloat16, NCCL sums bfloat16 buffers. The replicas stay bit-identical (train() checks), the
+// start line says so, and the weights move from float32's by about bfloat16's precision, not more.
+TEST_F(GpuMixedPrecision, Bfloat16OnTheWireKeepsTheReplicasIdentical) {
+  for (const char* devices : {"gpu:0x3", "gpu:0,1"}) {
+    if (std::string(devices) == "gpu:0,1" && report().gpus.size() < 2) continue;
+    SCOPED_TRACE(devices);
+    auto make = [&](ml::AllReduceDtype dtype) {
+      ml::StrategyOptions so;
+      so.devices = ml::parseDevices(devices);
+      so.bucketBytes = 256;
+      so.allreduceDtype = dtype;
+      ml::OptimizerSpec o;
+      o.name = "sgd";
+      auto s = std::make_unique<ml::MirroredStrategy>(mlp(), ml::Loss::make("sparse_categorical_crossentropy", false),
+                                                      ml::MetricKind::Accuracy, o, so);
+      s->initialize(11);
+      return s;
+    };
+    auto wire = make(ml::AllReduceDtype::Bfloat16);
+    EXPECT_NE(wire->allReducePath().find("bfloat16 on the wire"), std::string::npos) << wire->allReducePath();
+    const Trace f32 = train(*make(ml::AllReduceDtype::Float32), 60, 5);
+    const Trace bf = train(*wire, 60, 5);
+    const double d = relDiff(bf.weights, f32.weights);
+    EXPECT_GT(d, 1e-6) << "the wire format changed nothing";
+    EXPECT_LT(d, 1e-2);
+  }
+}
+
 TEST_F(GpuMixedPrecision, Float32PolicyIsTheFloat32Path) {
   ml::LossScaling ls;
   ls.enabled = true;  // ignored: only mixed_float16 scales the loss

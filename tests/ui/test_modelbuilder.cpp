@@ -237,6 +237,11 @@ class ModelBuilderTest : public QObject {
     w.document()->undoStack()->undo();
     QVERIFY(!wire->isChecked());
     QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("float32"));
+    // CPU devices across workers send float32 (MPI): the box is greyed out there.
+    p = w.document()->project();
+    p.distribute.workers = 2;
+    w.document()->edit(QStringLiteral("workers"), p);
+    QVERIFY(!wire->isEnabled());
   }
 
   // "TF32 on GPUs" on the Devices screen is the project's distribute.tf32: on CPU devices it is off

@@ -29,6 +29,9 @@ struct mlcuda_context {
   // float32 convolution entry points it calls, which use the first.
   void* lowScratch = nullptr;
   size_t lowScratchBytes = 0;
+  // The comm stream's own scratch: the bfloat16 wire format of an all-reduce (PluginUpdates.cpp).
+  void* commScratch = nullptr;
+  size_t commScratchBytes = 0;
   // The NCCL communicator whose all-reduces ran on the comm stream, once one has (Wait.h): the
   // context's waits then poll, see NCCL's errors and time out instead of blocking for ever.
   std::shared_ptr<mlcuda::NcclLink> nccl = std::make_shared<mlcuda::NcclLink>();
@@ -65,6 +68,8 @@ struct Carve {
 void* scratch(mlcuda_context* ctx, size_t bytes);
 // The same for the context's second scratch (lowScratch).
 void* lowScratch(mlcuda_context* ctx, size_t bytes);
+// The comm stream's scratch; growing waits for the comm stream.
+void* commScratch(mlcuda_context* ctx, size_t bytes);
 // The calling C entry point's check that an int64 size fits the int that cuBLAS takes.
 int toInt(int64_t v, const char* what);
 // Checks a Conv2D or pooling geometry (PluginConv.cpp): sizes positive, paddings that give (oh, ow);

@@ -328,6 +328,13 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* para
 MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
                                                    mlcuda_event* const* ready, int ready_count, mlcuda_event* done);
 
+/* As mlcuda_local_allreduce with bfloat16 on the wire (--allreduce-dtype bfloat16): each buffer's
+ * values are rounded to bfloat16 (to nearest even) before they join the sum, and the running sum is
+ * rounded again after each addition, as the host ring and reduce-to-one round what they forward;
+ * the additions are float32, the result (rounded) goes to every buffer. */
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce_bf16(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                                        mlcuda_event* const* ready, int ready_count, mlcuda_event* done);
+
 /* One NCCL communicator over distinct physical GPUs (ncclCommInitAll); rank r is devices[r]. */
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** comm);
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm);
@@ -335,6 +342,12 @@ MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm);
  * be on devices[r]). Order it after the gradients with an event recorded on the compute stream. */
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
                                                   int64_t elements);
+
+/* As mlcuda_nccl_allreduce with bfloat16 on the wire: each rank's buffer is packed to bfloat16 on
+ * its comm stream, NCCL sums the bfloat16 values (ncclBfloat16: half the bytes), and the result is
+ * unpacked into the float32 buffer. */
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce_bf16(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
+                                                       int64_t elements);
 
 /* ---- NCCL across processes (workers under mpirun), bootstrapped as Horovod does ---------------
  * Worker 0 makes the unique id, the strategy sends it to every worker over MPI, and each worker

@@ -114,7 +114,10 @@ void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int
 void gatherRows(cudaStream_t s, const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);
 
 inline constexpr int kMaxLocalBuffers = 64;
-// Every buffer[i][e] = buffers[0][e] + buffers[1][e] + ... (left to right), for count <= 64.
-void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements);
+// Every buffer[i][e] = buffers[0][e] + buffers[1][e] + ... (left to right), for count <= 64; with
+// bf16, bfloat16 on the wire (mlcuda_local_allreduce_bf16's rounding).
+void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements, bool bf16 = false);
+// dst (count floats) = src (count bfloat16 values).
+void unpackBf16(cudaStream_t s, const void* src, float* dst, int64_t count);
 
 }  // namespace mlcuda::kernels

@@ -47,9 +47,9 @@ void* deviceAlloc(int device, const std::string& label, const std::string& devic
                                      ": use a smaller batch per replica (or fewer logical replicas on this GPU)");
 }
 
-static void* grow(mlcuda_context* ctx, void*& buffer, size_t& have, size_t bytes) {
+static void* grow(mlcuda_context* ctx, void*& buffer, size_t& have, size_t bytes, cudaStream_t stream) {
   if (bytes <= have) return buffer;
-  ML_WAIT_STREAM(ctx, ctx->compute);
+  ML_WAIT_STREAM(ctx, stream);
   if (buffer) ML_CUDA(ctx->label, cudaFree(buffer));
   buffer = nullptr;
   have = 0;
@@ -60,8 +60,13 @@ static void* grow(mlcuda_context* ctx, void*& buffer, size_t& have, size_t bytes
   return buffer;
 }
 
-void* scratch(mlcuda_context* ctx, size_t bytes) { return grow(ctx, ctx->scratch, ctx->scratchBytes, bytes); }
-void* lowScratch(mlcuda_context* ctx, size_t bytes) { return grow(ctx, ctx->lowScratch, ctx->lowScratchBytes, bytes); }
+void* scratch(mlcuda_context* ctx, size_t bytes) { return grow(ctx, ctx->scratch, ctx->scratchBytes, bytes, ctx->compute); }
+void* lowScratch(mlcuda_context* ctx, size_t bytes) {
+  return grow(ctx, ctx->lowScratch, ctx->lowScratchBytes, bytes, ctx->compute);
+}
+void* commScratch(mlcuda_context* ctx, size_t bytes) {
+  return grow(ctx, ctx->commScratch, ctx->commScratchBytes, bytes, ctx->comm);
+}
 
 int toInt(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX)
@@ -87,6 +92,7 @@ static void destroyContext(mlcuda_context* ctx) {
     if (ctx->cublas) cublasDestroy(ctx->cublas);
     if (ctx->scratch) cudaFree(ctx->scratch);
     if (ctx->lowScratch) cudaFree(ctx->lowScratch);
+    if (ctx->commScratch) cudaFree(ctx->commScratch);
     if (ctx->compute) cudaStreamDestroy(ctx->compute);
     if (ctx->comm) cudaStreamDestroy(ctx->comm);
   }

@@ -112,8 +112,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context* ctx, const fl
   });
 }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
-                                                   mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
+static mlcuda_status localAllReduceAny(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                       mlcuda_event* const* ready, int ready_count, mlcuda_event* done, bool bf16) {
   return guarded([&] {
     use(ctx);
     ML_REQUIRE(count >= 1 && count <= kernels::kMaxLocalBuffers, "mlcuda_local_allreduce: count must be in 1.." +
@@ -133,11 +133,21 @@ MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* c
       ML_CUDA(ctx->label, cudaStreamWaitEvent(ctx->comm, ready[i]->event, 0));
     }
     if (count > 1 && elements > 0) {
-      kernels::localAllReduce(ctx->comm, buffers, count, elements);
+      kernels::localAllReduce(ctx->comm, buffers, count, elements, bf16);
       ML_LAUNCHED(ctx->label, "localAllReduce");
     }
     if (done) ML_CUDA(ctx->label, cudaEventRecord(done->event, ctx->comm));
   });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                                   mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
+  return localAllReduceAny(ctx, buffers, count, elements, ready, ready_count, done, false);
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce_bf16(mlcuda_context* ctx, float* const* buffers, int count, int64_t elements,
+                                                        mlcuda_event* const* ready, int ready_count, mlcuda_event* done) {
+  return localAllReduceAny(ctx, buffers, count, elements, ready, ready_count, done, true);
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** out) {
@@ -241,8 +251,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, in
 
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
 
-MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
-                                                  int64_t elements) {
+// bf16: each rank's buffer packed into its comm scratch first and unpacked after (half the bytes).
+static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers, int64_t elements,
+                                      bool bf16) {
   return guarded([&] {
     ML_REQUIRE(comm && comm->clique && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
     ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
@@ -268,28 +279,53 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_cont
       contexts[r]->nccl->clique = comm->clique;
     }
     const NcclApi& api = nccl();  // loaded: the communicators exist
+    int device = -1;
+    ML_CUDA(c.label, cudaGetDevice(&device));
+    std::vector<void*> wire(n);
+    for (size_t r = 0; r < n; ++r) {
+      wire[r] = buffers[r];
+      if (!bf16) continue;
+      ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
+      wire[r] = commScratch(contexts[r], 2 * static_cast<size_t>(elements));
+      kernels::packLow(contexts[r]->comm, MLCUDA_PRECISION_BFLOAT16, buffers[r], wire[r], elements);
+      ML_LAUNCHED(contexts[r]->label, "packLow");
+    }
+    ML_CUDA(c.label, cudaSetDevice(device));
     ML_NCCL(c.label, nullptr, api.groupStart());
     // Whatever fails inside the group, the group must still be closed.
     ncclResult_t first = ncclSuccess;
     size_t failedRank = 0;
     for (size_t r = 0; r < n && first == ncclSuccess; ++r) {
-      first =
-          api.allReduce(buffers[r], buffers[r], static_cast<size_t>(elements), ncclFloat, ncclSum, c.comms[r], contexts[r]->comm);
+      first = api.allReduce(wire[r], wire[r], static_cast<size_t>(elements), bf16 ? ncclBfloat16 : ncclFloat, ncclSum, c.comms[r],
+                            contexts[r]->comm);
       failedRank = r;
     }
     const ncclResult_t end = api.groupEnd();
     if (first != ncclSuccess)
       checkNccl(first, c.comms[failedRank], "ncclAllReduce", __FILE__, __LINE__, contexts[failedRank]->label);
     ML_NCCL(c.label, nullptr, end);
-    // Each rank's done event follows its all-reduce on its comm stream (closing waits for them).
-    int device = -1;
-    ML_CUDA(c.label, cudaGetDevice(&device));
+    // Each rank's done event follows its all-reduce (and its unpacking) on its comm stream (closing
+    // waits for them).
     for (size_t r = 0; r < n; ++r) {
       ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
+      if (bf16) {
+        kernels::unpackBf16(contexts[r]->comm, wire[r], buffers[r], elements);
+        ML_LAUNCHED(contexts[r]->label, "unpackBf16");
+      }
       ML_CUDA(contexts[r]->label, cudaEventRecord(c.done[r], contexts[r]->comm));
     }
     ML_CUDA(c.label, cudaSetDevice(device));
   });
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
+                                                  int64_t elements) {
+  return ncclAllReduceAny(comm, contexts, buffers, elements, false);
+}
+
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce_bf16(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers,
+                                                       int64_t elements) {
+  return ncclAllReduceAny(comm, contexts, buffers, elements, true);
 }
 
 }  // extern "C"

@@ -1,5 +1,7 @@
 // Fused optimizer updates (one pass over parameters, gradients and slots; Keras formulas as in
 // core/nn/Optimizer.cpp) and the device-memory all-reduce of logical GPUs.
+#include <cuda_bf16.h>
+
 #include "backend/cuda/Kernels.h"
 
 namespace mlcuda::kernels {
@@ -84,6 +86,21 @@ __global__ void localAllReduceKernel(BufferList b, int count, int64_t elements) 
   }
 }
 
+__device__ __forceinline__ float toBf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// bfloat16 on the wire: every value rounded before it joins, the running sum after each addition.
+__global__ void localAllReduceBf16Kernel(BufferList b, int count, int64_t elements) {
+  for (int64_t i = firstIndex(); i < elements; i += gridStride()) {
+    float s = toBf16(b.p[0][i]);
+    for (int r = 1; r < count; ++r) s = toBf16(__fadd_rn(s, toBf16(b.p[r][i])));
+    for (int r = 0; r < count; ++r) b.p[r][i] = s;
+  }
+}
+
+__global__ void unpackBf16Kernel(const __nv_bfloat16* src, float* dst, int64_t count) {
+  for (int64_t i = firstIndex(); i < count; i += gridStride()) dst[i] = __bfloat162float(src[i]);
+}
+
 }  // namespace
 
 void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum,
@@ -109,10 +126,17 @@ void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long
   countNonfiniteKernel<<<gridFor(count), kThreads, 0, s>>>(x, count, counter);
 }
 
-void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements) {
+void localAllReduce(cudaStream_t s, float* const* buffers, int count, int64_t elements, bool bf16) {
   BufferList b{};
   for (int r = 0; r < count && r < kMaxLocalBuffers; ++r) b.p[r] = buffers[r];
-  localAllReduceKernel<<<gridFor(elements), kThreads, 0, s>>>(b, count, elements);
+  if (bf16)
+    localAllReduceBf16Kernel<<<gridFor(elements), kThreads, 0, s>>>(b, count, elements);
+  else
+    localAllReduceKernel<<<gridFor(elements), kThreads, 0, s>>>(b, count, elements);
+}
+
+void unpackBf16(cudaStream_t s, const void* src, float* dst, int64_t count) {
+  unpackBf16Kernel<<<gridFor(count), kThreads, 0, s>>>(static_cast<const __nv_bfloat16*>(src), dst, count);
 }
 
 }  // namespace mlcuda::kernels

@@ -71,6 +71,12 @@ class CudaBackend : public Backend {
   std::unique_ptr<Collective> makeCrossWorkerCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
                                                         const WorkerLink& workers) override;
   bool crossesWorkers() const override { return true; }
+  // Both all-reduces can carry bfloat16: the logical-GPU sum rounds as the host ring does, NCCL
+  // sums ncclBfloat16 buffers packed on the comm streams.
+  std::string setBfloat16Wire(bool on) override {
+    wireBf16_ = on;
+    return {};
+  }
 
  private:
   struct Layer;
@@ -106,6 +112,7 @@ class CudaBackend : public Backend {
   bool logical_ = false;
   bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
   int precision_ = MLCUDA_PRECISION_FLOAT32;
+  bool wireBf16_ = false;  // the all-reduces send bfloat16
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
   // Declared after reps_, so destroyed before the replicas' contexts, whose streams ran its

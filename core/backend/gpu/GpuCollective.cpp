@@ -27,7 +27,8 @@ class GpuCollective : public Collective {
         signalled_(static_cast<size_t>(b.replicas()), 0) {}
 
   std::string name() const override { return b_.crossWhat_.empty() ? b_.deviceCollective() : "nccl"; }
-  std::string describe() const override {
+  std::string describe() const override { return describePath() + (b_.wireBf16_ ? ", bfloat16 on the wire" : ""); }
+  std::string describePath() const {
     if (!b_.crossWhat_.empty()) return b_.crossWhat_;
     const int n = b_.replicas();
     if (b_.logical_)
@@ -101,7 +102,8 @@ class GpuCollective : public Collective {
         ready[r] = b_.reps_[r]->bucket[k].get();
       }
       if (b_.logical_) {
-        ok(P->localAllReduce(ctxs[0], bufs.data(), static_cast<int>(n), bk.count, ready.data(), static_cast<int>(n), nullptr));
+        ok((b_.wireBf16_ ? P->localAllReduceBf16 : P->localAllReduce)(ctxs[0], bufs.data(), static_cast<int>(n), bk.count,
+                                                                      ready.data(), static_cast<int>(n), nullptr));
         // Across workers: on the same comm stream, so after the local sum; timed by events.
         if (b_.crossNccl_) {
           while (crossEnd_.size() < buckets_.size()) {
@@ -112,12 +114,12 @@ class GpuCollective : public Collective {
             crossEnd_.emplace_back(e, EventDestroy{P});
           }
           ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossStart_[k].get()));
-          ok(P->ncclAllReduce(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
+          ok((b_.wireBf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
           ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossEnd_[k].get()));
         }
       } else {
         for (size_t r = 0; r < n; ++r) ok(P->streamWaitEvent(ctxs[r], MLCUDA_STREAM_COMM, ready[r]));
-        ok(P->ncclAllReduce(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
+        ok((b_.wireBf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
       }
     }
     if (b_.logical_)

@@ -57,11 +57,21 @@ int64_t allocatedBytes(int device) {
 
 mlcuda_status synced(bool done, const std::string& why) { return done ? ok() : status(MLCUDA_ERR_INTERNAL, why); }
 
-// Both all-reduces: each element becomes buffers[0] + buffers[1] + ... (left to right), in all of them.
-void sumInEveryBuffer(const std::vector<float*>& b, int64_t elements) {
+// The all-reduces: each element becomes buffers[0] + buffers[1] + ... (left to right), in all of
+// them; with bfloat16 on the wire, each value rounded (to nearest even) before it joins and the
+// running sum after each addition.
+float toBf16(float v) {
+  if (std::isnan(v)) return v;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
+void sumInEveryBuffer(const std::vector<float*>& b, int64_t elements, bool bf16 = false) {
   for (int64_t i = 0; i < elements; ++i) {
-    float s = b[0][i];
-    for (size_t r = 1; r < b.size(); ++r) s += b[r][i];
+    float s = bf16 ? toBf16(b[0][i]) : b[0][i];
+    for (size_t r = 1; r < b.size(); ++r) s = bf16 ? toBf16(s + toBf16(b[r][i])) : s + b[r][i];
     for (float* p : b) p[i] = s;
   }
 }
@@ -420,17 +430,26 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* p, c
 }
 
 // On ctx's comm stream: wait for every ready event, sum, then record `done`, as the plugin does.
-MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* bufs, int count, int64_t elements,
-                                                   mlcuda_event* const* ready, int readyCount, mlcuda_event* done) {
+static mlcuda_status localAllReduce(mlcuda_context* ctx, float* const* bufs, int count, int64_t elements,
+                                    mlcuda_event* const* ready, int readyCount, mlcuda_event* done, bool bf16) {
   if (!ctx || count < 1 || count > 64 || (readyCount > 0 && !ready))
     return status(MLCUDA_ERR_INVALID_ARGUMENT, "mlcuda_local_allreduce: bad arguments");
   for (int i = 0; i < readyCount; ++i) fake::enqueueWait(ctx->comm, ready[i]->latest);
   std::vector<float*> b(bufs, bufs + count);
   std::vector<fake::Span> spans;
   for (float* p : b) spans.push_back(floats(p, elements));
-  fake::enqueue(ctx->comm, fake::Work{"local_allreduce", spans, spans, [b, elements] { sumInEveryBuffer(b, elements); }});
+  fake::enqueue(ctx->comm,
+                fake::Work{"local_allreduce", spans, spans, [b, elements, bf16] { sumInEveryBuffer(b, elements, bf16); }});
   if (done) done->latest = fake::enqueueRecord(ctx->comm);
   return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce(mlcuda_context* ctx, float* const* bufs, int count, int64_t elements,
+                                                   mlcuda_event* const* ready, int readyCount, mlcuda_event* done) {
+  return localAllReduce(ctx, bufs, count, elements, ready, readyCount, done, false);
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_local_allreduce_bf16(mlcuda_context* ctx, float* const* bufs, int count, int64_t elements,
+                                                        mlcuda_event* const* ready, int readyCount, mlcuda_event* done) {
+  return localAllReduce(ctx, bufs, count, elements, ready, readyCount, done, true);
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create(const int* devices, int count, mlcuda_nccl** comm) {
@@ -501,7 +520,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, in
 // Across workers: every worker's call with the same number is one collective over all their comm
 // streams, enqueued by the last to arrive (the others wait for that, so that nothing they enqueue
 // next lands before it on their streams); the sum is taken in global rank order.
-static mlcuda_status crossAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs, int64_t elements) {
+static mlcuda_status crossAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs, int64_t elements,
+                                    bool bf16) {
   fake::NcclGroup& g = *comm->group;
   const uint64_t call = comm->calls++;
   std::unique_lock<std::mutex> lock(g.mu);
@@ -517,7 +537,8 @@ static mlcuda_status crossAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ct
       b.push_back(part.second);
       parts.push_back(fake::Work{"ncclAllReduce", {floats(part.second, elements)}, {floats(part.second, elements)}, {}});
     }
-    if (elements > 0) fake::enqueueCollective(streams, std::move(parts), [b, elements] { sumInEveryBuffer(b, elements); });
+    if (elements > 0)
+      fake::enqueueCollective(streams, std::move(parts), [b, elements, bf16] { sumInEveryBuffer(b, elements, bf16); });
     c.enqueued = true;
     g.cv.notify_all();
   } else if (!g.cv.wait_for(lock, kRendezvous, [&] { return g.calls[call].enqueued; })) {
@@ -527,12 +548,12 @@ static mlcuda_status crossAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ct
 }
 
 // One collective over the ranks' comm streams: it runs once every rank's stream reaches it.
-MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
-                                                  int64_t elements) {
+static mlcuda_status ncclAllReduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs, int64_t elements,
+                                   bool bf16) {
   const size_t n = comm->devices.size();
   for (size_t r = 0; r < n; ++r)
     if (ctxs[r]->device != comm->devices[r]) return status(MLCUDA_ERR_INVALID_ARGUMENT, "rank/context device mismatch");
-  if (comm->group) return crossAllReduce(comm, ctxs, bufs, elements);
+  if (comm->group) return crossAllReduce(comm, ctxs, bufs, elements, bf16);
   if (elements == 0) return ok();
   std::vector<float*> b(bufs, bufs + n);
   std::vector<fake::Stream*> streams;
@@ -541,8 +562,16 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_cont
     streams.push_back(ctxs[r]->comm);
     parts.push_back(fake::Work{"ncclAllReduce", {floats(b[r], elements)}, {floats(b[r], elements)}, {}});
   }
-  fake::enqueueCollective(streams, std::move(parts), [b, elements] { sumInEveryBuffer(b, elements); });
+  fake::enqueueCollective(streams, std::move(parts), [b, elements, bf16] { sumInEveryBuffer(b, elements, bf16); });
   return ok();
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
+                                                  int64_t elements) {
+  return ncclAllReduce(comm, ctxs, bufs, elements, false);
+}
+MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce_bf16(mlcuda_nccl* comm, mlcuda_context* const* ctxs, float* const* bufs,
+                                                       int64_t elements) {
+  return ncclAllReduce(comm, ctxs, bufs, elements, true);
 }
 
 // For the fake's own tests: how many reads got NaN because nothing ordered them after a write.
