@@ -64,10 +64,13 @@ struct Timed {
   ml::RunFinished fin;
 };
 
-// Trains 3 epochs of 6000 samples; when pauseSeconds > 0, pauses that long early in epoch 2.
+// Trains 3 epochs of kSamples samples; when pauseSeconds > 0, pauses that long early in epoch 2
+// (epochs long enough, 0.1 s or more, that a pauser thread starved on a loaded machine still
+// pauses before the run ends).
+constexpr int64_t kSamples = 60000;
 Timed train(double pauseSeconds) {
   auto data = std::make_shared<ml::DataSplit>();
-  data->train = mltest::makeClassification(6000);
+  data->train = mltest::makeClassification(kSamples);
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 16);
   auto watch = hub.subscribe(1 << 16);
@@ -130,7 +133,7 @@ TEST(HonestTime, APausedRunHasTheEpochTimesOfAnUnpausedOne) {
     if (i != held) overhead = std::max(overhead, paused.epochs[i].seconds - paused.stepSum[i + 1]);
   }
   EXPECT_LT(e.seconds - paused.stepSum[held + 1], overhead + 1.0);
-  EXPECT_GT(e.samplesPerSec, 6000 / (noise + 1.0));
+  EXPECT_GT(e.samplesPerSec, static_cast<double>(kSamples) / (noise + 1.0));
   // Training time runs on across the pause without a jump: the last epoch ends at about the sum.
   double sum = 0;
   for (const auto& ep : paused.epochs) sum += ep.seconds;
