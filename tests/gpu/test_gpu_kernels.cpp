@@ -68,7 +68,9 @@ TEST_F(Gpu, DenseBackwardMatchesCpu) {
   uint64_t seed = 200;
   for (const Act act : kActs)
     for (const bool fused : {false, true}) {
-      if (fused && act != Act::Softmax) continue;
+      // Fused: the loss gave d/d(the output activation's input), softmax's or (binary
+      // cross-entropy) the sigmoid's, and the backward takes it as dz.
+      if (fused && act != Act::Softmax && act != Act::Sigmoid) continue;
       for (const bool bias : {true, false})
         for (const bool withDx : {true, false})
           for (const Shape3& s : kDenseShapes) {

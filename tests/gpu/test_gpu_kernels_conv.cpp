@@ -3,8 +3,9 @@
 // one and three channels, with and without bias), max and average pooling and global average pooling
 // bit for bit (max pooling's argmax included, ties at zero as after a ReLU), BatchNormalization in
 // training and evaluation (bit for bit where the GPU gets the CPU's sums), binary cross-entropy and
-// binary accuracy, and Dense's backward fused with a sigmoid. Skips with the reason where there is no
-// usable GPU, as test_gpu_kernels.cpp does.
+// binary accuracy (Dense's backward fused with a sigmoid: test_gpu_kernels.cpp's
+// DenseBackwardMatchesCpu). Skips with the reason where there is no usable GPU, as
+// test_gpu_kernels.cpp does.
 #include "GpuKernelTest.h"
 #include "nn/BatchNorm.h"
 #include "nn/Conv2D.h"
@@ -480,36 +481,6 @@ TEST_F(Gpu, BinaryAccuracyMatchesCpu) {
       EXPECT_GT(want, 0.2 * static_cast<double>(n)) << what;
       EXPECT_LT(want, 0.8 * static_cast<double>(n)) << what;
     }
-}
-
-// A sigmoid output with binary_crossentropy: the loss gives the gradient with respect to the
-// sigmoid's input, and the backward takes it as dz (no sigmoid derivative), as ml::Dense does.
-TEST_F(Gpu, DenseBackwardFusedWithSigmoidMatchesCpu) {
-  uint64_t seed = 1800;
-  for (const Shape3& s : kDenseShapes) {
-    const std::string what = describe(Act::Sigmoid, s, true) + " fused";
-    Dense d(s.out, Act::Sigmoid, true);
-    d.name = "d";
-    d.build({s.in});
-    d.setFusedSoftmax(true);
-    std::vector<float> params = random(static_cast<size_t>(d.paramCount()), ++seed, -0.5, 0.5);
-    const std::vector<float> grads0 = random(params.size(), ++seed);
-    std::vector<float> grads = grads0;
-    d.bind(params.data(), grads.data());
-    const std::vector<float> x = random(static_cast<size_t>(s.n * s.in), ++seed);
-    std::vector<float> y(static_cast<size_t>(s.n * s.out));
-    d.forward(x.data(), y.data(), s.n, StepContext{});
-    const std::vector<float> dy0 = random(y.size(), ++seed);
-    std::vector<float> dy = dy0, dx(static_cast<size_t>(s.n * s.in));
-    d.backward(x.data(), y.data(), dy.data(), dx.data(), s.n, StepContext{});
-
-    Dev<float> gx(x), gp(params), gy(y), gdy(dy0), gg(grads0), gdx(dx.size());
-    const size_t kernel = static_cast<size_t>(s.in * s.out);
-    ok(P().denseBackward(C(), gx.data(), gp.data(), gy.data(), gdy.data(), gdx.data(), gg.data(), gg.data() + kernel, s.n, s.in,
-                         s.out, MLCUDA_ACT_SIGMOID, 1));
-    EXPECT_TRUE(close(gg.get(), grads, kGemmTol, what + " dW and db"));
-    EXPECT_TRUE(close(gdx.get(), dx, kGemmTol, what + " dx"));
-  }
 }
 
 }  // namespace

@@ -77,7 +77,8 @@ enum { MLCUDA_STREAM_COMPUTE = 0, MLCUDA_STREAM_COMM = 1 };
 
 /* MLCUDA_API_VERSION of the plugin. */
 MLCUDA_EXPORT int mlcuda_api_version(void);
-/* "CUDA runtime 13.0 (built with 13.0), cuBLAS ..., NCCL: loaded on first use, ..., sm_80 sm_90": static text. */
+/* "CUDA runtime 13.0 (built with 13.0), cuBLAS ..., NCCL: loaded on first use, cuDNN: loaded on first
+ * convolution, ..., sm_80 sm_90": static text. */
 MLCUDA_EXPORT const char* mlcuda_build_info(void);
 
 typedef struct mlcuda_gpu_info {
@@ -119,7 +120,8 @@ typedef struct mlcuda_event mlcuda_event;
 typedef struct mlcuda_nccl mlcuda_nccl;
 
 /* label names the replica in every message ("gpu:0", "gpu:0/2"). allow_tf32 = 0 keeps cuBLAS
- * in full FP32 (the default everywhere); 1 lets it use TF32 tensor cores for the GEMMs. */
+ * and cuDNN in full FP32 (the default everywhere); 1 lets them use TF32 tensor cores for the GEMMs
+ * and the float32 convolutions. */
 MLCUDA_EXPORT mlcuda_status mlcuda_context_create(int device, const char* label, int allow_tf32, mlcuda_context** ctx);
 MLCUDA_EXPORT void mlcuda_context_destroy(mlcuda_context* ctx);
 /* Waits for both streams; reports any asynchronous error with the device. */
@@ -245,7 +247,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_global_avg_pool_backward(mlcuda_context* ctx,
 /* ---- BatchNormalization over the last axis (ml::BatchNorm): rows = n * (values per sample) / C.
  * The statistics are the host's business between these calls (the cross-replica sums go through
  * the strategy), so each is a small kernel over device buffers: */
-/* sums (2C device doubles, overwritten): [sum x (C), sum x^2 (C)] over the rows, in double. */
+/* sums (2C device doubles, overwritten): [sum x (C), sum x^2 (C)] over the rows, in double; zeros
+ * for no rows (an empty shard still joins the cross-replica sum). The same for the backward sums. */
 MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_moments(mlcuda_context* ctx, const float* x, int64_t rows, int64_t c, double* sums);
 /* y = gamma (x - mean) invstd + beta per channel; stats (2C device floats): [mean (C), invstd (C)];
  * gamma and beta may be NULL (1 and 0). y may equal x. */
@@ -265,7 +268,7 @@ MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_backward_sums(mlcuda_context* ctx, 
                                                            float* dbeta);
 /* dx = gamma invstd (dy - a - xhat b) with a = sums[c] / count and b = sums[C + c] / count when
  * training (sums: this replica's, or all-reduced when the statistics are synchronized; count: the
- * values the statistics came from), a = b = 0 otherwise (sums unused, may be NULL). gamma may be NULL. */
+ * rows per channel the statistics came from), a = b = 0 otherwise (sums unused, may be NULL). gamma may be NULL. */
 MLCUDA_EXPORT mlcuda_status mlcuda_batchnorm_backward_data(mlcuda_context* ctx, const float* x, const float* dy, float* dx,
                                                            int64_t rows, int64_t c, const float* stats, const float* gamma,
                                                            const double* sums, double count, int training);

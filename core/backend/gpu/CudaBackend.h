@@ -1,9 +1,9 @@
 // The CUDA backend: the replicas of a mirrored run on GPUs, through the CUDA plugin (never a CUDA
 // header here). Each replica keeps its parameters, gradients, optimizer slots and activations in
 // device memory and works on its own compute stream; its device collective (NCCL across physical
-// GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one card) reduces the
-// buckets on the comm streams. The host Sequential of each replica keeps the layer shapes and
-// receives the parameters when checksums, saving or tests need them (pullParameters).
+// GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one card; NCCL across
+// workers too) reduces the buckets on the comm streams. Layers: CudaLayers.cpp. The host Sequential of each replica keeps the
+// layer shapes and receives the parameters when checksums, saving or tests need them (pullParameters).
 #pragma once
 #include <atomic>
 #include <cstdint>

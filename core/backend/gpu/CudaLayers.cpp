@@ -179,19 +179,21 @@ void CudaBackend::normForward(Replica& rep, size_t i, const float* x, float* y, 
     return;
   }
   const auto n = static_cast<size_t>(C);
-  std::vector<double> local(2 * n + 1, 0.0);
+  std::vector<double>&local = st.local, &global = st.global, &moving = st.moving;
+  std::vector<float>& stats = st.hostStats;
+  local.assign(2 * n + 1, 0.0);
   if (values > 0) {
     ok(P_->batchnormMoments(c, x, values, C, st.sums.get()));
     ok(P_->copyToHost(c, local.data(), st.sums.get(), 2 * n * sizeof(double)));
   }
   local[2 * n] = static_cast<double>(values);
-  std::vector<double> global = local;
+  global = local;
   ctx->sumAcrossReplicas(global);
   const std::vector<double>& use = l.synchronized ? global : local;
   st.count = use[2 * n];
   const double gCount = global[2 * n];
-  std::vector<float> stats(2 * n);
-  std::vector<double> moving(2 * n);  // the global batch's mean and variance
+  stats.resize(2 * n);
+  moving.resize(2 * n);  // the global batch's mean and variance
   for (size_t k = 0; k < n; ++k) {
     const double m = use[k] / st.count, var = std::max(0.0, use[n + k] / st.count - m * m);
     stats[k] = static_cast<float>(m);
@@ -221,10 +223,10 @@ void CudaBackend::normBackward(Replica& rep, size_t i, const float* x, float* dy
   if (!dx) return;
   if (l.synchronized && ctx.replicaSum) {
     const auto n = static_cast<size_t>(2 * C);
-    st.host.assign(n, 0.0);
-    if (values > 0) ok(P_->copyToHost(c, st.host.data(), st.sums.get(), n * sizeof(double)));
-    ctx.sumAcrossReplicas(st.host);
-    ok(P_->copyToDevice(c, st.sums.get(), st.host.data(), n * sizeof(double)));
+    st.global.assign(n, 0.0);
+    if (values > 0) ok(P_->copyToHost(c, st.global.data(), st.sums.get(), n * sizeof(double)));
+    ctx.sumAcrossReplicas(st.global);
+    ok(P_->copyToDevice(c, st.sums.get(), st.global.data(), n * sizeof(double)));
   }
   if (values > 0)
     ok(P_->batchnormBackwardData(c, x, dy, dx, values, C, st.stats.get(), l.gamma >= 0 ? rep.params.get() + l.gamma : nullptr,

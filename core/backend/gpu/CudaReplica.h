@@ -36,7 +36,10 @@ struct CudaBackend::NormState {
   DeviceBuffer<float> stats;
   DeviceBuffer<double> sums;
   double count = 0;
-  std::vector<double> host;  // the sums on the host, for the cross-replica sum
+  // Host copies reused every pass: the sums (with the count last) and their cross-replica sum, the
+  // statistics uploaded, the global batch's mean and variance.
+  std::vector<double> local, global, moving;
+  std::vector<float> hostStats;
 };
 
 // A data set's samples and targets in one GPU's memory (rows gathered there by index), or, when it

@@ -4,6 +4,10 @@
 // the comm streams, each after its bucket's events, so it overlaps the rest of backward on the GPU:
 // NCCL across physical GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one
 // card (NCCL refuses two ranks on one GPU). After a second barrier each compute stream waits for it.
+// Across workers (makeCrossWorkerCollective, bootstrapped through the workers' link): one NCCL
+// communicator over every worker's physical GPUs, or, for logical GPUs, the device-memory sum
+// followed by an NCCL all-reduce of replica 0's buffer across the workers, which the others copy.
+// With bfloat16 on the wire both all-reduces round as mlcuda_*_allreduce_bf16 say.
 #include <cstring>
 #include <string>
 

@@ -274,12 +274,7 @@ namespace {
 // Round to nearest even, as __float2bfloat16_rn and __float2half_rn do; NaN stays NaN.
 float lowRound(int precision, float v) {
   if (precision == MLCUDA_PRECISION_FLOAT16) return static_cast<float>(static_cast<_Float16>(v));
-  if (precision != MLCUDA_PRECISION_BFLOAT16 || std::isnan(v)) return v;
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&v, &u, 4);
-  return v;
+  return precision == MLCUDA_PRECISION_BFLOAT16 ? fake::roundBf16(v) : v;
 }
 void lowRound(int precision, float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) v[i] = lowRound(precision, v[i]);

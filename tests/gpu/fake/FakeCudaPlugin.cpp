@@ -60,18 +60,11 @@ mlcuda_status synced(bool done, const std::string& why) { return done ? ok() : s
 // The all-reduces: each element becomes buffers[0] + buffers[1] + ... (left to right), in all of
 // them; with bfloat16 on the wire, each value rounded (to nearest even) before it joins and the
 // running sum after each addition.
-float toBf16(float v) {
-  if (std::isnan(v)) return v;
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-  std::memcpy(&v, &u, 4);
-  return v;
-}
+using fake::roundBf16;
 void sumInEveryBuffer(const std::vector<float*>& b, int64_t elements, bool bf16 = false) {
   for (int64_t i = 0; i < elements; ++i) {
-    float s = bf16 ? toBf16(b[0][i]) : b[0][i];
-    for (size_t r = 1; r < b.size(); ++r) s = bf16 ? toBf16(s + toBf16(b[r][i])) : s + b[r][i];
+    float s = bf16 ? roundBf16(b[0][i]) : b[0][i];
+    for (size_t r = 1; r < b.size(); ++r) s = bf16 ? roundBf16(s + roundBf16(b[r][i])) : s + b[r][i];
     for (float* p : b) p[i] = s;
   }
 }

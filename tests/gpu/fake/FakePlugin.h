@@ -2,6 +2,7 @@
 // communicator types, and the helpers that build statuses and queue work on a fake stream.
 #pragma once
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -47,6 +48,16 @@ inline Span span(const void* p, int64_t count, size_t size) {
   return Span{p, p && count > 0 ? static_cast<size_t>(count) * size : 0};
 }
 inline Span floats(const void* p, int64_t count) { return span(p, count, sizeof(float)); }
+
+// float -> bfloat16 -> float, to nearest even (as __float2bfloat16_rn); NaN stays NaN.
+inline float roundBf16(float v) {
+  if (v != v) return v;
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+  std::memcpy(&v, &u, 4);
+  return v;
+}
 
 // Queues f on ctx's compute stream as `what`, reading and writing the given spans.
 inline mlcuda_status launch(mlcuda_context* ctx, const char* what, std::vector<Span> reads, std::vector<Span> writes,
