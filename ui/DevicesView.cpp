@@ -147,7 +147,7 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
         return on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32");
       });
   tf32_ = settingBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), QStringLiteral("tf32"),
-                     tr("cuBLAS may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, "
+                     tr("cuBLAS and cuDNN may run the float32 products on TF32 tensor cores: inputs rounded to 10 mantissa bits, "
                         "sums in float32. TensorFlow's default on Ampere and later GPUs; off here, so that a GPU run "
                         "gives the weights of the CPU to float rounding. GPU devices."),
                      [this](ml::Project& p, bool on) {
