@@ -1,5 +1,5 @@
 // A project file (JSON): model + data + devices + hyper-parameters. Validation errors name the
-// field, the value and what is allowed. The format is documented in README.md ("Project files").
+// field, the value and what is allowed. The format is documented in docs/PROJECT_FORMAT.md.
 #pragma once
 #include <cstdint>
 #include <string>
