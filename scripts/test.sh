@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh python3-torch python3-numpy python3-onnx python3-h5py
 echo "== The sources follow .clang-format"
 scripts/format-check.sh
-scripts/build.sh
+# The reference environment (TensorFlow, Keras, ONNX Runtime, TensorBoard from PyPI), built once.
+PYREF_PYTHON=$(scripts/pyref.sh | tail -1)
+scripts/build.sh -DMIRRORLAB_PYREF_PYTHON="$PYREF_PYTHON"
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 echo "== Installed into a temporary prefix, used from outside the source tree, packaged as .deb"
 tests/install/install_test.sh build
