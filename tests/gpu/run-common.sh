@@ -143,6 +143,10 @@ gtest_row() { # name log rc seconds-allowed started
     else
       row "$name" INCOMPLETE $(($(now) - t)) "$detail"
     fi
+  elif [ "$rc" -gt 128 ]; then
+    detail="crashed (signal $((rc - 128))) in $(grep -oP '^\[ RUN      \] \K\S+' "$log" | tail -1): $(grep -c '^\[       OK \]' "$log") passed, $(grep -cE '^\[  FAILED  \] [A-Za-z_]+\.' "$log") failed by then"
+    row "$name" FAIL $(($(now) - t)) "$detail"
+    fail
   elif [ "$rc" != 0 ] || [ "${failed:-0}" != 0 ]; then
     grep -E '^\[  FAILED  \]|Failure$|error:' "$log" | head -40
     row "$name" FAIL $(($(now) - t)) "$detail (exit $rc); first: $(grep -m1 -oP '^\[  FAILED  \] \K\S+' "$log")"

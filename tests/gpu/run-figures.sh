@@ -15,17 +15,17 @@ rx() {
 }
 # A file the carried build brings (pack.sh packs the scripts and projects beside the binaries),
 # else the source tree's.
-src() { if [ $carried = 1 ] && [ -f "$build/$1" ]; then echo "$build/$1"; else echo "$root/$1"; fi; }
+src() { if [ "$carried" = 1 ] && [ -f "$build/$1" ]; then echo "$build/$1"; else echo "$root/$1"; fi; }
 
 figures_pass() {
   echo "== figures and sanitizers"
-  py=""
+  py="" sanitizer=""
   local c
-  for c in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python3; do
+  # Where no GPU is usable every step below is skipped: no need to look for their tools.
+  [ "$gpu_state" = no ] || for c in python3 /opt/torch/.venv/bin/python3 /usr/bin/python3 /usr/local/bin/python3 /opt/conda/bin/python3; do
     if command -v "$c" >/dev/null 2>&1 && timeout 60 "$c" -c 'import torch' >/dev/null 2>&1; then py=$c; break; fi
   done
-  sanitizer=""
-  for c in "${CUDA_HOME:-/nonexistent}/bin/compute-sanitizer" "$(command -v compute-sanitizer 2>/dev/null)" \
+  [ "$gpu_state" = no ] || for c in "${CUDA_HOME:-/nonexistent}/bin/compute-sanitizer" "$(command -v compute-sanitizer 2>/dev/null)" \
     "$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")/compute-sanitizer" \
     /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer /opt/cuda/bin/compute-sanitizer; do
     if [ -n "$c" ] && [ -x "$c" ]; then sanitizer=$c; break; fi
@@ -186,7 +186,7 @@ report_figures() {
     goal=""
     [ $b = 4096 ] && [ -n "$r" ] && goal=$(awk -v r="$r" 'BEGIN { print (r <= 1.4 ? " (goal <= 1.4x: met)" : " (goal <= 1.4x: NOT met)") }')
     echo "  MLP 784-512-512-10, batch $b: Mirrorlab gpu:0 step ${s:--} ms; its 8 GEMMs in cuBLAS FP32 ${g:--} ms" \
-      "(TF32 $(fig gemms_b${b}_tf32 | sed 's/^$/-/') ms): step/GEMMs ${r:--}x$goal"
+      "(TF32 $(rx "$(fig gemms_b${b}_tf32)" 1) ms): step/GEMMs ${r:--}x$goal"
     if [ -n "$tr$tp" ]; then
       echo "    PyTorch: ${tr:--} ms (data on the GPU), ${tp:--} ms (batches copied from pageable host memory);" \
         "PyTorch/Mirrorlab $(rx "$tr" "$s")x and $(rx "$tp" "$s")x (above 1: Mirrorlab faster; goal: above 1)"
