@@ -181,12 +181,8 @@ std::string kerasModel(const Project& p, const ModelPlan& model) {
   return out + "    ])\n";
 }
 
-}  // namespace
-
-std::string generateTensorFlowProgram(const Project& p) {
-  const ModelPlan model = planModel(p);
-  const TrainingSpec& t = p.training;
-  const std::string file = suggestedFileName(p, Framework::TensorFlow);
+// The opening comment's lines: the mirrored mapping, the versions verified, what differs.
+std::vector<std::string> tfMapping(const Project& p, const ModelPlan& model) {
   std::vector<std::string> mapping = {
       "Mirrored training: tf.distribute.MirroredStrategy makes one replica (a full copy of the model) per device:",
       "every visible GPU or, without one, the project's device count as logical CPU devices. Each global batch of B",
@@ -204,20 +200,13 @@ std::string generateTensorFlowProgram(const Project& p) {
     mapping.push_back("one process per worker configured by TF_CONFIG, replaces MirroredStrategy (see make_strategy).");
   }
   for (const auto& d : tfDifferences(p, model)) mapping.push_back(d);
-  std::string out = headerComment(p, "TensorFlow/Keras", mapping);
-  out += "\"\"\"Run: python3 " + file +
-         " [--epochs N] [--steps N] [--data FOLDER] [--weights FILE.npz] [--save-weights FILE.npz]\n"
-         "           [--print-steps] [--predict-only]\n\n"
-         "Needs TensorFlow 2.16 or newer (Keras 3, other than 3.7.0) and numpy. MirroredStrategy uses every visible\n"
-         "GPU (one replica each); on a machine without one it splits the CPU into the project's number of logical\n"
-         "devices. Train step for step as Mirrorlab does, from Mirrorlab's weights:\n"
-         "    mirrorlab-cli train PROJECT --steps 20 --save-initial-weights init.npz --report report.json --no-record\n"
-         "    python3 " +
-         file +
-         " --weights init.npz --steps 20 --print-steps     # report.json's step_loss\n"
-         "Project: " +
-         pyDocText(p.description) + "\n\"\"\"\n";
-  out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
+  return mapping;
+}
+
+// The project's settings as the program's constants.
+std::string tfConstants(const Project& p) {
+  const TrainingSpec& t = p.training;
+  std::string out;
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "PRECISION = " + pyStr(t.precision) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
   out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
@@ -245,6 +234,30 @@ std::string generateTensorFlowProgram(const Project& p) {
     out += "LR_DECAY_EPOCHS = [" + epochs + "]  # after this many finished epochs the rate is multiplied by LR_DECAY_FACTOR\n";
     out += "LR_DECAY_FACTOR = " + pyNum(t.lrDecayFactor) + "\n";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string generateTensorFlowProgram(const Project& p) {
+  const ModelPlan model = planModel(p);
+  const TrainingSpec& t = p.training;
+  const std::string file = suggestedFileName(p, Framework::TensorFlow);
+  std::string out = headerComment(p, "TensorFlow/Keras", tfMapping(p, model));
+  out += "\"\"\"Run: python3 " + file +
+         " [--epochs N] [--steps N] [--data FOLDER] [--weights FILE.npz] [--save-weights FILE.npz]\n"
+         "           [--print-steps] [--predict-only]\n\n"
+         "Needs TensorFlow 2.16 or newer (Keras 3, other than 3.7.0) and numpy. MirroredStrategy uses every visible\n"
+         "GPU (one replica each); on a machine without one it splits the CPU into the project's number of logical\n"
+         "devices. Train step for step as Mirrorlab does, from Mirrorlab's weights:\n"
+         "    mirrorlab-cli train PROJECT --steps 20 --save-initial-weights init.npz --report report.json --no-record\n"
+         "    python3 " +
+         file +
+         " --weights init.npz --steps 20 --print-steps     # report.json's step_loss\n"
+         "Project: " +
+         pyDocText(p.description) + "\n\"\"\"\n";
+  out += "import argparse\nimport gzip\nimport math\nimport os\nimport sys\n\nimport numpy as np\nimport tensorflow as tf\n\n";
+  out += tfConstants(p);
   out += weightArrays(model);
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----\n";

@@ -273,19 +273,9 @@ std::string torchLossPython(const TrainingSpec& t, const std::string& fold, bool
   return out;
 }
 
-}  // namespace
-
-std::string generatePyTorchProgram(const Project& p) {
-  const ModelPlan model = planModel(p);
+// The opening comment's lines: the mirrored mapping and what differs from Mirrorlab.
+std::vector<std::string> torchMapping(const Project& p, const ModelPlan& model) {
   const TrainingSpec& t = p.training;
-  const LossKind kind = Loss::make(t.loss, t.fromLogits).kind();
-  const bool classes = kind != LossKind::MeanSquaredError;
-  const std::string foldable = kind == LossKind::BinaryCrossentropy ? "sigmoid" : classes ? "softmax" : "";
-  const std::string fold =
-      !foldable.empty() && !t.fromLogits && !model.layers.empty() && model.layers.back().activation == foldable ? foldable : "";
-  const std::string metric = t.metrics.empty() ? (classes ? "accuracy" : "mae") : t.metrics.front();
-  const bool accuracy = metric == "accuracy" || metric == "acc" || metric == "binary_accuracy";
-  const std::string file = suggestedFileName(p, Framework::PyTorch);
   const std::string batchWords =
       t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch" : std::to_string(t.batchSize) + " in all";
   std::vector<std::string> mapping = {
@@ -315,27 +305,13 @@ std::string generatePyTorchProgram(const Project& p) {
     mapping.push_back("Differs from Mirrorlab: dropout masks are PyTorch's draws (a generator seeded per rank), not");
     mapping.push_back("Mirrorlab's masks keyed by step and sample, so with dropout the runs agree in distribution only.");
   }
-  std::string out = headerComment(p, "PyTorch DistributedDataParallel", mapping);
-  out += "\"\"\"Run on this machine:  python3 " + file +
-         " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
-         "or with torchrun:      torchrun --nproc_per_node=N " +
-         file +
-         "\n"
-         "Check saved weights:   python3 " +
-         file +
-         " --weights FILE.npz --predict-only\n\n"
-         "Needs PyTorch and numpy. NCCL with one GPU per process when CUDA is available, else gloo on the CPU.\n"
-         "Start from Mirrorlab's weights to train step for step as Mirrorlab does:\n"
-         "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
-         "Without --weights, the initial weights are PyTorch's draws from Keras' distributions.\n"
-         "Project: " +
-         pyDocText(p.description) + "\n\"\"\"\n";
-  out +=
-      "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as "
-      "np\nimport torch\n"
-      "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional "
-      "as F\n"
-      "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+  return mapping;
+}
+
+// The project's settings as the program's constants.
+std::string torchConstants(const Project& p, bool accuracy) {
+  const TrainingSpec& t = p.training;
+  std::string out;
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p) * projectWorkers(p)) +
          "  # the project's replicas: " + pyDocText(p.distribute.devices) +
@@ -367,6 +343,44 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "LOSS_SCALE_GROWTH_STEPS = " + std::to_string(t.lossScaleGrowthSteps) + "  # finite steps that double it\n";
   out += "ALLREDUCE_DTYPE = " + pyStr(p.distribute.allreduceDtype) +
          "  # the gradients between replicas: float32 | bfloat16 (DDP's bf16_compress_hook: half the bytes)\n";
+  return out;
+}
+
+}  // namespace
+
+std::string generatePyTorchProgram(const Project& p) {
+  const ModelPlan model = planModel(p);
+  const TrainingSpec& t = p.training;
+  const LossKind kind = Loss::make(t.loss, t.fromLogits).kind();
+  const bool classes = kind != LossKind::MeanSquaredError;
+  const std::string foldable = kind == LossKind::BinaryCrossentropy ? "sigmoid" : classes ? "softmax" : "";
+  const std::string fold =
+      !foldable.empty() && !t.fromLogits && !model.layers.empty() && model.layers.back().activation == foldable ? foldable : "";
+  const std::string metric = t.metrics.empty() ? (classes ? "accuracy" : "mae") : t.metrics.front();
+  const bool accuracy = metric == "accuracy" || metric == "acc" || metric == "binary_accuracy";
+  const std::string file = suggestedFileName(p, Framework::PyTorch);
+  std::string out = headerComment(p, "PyTorch DistributedDataParallel", torchMapping(p, model));
+  out += "\"\"\"Run on this machine:  python3 " + file +
+         " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
+         "or with torchrun:      torchrun --nproc_per_node=N " +
+         file +
+         "\n"
+         "Check saved weights:   python3 " +
+         file +
+         " --weights FILE.npz --predict-only\n\n"
+         "Needs PyTorch and numpy. NCCL with one GPU per process when CUDA is available, else gloo on the CPU.\n"
+         "Start from Mirrorlab's weights to train step for step as Mirrorlab does:\n"
+         "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
+         "Without --weights, the initial weights are PyTorch's draws from Keras' distributions.\n"
+         "Project: " +
+         pyDocText(p.description) + "\n\"\"\"\n";
+  out +=
+      "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as "
+      "np\nimport torch\n"
+      "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional "
+      "as F\n"
+      "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+  out += torchConstants(p, accuracy);
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();
