@@ -146,6 +146,8 @@ class ExportModelTest : public QObject {
     // The format decides the file's ending.
     dialog->setOutputPath(dir_.filePath(QStringLiteral("spirals.onnx")));
     dialog->setFormat(ml::ExportFormat::Keras);
+    QCOMPARE(dialog->outputPath(), dir_.filePath(QStringLiteral("spirals.keras")));
+    dialog->setFormat(ml::ExportFormat::KerasWeights);
     QCOMPARE(dialog->outputPath(), dir_.filePath(QStringLiteral("spirals.weights.h5")));
     QSignalSpy done(dialog, &mlui::ExportModelDialog::exported);
     dialog->startExport();  // weights prefilled: the ones the session's last run kept
