@@ -227,27 +227,41 @@ void checkAxis(const ImportedLayer& l, const Layer& built, const KerasLayerPlace
 
 // Copies each layer's variables, in Keras' order (kernel, bias; gamma, beta, moving mean and
 // variance), into its slice of the flat buffer, checking every shape against the built layer.
-std::vector<float> copyWeights(const Sequential& model, const std::vector<ImportedLayer>& layers,
+std::string dims(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : ", ") + std::to_string(d);
+  return "(" + s + ")";
+}
+
+// Copies each layer's variables, in Keras' order (kernel, bias; gamma, beta, moving mean and
+// variance, the order of Mirrorlab's slice too), into its slice of the flat buffer; every array's
+// shape must be the one the built layer has (weightArrays names them in that order).
+std::vector<float> copyWeights(Sequential& model, const std::vector<ImportedLayer>& layers,
                                const std::vector<std::string>& groups, const std::string& h5, const std::string& path) {
-  auto vars = readKerasWeights(h5, "Keras model '" + path + "'");
+  const auto vars = readKerasWeights(h5, "Keras model '" + path + "'");
+  std::map<std::string, std::vector<std::vector<int64_t>>> want;  // per layer name, the shapes in order
+  for (const auto& a : weightArrays(model)) want[a.name.substr(0, a.name.rfind('/'))].push_back(a.shape);
   std::vector<float> params(static_cast<size_t>(model.paramCount()));
-  std::vector<int64_t> offset(model.layerCount(), -1), count(model.layerCount(), 0);
-  for (const auto& r : model.paramRanges()) offset[r.layer] = r.offset, count[r.layer] = r.count;
+  std::vector<int64_t> offset(model.layerCount(), 0);
+  for (const auto& r : model.paramRanges()) offset[r.layer] = r.offset;
   for (size_t i = 0; i < layers.size(); ++i) {
     const auto it = vars.find(groups[i]);
-    const size_t have = it == vars.end() ? 0 : it->second.size();
-    int64_t at = offset[i], total = 0;
-    for (size_t v = 0; v < have; ++v) total += static_cast<int64_t>(it->second[v].data.size());
-    if (total != count[i])
+    const std::vector<KerasArray> none;
+    const std::vector<KerasArray>& have = it == vars.end() ? none : it->second;
+    const std::vector<std::vector<int64_t>>& shapes = want[model.layer(i).name];
+    std::string got, need;
+    for (const auto& a : have) got += (got.empty() ? "" : " ") + dims(a.shape);
+    for (const auto& sh : shapes) need += (need.empty() ? "" : " ") + dims(sh);
+    if (got != need)
       refuse(path,
-             "is damaged: layer " + std::to_string(i + 1) + " '" + layers[i].spec.name + "' has " + std::to_string(total) +
-                 " weights in model.weights.h5 (group layers/" + groups[i] + ") where its configuration needs " +
-                 std::to_string(count[i]),
+             "is damaged: layer " + std::to_string(i + 1) + " '" + layers[i].spec.name + "' has weights " +
+                 (got.empty() ? "none" : got) + " in model.weights.h5 (group layers/" + groups[i] +
+                 ") where its configuration needs " + (need.empty() ? "none" : need),
              "save the model again with Keras");
-    for (size_t v = 0; v < have; ++v) {
-      const auto& a = it->second[v].data;
-      std::copy(a.begin(), a.end(), params.begin() + at);
-      at += static_cast<int64_t>(a.size());
+    int64_t at = offset[i];
+    for (const auto& a : have) {
+      std::copy(a.data.begin(), a.data.end(), params.begin() + at);
+      at += static_cast<int64_t>(a.data.size());
     }
   }
   return params;

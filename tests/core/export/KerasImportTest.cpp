@@ -223,6 +223,12 @@ TEST(KerasImport, RefusesWhatMirrorlabCannotTakeAndWritesNothing) {
          c["compile_config"]["loss"] = {{"class_name", "SparseCategoricalCrossentropy"}, {"config", {{"label_smoothing", 0.1}}}};
        },
        "is compiled with the loss"},
+      {"units.keras", [&](Json& c, Json&) { layers(c)[3]["config"]["units"] = 5; },
+       "is damaged: layer 3 'dense' has weights (3, 4) in model.weights.h5 (group layers/dense) where its configuration "
+       "needs (3, 5)"},
+      {"nobias.keras", [&](Json& c, Json&) { layers(c)[1]["config"]["use_bias"] = false; },
+       "layer 1 'conv2d' has weights (3, 3, 2, 3) (3) in model.weights.h5 (group layers/conv2d) where its configuration needs "
+       "(3, 3, 2, 3)"},
       {"noshape.keras",
        [&](Json& c, Json&) {
          layers(c)[0]["config"]["batch_shape"] = {nullptr, nullptr, 6, 2};
