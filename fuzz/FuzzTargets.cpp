@@ -22,7 +22,7 @@
 #include "learn/LessonRunner.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "project/Project.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
@@ -96,8 +96,8 @@ ml::Sequential& weightsModel() {
   static ml::Sequential model([] {
     ml::ModelSpec spec;
     spec.inputShape = {2};
-    spec.layers = {{"Dense", "", {{"units", 4}, {"activation", "relu"}}},
-                   {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+    spec.layers = {{"", ml::DenseSpec{.units = 4, .activation = ml::Act::Relu}},
+                   {"", ml::DenseSpec{.units = 3, .activation = ml::Act::Softmax}}};
     return spec;
   }());
   return model;

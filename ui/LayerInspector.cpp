@@ -1,4 +1,5 @@
-// Generates the inspector form from layerKinds() defaults: the value type decides the editor.
+// Generates the inspector form from the layer kind's arguments (nn/LayerSpecs.h), edited as the
+// project file writes them: the value's type decides the editor.
 #include "LayerInspector.h"
 
 #include <algorithm>
@@ -15,7 +16,8 @@
 #include <QVBoxLayout>
 
 #include "Theme.h"
-#include "nn/LayerFactory.h"
+#include "Error.h"
+#include "project/LayerJson.h"
 
 namespace mlui {
 
@@ -30,19 +32,9 @@ static QStringList initializerNames() {
           QStringLiteral("zeros"),          QStringLiteral("ones")};
 }
 
-static const ml::LayerKind* kindOf(const std::string& type) {
-  for (const auto& k : ml::layerKinds())
-    if (k.type == type) return &k;
-  return nullptr;
-}
-
-nlohmann::json initialArgs(const std::string& type) {
-  nlohmann::json args = nlohmann::json::object();
-  if (const auto* k = kindOf(type))
-    for (auto it = k->defaults.begin(); it != k->defaults.end(); ++it)
-      if (it.key().find("initializer") == std::string::npos && it.key() != "use_bias" && !it.value().is_null())
-        args[it.key()] = it.value();
-  return args;
+ml::LayerArgs initialArgs(const std::string& type) {
+  const ml::LayerKind* k = ml::findLayerKind(type);
+  return k ? k->example : ml::LayerArgs{};
 }
 
 LayerInspector::LayerInspector(QWidget* parent) : QWidget(parent) {
@@ -65,18 +57,13 @@ LayerInspector::LayerInspector(QWidget* parent) : QWidget(parent) {
   rebuild();
 }
 
-nlohmann::json LayerInspector::valueOf(const std::string& key) const {
-  if (layer_.args.contains(key)) return layer_.args.at(key);
-  if (layer_.type == "Dense" && key == "activation") return "linear";  // Dense without activation is linear
-  if (const auto* k = kindOf(layer_.type))
-    if (k->defaults.contains(key)) return k->defaults.at(key);
-  return nullptr;
-}
+nlohmann::json LayerInspector::valueOf(const std::string& key) const { return args_.value(key, nlohmann::json()); }
 
 void LayerInspector::setLayer(int index, const ml::LayerSpec& layer, const QString& shownName, const QString& error) {
-  const bool sameShape = index == index_ && layer.type == layer_.type && form_;
+  const bool sameShape = index == index_ && layer.args.index() == layer_.args.index() && form_;
   index_ = index;
   layer_ = layer;
+  args_ = ml::layerArgsToJson(layer_.args, true);
   shownName_ = shownName;
   error_->setText(error);
   error_->setVisible(!error.isEmpty());
@@ -111,7 +98,21 @@ void LayerInspector::setLayer(int index, const ml::LayerSpec& layer, const QStri
 }
 
 void LayerInspector::setArg(const QString& key, const nlohmann::json& value) {
-  layer_.args[key.toStdString()] = value;
+  args_[key.toStdString()] = value;
+  commitArgs(key);
+}
+
+void LayerInspector::commitArgs(const QString& key) {
+  const ml::LayerKind& kind = layer_.kind();
+  try {
+    layer_.args = ml::layerArgsFromJson(kind, args_, [&](std::string_view k) {
+      return QStringLiteral("%1 ›").arg(QString::fromStdString(std::string(kind.type))).toStdString() + " " + std::string(k);
+    });
+  } catch (const ml::UserError& e) {  // the form keeps the text; the layer keeps its last good value
+    error_->setText(QString::fromStdString(e.what()));
+    error_->setVisible(true);
+    return;
+  }
   Q_EMIT layerEdited(index_, layer_, QStringLiteral("layer%1.%2").arg(index_).arg(key));
 }
 
@@ -128,14 +129,14 @@ void LayerInspector::rebuild() {
   form_ = new QFormLayout(formHost_);
   form_->setContentsMargins(0, 6, 0, 0);
   form_->setFieldGrowthPolicy(QFormLayout::AllNonFixedFieldsGrow);
-  const auto* kind = kindOf(layer_.type);
-  if (index_ < 0 || !kind) {
+  const ml::LayerKind* kind = index_ < 0 ? nullptr : &layer_.kind();
+  if (!kind) {
     title_->setText(tr("Layer properties"));
     help_->setText(tr("Select a layer in the stack to edit it. Add layers from the palette by double-click or drag."));
     return;
   }
-  title_->setText(tr("Layer %1 · %2").arg(index_ + 1).arg(QString::fromStdString(layer_.type)));
-  help_->setText(QString::fromStdString(kind->help));
+  title_->setText(tr("Layer %1 · %2").arg(index_ + 1).arg(QString::fromStdString(std::string(kind->type))));
+  help_->setText(QString::fromStdString(std::string(kind->help)));
 
   name_ = new QLineEdit(QString::fromStdString(layer_.name), formHost_);
   name_->setPlaceholderText(shownName_);
@@ -149,11 +150,12 @@ void LayerInspector::rebuild() {
   form_->addRow(tr("Name"), name_);
 
   // The arguments people change most come first; the JSON object itself is sorted by name.
+  const nlohmann::json defaults = ml::layerArgsToJson(kind->example, true);
   static const std::vector<std::string> order = {"units",        "filters",  "kernel_size",        "pool_size",
                                                  "strides",      "padding",  "activation",         "rate",
                                                  "synchronized", "use_bias", "kernel_initializer", "bias_initializer"};
   std::vector<nlohmann::json::const_iterator> args;
-  for (auto it = kind->defaults.begin(); it != kind->defaults.end(); ++it) args.push_back(it);
+  for (auto it = defaults.begin(); it != defaults.end(); ++it) args.push_back(it);
   std::stable_sort(args.begin(), args.end(), [](const auto& a, const auto& b) {
     auto rank = [](const std::string& k) { return std::find(order.begin(), order.end(), k) - order.begin(); };
     return rank(a.key()) < rank(b.key());
@@ -229,19 +231,19 @@ QWidget* LayerInspector::windowEditor(const QString& key, const nlohmann::json& 
     text = QString::number(v.get<int64_t>());
   auto* e = new QLineEdit(text, formHost_);
   e->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral("[0-9 ,\\-]*")), e));
-  if (key == QLatin1String("strides") && layer_.type != "Conv2D") e->setPlaceholderText(tr("= pool size"));
+  if (key == QLatin1String("strides") && !layer_.as<ml::Conv2DSpec>()) e->setPlaceholderText(tr("= pool size"));
   connect(e, &QLineEdit::editingFinished, this, [this, key, e] {
     nlohmann::json value = nlohmann::json::array();
     for (const QString& part : e->text().split(QLatin1Char(','), Qt::SkipEmptyParts))
       value.push_back(part.trimmed().toLongLong());
-    if (value.empty()) {
-      if (!layer_.args.contains(key.toStdString())) return;
-      layer_.args.erase(key.toStdString());
-      Q_EMIT layerEdited(index_, layer_, QStringLiteral("layer%1.%2").arg(index_).arg(key));
+    if (value.empty()) {  // the argument's default (a pool's strides: the pool size)
+      if (valueOf(key.toStdString()).is_null()) return;
+      args_.erase(key.toStdString());
+      commitArgs(key);
       return;
     }
     if (value.size() == 1 && key != QLatin1String("target_shape")) value = value[0];
-    if (layer_.args.contains(key.toStdString()) && layer_.args.at(key.toStdString()) == value) return;
+    if (valueOf(key.toStdString()) == value) return;
     setArg(key, value);
   });
   return e;

@@ -30,11 +30,14 @@ class LayerInspector : public QWidget {
  private:
   void rebuild();
   void setArg(const QString& key, const nlohmann::json& value);
+  // Reads args_ back into layer_ and sends it; a value the kind refuses is shown instead.
+  void commitArgs(const QString& key);
   nlohmann::json valueOf(const std::string& key) const;
   QWidget* windowEditor(const QString& key, const nlohmann::json& value);
 
   int index_ = -1;
   ml::LayerSpec layer_;
+  nlohmann::json args_;  // every argument of layer_ as the project file writes it (project/LayerJson.h)
   QString shownName_;
   QLabel* title_;
   QLabel* help_;
@@ -45,8 +48,8 @@ class LayerInspector : public QWidget {
   QMap<QString, QWidget*> editors_;
 };
 
-// The arguments a freshly added layer gets (the kind's defaults without the rarely changed ones).
-nlohmann::json initialArgs(const std::string& type);
+// The arguments a freshly added layer gets: its kind's example (nn/LayerKind.h).
+ml::LayerArgs initialArgs(const std::string& type);
 QStringList activationNames();
 
 }  // namespace mlui

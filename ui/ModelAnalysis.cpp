@@ -9,7 +9,7 @@
 #include "Error.h"
 #include "backend/DeviceList.h"
 #include "distribute/MirroredStrategy.h"
-#include "nn/LayerFactory.h"
+#include "nn/LayerKind.h"
 #include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
@@ -17,61 +17,15 @@
 namespace mlui {
 
 std::vector<std::string> layerNames(const ml::ModelSpec& spec) {
-  std::map<std::string, int> counts;
-  std::set<std::string> used;
-  for (const auto& l : spec.layers)
-    if (!l.name.empty()) used.insert(l.name);
-  std::vector<std::string> names;
+  std::vector<std::string> types, names;
   for (const auto& l : spec.layers) {
-    if (!l.name.empty()) {
-      names.push_back(l.name);
-      continue;
-    }
-    const std::string base = ml::kerasLayerName(l.type);
-    std::string name;
-    do {
-      int& c = counts[base];
-      name = c == 0 ? base : base + "_" + std::to_string(c);
-      ++c;
-    } while (used.count(name));
-    used.insert(name);
-    names.push_back(name);
+    types.emplace_back(l.type());
+    names.push_back(l.name);
   }
-  return names;
+  return ml::layerNames(types, names);
 }
 
-std::string describeLayer(const ml::LayerSpec& l) {
-  auto str = [&](const char* k) -> std::string {
-    if (!l.args.contains(k)) return {};
-    const auto& v = l.args.at(k);
-    return v.is_string() ? v.get<std::string>() : v.dump();
-  };
-  if (l.type == "Dense") {
-    std::string s = str("units");
-    const std::string act = str("activation");
-    if (!act.empty() && act != "linear") s += ", " + act;
-    return s;
-  }
-  if (l.type == "Activation") return str("activation");
-  if (l.type == "Dropout") return str("rate").empty() ? "0.5" : str("rate");
-  // "3x3" for a window given as 3 or [3, 3].
-  auto window = [&](const char* k, const char* dflt) {
-    if (!l.args.contains(k)) return std::string(dflt);
-    const auto& v = l.args.at(k);
-    if (v.is_array() && v.size() == 2) return v[0].dump() + "x" + v[1].dump();
-    return v.dump() + "x" + v.dump();
-  };
-  const std::string same = str("padding") == "same" ? ", same" : "";
-  if (l.type == "Conv2D") {
-    std::string s = str("filters") + ", " + window("kernel_size", "?");
-    const std::string act = str("activation");
-    return s + same + (!act.empty() && act != "linear" ? ", " + act : "");
-  }
-  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D") return window("pool_size", "2x2") + same;
-  if (l.type == "BatchNormalization") return l.args.value("synchronized", false) ? "synchronized" : "per-replica";
-  if (l.type == "Reshape") return str("target_shape");
-  return {};
-}
+std::string describeLayer(const ml::LayerSpec& l) { return ml::describeLayer(l.args); }
 
 int allReplicaCount(const ml::Project& p) { return replicaCount(p) * std::max(1, p.distribute.workers); }
 
@@ -108,7 +62,7 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
   a.perReplicaBatch = perReplicaBatch(p);
   a.optimizerSlots = ml::optimizerSlotCount(p.training.optimizer);
   for (size_t i = 0; i < spec.layers.size(); ++i)
-    a.rows.push_back({names[i], spec.layers[i].type, describeLayer(spec.layers[i]), "?", 0, false, {}});
+    a.rows.push_back({names[i], std::string(spec.layers[i].type()), describeLayer(spec.layers[i]), "?", 0, false, {}});
 
   auto fill = [&](const ml::Sequential& m) {
     const auto s = m.summary();

@@ -24,7 +24,7 @@
 #include "ProjectDocument.h"
 #include "ProjectHeader.h"
 #include "Theme.h"
-#include "nn/LayerFactory.h"
+#include "nn/LayerKind.h"
 #include "nn/Summary.h"
 
 namespace mlui {
@@ -93,10 +93,11 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   palette_->setDragEnabled(true);
   palette_->setDragDropMode(QAbstractItemView::DragOnly);
   palette_->setAccessibleName(tr("Layer palette"));
-  for (const auto& k : ml::layerKinds()) {
-    auto* item = new QListWidgetItem(icon(QStringLiteral("model")), q(k.type), palette_);
-    item->setData(Qt::UserRole, q(k.type));
-    item->setToolTip(q(k.help));
+  for (const ml::LayerKind* k : ml::layerKinds()) {
+    const QString type = q(std::string(k->type));
+    auto* item = new QListWidgetItem(icon(k->icon.empty() ? QStringLiteral("model") : q(std::string(k->icon))), type, palette_);
+    item->setData(Qt::UserRole, type);
+    item->setToolTip(q(std::string(k->help)));
   }
   palette_->setCurrentRow(0);
   // Wide enough for the longest layer name ("BatchNormalization"): the palette never scrolls sideways.
@@ -247,7 +248,7 @@ void ModelBuilderView::addLayer(const QString& type, int row) {
   auto& layers = p.model.layers;
   if (row < 0) row = stack_->currentRow() >= 0 ? stack_->currentRow() + 1 : static_cast<int>(layers.size());
   row = std::clamp(row, 0, static_cast<int>(layers.size()));
-  layers.insert(layers.begin() + row, ml::LayerSpec{type.toStdString(), "", initialArgs(type.toStdString())});
+  layers.insert(layers.begin() + row, ml::LayerSpec{"", initialArgs(type.toStdString())});
   doc_->edit(tr("Add %1").arg(type), p);
   selectLayer(row);
 }
@@ -255,7 +256,7 @@ void ModelBuilderView::addLayer(const QString& type, int row) {
 void ModelBuilderView::removeLayer(int row) {
   ml::Project p = doc_->project();
   if (row < 0 || row >= static_cast<int>(p.model.layers.size())) return;
-  const QString type = q(p.model.layers[static_cast<size_t>(row)].type);
+  const QString type = q(std::string(p.model.layers[static_cast<size_t>(row)].type()));
   p.model.layers.erase(p.model.layers.begin() + row);
   doc_->edit(tr("Delete %1").arg(type), p);
   selectLayer(std::min(row, static_cast<int>(p.model.layers.size()) - 1));
@@ -268,7 +269,7 @@ void ModelBuilderView::moveLayer(int from, int to) {
   auto layer = p.model.layers[static_cast<size_t>(from)];
   p.model.layers.erase(p.model.layers.begin() + from);
   p.model.layers.insert(p.model.layers.begin() + to, layer);
-  doc_->edit(tr("Move %1").arg(q(layer.type)), p);
+  doc_->edit(tr("Move %1").arg(q(std::string(layer.type()))), p);
   selectLayer(to);
 }
 
@@ -281,7 +282,7 @@ void ModelBuilderView::onLayerEdited(int index, const ml::LayerSpec& layer, cons
   ml::Project p = doc_->project();
   if (index < 0 || index >= static_cast<int>(p.model.layers.size())) return;
   p.model.layers[static_cast<size_t>(index)] = layer;
-  doc_->edit(tr("Edit %1").arg(q(layer.type)), p, mergeKey);
+  doc_->edit(tr("Edit %1").arg(q(std::string(layer.type()))), p, mergeKey);
 }
 
 void ModelBuilderView::editInputShape() {

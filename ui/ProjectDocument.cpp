@@ -76,8 +76,8 @@ ml::Project newProject() {
   ml::Project p;
   p.name = "untitled";
   p.model.inputShape = {2};
-  p.model.layers = {{"Dense", "", {{"units", 32}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+  p.model.layers = {{"", ml::DenseSpec{.units = 32, .activation = ml::Act::Relu}},
+                    {"", ml::DenseSpec{.units = 3, .activation = ml::Act::Softmax}}};
   p.data.kind = "spirals";
   p.data.samples = 2000;
   p.data.classes = 3;

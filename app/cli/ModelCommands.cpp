@@ -14,7 +14,7 @@
 #include "export/WeightsNpz.h"
 #include "nn/Precision.h"
 #include "nn/Summary.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "train/FitCheck.h"
 #include "train/Trainer.h"
 

@@ -23,7 +23,7 @@
 #include "distribute/MpiWorkers.h"
 #include "export/WeightsNpz.h"
 #include "learn/ScalingExperiment.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "store/RunStore.h"
 #include "train/Resume.h"
 #include "train/Trainer.h"

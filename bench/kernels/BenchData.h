@@ -26,9 +26,9 @@ inline ml::Dataset randomImages(int64_t n) {
 inline ml::ModelSpec mlp(const std::vector<int64_t>& hidden) {
   ml::ModelSpec m;
   m.inputShape = {28, 28};
-  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
-  for (auto h : hidden) m.layers.push_back({"Dense", "", {{"units", h}, {"activation", "relu"}}});
-  m.layers.push_back({"Dense", "", {{"units", 10}, {"activation", "softmax"}}});
+  m.layers.push_back({"", ml::FlattenSpec{}});
+  for (auto h : hidden) m.layers.push_back({"", ml::DenseSpec{.units = h, .activation = ml::Act::Relu}});
+  m.layers.push_back({"", ml::DenseSpec{.units = 10, .activation = ml::Act::Softmax}});
   return m;
 }
 

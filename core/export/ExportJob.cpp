@@ -8,7 +8,7 @@
 
 #include "Error.h"
 #include "export/WeightsNpz.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "store/RunStore.h"
 
 namespace fs = std::filesystem;

@@ -19,6 +19,8 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
 // the target in messages. With an optimizer: its fresh variables too (the .keras archive's).
 std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file,
                               const OptimizerSpec* optimizer = nullptr);
+// The Keras class a layer is written as (its kind's, or what its kind's write hook says).
+std::string kerasClassOf(const ExportLayer& l);
 // The bytes of a Keras 3 .keras archive (configuration, weights, metadata) of the Sequential model.
 std::string kerasArchiveBytes(const std::vector<ExportLayer>& layers, const Shape& input, const ExportInfo& info,
                               const std::string& file);

@@ -44,111 +44,53 @@ Json initializer(const std::string& name) {
   throw std::logic_error("no Keras class for initializer " + name);
 }
 
-Json pair(const Window& w, bool size) { return size ? Json{w.kh, w.kw} : Json{w.sh, w.sw}; }
-
 Json batchShape(const Shape& s) {
   Json j = Json::array({nullptr});
   for (int64_t d : s) j.push_back(d);
   return j;
 }
 
-// Dense's and Conv2D's arguments, in the order Keras writes them.
-void weightedArgs(const ExportLayer& l, Json& c) {
-  const auto arg = [&](const char* key, const char* fallback) { return l.args.value(key, std::string(fallback)); };
-  if (l.kind == ExportLayer::Kind::Dense) {
-    c["units"] = l.out;
-  } else {
-    c["filters"] = l.out;
-    c["kernel_size"] = pair(l.window, true);
-    c["strides"] = pair(l.window, false);
-    c["padding"] = l.window.same ? "same" : "valid";
-    c["data_format"] = "channels_last";
-    c["dilation_rate"] = {1, 1};
-    c["groups"] = 1;
-  }
-  c["activation"] = toString(l.activation);
-  c["use_bias"] = l.bias != nullptr;
-  c["kernel_initializer"] = initializer(arg("kernel_initializer", "glorot_uniform"));
-  c["bias_initializer"] = initializer(arg("bias_initializer", "zeros"));
-  for (const char* k : {"kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint"}) c[k] = nullptr;
+// An argument's value as Keras' config writes it.
+Json kerasJson(int64_t v) { return v; }
+Json kerasJson(double v) { return v; }
+Json kerasJson(bool v) { return v; }
+Json kerasJson(Act a) { return toString(a); }
+Json kerasJson(Padding p) { return toString(p); }
+Json kerasJson(const Initializer& i) { return initializer(i.name); }
+Json kerasJson(const Pair& p) { return {p.rows, p.cols}; }
+Json kerasJson(const std::optional<Pair>& p) { return p ? kerasJson(*p) : Json(nullptr); }
+Json kerasJson(const Shape& s) { return s; }
+Json kerasJson(std::nullptr_t) { return nullptr; }
+Json kerasJson(const std::string& s) { return s; }
+Json kerasJson(const KerasValue& v) {
+  return std::visit([](const auto& x) { return kerasJson(x); }, v);
 }
 
-void batchNormArgs(const ExportLayer& l, Json& c) {
-  c["axis"] = -1;  // Mirrorlab normalises the last axis of any sample, as Keras' default does
-  c["momentum"] = l.args.value("momentum", 0.99);
-  c["epsilon"] = l.epsilon;
-  c["center"] = l.beta != nullptr;
-  c["scale"] = l.gamma != nullptr;
-  c["beta_initializer"] = initializer("zeros");
-  c["gamma_initializer"] = initializer("ones");
-  c["moving_mean_initializer"] = initializer("zeros");
-  c["moving_variance_initializer"] = initializer("ones");
-  c["synchronized"] = l.args.value("synchronized", false);
-}
-
-// The layer's own arguments, after name, trainable and dtype, in the order Keras writes them.
-void layerArgs(const ExportLayer& l, Json& c, std::string& cls) {
-  switch (l.kind) {
-    case ExportLayer::Kind::Dense:
-    case ExportLayer::Kind::Conv2D: weightedArgs(l, c); return;
-    case ExportLayer::Kind::BatchNormalization: batchNormArgs(l, c); return;
-    case ExportLayer::Kind::MaxPooling2D:
-    case ExportLayer::Kind::AveragePooling2D:
-      c["pool_size"] = pair(l.window, true);
-      c["padding"] = l.window.same ? "same" : "valid";
-      c["strides"] = pair(l.window, false);
-      c["data_format"] = "channels_last";
-      return;
-    case ExportLayer::Kind::GlobalAveragePooling2D:
-      c["data_format"] = "channels_last";
-      c["keepdims"] = false;
-      return;
-    case ExportLayer::Kind::Dropout:
-      c["rate"] = l.args.value("rate", 0.5);
-      c["seed"] = nullptr;
-      c["noise_shape"] = nullptr;
-      return;
-    case ExportLayer::Kind::Reshape: c["target_shape"] = l.args.value("target_shape", Json(l.outputShape)); return;
-    case ExportLayer::Kind::Flatten: c["data_format"] = "channels_last"; return;
-    case ExportLayer::Kind::Activation:
-      if (l.activation == Act::Softmax && l.outputShape.size() > 1) {
-        // Mirrorlab's softmax spans the whole sample; Keras' Activation only the last axis.
-        cls = "Softmax";
-        Json axes = Json::array();
-        for (size_t a = 1; a <= l.outputShape.size(); ++a) axes.push_back(a);
-        c["axis"] = axes;
-      } else {
-        c["activation"] = toString(l.activation);
-      }
-      return;
+// The layer's class and config: its kind's hook, or the class with its arguments and the keys
+// Keras writes that Mirrorlab does not vary. Also names the weights' group (KerasExport.cpp).
+std::string kerasClass(const ExportLayer& l, Json* config) {
+  const KerasForm& k = l.kind->keras;
+  std::string cls(k.cls);
+  if (k.write) {
+    std::vector<KerasEntry> entries;
+    k.write(*l.layer, cls, entries);
+    if (config)
+      for (const auto& e : entries) (*config)[e.key] = kerasJson(e.value);
+    return cls;
   }
-}
-
-const char* kerasClass(ExportLayer::Kind k) {
-  switch (k) {
-    case ExportLayer::Kind::Dense: return "Dense";
-    case ExportLayer::Kind::Activation: return "Activation";
-    case ExportLayer::Kind::Flatten: return "Flatten";
-    case ExportLayer::Kind::Dropout: return "Dropout";
-    case ExportLayer::Kind::Conv2D: return "Conv2D";
-    case ExportLayer::Kind::MaxPooling2D: return "MaxPooling2D";
-    case ExportLayer::Kind::AveragePooling2D: return "AveragePooling2D";
-    case ExportLayer::Kind::GlobalAveragePooling2D: return "GlobalAveragePooling2D";
-    case ExportLayer::Kind::BatchNormalization: return "BatchNormalization";
-    case ExportLayer::Kind::Reshape: return "Reshape";
+  if (config) {
+    forEachArg(l.layer->args(), [&](const char* key, const auto& v, Need) { (*config)[key] = kerasJson(v); });
+    for (const auto& e : k.fixed) (*config)[e.key] = kerasJson(e.value);
   }
-  return "Layer";
+  return cls;
 }
 
 Json layerConfig(const ExportLayer& l) {
-  std::string cls = kerasClass(l.kind);
   Json c = {{"name", l.name}, {"trainable", true}, {"dtype", policy()}};
-  layerArgs(l, c, cls);
+  const std::string cls = kerasClass(l, &c);
   Json j = {{"module", "keras.layers"}, {"class_name", cls}, {"config", c}, {"registered_name", nullptr}};
   // Keras writes a build_config for the layers that create weights in build().
-  if (l.kind == ExportLayer::Kind::Dense || l.kind == ExportLayer::Kind::Conv2D ||
-      l.kind == ExportLayer::Kind::BatchNormalization)
-    j["build_config"] = {{"input_shape", batchShape(l.inputShape)}};
+  if (!l.weights.empty()) j["build_config"] = {{"input_shape", batchShape(l.layer->inputShape)}};
   return j;
 }
 
@@ -247,6 +189,8 @@ std::string configJson(const std::vector<ExportLayer>& layers, const Shape& inpu
 }
 
 }  // namespace
+
+std::string kerasClassOf(const ExportLayer& l) { return kerasClass(l, nullptr); }
 
 std::string kerasArchiveBytes(const std::vector<ExportLayer>& layers, const Shape& input, const ExportInfo& info,
                               const std::string& file) {

@@ -33,23 +33,7 @@ class Handle : public Hdf5Handle {
       : Hdf5Handle(id, close, "cannot write the Keras weights file '" + file + "': HDF5 failed to " + what) {}
 };
 
-// Keras' naming.to_snake_case of the class name, for the classes Mirrorlab has.
-std::string kerasClassPath(const ExportLayer& l) {
-  switch (l.kind) {
-    case ExportLayer::Kind::Dense: return "dense";
-    case ExportLayer::Kind::Activation:  // the TensorFlow program's Softmax(axis=[1, 2, 3]) for a whole-image softmax
-      return l.activation == Act::Softmax && l.outputShape.size() > 1 ? "softmax" : "activation";
-    case ExportLayer::Kind::Flatten: return "flatten";
-    case ExportLayer::Kind::Dropout: return "dropout";
-    case ExportLayer::Kind::Conv2D: return "conv2d";
-    case ExportLayer::Kind::MaxPooling2D: return "max_pooling2d";
-    case ExportLayer::Kind::AveragePooling2D: return "average_pooling2d";
-    case ExportLayer::Kind::GlobalAveragePooling2D: return "global_average_pooling2d";
-    case ExportLayer::Kind::BatchNormalization: return "batch_normalization";
-    case ExportLayer::Kind::Reshape: return "reshape";
-  }
-  return "layer";
-}
+std::vector<hsize_t> dims(const Shape& s) { return std::vector<hsize_t>(s.begin(), s.end()); }
 
 Handle group(hid_t parent, const std::string& name, const std::string& file) {
   return Handle(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
@@ -80,17 +64,9 @@ void scalar(hid_t vars, const char* name, hid_t fileType, hid_t memType, const v
 // warning that it skips it; the state is the one a new optimizer starts from.
 void optimizerGroup(hid_t f, const std::vector<ExportLayer>& layers, const OptimizerSpec& o, const std::string& file) {
   std::vector<std::vector<hsize_t>> trainable;
-  for (const auto& l : layers) {
-    const auto in = static_cast<hsize_t>(l.in), out = static_cast<hsize_t>(l.out);
-    if (l.kind == ExportLayer::Kind::Dense) trainable.push_back({in, out});
-    if (l.kind == ExportLayer::Kind::Conv2D)
-      trainable.push_back({static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out});
-    if ((l.kind == ExportLayer::Kind::Dense || l.kind == ExportLayer::Kind::Conv2D) && l.bias) trainable.push_back({out});
-    if (l.kind == ExportLayer::Kind::BatchNormalization) {
-      if (l.gamma) trainable.push_back({in});
-      if (l.beta) trainable.push_back({in});
-    }
-  }
+  for (const auto& l : layers)
+    for (const auto& w : l.weights)
+      if (w.array.trainable) trainable.push_back(dims(w.array.shape));
   std::vector<std::vector<hsize_t>> slots;
   if (o.name == "adam") {
     for (const auto& t : trainable) slots.insert(slots.end(), {t, t});
@@ -127,7 +103,7 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
     Handle all = group(f.get(), "layers", file);
     std::map<std::string, int> used;  // per class: how many came before, as Keras counts
     for (const auto& l : layers) {
-      std::string name = kerasClassPath(l);
+      std::string name = kerasLayerName(kerasClassOf(l));  // Keras' naming.to_snake_case
       const int k = used[name]++;
       if (k > 0) {
         name += '_';
@@ -135,19 +111,8 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
       }
       Handle layer = group(all.get(), name, file);
       Handle vars = group(layer.get(), "vars", file);
-      const auto in = static_cast<hsize_t>(l.in), out = static_cast<hsize_t>(l.out);
-      if (l.kind == ExportLayer::Kind::Dense || l.kind == ExportLayer::Kind::Conv2D) {
-        if (l.kind == ExportLayer::Kind::Dense)
-          dataset(vars.get(), "0", {in, out}, l.kernel, file);
-        else
-          dataset(vars.get(), "0", {static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out}, l.kernel,
-                  file);
-        if (l.bias) dataset(vars.get(), "1", {out}, l.bias, file);
-      } else if (l.kind == ExportLayer::Kind::BatchNormalization) {
-        int next = 0;
-        for (const float* v : {l.gamma, l.beta, l.movingMean, l.movingVariance})
-          if (v) dataset(vars.get(), std::to_string(next++).c_str(), {in}, v, file);
-      }
+      for (size_t k = 0; k < l.weights.size(); ++k)
+        dataset(vars.get(), std::to_string(k).c_str(), dims(l.weights[k].array.shape), l.weights[k].data, file);
     }
   }
   if (optimizer) optimizerGroup(f.get(), layers, *optimizer, file);

@@ -15,9 +15,9 @@
 #include "export/KerasLayerImport.h"
 #include "export/WeightsNpz.h"
 #include "export/ZipFile.h"
-#include "nn/LayerFactory.h"
+#include "nn/LayerKind.h"
 #include "nn/Sequential.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 
 namespace fs = std::filesystem;
 
@@ -207,7 +207,7 @@ void checkAxis(const ImportedLayer& l, const Layer& built, const KerasLayerPlace
   }
   std::sort(axes.begin(), axes.end());
   const bool last = axes == std::vector<int64_t>{rank};
-  if (l.spec.type == "BatchNormalization") {
+  if (l.spec.kind().keras.axis == KerasAxis::LastAxis) {  // BatchNormalization
     if (!last)
       place.refuse("normalises axis " + l.axis.dump() + " of a " + shapeToString(built.inputShape, false) + " sample",
                    "Mirrorlab normalises the last axis (channels): use axis=-1");

@@ -9,7 +9,8 @@
 #include <set>
 
 #include "Error.h"
-#include "nn/LayerFactory.h"
+#include "nn/LayerKind.h"
+#include "project/LayerJson.h"
 
 namespace ml {
 
@@ -30,9 +31,15 @@ std::string policyName(const Json& dtype) {
 
 namespace {
 
-const char* const kLayersMirrorlabHas =
-    "Mirrorlab has Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, BatchNormalization, Dropout, "
-    "Flatten, Reshape, Activation (linear, relu, sigmoid, tanh, softmax), Softmax and ReLU";
+// "Mirrorlab has Dense, Activation, ..., ReLU, Softmax": every Keras class the registry reads.
+std::string layersMirrorlabHas() {
+  std::string out;
+  for (const LayerKind* k : layerKinds()) {
+    if (!k->keras.cls.empty()) out += (out.empty() ? "" : ", ") + std::string(k->keras.cls);
+    for (const auto& a : k->keras.aliases) out += ", " + std::string(a.cls);
+  }
+  return "Mirrorlab has " + out + "; its activations are linear, relu, sigmoid, tanh and softmax";
+}
 
 std::string dump(const Json& v) {
   std::string s = v.dump();
@@ -147,133 +154,84 @@ std::string initializer(Config& c, const char* key, const char* fallback) {
   return name;
 }
 
-void channelsLast(Config& c) {
-  c.require("data_format", "channels_last", "Mirrorlab's images are channels-last: build the model with channels_last");
+// A value Keras writes, as the config holds it (initializers by name, pairs as pairs).
+Json configValue(const KerasValue& v) {
+  return std::visit(
+      [](const auto& x) -> Json {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Initializer>)
+          return x.name;
+        else
+          return Json(x);
+      },
+      v);
 }
 
-// Shape of a Reshape's target: whole numbers, one of them possibly -1.
-Json targetShape(Config& c) {
-  const Json& v = c.raw("target_shape");
-  if (!v.is_array() || v.empty()) c.wrong("target_shape", v, "a list of whole numbers");
-  for (const auto& d : v)
-    if (!d.is_number_integer()) c.wrong("target_shape", v, "a list of whole numbers");
-  return v;
+// Keys Keras writes that Mirrorlab does not vary must hold Mirrorlab's value (or be absent).
+void checkFixed(Config& c, const std::vector<KerasEntry>& fixed) {
+  for (const auto& e : fixed) {
+    const Json want = configValue(e.value);
+    if (std::holds_alternative<Initializer>(e.value)) {
+      if (initializer(c, e.key.c_str(), want.get<std::string>().c_str()) != want)
+        c.place().refuse("sets " + e.key + ", which Mirrorlab lacks", "use Keras' default for it");
+      continue;
+    }
+    Json have = c.raw(e.key.c_str());
+    if (have.is_number_integer() && want.is_array()) have = Json::array({have, have});  // Keras' int-or-pair
+    if (!have.is_null() && have != want)
+      c.place().refuse("has " + e.key + "=" + dump(have) + ", which Mirrorlab lacks",
+                       "use " + e.key + "=" + dump(want) + " in Keras, save the model and import that");
+  }
 }
 
-// One function per Keras class: the spec's type and arguments from the layer's config.
-using Mapper = void (*)(Config&, ImportedLayer&);
-
-void dense(Config& c, ImportedLayer& out) {
-  Json& a = out.spec.args;
-  out.spec.type = "Dense";
-  a["units"] = c.whole("units", 0);
-  if (a["units"].get<int64_t>() <= 0) c.wrong("units", a["units"], "a positive number");
-  a["activation"] = activation(c, "activation");
-  a["use_bias"] = c.flag("use_bias", true);
-  a["kernel_initializer"] = initializer(c, "kernel_initializer", "glorot_uniform");
-  a["bias_initializer"] = initializer(c, "bias_initializer", "zeros");
+// The kind's arguments from the config: each in Keras' form made the project file's (an
+// initializer object as its name, 3 as [3, 3]), then read as a project file's layer is.
+LayerArgs readArgs(Config& c, const LayerKind& kind) {
+  Json args = Json::object();
+  forEachArg(kind.example, [&](const char* key, const auto& member, Need) {
+    using T = std::decay_t<decltype(member)>;
+    std::string from = key;  // the argument's key, or an older Keras' name for it
+    for (const auto& [old, now] : kind.keras.renamed)
+      if (now == key && !c.has(key) && c.has(std::string(old).c_str())) from = old;
+    if (!c.has(from.c_str())) {
+      c.raw(from.c_str());  // absent or null: the argument's default
+      return;
+    }
+    if constexpr (std::is_same_v<T, Act>)
+      args[key] = activation(c, from.c_str());
+    else if constexpr (std::is_same_v<T, Initializer>)
+      args[key] = initializer(c, from.c_str(), "");
+    else if constexpr (std::is_same_v<T, Pair> || std::is_same_v<T, std::optional<Pair>>)
+      args[key] = c.pair(from.c_str(), nullptr);
+    else
+      args[key] = c.raw(from.c_str());
+  });
+  const KerasLayerPlace& p = c.place();
+  return layerArgsFromJson(kind, args,
+                           [&](std::string_view key) { return "Keras model '" + p.file + "': " + p.text() + " " + std::string(key); });
 }
 
-void conv2d(Config& c, ImportedLayer& out) {
-  Json& a = out.spec.args;
-  out.spec.type = "Conv2D";
-  a["filters"] = c.whole("filters", 0);
-  a["kernel_size"] = c.pair("kernel_size", nullptr);
-  a["strides"] = c.pair("strides", Json::array({1, 1}));
-  a["padding"] = c.text("padding", "valid");
-  channelsLast(c);
-  if (c.pair("dilation_rate", Json::array({1, 1})) != Json::array({1, 1}))
-    c.require("dilation_rate", Json::array({1, 1}), "Mirrorlab's convolutions are not dilated: use dilation_rate=1");
-  c.require("groups", 1, "Mirrorlab's convolutions have one group: use groups=1");
-  a["activation"] = activation(c, "activation");
-  a["use_bias"] = c.flag("use_bias", true);
-  a["kernel_initializer"] = initializer(c, "kernel_initializer", "glorot_uniform");
-  a["bias_initializer"] = initializer(c, "bias_initializer", "zeros");
+// The Keras axis a kind checks against the built model (KerasImport.cpp): BatchNormalization's,
+// and a softmax's (Keras' Activation takes it over the last axis).
+Json axisOf(Config& c, const LayerKind& kind, const LayerArgs& args) {
+  const bool softmax = kind.keras.axis == KerasAxis::Softmax && activationOf(args) == Act::Softmax;
+  if (kind.keras.axis != KerasAxis::LastAxis && !softmax) return nullptr;
+  const Json& axis = c.raw("axis");
+  return axis.is_null() ? Json(-1) : axis;
 }
 
-void pooling(Config& c, ImportedLayer& out) {
-  Json& a = out.spec.args;
-  out.spec.type = c.place().cls;  // MaxPooling2D or AveragePooling2D
-  a["pool_size"] = c.pair("pool_size", Json::array({2, 2}));
-  a["strides"] = c.pair("strides", a["pool_size"]);
-  a["padding"] = c.text("padding", "valid");
-  channelsLast(c);
-}
-
-void globalAveragePooling(Config& c, ImportedLayer& out) {
-  out.spec.type = "GlobalAveragePooling2D";
-  channelsLast(c);
-  c.require("keepdims", false, "Mirrorlab's GlobalAveragePooling2D gives (channels): use keepdims=False");
-}
-
-void batchNormalization(Config& c, ImportedLayer& out) {
-  Json& a = out.spec.args;
-  out.spec.type = "BatchNormalization";
-  out.axis = c.raw("axis").is_null() ? Json(-1) : c.raw("axis");  // checked against the shape later
-  a["momentum"] = c.number("momentum", 0.99);
-  a["epsilon"] = c.number("epsilon", 0.001);
-  a["center"] = c.flag("center", true);
-  a["scale"] = c.flag("scale", true);
-  a["synchronized"] = c.flag("synchronized", false);
-  const std::pair<const char*, const char*> inits[] = {{"beta_initializer", "zeros"},
-                                                       {"gamma_initializer", "ones"},
-                                                       {"moving_mean_initializer", "zeros"},
-                                                       {"moving_variance_initializer", "ones"}};
-  for (const auto& [key, want] : inits)
-    if (initializer(c, key, want) != want)
-      c.place().refuse("sets " + std::string(key) + ", which Mirrorlab lacks", "use Keras' default for it");
-  c.raw("renorm_momentum");  // read only when renorm is on, which the neutral check refuses
-}
-
-void dropout(Config& c, ImportedLayer& out) {
-  out.spec.type = "Dropout";
-  out.spec.args["rate"] = c.number("rate", 0.5);
-}
-
-void flatten(Config& c, ImportedLayer& out) {
-  out.spec.type = "Flatten";
-  channelsLast(c);
-}
-
-void reshape(Config& c, ImportedLayer& out) {
-  out.spec.type = "Reshape";
-  out.spec.args["target_shape"] = targetShape(c);
-}
-
-void activationLayer(Config& c, ImportedLayer& out) {
-  out.spec.type = "Activation";
-  out.spec.args["activation"] = activation(c, "activation");
-  if (out.spec.args["activation"] == "softmax") out.axis = -1;  // Keras' Activation takes it over the last axis
-}
-
-void softmax(Config& c, ImportedLayer& out) {
-  out.spec.type = "Activation";
-  out.spec.args["activation"] = "softmax";
-  out.axis = c.raw("axis").is_null() ? Json(-1) : c.raw("axis");
-}
-
-void relu(Config& c, ImportedLayer& out) {
-  out.spec.type = "Activation";
-  out.spec.args["activation"] = "relu";
-  c.require("max_value", nullptr, "Mirrorlab's relu has no ceiling: use max_value=None");
-  c.require("negative_slope", 0.0, "Mirrorlab's relu has no slope below zero: use negative_slope=0");
-  c.require("threshold", 0.0, "Mirrorlab's relu starts at 0: use threshold=0");
-}
-
-const std::map<std::string, Mapper>& mappers() {
-  static const std::map<std::string, Mapper> m = {{"Dense", dense},
-                                                  {"Conv2D", conv2d},
-                                                  {"MaxPooling2D", pooling},
-                                                  {"AveragePooling2D", pooling},
-                                                  {"GlobalAveragePooling2D", globalAveragePooling},
-                                                  {"BatchNormalization", batchNormalization},
-                                                  {"Dropout", dropout},
-                                                  {"Flatten", flatten},
-                                                  {"Reshape", reshape},
-                                                  {"Activation", activationLayer},
-                                                  {"Softmax", softmax},
-                                                  {"ReLU", relu}};
-  return m;
+// The kind that reads a Keras class (its own, or another class read as it: ReLU as Activation).
+const LayerKind* kindOfClass(const std::string& cls, const KerasAlias** alias) {
+  *alias = nullptr;
+  for (const LayerKind* k : layerKinds()) {
+    if (k->keras.cls == cls) return k;
+    for (const auto& a : k->keras.aliases)
+      if (a.cls == cls) {
+        *alias = &a;
+        return k;
+      }
+  }
+  return nullptr;
 }
 
 // The layer's dtype policy: float32, or one mixed policy for the whole model (float32 layers in a
@@ -303,15 +261,24 @@ ImportedLayer importLayer(const Json& layer, const KerasLayerPlace& p, std::stri
   if (p.cls == "Sequential" || p.cls == "Functional" || p.cls == "Model")
     p.refuse("is a model inside the model, which Mirrorlab does not nest",
              "put its layers into the outer Sequential model in Keras, save and import that");
-  const auto mapper = mappers().find(p.cls);
-  if (mapper == mappers().end())
-    p.refuse("has no counterpart in Mirrorlab (" + std::string(kLayersMirrorlabHas) + ")",
+  const KerasAlias* alias = nullptr;
+  const LayerKind* kind = kindOfClass(p.cls, &alias);
+  if (!kind)
+    p.refuse("has no counterpart in Mirrorlab (" + layersMirrorlabHas() + ")",
              "rebuild the model from those layers in Keras, train, save and import that; or keep this model in Keras");
   ImportedLayer out;
   out.spec.name = p.name;
   out.weightsGroup = kerasLayerName(p.cls);
   Config c(cfg, p);
-  mapper->second(c, out);
+  if (alias) {
+    out.spec.args = alias->args;
+    checkFixed(c, alias->fixed);
+  } else {
+    out.spec.args = readArgs(c, *kind);
+    checkFixed(c, kind->keras.fixed);
+  }
+  for (const auto key : kind->keras.ignored) c.raw(std::string(key).c_str());
+  out.axis = axisOf(c, *kind, out.spec.args);
   c.restIsNeutral();
   return out;
 }

@@ -7,11 +7,6 @@
 #include "AtomicFile.h"
 #include "Error.h"
 #include "export/ExportWriters.h"
-#include "nn/BatchNorm.h"
-#include "nn/Conv2D.h"
-#include "nn/Dense.h"
-#include "nn/Pooling.h"
-#include "nn/SimpleLayers.h"
 
 namespace ml {
 
@@ -83,73 +78,39 @@ bool formatBuilt(ExportFormat f) {
 
 namespace {
 
-ExportLayer describe(const Layer& layer, ExportFormat f) {
-  ExportLayer e;
-  e.name = layer.name;
-  e.type = layer.type();
-  e.inputShape = layer.inputShape;
-  e.outputShape = layer.outputShape;
-  e.args = layer.args();
-  if (const auto* d = dynamic_cast<const Dense*>(&layer)) {
-    e.kind = ExportLayer::Kind::Dense;
-    e.activation = d->activation();
-    e.in = d->inFeatures();
-    e.out = d->outFeatures();
-    e.kernel = d->kernel();
-    e.bias = d->bias();
-  } else if (const auto* a = dynamic_cast<const ActivationLayer*>(&layer)) {
-    e.kind = ExportLayer::Kind::Activation;
-    e.activation = a->activation();
-  } else if (dynamic_cast<const Flatten*>(&layer)) {
-    e.kind = ExportLayer::Kind::Flatten;
-  } else if (dynamic_cast<const Dropout*>(&layer)) {
-    e.kind = ExportLayer::Kind::Dropout;
-  } else if (const auto* c = dynamic_cast<const Conv2D*>(&layer)) {
-    e.kind = ExportLayer::Kind::Conv2D;
-    e.activation = c->activation();
-    e.in = c->geometry().c;
-    e.out = c->filters();
-    e.kernel = c->kernel();
-    e.bias = c->bias();
-    e.window = c->window();
-    e.geometry = c->geometry();
-  } else if (const auto* p = dynamic_cast<const Pool2D*>(&layer)) {
-    e.kind = p->isMax() ? ExportLayer::Kind::MaxPooling2D : ExportLayer::Kind::AveragePooling2D;
-    e.window = p->window();
-    e.geometry = p->geometry();
-  } else if (dynamic_cast<const GlobalAveragePooling2D*>(&layer)) {
-    e.kind = ExportLayer::Kind::GlobalAveragePooling2D;
-  } else if (const auto* b = dynamic_cast<const BatchNorm*>(&layer)) {
-    e.kind = ExportLayer::Kind::BatchNormalization;
-    e.in = e.out = b->channels();
-    e.gamma = b->gamma();
-    e.beta = b->beta();
-    e.movingMean = b->movingMean();
-    e.movingVariance = b->movingVariance();
-    e.epsilon = b->epsilon();
-  } else if (dynamic_cast<const Reshape*>(&layer)) {
-    e.kind = ExportLayer::Kind::Reshape;
-  } else {
-    const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";  // both Keras forms
-    throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
-                    toString(f) + "): remove the layer or keep the model in Mirrorlab's .mlw weights");
+// Whether the layer's kind has the format's hook: the .npz is for the generated PyTorch program.
+bool expressible(const LayerKind& k, ExportFormat f) {
+  switch (f) {
+    case ExportFormat::Onnx: return k.onnx != nullptr;
+    case ExportFormat::Torch: return k.torch != nullptr;
+    case ExportFormat::Keras:
+    case ExportFormat::KerasWeights: return !k.keras.cls.empty();
   }
-  return e;
+  return false;
 }
 
 }  // namespace
 
-std::vector<ExportLayer> exportLayers(std::span<const Layer* const> layers, ExportFormat f) {
-  std::vector<ExportLayer> out;
-  out.reserve(layers.size());
-  for (const Layer* l : layers) out.push_back(describe(*l, f));
-  return out;
+void checkExportable(const Layer& layer, ExportFormat f) {
+  if (layer.kind() && expressible(*layer.kind(), f)) return;
+  const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";  // both Keras forms
+  throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
+                  toString(f) + "): remove the layer or keep the model in Mirrorlab's .mlw weights");
 }
 
 std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f) {
-  std::vector<const Layer*> layers;
-  for (size_t i = 0; i < model.layerCount(); ++i) layers.push_back(&model.layer(i));
-  return exportLayers(layers, f);
+  std::vector<const float*> slice(model.layerCount(), nullptr);
+  for (const auto& r : model.paramRanges()) slice[r.layer] = model.params().data() + r.offset;
+  std::vector<ExportLayer> out;
+  for (size_t i = 0; i < model.layerCount(); ++i) {
+    const Layer& l = model.layer(i);
+    checkExportable(l, f);
+    ExportLayer e{&l, l.kind(), l.name, {}};
+    if (l.kind()->weights)
+      for (const WeightArray& w : l.kind()->weights(l)) e.weights.push_back({w, slice[i] + w.offset});
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 void checkExportPath(ExportFormat f, const std::string& path) {

@@ -8,10 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/Activations.h"
-#include "nn/Layer.h"
+#include "nn/LayerKind.h"
 #include "nn/Sequential.h"
-#include "nn/Spatial.h"
 #include "project/Project.h"
 
 namespace ml {
@@ -46,40 +44,27 @@ struct ExportInfo {
   std::string version = MIRRORLAB_VERSION;
 };
 
-// One layer as an exporter sees it (inference form: Dropout is the identity, BatchNormalization
-// uses its moving statistics). Images are channels-last (height, width, channels), as Keras has them.
-struct ExportLayer {
-  enum class Kind {
-    Dense,
-    Activation,
-    Flatten,
-    Dropout,
-    Conv2D,
-    MaxPooling2D,
-    AveragePooling2D,
-    GlobalAveragePooling2D,
-    BatchNormalization,
-    Reshape
-  };
-  Kind kind = Kind::Dense;
-  std::string name, type;         // Mirrorlab's layer name and type
-  Act activation = Act::Linear;   // Dense, Conv2D and Activation
-  Shape inputShape, outputShape;  // per sample
-  int64_t in = 0, out = 0;        // Dense: features in and units; Conv2D: input channels and filters
-  const float* kernel = nullptr;  // Dense: (in, out); Conv2D: (kh, kw, in, filters); row-major, as Keras stores it
-  const float* bias = nullptr;    // Dense, Conv2D: (out), null without a bias
-  Window window;                  // Conv2D and pooling: size, strides, padding
-  Geometry geometry;              // Conv2D and pooling: input and output sizes, padding before
-  // BatchNormalization over the last axis (channels): gamma and beta are null without scale or center.
-  const float *gamma = nullptr, *beta = nullptr, *movingMean = nullptr, *movingVariance = nullptr;
-  double epsilon = 0;
-  nlohmann::json args;  // the layer's arguments as in the project file (initializers, rate, target_shape...)
+// One array of a layer's weights with its values (row-major, as Keras stores it).
+struct ExportArray {
+  WeightArray array;
+  const float* data = nullptr;
 };
 
-// The layers in order; throws UserError naming the layer, its type and the format when a layer
-// has no equivalent there. The pointers stay valid while the model lives.
+// One layer as an exporter sees it: the built layer (inference form: Dropout is the identity,
+// BatchNormalization uses its moving statistics), its registry entry, whose hooks write it, and its
+// weights in Keras' order. Images are channels-last (height, width, channels), as Keras has them.
+struct ExportLayer {
+  const Layer* layer = nullptr;
+  const LayerKind* kind = nullptr;
+  std::string name;
+  std::vector<ExportArray> weights;
+};
+
+// The layers in order; throws UserError naming the layer, its type and the format when the
+// layer's kind has no hook for the format. The pointers stay valid while the model lives.
 std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f);
-std::vector<ExportLayer> exportLayers(std::span<const Layer* const> layers, ExportFormat f);
+// The same refusal for one layer (one made without the registry has no kind: refused too).
+void checkExportable(const Layer& layer, ExportFormat f);
 
 struct ExportResult {
   std::string path;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "Error.h"
+#include "nn/LayerKind.h"
 
 namespace ml {
 namespace {
@@ -20,28 +21,9 @@ std::vector<Slot> slots(const Sequential& model) {
   std::vector<Slot> out;
   for (const auto& r : model.paramRanges()) {
     const Layer& l = model.layer(r.layer);
-    if (l.type() == "Dense") {
-      const int64_t in = l.inFeatures(), units = l.outFeatures();
-      out.push_back({l.name + "/kernel", {in, units}, r.offset});
-      if (r.count > in * units) out.push_back({l.name + "/bias", {units}, r.offset + in * units});
-    } else if (l.type() == "Conv2D") {
-      // Keras' layout (kh, kw, in_channels, filters), as Mirrorlab stores it.
-      const auto a = l.args();
-      const int64_t kh = a["kernel_size"][0].get<int64_t>(), kw = a["kernel_size"][1].get<int64_t>();
-      const int64_t c = l.inputShape.back(), f = a["filters"].get<int64_t>(), k = kh * kw * c * f;
-      out.push_back({l.name + "/kernel", {kh, kw, c, f}, r.offset});
-      if (r.count > k) out.push_back({l.name + "/bias", {f}, r.offset + k});
-    } else if (l.type() == "BatchNormalization") {
-      const auto a = l.args();
-      const int64_t c = l.inputShape.back();
-      int64_t at = r.offset;
-      for (const char* w : {"gamma", "beta", "moving_mean", "moving_variance"}) {
-        if ((std::string(w) == "gamma" && !a.value("scale", true)) || (std::string(w) == "beta" && !a.value("center", true)))
-          continue;
-        out.push_back({l.name + "/" + w, {c}, at});
-        at += c;
-      }
-    } else {
+    if (l.kind() && l.kind()->weights) {
+      for (const WeightArray& w : l.kind()->weights(l)) out.push_back({l.name + "/" + w.name, w.shape, r.offset + w.offset});
+    } else {  // a layer whose kind names no arrays: its whole slice
       out.push_back({l.name + "/params", {r.count}, r.offset});
     }
   }

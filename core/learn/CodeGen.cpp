@@ -42,36 +42,6 @@ std::string suggestedFileName(const Project& project, Framework framework) {
 
 namespace codegen {
 
-std::string pyStr(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20 || c == 0x7f) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\x%02x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through: Python 3 source is UTF-8
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string pyNum(double v) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  std::string s(buf, end);
-  if (s.find_first_of(".en") == std::string::npos) s += ".0";
-  return s;
-}
-
 std::string pyDocText(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -87,61 +57,37 @@ std::string pyDocText(const std::string& s) {
   return out;
 }
 
-std::string pyInt(int64_t v) { return std::to_string(v); }
-std::string pyBool(bool b) { return b ? "True" : "False"; }
-
-std::string pyShape(const Shape& s) {
-  std::string out = "(";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + (s.size() == 1 ? ",)" : ")");
-}
-
 ModelPlan planModel(const Project& p) {
-  Sequential model(p.model);  // validates shapes and fills in generated names
+  auto model = std::make_shared<const Sequential>(p.model);  // validates shapes and fills in generated names
   ModelPlan plan;
+  plan.model = model;
   plan.input = p.model.inputShape;
-  plan.params = model.paramCount();
-  plan.outputs = model.outFeatures();
-  int64_t in = numel(plan.input);
-  const auto& layers = model.spec().layers;
+  plan.params = model->paramCount();
+  plan.outputs = model->outFeatures();
+  const auto& layers = model->spec().layers;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const auto& s = layers[i];
-    const auto& a = s.args;
     LayerPlan l;
-    l.type = s.type;
-    l.name = s.name;
-    l.inFeatures = in;
-    if (s.type == "Dense") {
-      l.units = a.at("units").get<int64_t>();
-      l.activation = a.value("activation", std::string("linear"));
-      l.useBias = a.value("use_bias", true);
-      l.kernelInit = a.value("kernel_initializer", std::string("glorot_uniform"));
-      l.biasInit = a.value("bias_initializer", std::string("zeros"));
-    } else if (s.type == "Activation") {
-      l.activation = a.value("activation", std::string("linear"));
-    } else if (s.type == "Dropout") {
-      l.rate = a.value("rate", 0.5);
-    }
-    l.args = model.layer(i).args();
-    l.inputShape = model.layer(i).inputShape;
-    l.outputShape = model.layer(i).outputShape;
-    if (s.type == "Conv2D") {
-      l.activation = l.args.value("activation", std::string("linear"));
-      l.useBias = l.args.value("use_bias", true);
-      l.kernelInit = l.args.value("kernel_initializer", std::string("glorot_uniform"));
-      l.biasInit = l.args.value("bias_initializer", std::string("zeros"));
-    }
-    if (l.activation == "none" || l.activation.empty()) l.activation = "linear";
-    in = numel(model.layer(i).outputShape);
+    l.name = layers[i].name;
+    l.kind = &layers[i].kind();
+    l.args = layers[i].args;
+    l.layer = &model->layer(i);
+    const std::optional<Act> act = activationOf(l.args);
+    l.ownsActivation = act.has_value();
+    l.activation = act.value_or(Act::Linear);
     plan.layers.push_back(l);
   }
   for (auto it = plan.layers.rbegin(); it != plan.layers.rend(); ++it) {
-    if (it->type == "Dense" || it->type == "Activation") {
-      plan.endsInSoftmax = it->activation == "softmax";
+    if (it->ownsActivation) {
+      plan.endsInSoftmax = it->activation == Act::Softmax;
       break;
     }
   }
   return plan;
+}
+
+void refuseLayer(const LayerPlan& l, const std::string& program) {
+  throw UserError("layer '" + l.name + "' (" + std::string(l.kind->type) + ") has no equivalent in " + program +
+                  " Mirrorlab generates: remove the layer to generate it, or train the model in Mirrorlab");
 }
 
 int projectReplicas(const Project& p) { return std::max(1, parseDevices(p.distribute.devices).size()); }

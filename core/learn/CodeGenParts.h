@@ -3,37 +3,41 @@
 // programs share.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "nn/LayerKind.h"
+#include "nn/Sequential.h"
 #include "project/Project.h"
 
 namespace ml::codegen {
 
-std::string pyStr(const std::string& s);  // a double-quoted Python string literal
-std::string pyNum(double v);              // shortest round-trip float literal ("0.001", "1e-07")
-std::string pyInt(int64_t v);
-std::string pyBool(bool b);
-std::string pyShape(const Shape& s);  // "(28, 28)", "(2,)"
+// Python literals (nn/LayerKind.h, where the layers' hooks use them too).
+using ml::pyBool;
+using ml::pyInt;
+using ml::pyNum;
+using ml::pyShape;
+using ml::pyStr;
 // Text that is safe inside a """docstring""" and a # comment (one line, no backslashes or """).
 std::string pyDocText(const std::string& s);
 
+// One layer as the generators write it: its kind's hooks (nn/LayerKind.h) do the writing.
 struct LayerPlan {
-  std::string type;        // Dense | Activation | Flatten | Dropout | Conv2D | MaxPooling2D | ...
-  std::string name;        // as the model names it (generated names filled in)
-  int64_t inFeatures = 0;  // numel of the layer's input
-  int64_t units = 0;       // Dense
-  std::string activation;  // Dense, Activation: linear | relu | sigmoid | tanh | softmax
-  bool useBias = true;
-  std::string kernelInit = "glorot_uniform", biasInit = "zeros";
-  double rate = 0;      // Dropout
-  nlohmann::json args;  // the layer's resolved Keras arguments (Layer::args): Conv2D, pooling, BatchNormalization, Reshape
-  Shape inputShape, outputShape;
+  std::string name;         // as the model names it (generated names filled in)
+  const LayerKind* kind = nullptr;
+  LayerArgs args;           // its arguments
+  const Layer* layer = nullptr;  // the built layer: shapes, resolved windows
+  Act activation = Act::Linear;  // its activation argument (linear for a kind without one)
+  bool ownsActivation = false;   // the kind takes an activation argument (Dense, Conv2D, Activation)
+  template <class T>
+  const T* as() const {
+    return std::get_if<T>(&args);
+  }
 };
 
 struct ModelPlan {
+  std::shared_ptr<const Sequential> model;  // built once: the plan's layers point into it
   Shape input;
   std::vector<LayerPlan> layers;
   int64_t outputs = 0;
@@ -43,6 +47,8 @@ struct ModelPlan {
 
 // Builds the model once (throws UserError naming the layer that does not fit).
 ModelPlan planModel(const Project& p);
+// The refusal of a layer whose kind has no hook for this program ("the TensorFlow program").
+[[noreturn]] void refuseLayer(const LayerPlan& l, const std::string& program);
 
 // Replicas the project's device list asks for per worker (cpu:4 -> 4, gpu:0,1 -> 2), and its workers (>= 1).
 int projectReplicas(const Project& p);

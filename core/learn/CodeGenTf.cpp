@@ -23,42 +23,10 @@ std::string nameArg(const std::string& name) {
   return plain ? ", name=" + pyStr(name) : "";
 }
 
-std::string kerasLayer(const LayerPlan& l, size_t index, const std::string& dtypeArg) {
-  if (l.type == "Dense")
-    return "tf.keras.layers.Dense(" + pyInt(l.units) + ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
-           ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
-  if (l.type == "Activation" && l.activation == "softmax" && l.outputShape.size() > 1) {
-    // Mirrorlab's softmax spans the whole sample; Keras' Activation("softmax") only the last axis.
-    std::string axes;
-    for (size_t i = 1; i <= l.outputShape.size(); ++i) axes += (axes.empty() ? "" : ", ") + std::to_string(i);
-    return "tf.keras.layers.Softmax(axis=[" + axes + "]" + dtypeArg + nameArg(l.name) + ")";
-  }
-  if (l.type == "Activation") return "tf.keras.layers.Activation(" + pyStr(l.activation) + dtypeArg + nameArg(l.name) + ")";
-  const auto pair = [&](const char* key) { return pyShape(Shape{l.args[key][0].get<int64_t>(), l.args[key][1].get<int64_t>()}); };
-  if (l.type == "Conv2D")
-    return "tf.keras.layers.Conv2D(" + pyInt(l.args["filters"].get<int64_t>()) + ", " + pair("kernel_size") +
-           ", strides=" + pair("strides") + ", padding=" + pyStr(l.args["padding"].get<std::string>()) +
-           ", activation=" + pyStr(l.activation) + ", use_bias=" + pyBool(l.useBias) +
-           ", kernel_initializer=" + pyStr(l.kernelInit) + ", bias_initializer=" + pyStr(l.biasInit) + nameArg(l.name) + ")";
-  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
-    return "tf.keras.layers." + l.type + "(" + pair("pool_size") + ", strides=" + pair("strides") +
-           ", padding=" + pyStr(l.args["padding"].get<std::string>()) + nameArg(l.name) + ")";
-  if (l.type == "GlobalAveragePooling2D")
-    return "tf.keras.layers.GlobalAveragePooling2D(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) +
-           ")";
-  if (l.type == "BatchNormalization")  // synchronized: Keras 3's argument (TensorFlow backend only)
-    return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(l.args["momentum"].get<double>()) +
-           ", epsilon=" + pyNum(l.args["epsilon"].get<double>()) + ", center=" + pyBool(l.args.value("center", true)) +
-           ", scale=" + pyBool(l.args.value("scale", true)) + ", synchronized=" + pyBool(l.args.value("synchronized", false)) +
-           nameArg(l.name) + ")";
-  if (l.type == "Reshape") {
-    Shape t;
-    for (const auto& d : l.args["target_shape"]) t.push_back(d.get<int64_t>());
-    return "tf.keras.layers.Reshape(" + pyShape(t) + nameArg(l.name) + ")";
-  }
-  if (l.type == "Dropout")  // its own seed per layer: two layers with one seed would drop the same units
-    return "ReplicaDropout(" + pyNum(l.rate) + ", seed=SEED + " + std::to_string(index) + nameArg(l.name) + ")";
-  return "tf.keras.layers.Flatten(" + std::string(nameArg(l.name).empty() ? "" : nameArg(l.name).substr(2)) + ")";
+// The layer's tf.keras line, written by its kind's hook (args may be a changed copy of its own).
+std::string kerasLayer(const LayerPlan& l, const LayerArgs& args, size_t index, const std::string& dtypeArg) {
+  if (!l.kind->tf) refuseLayer(l, "the TensorFlow program");
+  return l.kind->tf(args, *l.layer, TfContext{index, dtypeArg, nameArg(l.name)});
 }
 
 std::string kerasOptimizer(const OptimizerSpec& o) {
@@ -110,8 +78,8 @@ std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
   const int replicas = projectReplicas(p) * std::max(1, p.distribute.workers);
   bool dropout = false, perReplicaNorm = false;
   for (const auto& l : m.layers) {
-    dropout = dropout || (l.type == "Dropout" && l.rate > 0);
-    perReplicaNorm = perReplicaNorm || (l.type == "BatchNormalization" && !l.args.value("synchronized", false));
+    dropout = dropout || (l.as<DropoutSpec>() && l.as<DropoutSpec>()->rate > 0);
+    perReplicaNorm = perReplicaNorm || (l.as<BatchNormalizationSpec>() && !l.as<BatchNormalizationSpec>()->synchronized);
   }
   if (dropout) {
     out.push_back("Differs from Mirrorlab: dropout masks are TensorFlow's draws (ReplicaDropout: a seed per layer, folded with");
@@ -141,18 +109,9 @@ std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
 std::string weightArrays(const ModelPlan& model) {
   std::string arrays;
   for (const auto& l : model.layers) {
-    std::vector<std::string> keys;
-    if (l.type == "Dense" || l.type == "Conv2D") {
-      keys.push_back("kernel");
-      if (l.useBias) keys.push_back("bias");
-    } else if (l.type == "BatchNormalization") {
-      if (l.args.value("scale", true)) keys.push_back("gamma");
-      if (l.args.value("center", true)) keys.push_back("beta");
-      keys.insert(keys.end(), {"moving_mean", "moving_variance"});
-    }
-    if (keys.empty()) continue;
+    if (!l.kind->weights) continue;
     std::string list;
-    for (const auto& k : keys) list += (list.empty() ? "" : ", ") + pyStr(l.name + "/" + k);
+    for (const auto& w : l.kind->weights(*l.layer)) list += (list.empty() ? "" : ", ") + pyStr(l.name + "/" + w.name);
     arrays += (arrays.empty() ? "" : ", ") + pyStr(l.name) + ": [" + list + "]";
   }
   return "WEIGHT_ARRAYS = {" + arrays + "}  # each layer's arrays in a weights .npz, in Keras' order\n";
@@ -165,18 +124,24 @@ std::string kerasModel(const Project& p, const ModelPlan& model) {
   std::string out =
       "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
   for (size_t i = 0; i < model.layers.size(); ++i) {
-    LayerPlan l = model.layers[i];
+    const LayerPlan& l = model.layers[i];
+    LayerArgs args = l.args;
     const bool last = i + 1 == model.layers.size();
+    const bool activationLayer = l.as<ActivationSpec>() != nullptr;
     std::string tail;
-    if (mixed && last && (l.type == "Dense" || l.type == "Conv2D") && l.activation != "linear") {
-      LayerPlan act;
-      act.type = "Activation";
-      act.activation = l.activation;
-      act.outputShape = l.outputShape;
-      tail = "        " + kerasLayer(act, i, ", dtype=\"float32\"") + ",  # the output in float32\n";
-      l.activation = "linear";
+    if (mixed && last && l.ownsActivation && !activationLayer && l.activation != Act::Linear) {
+      // The activation moves to a float32 Activation layer of its own after this one.
+      LayerPlan act = l;
+      act.name.clear();  // Keras names it
+      act.kind = &ActivationSpec::kind();
+      act.args = ActivationSpec{l.activation};
+      tail = "        " + kerasLayer(act, act.args, i, ", dtype=\"float32\"") + ",  # the output in float32\n";
+      forEachArg(args, [](std::string_view key, auto& v, Need) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(v)>, Act>)
+          if (key == "activation") v = Act::Linear;
+      });
     }
-    out += "        " + kerasLayer(l, i, mixed && last && l.type == "Activation" ? ", dtype=\"float32\"" : "") + ",\n" + tail;
+    out += "        " + kerasLayer(l, args, i, mixed && last && activationLayer ? ", dtype=\"float32\"" : "") + ",\n" + tail;
   }
   return out + "    ])\n";
 }
@@ -274,7 +239,7 @@ std::string generateTensorFlowProgram(const Project& p) {
     out += "    return " + kerasOptimizer(t.optimizer) + "\n";
   }
   bool dropout = false;
-  for (const auto& l : model.layers) dropout = dropout || l.type == "Dropout";
+  for (const auto& l : model.layers) dropout = dropout || l.as<DropoutSpec>();
   out += tfHelpersPython(p.distribute.workers > 1, dropout);
   const LossKind kind = Loss::make(t.loss, t.fromLogits).kind();
   out += tfMainPython(kind == LossKind::CategoricalCrossentropy, kind == LossKind::BinaryCrossentropy);

@@ -15,89 +15,48 @@ using namespace codegen;
 
 namespace {
 
-std::string torchSpatialLayer(const LayerPlan& l);
-
 // Mirrorlab's softmax spans the whole sample: over a multi-dimensional output (an image's) the
 // sample is flattened, softmaxed and put back in shape.
-std::string torchActivation(const std::string& a, const Shape& shape) {
-  if (a == "relu") return "nn.ReLU()";
-  if (a == "sigmoid") return "nn.Sigmoid()";
-  if (a == "tanh") return "nn.Tanh()";
-  if (a == "softmax" && shape.size() > 1) {
+std::string torchActivation(Act a, const Shape& shape) {
+  if (a == Act::Relu) return "nn.ReLU()";
+  if (a == Act::Sigmoid) return "nn.Sigmoid()";
+  if (a == Act::Tanh) return "nn.Tanh()";
+  if (a == Act::Softmax && shape.size() > 1) {
     std::string dims;
     for (int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
     return "nn.Flatten(), nn.Softmax(dim=1), nn.Unflatten(1, (" + dims + "))";
   }
-  if (a == "softmax") return "nn.Softmax(dim=1)";
+  if (a == Act::Softmax) return "nn.Softmax(dim=1)";
   return "";
 }
 
-// The model's layers as Python list items; a trailing softmax (sigmoid) is left out when the loss
-// takes it over (cross-entropy on logits is the same loss as Keras' softmax + crossentropy, and
-// stabler): `fold` names it, or is empty.
+// The model's layers as Python list items, each written by its kind's hook and followed by its
+// activation; a trailing softmax (sigmoid) is left out when the loss takes it over (cross-entropy
+// on logits is the same loss as Keras' softmax + crossentropy, and stabler): `fold` names it, or
+// is empty.
 std::string torchLayers(const ModelPlan& m, const std::string& fold) {
   std::string out;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const auto& l = m.layers[i];
+    if (!l.kind->torch) refuseLayer(l, "the PyTorch program");
     const bool last = i + 1 == m.layers.size();
     const std::string tag = "  # " + l.name + "\n";
-    if (l.type == "Flatten") {
-      out += "        nn.Flatten()," + tag;  // on channels-last tensors: Keras' order
-    } else if (const std::string spatial = torchSpatialLayer(l); !spatial.empty()) {
-      out += "        " + spatial + "," + tag;
-      if (l.type == "Conv2D" && !(last && !fold.empty() && l.activation == fold))
-        if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty()) out += "        " + a + ",\n";
-    } else if (l.type == "Dropout") {
-      out += "        nn.Dropout(p=" + pyNum(l.rate) + ")," + tag;
-    } else {
-      if (l.type == "Dense")
-        out += "        dense(" + pyStr(l.name) + ", " + pyInt(l.inFeatures) + ", " + pyInt(l.units) + ", " +
-               pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")," + tag;
-      if (last && !fold.empty() && l.activation == fold)
-        out += "        # " + fold + ": folded into the loss (" +
-               (fold == "softmax" ? "F.cross_entropy" : "F.binary_cross_entropy_with_logits") + " takes the logits)\n";
-      else if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty())
-        out += "        " + a + "," + (l.type == "Activation" ? tag : "\n");
-    }
+    const std::string module = l.kind->torch(l.args, *l.layer);
+    if (!module.empty()) out += "        " + module + "," + tag;
+    if (!l.ownsActivation) continue;
+    if (last && !fold.empty() && toString(l.activation) == fold)
+      out += "        # " + fold + ": folded into the loss (" +
+             (fold == "softmax" ? "F.cross_entropy" : "F.binary_cross_entropy_with_logits") + " takes the logits)\n";
+    else if (const std::string a = torchActivation(l.activation, l.layer->outputShape); !a.empty())
+      out += "        " + a + "," + (module.empty() ? tag : "\n");
   }
   return out;
 }
 
-std::string pair(const nlohmann::json& v) { return "(" + pyInt(v[0].get<int64_t>()) + ", " + pyInt(v[1].get<int64_t>()) + ")"; }
-
-// Conv2D, pooling, BatchNormalization, Reshape: PyTorch's channels-first layers wrapped to take and
-// give Keras' channels-last tensors (ChannelsLast permutes), with TensorFlow's "same" padding.
-std::string torchSpatialLayer(const LayerPlan& l) {
-  const auto& a = l.args;
-  if (l.type == "Conv2D")
-    return "conv2d(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyInt(a["filters"].get<int64_t>()) + ", " +
-           pair(a["kernel_size"]) + ", " + pair(a["strides"]) + ", " + pyBool(a["padding"] == "same") + ", " +
-           pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")";
-  if (l.type == "MaxPooling2D" || l.type == "AveragePooling2D")
-    return "pool2d(" + pyBool(l.type == "MaxPooling2D") + ", " + pair(a["pool_size"]) + ", " + pair(a["strides"]) + ", " +
-           pyBool(a["padding"] == "same") + ")";
-  if (l.type == "GlobalAveragePooling2D") return "GlobalAveragePooling2D()";
-  if (l.type == "Reshape") {
-    Shape t;
-    for (const auto& d : a["target_shape"]) t.push_back(d.get<int64_t>());
-    return "Reshape(" + pyShape(t) + ")";
-  }
-  if (l.type == "BatchNormalization")
-    return "KerasBatchNorm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyNum(a["momentum"].get<double>()) +
-           ", " + pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " +
-           pyBool(a.value("scale", true)) + ", " + pyBool(a.value("synchronized", false)) + ")";
-  return "";
-}
-
-bool hasSpatial(const ModelPlan& m) {
+// Python helpers (kSpatialPython, kBatchNormPython) some kinds' modules need.
+bool needsHelpers(const ModelPlan& m, unsigned helper) {
   for (const auto& l : m.layers)
-    if (!torchSpatialLayer(l).empty() && l.type != "BatchNormalization") return true;
-  return false;
-}
-
-bool hasBatchNorm(const ModelPlan& m) {
-  for (const auto& l : m.layers)
-    if (l.type == "BatchNormalization") return true;
+    if (l.kind->torchHelpers & helper) return true;
   return false;
 }
 
@@ -228,7 +187,7 @@ def channel_moments(sums, channels):
 
 bool hasDropout(const ModelPlan& m) {
   for (const auto& l : m.layers)
-    if (l.type == "Dropout" && l.rate > 0) return true;
+    if (l.as<DropoutSpec>() && l.as<DropoutSpec>()->rate > 0) return true;
   return false;
 }
 
@@ -286,7 +245,7 @@ std::vector<std::string> torchMapping(const Project& p, const ModelPlan& model) 
       "world_size / B (B: samples in the global batch); during backward DDP all-reduces the gradients and",
       "divides by world_size, so every replica holds the gradient of the mean loss over the global batch and",
       "applies the same update. Micro-batches before the last run under ddp.no_sync() and all-reduce once."};
-  if (hasBatchNorm(model)) {
+  if (needsHelpers(model, kTorchBatchNorm)) {
     mapping.push_back("BatchNormalization: Keras' layer written out (KerasBatchNorm): the last axis of any sample shape, each");
     mapping.push_back("shard's statistics (the global batch's when synchronized, on CPUs too), and moving statistics that");
     mapping.push_back("follow the global batch on every replica, as Mirrorlab's (PyTorch's BatchNorm would keep rank 0's).");
@@ -355,7 +314,9 @@ std::string generatePyTorchProgram(const Project& p) {
   const bool classes = kind != LossKind::MeanSquaredError;
   const std::string foldable = kind == LossKind::BinaryCrossentropy ? "sigmoid" : classes ? "softmax" : "";
   const std::string fold =
-      !foldable.empty() && !t.fromLogits && !model.layers.empty() && model.layers.back().activation == foldable ? foldable : "";
+      !foldable.empty() && !t.fromLogits && !model.layers.empty() && toString(model.layers.back().activation) == foldable
+          ? foldable
+          : "";
   const std::string metric = t.metrics.empty() ? (classes ? "accuracy" : "mae") : t.metrics.front();
   const bool accuracy = metric == "accuracy" || metric == "acc" || metric == "binary_accuracy";
   const std::string file = suggestedFileName(p, Framework::PyTorch);
@@ -384,8 +345,8 @@ std::string generatePyTorchProgram(const Project& p) {
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();
-  if (hasSpatial(model)) out += kSpatialPython;
-  if (hasBatchNorm(model)) out += kBatchNormPython;
+  if (needsHelpers(model, kTorchSpatial)) out += kSpatialPython;
+  if (needsHelpers(model, kTorchBatchNorm)) out += kBatchNormPython;
   out += "\n\ndef build_model():\n    return nn.Sequential(\n" + torchLayers(model, fold) + "    )\n";
   out += torchOptimizerPython(t.optimizer);
   out += torchLossPython(t, fold, accuracy);

@@ -39,7 +39,7 @@ Project LessonExperiment::apply(const Project& base) const {
   if (!precision.empty()) p.training.precision = precision;
   if (batchnormSynchronized)
     for (auto& l : p.model.layers)
-      if (l.type == "BatchNormalization") l.args["synchronized"] = *batchnormSynchronized;
+      if (auto* bn = l.as<BatchNormalizationSpec>()) bn->synchronized = *batchnormSynchronized;
   if (lossScale) {
     p.training.lossScaling = *lossScale > 0;
     if (*lossScale > 0) p.training.lossScale = *lossScale;

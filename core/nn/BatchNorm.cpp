@@ -120,12 +120,4 @@ bool BatchNorm::gradientsFinite() const {
   return (!scale_ || allFinite(dgamma_, C)) && (!center_ || allFinite(dbeta_, C));
 }
 
-nlohmann::json BatchNorm::args() const {
-  nlohmann::json j{{"momentum", momentum_}, {"epsilon", epsilon_}};
-  if (!center_) j["center"] = false;
-  if (!scale_) j["scale"] = false;
-  if (synchronized_) j["synchronized"] = true;
-  return j;
-}
-
 }  // namespace ml

@@ -30,7 +30,6 @@ class BatchNorm : public Layer {
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   bool gradientsFinite() const override;
   bool needsReplicaSum() const override { return true; }
-  nlohmann::json args() const override;
 
   int64_t channels() const { return inputShape.empty() ? 0 : inputShape.back(); }
   bool synchronized() const { return synchronized_; }

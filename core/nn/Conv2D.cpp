@@ -431,16 +431,4 @@ bool Conv2D::gradientsFinite() const {
   return allFinite(dw_, static_cast<size_t>(kernelSize())) && (!useBias_ || allFinite(db_, static_cast<size_t>(filters_)));
 }
 
-nlohmann::json Conv2D::args() const {
-  nlohmann::json j{{"filters", filters_},
-                   {"kernel_size", {win_.kh, win_.kw}},
-                   {"strides", {win_.sh, win_.sw}},
-                   {"padding", win_.same ? "same" : "valid"},
-                   {"activation", toString(act_)}};
-  if (!useBias_) j["use_bias"] = false;
-  if (kernelInit_ != "glorot_uniform") j["kernel_initializer"] = kernelInit_;
-  if (biasInit_ != "zeros") j["bias_initializer"] = biasInit_;
-  return j;
-}
-
 }  // namespace ml

@@ -32,7 +32,6 @@ class Conv2D : public Layer {
   bool gradientsFinite() const override;
   int64_t lowPrecisionBytes(int64_t batch) const override;
   int64_t lowPrecisionBytesInUse() const override;
-  nlohmann::json args() const override;
 
   int64_t filters() const { return filters_; }
   const Window& window() const { return win_; }

@@ -334,12 +334,4 @@ bool Dense::gradientsFinite() const {
   return finite.load(std::memory_order_relaxed);
 }
 
-nlohmann::json Dense::args() const {
-  nlohmann::json j{{"units", units_}, {"activation", toString(act_)}};
-  if (!useBias_) j["use_bias"] = false;
-  if (kernelInit_ != "glorot_uniform") j["kernel_initializer"] = kernelInit_;
-  if (biasInit_ != "zeros") j["bias_initializer"] = biasInit_;
-  return j;
-}
-
 }  // namespace ml

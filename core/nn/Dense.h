@@ -18,7 +18,6 @@ class Dense : public Layer {
   void initialize(uint64_t seed) override;
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
-  nlohmann::json args() const override;
   bool gradientsFinite() const override;
   bool overwritesGrads() const override { return true; }
   int64_t lowPrecisionBytes(int64_t batch) const override;

@@ -7,8 +7,7 @@
 #include <span>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "nn/LayerSpecs.h"
 #include "tensor/Shape.h"
 
 namespace ml {
@@ -79,13 +78,24 @@ class Layer {
   virtual int64_t lowPrecisionBytesInUse() const { return 0; }
   // A layer whose output is its input (Flatten): the model skips the copy.
   virtual bool isReshape() const { return false; }
-  // Arguments as in the project file, for summary and weights files.
-  virtual nlohmann::json args() const { return nlohmann::json::object(); }
+  // The arguments the layer was made from and its registry entry (makeLayer sets both, pointing at
+  // the spec, which outlives the layer: the model keeps it); a layer made by hand (a test's) has no
+  // kind, and every exporter refuses it by name.
+  const LayerArgs& args() const;
+  const LayerKind* kind() const { return kind_; }
+  void setOrigin(const LayerKind& kind, const LayerArgs& args) {
+    kind_ = &kind;
+    args_ = &args;
+  }
 
   std::string name;
   Shape inputShape, outputShape;
   int64_t inFeatures() const { return numel(inputShape); }
   int64_t outFeatures() const { return numel(outputShape); }
+
+ private:
+  const LayerKind* kind_ = nullptr;
+  const LayerArgs* args_ = nullptr;
 };
 
 }  // namespace ml

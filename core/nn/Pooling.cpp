@@ -115,10 +115,6 @@ void Pool2D::backward(const float*, const float*, float* dy, float* dx, int64_t 
   });
 }
 
-nlohmann::json Pool2D::args() const {
-  return {{"pool_size", {win_.kh, win_.kw}}, {"strides", {win_.sh, win_.sw}}, {"padding", win_.same ? "same" : "valid"}};
-}
-
 Shape GlobalAveragePooling2D::build(const Shape& input) {
   if (input.size() != 3)
     throw UserError("layer '" + name + "' (GlobalAveragePooling2D) expects input of shape (height, width, channels) but gets " +

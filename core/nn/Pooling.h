@@ -16,7 +16,6 @@ class Pool2D : public Layer {
   Shape build(const Shape& input) override;
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
-  nlohmann::json args() const override;
   bool isMax() const { return max_; }
   const Window& window() const { return win_; }
   const Geometry& geometry() const { return g_; }

@@ -11,7 +11,7 @@
 #include "FieldNames.h"
 #include "Limits.h"
 #include "nn/Dense.h"
-#include "nn/LayerFactory.h"
+#include "nn/LayerKind.h"
 #include "nn/SimpleLayers.h"
 #include "random/Rng.h"
 
@@ -43,27 +43,19 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   }
   if (spec_.layers.empty()) throw UserError(fieldInWords("model.layers") + " is empty: add at least one layer (e.g. Dense)");
   // Keras-style names: dense, dense_1, dense_2...
-  std::map<std::string, int> counts;
-  std::set<std::string> used;
-  for (auto& l : spec_.layers)
-    if (!l.name.empty()) used.insert(l.name);
-  for (auto& l : spec_.layers) {
-    if (!l.name.empty()) continue;
-    std::string base = kerasLayerName(l.type), name;
-    do {
-      int& c = counts[base];
-      name = c == 0 ? base : base + "_" + std::to_string(c);
-      ++c;
-    } while (used.count(name));
-    l.name = name;
-    used.insert(name);
+  std::vector<std::string> types, names;
+  for (const auto& l : spec_.layers) {
+    types.emplace_back(l.type());
+    names.push_back(l.name);
   }
+  names = layerNames(types, names);
+  for (size_t i = 0; i < names.size(); ++i) spec_.layers[i].name = names[i];
   std::set<std::string> seen;
   Shape shape = spec_.inputShape;
   int64_t total = 0;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     if (!seen.insert(spec_.layers[i].name).second)
-      throw UserError(layerArgInWords(i, "", spec_.layers[i].type, "name") + ": the name '" + spec_.layers[i].name +
+      throw UserError(layerArgInWords(i, "", std::string(spec_.layers[i].type()), "name") + ": the name '" + spec_.layers[i].name +
                       "' is used twice: give each layer its own name");
     auto layer = makeLayer(spec_.layers[i], i);
     try {
@@ -72,8 +64,8 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
       // A layer names itself "layer 'dense' (Dense)"; the Model screen adds its position.
       const LayerSpec& l = spec_.layers[i];
       std::string msg = e.what();
-      const std::string own = "layer '" + l.name + "' (" + l.type + ")";
-      if (msg.rfind(own, 0) == 0) throw UserError(layerOnScreen(i, l.name, l.type) + msg.substr(own.size()));
+      const std::string own = "layer '" + l.name + "' (" + std::string(l.type()) + ")";
+      if (msg.rfind(own, 0) == 0) throw UserError(layerOnScreen(i, l.name, std::string(l.type())) + msg.substr(own.size()));
       throw;
     }
     if (layer->paramCount() > 0) ranges_.push_back({i, total, layer->paramCount()});

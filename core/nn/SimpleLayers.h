@@ -14,7 +14,6 @@ class ActivationLayer : public Layer {
   Shape build(const Shape& input) override;
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
-  nlohmann::json args() const override { return {{"activation", toString(act_)}}; }
   Act activation() const { return act_; }
   void setFusedSoftmax(bool on) { fusedSoftmax_ = on; }
 
@@ -42,7 +41,6 @@ class Reshape : public Layer {
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
   bool isReshape() const override { return true; }
-  nlohmann::json args() const override { return {{"target_shape", target_}}; }
 
  private:
   Shape target_;
@@ -58,7 +56,6 @@ class Dropout : public Layer {
   Shape build(const Shape& input) override;
   void forward(const float* x, float* y, int64_t n, const StepContext& ctx) override;
   void backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext& ctx) override;
-  nlohmann::json args() const override { return {{"rate", rate_}}; }
   double rate() const { return rate_; }
   uint64_t salt() const { return salt_; }  // keys the mask with the seed (the GPU backend needs it too)
 

@@ -1,21 +1,14 @@
-// The plain specs the layers, the model and the optimizers are built from. project/ translates a
-// project file into them; nothing here knows the file format. A layer's arguments are a JSON value
-// (its Keras-style keyword arguments), not the project file.
+// The plain specs the model and the optimizers are built from. project/ translates a project file
+// into them; nothing here knows the file format. A layer's arguments are a plain struct per kind
+// (nn/LayerSpecs.h).
 #pragma once
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "nn/LayerSpecs.h"
 #include "tensor/Shape.h"
 
 namespace ml {
-
-struct LayerSpec {
-  std::string type;                                // Dense, Activation, Flatten, Dropout
-  std::string name;                                // unique; generated ("dense_1") when empty
-  nlohmann::json args = nlohmann::json::object();  // units, activation, rate, initializers...
-};
 
 struct ModelSpec {
   Shape inputShape;

@@ -13,16 +13,10 @@
 #include "FieldNames.h"
 #include "JsonFile.h"
 #include "Limits.h"
-#include "nn/LayerFactory.h"
 #include "nn/Precision.h"
+#include "project/LayerJson.h"
 
 namespace ml {
-
-static std::string layerTypeNames() {
-  std::string names;
-  for (const auto& k : layerKinds()) names += (names.empty() ? "" : ", ") + k.type;
-  return names;
-}
 
 using nlohmann::json;
 
@@ -80,12 +74,7 @@ struct Reader : JsonFieldReader {
 
 json Project::toJson() const {
   json layers = json::array();
-  for (const auto& l : model.layers) {
-    json j = l.args.is_object() ? l.args : json::object();
-    j["type"] = l.type;
-    if (!l.name.empty()) j["name"] = l.name;
-    layers.push_back(j);
-  }
+  for (const auto& l : model.layers) layers.push_back(layerToJson(l));
   json opt{{"name", training.optimizer.name}, {"learning_rate", training.optimizer.learningRate}};
   if (training.optimizer.name == "sgd") {
     opt["momentum"] = training.optimizer.momentum;
@@ -190,19 +179,19 @@ Project Project::fromJson(const json& j, const std::string& source) {
     p.model.inputShape.push_back(d.get<int64_t>());
   }
   if (!m.contains("layers") || !m.at("layers").is_array()) r.fail("model.layers", "must be an array of layers");
-  int idx = 0;
-  for (const auto& l : m.at("layers")) {
-    const std::string path = "model.layers[" + std::to_string(idx++) + "]";
+  // Each layer with the name the model will show (generated ones too), for its messages.
+  std::vector<std::string> types, names;
+  for (size_t i = 0; i < m.at("layers").size(); ++i) {
+    const json& l = m.at("layers")[i];
     if (!l.is_object() || !l.contains("type") || !l.at("type").is_string())
-      r.fail(path, "must be an object with a \"type\" (" + layerTypeNames() + "), got " + shortDump(l));
-    LayerSpec s;
-    s.type = l.at("type").get<std::string>();
-    r.get(l, path, "name", s.name, "a string");
-    s.args = l;
-    s.args.erase("type");
-    s.args.erase("name");
-    p.model.layers.push_back(std::move(s));
+      r.fail("model.layers[" + std::to_string(i) + "]",
+             "must be an object with a \"type\" (" + layerTypeNames() + "), got " + shortDump(l));
+    types.push_back(l.at("type").get<std::string>());
+    names.push_back(l.contains("name") && l.at("name").is_string() ? l.at("name").get<std::string>() : "");
   }
+  const std::vector<std::string> shown = layerNames(types, names);
+  for (size_t i = 0; i < types.size(); ++i)
+    p.model.layers.push_back(layerFromJson(m.at("layers")[i], LayerPlace{i, shown[i], types[i]}, source));
   if (j.contains("data")) {
     const json& d = j.at("data");
     r.onlyKeys(d, "data",

@@ -9,6 +9,7 @@
 
 #include "data/DataSpec.h"
 #include "nn/Specs.h"
+#include "project/LayerJson.h"
 #include "tensor/Shape.h"
 
 namespace ml {

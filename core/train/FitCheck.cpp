@@ -38,14 +38,14 @@ std::string FitCheck::summary() const {
 
 static int lastDense(const ModelSpec& m) {
   for (int i = static_cast<int>(m.layers.size()) - 1; i >= 0; --i)
-    if (m.layers[static_cast<size_t>(i)].type == "Dense") return i;
+    if (m.layers[static_cast<size_t>(i)].as<DenseSpec>()) return i;
   return -1;
 }
 
 static std::string lastActivation(const ModelSpec& m) {
   for (int i = static_cast<int>(m.layers.size()) - 1; i >= 0; --i) {
     const auto& l = m.layers[static_cast<size_t>(i)];
-    if (l.type == "Dense" || l.type == "Activation") return l.args.value("activation", std::string("linear"));
+    if (l.as<DenseSpec>() || l.as<ActivationSpec>()) return toString(*activationOf(l.args));
   }
   return "linear";
 }
@@ -118,14 +118,14 @@ Project fitToData(const Project& in, const DataFacts& data) {
   }
   const int d = lastDense(p.model);
   if (d < 0) {
-    p.model.layers.push_back({"Dense", "", {{"units", classes ? data.numClasses : data.targetDim}}});
+    p.model.layers.push_back({"", DenseSpec{.units = classes ? static_cast<int64_t>(data.numClasses) : data.targetDim}});
   } else {
-    auto& args = p.model.layers[static_cast<size_t>(d)].args;
-    args["units"] = classes ? static_cast<int64_t>(data.numClasses) : data.targetDim;
-    if (classes && !p.training.fromLogits) args["activation"] = "softmax";
-    if (!classes && args.value("activation", std::string("linear")) == "softmax") args["activation"] = "linear";
+    auto& dense = *p.model.layers[static_cast<size_t>(d)].as<DenseSpec>();
+    dense.units = classes ? static_cast<int64_t>(data.numClasses) : data.targetDim;
+    if (classes && !p.training.fromLogits) dense.activation = Act::Softmax;
+    if (!classes && dense.activation == Act::Softmax) dense.activation = Act::Linear;
     // A separate Activation layer after it would override the choice: drop it.
-    if (static_cast<size_t>(d) + 1 < p.model.layers.size() && p.model.layers.back().type == "Activation")
+    if (static_cast<size_t>(d) + 1 < p.model.layers.size() && p.model.layers.back().as<ActivationSpec>())
       p.model.layers.pop_back();
   }
   return p;

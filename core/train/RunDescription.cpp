@@ -116,7 +116,7 @@ std::vector<std::string> Trainer::startLines() const {
   }
   const bool cpu = s.options().devices.kind == DeviceKind::Cpu;
   const bool dense = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
-                                 [](const LayerSpec& l) { return l.type == "Dense"; });
+                                 [](const LayerSpec& l) { return l.as<DenseSpec>() != nullptr; });
   if (dense && cpu && s.precision() == Precision::Float32) lines.push_back("Dense products on " + sgemm::kernelDescription());
   if (!cpu)
     lines.push_back(
@@ -127,7 +127,7 @@ std::vector<std::string> Trainer::startLines() const {
   else if (project_.distribute.tf32)
     lines.push_back("TF32 is for GPUs: CPU devices compute their float32 products in float32");
   const bool convolutional = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
-                                         [](const LayerSpec& l) { return l.type == "Conv2D"; });
+                                         [](const LayerSpec& l) { return l.as<Conv2DSpec>() != nullptr; });
   if (convolutional && cpu && s.precision() == Precision::Float32) lines.push_back("convolutions on " + dnnconv::description());
   if (convolutional && cpu && s.precision() == Precision::MixedBfloat16)
     lines.push_back("convolutions on " + dnnconv::descriptionBf16());

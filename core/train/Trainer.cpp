@@ -14,7 +14,7 @@
 #include "JsonFile.h"
 #include "Limits.h"
 #include "distribute/Workers.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "project/LrScaling.h"
 #include "random/Rng.h"
 #include "store/RunStore.h"

@@ -160,7 +160,7 @@ TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
   const DeviceReport r = probeDevices();
   ModelSpec m;
   m.inputShape = {4};
-  m.layers.push_back({"Dense", "", {{"units", 3}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 3}, {"activation", "softmax"}}));
   OptimizerSpec o;
   o.name = "sgd";
   StrategyOptions so;

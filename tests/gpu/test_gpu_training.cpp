@@ -120,9 +120,9 @@ TEST_F(GpuTraining, Tf32ChangesTheProductsAndStillTrains) {
   static const ml::Dataset wide = makeClassification(20 * 256, 512);
   ml::ModelSpec m;
   m.inputShape = {512};
-  m.layers.push_back({"Dense", "", {{"units", 512}, {"activation", "relu"}}});
-  m.layers.push_back({"Dense", "", {{"units", 512}, {"activation", "tanh"}}});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "relu"}}));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "tanh"}}));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   auto cpu = makeStrategy(m, "cpu:1", "sgd", 1 << 20, false);
   auto f32 = makeStrategy(m, "gpu:0", "sgd", 1 << 20, false);
   auto tf32 = makeStrategy(m, "gpu:0", "sgd", 1 << 20, true);
@@ -284,8 +284,8 @@ ml::Project trainerProject(const std::string& devices, int64_t batch) {
 TEST_F(GpuTraining, OutOfMemoryInAStepFailsTheRunWithThePluginsMessage) {
   auto p = trainerProject("gpu:0", 60000);
   p.model.inputShape = {2};
-  p.model.layers = {{"Dense", "", {{"units", 1 << 20}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 4}, {"activation", "softmax"}}}};
+  p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 1 << 20}, {"activation", "relu"}}),
+                    ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}})};
   p.training.epochs = 1;
   auto split = std::make_shared<ml::DataSplit>();
   split->train = makeClassification(60000, 2);
@@ -439,9 +439,9 @@ TEST_F(GpuTraining, NvmlSamplesTheSharedPhysicalGpuOnceForItsReplicas) {
 TEST_F(GpuTraining, NvmlSamplesArriveWhileAStepRuns) {
   if (!fakePlugin()) GTEST_SKIP() << "needs steps much slower than the sample period: the fake plugin's, on the host";
   auto p = trainerProject("gpu:0x2", 1000);
-  p.model.layers = {{"Dense", "", {{"units", 1024}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 1024}, {"activation", "relu"}}},
-                    {"Dense", "", {{"units", 4}, {"activation", "softmax"}}}};
+  p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 1024}, {"activation", "relu"}}),
+                    ml::makeLayerSpec("Dense", {{"units", 1024}, {"activation", "relu"}}),
+                    ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}})};
   auto split = std::make_shared<ml::DataSplit>();
   split->train = makeClassification(2000);
   ml::TelemetryHub hub;

@@ -35,17 +35,17 @@ const ml::Dataset& data() {
 ml::ModelSpec mlp() {
   ml::ModelSpec m = mltest::makeModel(false, 48);
   m.inputShape = {4, 4, 3};
-  m.layers.insert(m.layers.begin(), {"Flatten", "", nlohmann::json::object()});
+  m.layers.insert(m.layers.begin(), ml::makeLayerSpec("Flatten"));
   return m;
 }
 
 ml::ModelSpec cnn() {
   ml::ModelSpec m;
   m.inputShape = {4, 4, 3};
-  m.layers.push_back({"Conv2D", "", {{"filters", 6}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "relu"}}});
-  m.layers.push_back({"MaxPooling2D", "", {{"pool_size", 2}}});
-  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "relu"}}));
+  m.layers.push_back(ml::makeLayerSpec("MaxPooling2D", {{"pool_size", 2}}));
+  m.layers.push_back(ml::makeLayerSpec("Flatten"));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   return m;
 }
 

@@ -160,12 +160,12 @@ TEST_F(GpuWorkers, SynchronizedBatchNormSpansEveryWorker) {
   if (!fakePlugin() && report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
   ml::ModelSpec m;
   m.inputShape = {12};
-  m.layers.push_back({"Reshape", "", {{"target_shape", {2, 2, 3}}}});
-  m.layers.push_back({"Conv2D", "", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}}});
-  m.layers.push_back({"BatchNormalization", "", {{"momentum", 0.8}, {"synchronized", true}}});
-  m.layers.push_back({"Activation", "", {{"activation", "relu"}}});
-  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Reshape", {{"target_shape", {2, 2, 3}}}));
+  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}}));
+  m.layers.push_back(ml::makeLayerSpec("BatchNormalization", {{"momentum", 0.8}, {"synchronized", true}}));
+  m.layers.push_back(ml::makeLayerSpec("Activation", {{"activation", "relu"}}));
+  m.layers.push_back(ml::makeLayerSpec("Flatten"));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   auto make = [&](const std::string& devices, ml::WorkerGroup* workers) {
     ml::StrategyOptions so;
     so.devices = ml::parseDevices(devices);

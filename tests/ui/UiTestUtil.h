@@ -47,8 +47,8 @@ inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epoc
   ml::Project p;
   p.name = "ui-test spirals";
   p.model.inputShape = {2};
-  p.model.layers = {{"Dense", "", {{"units", 32}, {"activation", "tanh"}}},
-                    {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+  p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 32}, {"activation", "tanh"}}),
+                    ml::makeLayerSpec("Dense", {{"units", 3}, {"activation", "softmax"}})};
   p.data.kind = "spirals";
   p.data.samples = 2400;
   p.data.classes = 3;

@@ -21,7 +21,7 @@
 #include "TrainingSession.h"
 #include "UiTestUtil.h"
 #include "export/ExportJob.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "store/RunStore.h"
 
 namespace {

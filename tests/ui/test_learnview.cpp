@@ -194,8 +194,8 @@ class LearnTest : public QObject {
   void replayShowsTheShardedUpdatesAllGather() {
     ml::ModelSpec m;
     m.inputShape = {6};
-    m.layers.push_back({"Dense", "", {{"units", 32}, {"activation", "relu"}}});
-    m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+    m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 32}, {"activation", "relu"}}));
+    m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
     ml::StrategyOptions so;
     so.devices = ml::parseDevices("cpu:3");
     so.shardOptimizer = true;
@@ -413,10 +413,10 @@ class LearnTest : public QObject {
     panel.copyCurrent();
     QCOMPARE(QGuiApplication::clipboard()->text(), panel.pyTorchCode());
     // A model that does not build shows the reason instead of code.
-    p.model.layers.push_back({"NoSuchLayer", "", nlohmann::json::object()});
+    p.model.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 0}}, "no_units"));
     panel.setProject(p);
     QVERIFY(!panel.error().isEmpty());
-    QVERIFY(panel.tensorFlowCode().contains(QStringLiteral("NoSuchLayer")));
+    QVERIFY(panel.tensorFlowCode().contains(QStringLiteral("no_units")));
   }
 
   // A stored run's timeline exports from the Runs screen as a Chrome trace, one track per device.

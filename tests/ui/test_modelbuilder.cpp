@@ -162,7 +162,7 @@ class ModelBuilderTest : public QObject {
     w.openInitialProject();
     w.show();
     w.modelBuilder()->moveLayer(2, 1);  // Dense(10) before Dense(128): 784*10+10 + 10*128+128
-    QCOMPARE(w.document()->project().model.layers[1].args.at("units").get<int>(), 10);
+    QCOMPARE(w.document()->project().model.layers[1].as<ml::DenseSpec>()->units, int64_t(10));
     QCOMPARE(total(w), int64_t(7850 + 1408));
     w.document()->undoStack()->undo();
     QCOMPARE(total(w), int64_t(101770));

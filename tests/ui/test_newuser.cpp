@@ -65,9 +65,9 @@ class NewUserTest : public QObject {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();  // 2 features, 3 classes
     p.model.inputShape = {28, 28};
-    p.model.layers = {{"Flatten", "", {}},
-                      {"Dense", "", {{"units", 16}, {"activation", "relu"}}},
-                      {"Dense", "", {{"units", 10}, {"activation", "softmax"}}}};
+    p.model.layers = {ml::makeLayerSpec("Flatten"),
+                      ml::makeLayerSpec("Dense", {{"units", 16}, {"activation", "relu"}}),
+                      ml::makeLayerSpec("Dense", {{"units", 10}, {"activation", "softmax"}})};
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("misfit.json"))));
     w.show();
     auto* fit = w.modelBuilder()->fitBanner();
@@ -91,7 +91,7 @@ class NewUserTest : public QObject {
     const int steps = w.document()->undoStack()->count();
     QTest::mouseClick(fit->fitButton(), Qt::LeftButton);
     QCOMPARE(w.document()->project().model.inputShape, (ml::Shape{2}));
-    QCOMPARE(w.document()->project().model.layers.back().args.value("units", 0), 3);
+    QCOMPARE(w.document()->project().model.layers.back().as<ml::DenseSpec>()->units, int64_t(3));
     QVERIFY(!fit->isVisible());
     QVERIFY(w.dashboard()->trainAction()->isEnabled());
     QCOMPARE(w.document()->undoStack()->count(), steps + 1);

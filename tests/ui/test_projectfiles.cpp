@@ -59,7 +59,7 @@ class ProjectFilesTest : public QObject {
     mlui::MainWindow again;
     QVERIFY(again.openProject(path));
     QCOMPARE(again.document()->project().model.layers.size(), size_t(4));
-    QCOMPARE(again.document()->project().model.layers[2].type, std::string("Dropout"));
+    QCOMPARE(std::string(again.document()->project().model.layers[2].type()), std::string("Dropout"));
     QCOMPARE(again.modelBuilder()->analysis().totalParams, int64_t(101770));
   }
 };

@@ -3,7 +3,7 @@
 // The trainer's headers first: core has a slots() member that Qt's `slots` macro would break,
 // and this file also includes qcustomplot.h (which needs the macro).
 #include "data/Dataset.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
 #include "train/Trainer.h"

@@ -44,9 +44,9 @@ class TrainingTest : public QObject {
     ml::Project p = uitest::spiralsProject("cpu:2", 2);
     p.distribute.shardOptimizer = true;
     // Wide enough that each phase lasts many microseconds, the store's unit.
-    p.model.layers = {{"Dense", "", {{"units", 512}, {"activation", "relu"}}},
-                      {"Dense", "", {{"units", 512}, {"activation", "relu"}}},
-                      {"Dense", "", {{"units", 3}, {"activation", "softmax"}}}};
+    p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "relu"}}),
+                      ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "relu"}}),
+                      ml::makeLayerSpec("Dense", {{"units", 3}, {"activation", "softmax"}})};
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("sharded.json"))));
     w.resize(1400, 900);
     w.show();

@@ -42,9 +42,9 @@ ml::Project csvProject(const QString& path) {
   p.data.standardize = true;
   p.data.validationSplit = 0.2;
   p.model.inputShape = {d.featureCount()};
-  const nlohmann::json out = classes ? nlohmann::json{{"units", numClasses}, {"activation", "softmax"}}
-                                     : nlohmann::json{{"units", 1}, {"activation", "linear"}};
-  p.model.layers = {{"Dense", "", {{"units", 64}, {"activation", "relu"}}}, {"Dense", "", out}};
+  const ml::DenseSpec out = classes ? ml::DenseSpec{.units = numClasses, .activation = ml::Act::Softmax}
+                                    : ml::DenseSpec{.units = 1, .activation = ml::Act::Linear};
+  p.model.layers = {{"", ml::DenseSpec{.units = 64, .activation = ml::Act::Relu}}, {"", out}};
   if (!classes) {
     p.training.loss = "mean_squared_error";
     p.training.metrics = {"mae"};

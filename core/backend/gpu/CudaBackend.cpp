@@ -18,6 +18,7 @@
 #include "Error.h"
 #include "backend/DeviceProbe.h"
 #include "backend/gpu/CudaReplica.h"
+#include "nn/LayerKind.h"
 
 namespace ml {
 
@@ -92,11 +93,10 @@ std::string CudaBackend::supports(const BackendOp& op) const {
     return std::any_of(names.begin(), names.end(), [&](const char* n) { return op.name == n; });
   };
   switch (op.kind) {
-    case K::Layer:
-      return in({"Dense", "Activation", "Flatten", "Reshape", "Dropout", "Conv2D", "MaxPooling2D", "AveragePooling2D",
-                 "GlobalAveragePooling2D", "BatchNormalization"})
-                 ? ""
-                 : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
+    case K::Layer: {  // the registry says which kinds the plugin has kernels for
+      const LayerKind* kind = findLayerKind(op.name);
+      return kind && kind->gpu ? "" : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
+    }
     case K::Optimizer: return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
     case K::Collective: return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
     case K::Loss:

@@ -29,12 +29,12 @@ const ml::Dataset& images() {
 ml::ModelSpec convModel(int bn /* 0 none, 1 per-replica, 2 synchronized */) {
   ml::ModelSpec m;
   m.inputShape = {4, 4, 3};
-  m.layers.push_back({"Conv2D", "", {{"filters", 6}, {"kernel_size", 2}, {"activation", bn ? "linear" : "relu"}}});
-  if (bn) m.layers.push_back({"BatchNormalization", "", {{"momentum", 0.8}, {"synchronized", bn == 2}}});
-  if (bn) m.layers.push_back({"Activation", "", {{"activation", "tanh"}}});
-  m.layers.push_back({"MaxPooling2D", "", {{"pool_size", 2}, {"padding", "same"}}});
-  m.layers.push_back({"Flatten", "", nlohmann::json::object()});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"activation", bn ? "linear" : "relu"}}));
+  if (bn) m.layers.push_back(ml::makeLayerSpec("BatchNormalization", {{"momentum", 0.8}, {"synchronized", bn == 2}}));
+  if (bn) m.layers.push_back(ml::makeLayerSpec("Activation", {{"activation", "tanh"}}));
+  m.layers.push_back(ml::makeLayerSpec("MaxPooling2D", {{"pool_size", 2}, {"padding", "same"}}));
+  m.layers.push_back(ml::makeLayerSpec("Flatten"));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   return m;
 }
 

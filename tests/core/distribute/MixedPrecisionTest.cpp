@@ -175,8 +175,8 @@ struct TinyGradients {
       data.y.push_back(static_cast<float>(0.002 * t));
     }
     model.inputShape = {8};
-    model.layers.push_back({"Dense", "", {{"units", 8}, {"activation", "linear"}}});
-    model.layers.push_back({"Dense", "", {{"units", 1}, {"activation", "linear"}}});
+    model.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 8}, {"activation", "linear"}}));
+    model.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 1}, {"activation", "linear"}}));
   }
 };
 

@@ -37,10 +37,10 @@ inline ml::Dataset makeClassification(int64_t n, int features = 12, uint64_t see
 inline ml::ModelSpec makeModel(bool dropout, int features = 12) {
   ml::ModelSpec m;
   m.inputShape = {features};
-  m.layers.push_back({"Dense", "", {{"units", 16}, {"activation", "relu"}}});
-  if (dropout) m.layers.push_back({"Dropout", "", {{"rate", 0.3}}});
-  m.layers.push_back({"Dense", "", {{"units", 8}, {"activation", "tanh"}}});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 16}, {"activation", "relu"}}));
+  if (dropout) m.layers.push_back(ml::makeLayerSpec("Dropout", {{"rate", 0.3}}));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 8}, {"activation", "tanh"}}));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   return m;
 }
 

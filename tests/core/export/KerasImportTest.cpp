@@ -26,7 +26,7 @@ using Json = nlohmann::json;
 
 namespace {
 
-LayerSpec layer(const std::string& type, Json args = Json::object()) { return LayerSpec{type, "", std::move(args)}; }
+LayerSpec layer(const std::string& type, const Json& args = Json::object()) { return makeLayerSpec(type, args); }
 
 // Every layer kind and activation, a softmax over a (2, 5) sample, BatchNormalization over images
 // and over a rank-2 sample, initializers other than the defaults.
@@ -134,7 +134,7 @@ TEST(KerasImport, EveryLayerKindComesBackBitForBit) {
     for (size_t i = 0; i < model.layerCount(); ++i) {
       EXPECT_EQ(back.layer(i).type(), model.layer(i).type()) << i;
       EXPECT_EQ(back.layer(i).name, model.layer(i).name) << i;
-      EXPECT_EQ(back.layer(i).args(), model.layer(i).args()) << i << " " << back.layer(i).args().dump();
+      EXPECT_EQ(back.layer(i).args(), model.layer(i).args()) << i << " " << layerArgsToJson(back.layer(i).args()).dump();
       EXPECT_EQ(back.layer(i).outputShape, model.layer(i).outputShape) << i;
     }
     EXPECT_EQ(k.params, std::vector<float>(model.params().begin(), model.params().end()));

@@ -24,7 +24,7 @@ TOLERANCE = 1e-5
 
 
 def read_mlw(path):
-    """The .mlw format (core/nn/WeightsFile.h): magic, version, architecture JSON, count, floats, checksum."""
+    """The .mlw format (core/project/WeightsFile.h): magic, version, architecture JSON, count, floats, checksum."""
     raw = open(path, "rb").read()
     assert raw[:8] == b"MLWEIGHT", f"{path}: not a Mirrorlab weights file"
     length = int.from_bytes(raw[12:16], "little")

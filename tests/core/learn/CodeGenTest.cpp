@@ -215,7 +215,7 @@ TEST(CodeGen, PyTorchSpiralsProgramTrainsFiveStepsOnTheCpu) {
 // the sample (Keras' Activation would take only the channels; nn.Softmax(dim=1) only the rows).
 TEST(CodeGen, ASoftmaxOverAnImageSpansTheWholeSample) {
   Project p = Project::load(projectPath("fashion-cnn.json"));
-  p.model.layers.insert(p.model.layers.begin() + 1, LayerSpec{"Activation", "", {{"activation", "softmax"}}});
+  p.model.layers.insert(p.model.layers.begin() + 1, LayerSpec{"", ActivationSpec{Act::Softmax}});
   const std::string tf = generateProgram(p, Framework::TensorFlow);
   EXPECT_NE(tf.find("tf.keras.layers.Softmax(axis=[1, 2, 3]"), std::string::npos);
   const std::string torch = generatePyTorchProgram(p);
@@ -375,8 +375,8 @@ TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {
 TEST(CodeGen, BinaryClassifiersUseBinaryCrossentropy) {
   Project p = Project::load(projectPath("spirals.json"));
   p.data.classes = 2;
-  p.model.layers.back().args["units"] = 1;
-  p.model.layers.back().args["activation"] = "sigmoid";
+  p.model.layers.back().as<DenseSpec>()->units = 1;
+  p.model.layers.back().as<DenseSpec>()->activation = Act::Sigmoid;
   p.training.loss = "binary_crossentropy";
   const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
   for (const char* needle : {"tf.keras.losses.BinaryCrossentropy(from_logits=False, reduction=reduction)",

@@ -17,7 +17,7 @@
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 #include "nn/ThreadTeam.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 
 namespace ml {
 namespace {

@@ -84,10 +84,12 @@ double reluMargin(const Sequential& model, const std::vector<float>& x, int64_t 
   double margin = 1e30;
   const auto& layers = model.spec().layers;
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i].args.value("activation", std::string()) != "relu") continue;
+    if (activationOf(layers[i].args) != Act::Relu) continue;
     ModelSpec probe = model.spec();
     probe.layers.resize(i + 1);
-    probe.layers[i].args["activation"] = "linear";
+    if (auto* d = probe.layers[i].as<DenseSpec>()) d->activation = Act::Linear;
+    if (auto* c = probe.layers[i].as<Conv2DSpec>()) c->activation = Act::Linear;
+    if (auto* a = probe.layers[i].as<ActivationSpec>()) a->activation = Act::Linear;
     Sequential p(probe);
     std::copy(model.params().begin(), model.params().begin() + p.paramCount(), p.params().begin());
     const float* z = p.forward(x.data(), n, ctx);

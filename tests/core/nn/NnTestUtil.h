@@ -17,12 +17,10 @@
 
 namespace ml::test {
 
-inline LayerSpec layerSpec(std::string type, nlohmann::json args = nlohmann::json::object(), std::string name = "") {
-  LayerSpec s;
-  s.type = std::move(type);
-  s.name = std::move(name);
-  s.args = std::move(args);
-  return s;
+// A layer as a project file gives it: its type and keyword arguments (project/LayerJson.h).
+inline LayerSpec layerSpec(const std::string& type, const nlohmann::json& args = nlohmann::json::object(),
+                           const std::string& name = "") {
+  return makeLayerSpec(type, args, name);
 }
 
 inline LayerSpec dense(int64_t units, const std::string& act) {

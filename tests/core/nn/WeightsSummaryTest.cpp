@@ -9,7 +9,7 @@
 #include "Error.h"
 #include "NnTestUtil.h"
 #include "nn/Summary.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 
 namespace ml {
 namespace {

@@ -171,7 +171,7 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
        "(name in the file's training › optimizer section): unknown optimizer 'adagrad'"},
       {"no input shape",
        [] {
-         ml::Sequential m(ml::ModelSpec{{}, {{"Dense", "", {{"units", 3}}}}});
+         ml::Sequential m(ml::ModelSpec{{}, {ml::makeLayerSpec("Dense", {{"units", 3}})}});
        },
        "Model screen › Input shape", "(input_shape in the file's model section) is missing"},
       {"no layers",
@@ -183,7 +183,7 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
        "Model screen › layer 1 'dense' (Dense) › Units", "(units of entry 1 of layers in the file's model section)"},
       {"convolution of a grey image",
        [] {
-         ml::Sequential m(ml::ModelSpec{{28, 28}, {{"Conv2D", "", {{"filters", 4}, {"kernel_size", 3}}}}});
+         ml::Sequential m(ml::ModelSpec{{28, 28}, {ml::makeLayerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 3}})}});
        },
        "set Model screen › Input shape", "(input_shape in the file's model section) to [28, 28, 1]"},
       // data/: the loaders.

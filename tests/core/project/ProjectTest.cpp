@@ -81,8 +81,8 @@ TEST(ProjectFiles, FashionMlpValues) {
   const Project p = Project::load(MIRRORLAB_SOURCE_DIR "/projects/fashion-mlp.json");
   EXPECT_EQ(p.model.inputShape, (Shape{28, 28}));
   ASSERT_EQ(p.model.layers.size(), 3u);
-  EXPECT_EQ(p.model.layers[0].type, "Flatten");
-  EXPECT_EQ(p.model.layers[1].args.at("units"), 128);
+  EXPECT_EQ(p.model.layers[0].type(), "Flatten");
+  EXPECT_EQ(p.model.layers[1].as<DenseSpec>()->units, 128);
   EXPECT_EQ(p.training.batchSize, 128);
   EXPECT_EQ(p.training.optimizer.name, "adam");
   EXPECT_DOUBLE_EQ(p.training.optimizer.learningRate, 0.001);
@@ -149,9 +149,7 @@ TEST(ProjectRoundTrip, EveryKindAndOptimizer) {
       }
       EXPECT_EQ(once["model"], j["model"]);
       EXPECT_EQ(q.model.layers[1].name, "hidden");
-      EXPECT_EQ(q.model.layers[1].args.value("kernel_initializer", ""), "he_normal");
-      EXPECT_FALSE(q.model.layers[1].args.contains("name"));
-      EXPECT_FALSE(q.model.layers[1].args.contains("type"));
+      EXPECT_EQ(q.model.layers[1].as<DenseSpec>()->kernelInitializer.name, "he_normal");
     }
 }
 

@@ -130,10 +130,10 @@ TEST(NumericRanges, IntegersMustBeWholeAndInRange) {
 
 TEST(NumericRanges, LayerUnitsAreWholeAndFitInMemory) {
   Project p = Project::fromJson(valid(), "p.json");
-  auto modelError = [&](json units) {
-    ModelSpec m = p.model;
-    m.layers[0].args["units"] = units;
-    return errorOf([&] { Sequential s(m); });
+  auto modelError = [&](json units) {  // a whole number is the model's to refuse, anything else the file reader's
+    json j = valid();
+    j["model"]["layers"][0]["units"] = units;
+    return errorOf([&] { Sequential s(Project::fromJson(j, "p.json").model); });
   };
   EXPECT_MENTIONS(modelError(2.7),
                   "› Units (units of entry 1 of layers in the file's model section) must be a whole number, got 2.7");

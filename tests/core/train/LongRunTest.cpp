@@ -20,9 +20,9 @@ namespace {
 ml::Project project(const std::string& devices, int units = 16) {
   ml::ModelSpec m;
   m.inputShape = {12};
-  m.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
-  if (units > 16) m.layers.push_back({"Dense", "", {{"units", units}, {"activation", "relu"}}});
-  m.layers.push_back({"Dense", "", {{"units", 4}, {"activation", "softmax"}}});
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", units}, {"activation", "relu"}}));
+  if (units > 16) m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", units}, {"activation", "relu"}}));
+  m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   auto p = mltest::makeProject("long run test", std::move(m), devices, 48);
   p.training.seed = 7;
   return p;

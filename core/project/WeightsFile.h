@@ -6,10 +6,13 @@
 //   u64      parameter count P
 //   P x f32  the flat parameter buffer (layer order, kernel (in, out) row-major, then bias)
 //   u64      FNV-1a 64 checksum of the P x f32 bytes
-// Loading into a model whose architecture differs is refused with the reason.
+// Loading into a model whose architecture differs is refused with the reason. In project/ because
+// its header is JSON, which only project/ reads and writes.
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "nn/Sequential.h"
 

@@ -1,4 +1,4 @@
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 
 #include <cstring>
 #include <fstream>
