@@ -12,6 +12,12 @@
 
 namespace ml {
 
+// The format of the values that cross between replicas. Bfloat16 halves the bytes of every
+// transfer and changes the result: each replica's gradient is rounded to bfloat16 before it is
+// sent, and every partial sum a participant forwards is rounded again (the additions themselves
+// are float32), as NCCL's ring does with a bfloat16 buffer and PyTorch's bf16_compress_hook asks for.
+enum class AllReduceDtype { Float32, Bfloat16 };
+
 // A range of the flat gradient buffer that one collective call reduces.
 struct GradBucket {
   int64_t offset = 0, count = 0;  // floats

@@ -1,9 +1,10 @@
 // MirroredStrategy: one model copy per device, each global batch split into shards (sizes differ
 // by at most one), per-replica forward/backward producing gradient SUMS, a bucketed all-reduce
 // that starts each bucket as soon as backward has produced it, then the same optimizer update on
-// every replica. Written once for every device kind: the replicas' work goes through a Backend
-// (backend/Backend.h: CPU or CUDA) and the buckets through a Collective (ring, reduce-to-one, NCCL,
-// device memory). The single-device path is simply N = 1.
+// every replica. Written once for every device kind: the replicas' work goes through a backend's
+// narrow interfaces (backend/Backend.h: CPU or CUDA), whose capabilities it reads once, and the
+// buckets through a Collective (ring, reduce-to-one, NCCL, device memory). The single-device path
+// is simply N = 1.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -51,7 +52,7 @@ struct StrategyOptions {
   bool shardOptimizer = false;
   // Sharded, over host memory with the ring in float32 and no spare core for communication
   // threads: each owner sums its chunk, updates it and writes the new parameters into the other
-  // replicas tile by tile (Backend::sumUpdatePush), with the ring's bits. Off: the ring's
+  // replicas tile by tile (ShardedUpdate::sumUpdatePush), with the ring's bits. Off: the ring's
   // reduce-scatter, the update and the all-gather one after the other (tests compare the two).
   bool fuseShardedExchange = true;
   // GPUs: cuBLAS may run float32 products on TF32 tensor cores (10-bit mantissa inputs, float32
@@ -147,21 +148,20 @@ class MirroredStrategy {
   // A device may hold the parameters: model(r) brings them to the host first. After changing a
   // model's parameters, call broadcastParameters() (it also sends them to the devices).
   Sequential& model(int r = 0) {
-    backend_->pullParameters();
+    params_->pullParameters();
     return *replicas_[static_cast<size_t>(r)]->model;
   }
   const Sequential& model(int r = 0) const {
-    backend_->pullParameters();
+    params_->pullParameters();
     return *replicas_[static_cast<size_t>(r)]->model;
   }
   const Loss& loss() const { return loss_; }
   MetricKind metric() const { return metric_; }
   const StrategyOptions& options() const { return options_; }
-  const Backend& backend() const { return *backend_; }
   std::string allReduceName() const { return collective_->name(); }
   std::string allReducePath() const { return collective_->describe(); }  // which all-reduce runs, and why
   bool onGpu() const { return options_.devices.kind == DeviceKind::Gpu; }
-  std::string deviceName(int r) const { return backend_->deviceName(r); }  // "NVIDIA H200"
+  std::string deviceName(int r) const { return caps_.deviceNames[static_cast<size_t>(r)]; }  // "NVIDIA H200"
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
@@ -188,8 +188,8 @@ class MirroredStrategy {
   EvalResult evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs = nullptr);
 
   std::vector<uint64_t> checksums() const;
-  std::vector<std::span<const float>> optimizerSlots(int r) const { return backend_->optimizerSlots(r); }
-  int64_t optimizerIterations(int r) const { return backend_->optimizerIterations(r); }
+  std::vector<std::span<const float>> optimizerSlots(int r) const { return params_->optimizerSlots(r); }
+  int64_t optimizerIterations(int r) const { return params_->optimizerIterations(r); }
   // Every replica gets these slots and step counter (a checkpoint's): the replicas stay identical.
   void restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations);
 
@@ -283,7 +283,10 @@ class MirroredStrategy {
   // What one update() call covers: each bucket when a scattering collective reduced them one by
   // one, else the whole buffer.
   std::vector<GradBucket> units_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns what the three below point to
+  ReplicaCompute* compute_ = nullptr;
+  ReplicaParameters* params_ = nullptr;
+  BackendCaps caps_;  // what it can do, read once: its optional parts, its names
   std::unique_ptr<Collective> collective_;
   FailureLatch failure_;
   bool sharded_ = false;

@@ -12,7 +12,7 @@ namespace ml {
 // ZeRO stage 1: each replica keeps optimizer state for the chunks it owns alone; where the
 // replica threads share the memory, the ring sums float32 and each replica reduces on its own
 // thread anyway (no communication threads to overlap backward with), the update is fused with its
-// exchange: one pass over the summed chunk instead of three (Backend::sumUpdatePush).
+// exchange: one pass over the summed chunk instead of three (ShardedUpdate::sumUpdatePush).
 void MirroredStrategy::setUpShardedUpdate() {
   const int n = replicas();
   std::vector<std::vector<GradBucket>> owned;
@@ -20,11 +20,14 @@ void MirroredStrategy::setUpShardedUpdate() {
     rep->owned = ownedRanges(units_, rep->rank, n);
     owned.push_back(rep->owned);
   }
-  if (std::string why = backend_->shardOptimizer(owned); !why.empty())
-    throw UserError(fieldInWords("distribute.shard_optimizer") + ": " + why);
+  if (!caps_.sharded)
+    throw UserError(fieldInWords("distribute.shard_optimizer") +
+                    ": the sharded optimizer update runs on CPU devices only; turn it off (no --shard-optimizer) to train on " +
+                    caps_.kind + " devices");
+  caps_.sharded->shard(owned);
   sharded_ = true;
   updated_ = std::make_unique<SpinBarrier>(n);
-  fused_ = options_.fuseShardedExchange && !workers_ && backend_->fusesShardedExchange() && collective_->scatters() &&
+  fused_ = options_.fuseShardedExchange && !workers_ && caps_.hostGradients && collective_->scatters() &&
            !collective_->onCommThreads() && options_.allreduceDtype == AllReduceDtype::Float32 && !lossScale_.active();
   if (fused_) {
     fusedBad_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
@@ -42,15 +45,15 @@ void MirroredStrategy::setUpShardedUpdate() {
 // itself, tile by tile, as it updates them, and writes the new parameters into the others.
 void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
   const int n = replicas();
-  backend_->mark(r.rank, Mark::CommEnd);
+  compute_->mark(r.rank, Mark::CommEnd);
   r.skipped = false;
   if (lossScale_.active() && !reducedGradientsFinite(r)) {
     // Every replica reads the same summed bits, so every replica skips this same step.
     r.skipped = true;
-    backend_->mark(r.rank, Mark::UpdateEnd);
+    compute_->mark(r.rank, Mark::UpdateEnd);
     return;
   }
-  backend_->beginUpdate(r.rank, job.lr);
+  params_->beginUpdate(r.rank, job.lr);
   r.fusedSum = r.fusedPush = 0;
   if (fused_) {
     const size_t n0 = static_cast<size_t>(r.rank) * static_cast<size_t>(n);
@@ -58,36 +61,36 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
     std::fill(bad, bad + n, uint8_t{0});  // read by collectStep after the closing barrier; this step starts after the last one's
     const std::span<const int> from(fusedOrder_.data() + n0, static_cast<size_t>(n));
     for (const GradBucket& u : r.owned)
-      backend_->sumUpdatePush(r.rank, u.offset, u.count, from, job.gradScale, bad, r.fusedSum, r.fusedPush);
+      caps_.sharded->sumUpdatePush(r.rank, u.offset, u.count, from, job.gradScale, bad, r.fusedSum, r.fusedPush);
   } else if (sharded_) {
-    for (const GradBucket& u : r.owned) backend_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
+    for (const GradBucket& u : r.owned) params_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
   } else if (collective_->scatters()) {
     for (const GradBucket& u : units_) {
       const size_t len = static_cast<size_t>(u.count);
       for (int c = 0; c < n; ++c) {
         const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
         if (a == b) continue;
-        backend_->update(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), AllReduce::chunkOwner(c, n),
-                         job.gradScale);
+        params_->update(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), AllReduce::chunkOwner(c, n),
+                        job.gradScale);
       }
     }
   } else {
-    backend_->update(r.rank, 0, replicas_[0]->model->paramCount(), r.rank, job.gradScale);
+    params_->update(r.rank, 0, replicas_[0]->model->paramCount(), r.rank, job.gradScale);
   }
-  backend_->mark(r.rank, Mark::UpdateEnd);
+  compute_->mark(r.rank, Mark::UpdateEnd);
 }
 
 // Whether the all-reduced gradient is finite everywhere, read where update() reads it: each
 // chunk from its owner after a scattering collective, else this replica's own summed buffer.
 bool MirroredStrategy::reducedGradientsFinite(Replica& r) {
   const int n = replicas();
-  if (!collective_->scatters()) return backend_->reducedFinite(r.rank, 0, replicas_[0]->model->paramCount(), r.rank);
+  if (!collective_->scatters()) return params_->reducedFinite(r.rank, 0, replicas_[0]->model->paramCount(), r.rank);
   for (const GradBucket& u : units_) {
     const size_t len = static_cast<size_t>(u.count);
     for (int c = 0; c < n; ++c) {
       const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
-      if (a != b && !backend_->reducedFinite(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a),
-                                             AllReduce::chunkOwner(c, n)))
+      if (a != b && !params_->reducedFinite(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a),
+                                            AllReduce::chunkOwner(c, n)))
         return false;
     }
   }
@@ -112,7 +115,7 @@ void MirroredStrategy::gatherParameters(Replica& r) {
       const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
       const int owner = AllReduce::chunkOwner(c, n);
       if (a == b || owner == r.rank) continue;
-      backend_->gatherParameters(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), owner);
+      caps_.sharded->gatherParameters(r.rank, u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), owner);
     }
   }
 }
