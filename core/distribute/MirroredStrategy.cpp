@@ -97,9 +97,9 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   // update checks each tile as it reads it, and backward makes no pass of its own.
   const bool updateChecks = n == 1 && !workers_ && !lossScale_.active() && caps_.hostGradients;
   if (caps_.hostGradients)
-    caps_.hostGradients->setGradientCheck(collective_->checksLocalValues() ? GradientCheck::Collective
-                                          : updateChecks                   ? GradientCheck::Update
-                                                                           : GradientCheck::Backward);
+    caps_.hostGradients->setGradientCheck(collective_->traits().checksLocalValues ? GradientCheck::Collective
+                                          : updateChecks                          ? GradientCheck::Update
+                                                                                  : GradientCheck::Backward);
   units_ = updateUnits(buckets_, params, n);
   if (options_.shardOptimizer && n > 1) setUpShardedUpdate();
   // One compute thread per replica but the first, which runs on the caller's thread.
@@ -107,49 +107,6 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     Replica* p = rep.get();
     if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
   }
-}
-
-// One replica: nothing to reduce. A backend with its own device collective (NCCL, the logical-GPU
-// all-reduce) uses it; otherwise the project's host algorithm, with several buckets on
-// communication threads when every replica can have a spare core, else between layers (a comm
-// thread without a core of its own could only preempt a compute thread).
-std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
-  const int n = replicas();
-  std::unique_ptr<AllReduce> algorithm;
-  if (workers_ && caps_.collectives) {
-    // GPUs across workers: the backend's own collective (NCCL bootstrapped through the group).
-    WorkerLink link;
-    link.rank = workers_->rank();
-    link.size = workers_->size();
-    link.engine = workers_->engine();
-    WorkerGroup& group = *workers_;
-    link.allGather = [&group](const std::string& mine) { return group.allGather(mine, "the NCCL unique id from worker 1"); };
-    return caps_.collectives->makeCrossWorkerCollective(buckets_, failure_, link, options_.allreduceDtype);
-  }
-  if (workers_) {
-    // Several workers: the local sum, the cross-worker hop on replica 0, the local copy.
-    auto h = std::make_unique<HierarchicalAllReduce>(n, *workers_, failure_);
-    hierarchical_ = h.get();
-    algorithm = std::move(h);
-  } else {
-    if (n == 1) return std::make_unique<NoCollective>();  // nothing crosses: the dtype changes nothing
-    if (caps_.collectives) return caps_.collectives->makeCollective(buckets_, failure_, options_.allreduceDtype);
-    algorithm = makeAllReduce(options_.allreduce, n);
-  }
-  algorithm->setDtype(options_.allreduceDtype);
-  const int cores = coresOfThisWorker();
-  auto mode = HostCollective::Mode::Whole;
-  if (buckets_.size() > 1)
-    mode = options_.bucketComm == BucketComm::Threads || (options_.bucketComm == BucketComm::Auto && 2 * n <= cores)
-               ? HostCollective::Mode::Threads
-               : HostCollective::Mode::Inline;
-  // BatchNormalization's sums cross the workers from replica 0's thread in the middle of forward
-  // and backward: the gradients' cross-worker calls must come from that same thread, in program
-  // order, so that every worker makes its collective calls in one order.
-  if (workers_ && crossReplica_ && mode == HostCollective::Mode::Threads) mode = HostCollective::Mode::Inline;
-  HostGradients* grads = caps_.hostGradients;
-  return std::make_unique<HostCollective>(
-      std::move(algorithm), [grads](int r) { return grads->hostGradients(r); }, buckets_, mode, spins_);
 }
 
 MirroredStrategy::~MirroredStrategy() {

@@ -3,8 +3,9 @@
 // that starts each bucket as soon as backward has produced it, then the same optimizer update on
 // every replica. Written once for every device kind: the replicas' work goes through a backend's
 // narrow interfaces (backend/Backend.h: CPU or CUDA), whose capabilities it reads once, and the
-// buckets through a Collective (ring, reduce-to-one, NCCL, device memory). The single-device path
-// is simply N = 1.
+// buckets through a Collective (ring, reduce-to-one, hierarchical, NCCL, device memory), the first
+// one of an ordered list that is enabled for the run (StepPlan.cpp). The single-device path is
+// simply N = 1.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -122,6 +123,27 @@ std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int6
 // Replica r's share under the sharded update: chunk c of every unit whose owner (the replica the
 // ring's reduce-scatter leaves its sum with) is r.
 std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int replicas);
+
+// The collectives a run can use, in the order they are tried: the first one enabled for the run
+// reduces its gradients, as Horovod's operation manager picks its all-reduce (StepPlan.cpp).
+enum class CollectiveKind {
+  DeviceAcrossWorkers,  // the backend's own, over every worker's devices (NCCL bootstrapped through MPI)
+  Hierarchical,         // host memory across workers: the local sum, the MPI hop, the local copy
+  None,                 // one replica: nothing to reduce
+  Device,               // the backend's own in this process (NCCL, the logical-GPU all-reduce)
+  Host,                 // the project's algorithm over host memory (ring, reduce-to-one)
+};
+struct CollectiveCase {
+  int workers = 1, replicas = 1;  // W processes of N local replicas each
+  bool deviceGradients = false;   // the gradients live in device memory (BackendCaps::collectives)
+};
+struct CollectiveEntry {
+  CollectiveKind kind;
+  const char* name;
+  bool (*enabled)(const CollectiveCase&);
+};
+std::span<const CollectiveEntry> collectiveOrder();
+CollectiveKind chooseCollective(const CollectiveCase& c);
 // Parameters whose optimizer state replica r keeps with these options: all of them, or its share
 // when the update is sharded. The figure the model summary shows, computed as the strategy allocates.
 int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, int replica);
@@ -167,8 +189,8 @@ class MirroredStrategy {
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
   bool fusedExchange() const { return fused_; }
   bool shardedOptimizer() const { return sharded_; }
-  bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
-  bool bucketsInline() const { return collective_->inlineBuckets(); }
+  bool bucketsOnCommThreads() const { return collective_->traits().commThreads; }
+  bool bucketsInline() const { return collective_->traits().inlineBuckets; }
   Precision precision() const { return options_.precision; }
   // The loss scale of the next step (0 without loss scaling), and finite steps since it last changed.
   double lossScale() const { return lossScale_.scale(); }
@@ -237,7 +259,10 @@ class MirroredStrategy {
     float* outputs = nullptr;
   };
 
+  // StepPlan.cpp: the collective, the first enabled of collectiveOrder().
   std::unique_ptr<Collective> makeCollective();
+  std::unique_ptr<Collective> crossWorkerDeviceCollective();
+  std::unique_ptr<Collective> hostCollective(std::unique_ptr<AllReduce> algorithm);
   void refuseAcrossWorkers() const;
   int coresOfThisWorker() const;
   // One replica's results of a step, as every worker sees them after the exchange.

@@ -27,8 +27,8 @@ void MirroredStrategy::setUpShardedUpdate() {
   caps_.sharded->shard(owned);
   sharded_ = true;
   updated_ = std::make_unique<SpinBarrier>(n);
-  fused_ = options_.fuseShardedExchange && !workers_ && caps_.hostGradients && collective_->scatters() &&
-           !collective_->onCommThreads() && options_.allreduceDtype == AllReduceDtype::Float32 && !lossScale_.active();
+  fused_ = options_.fuseShardedExchange && !workers_ && caps_.hostGradients && collective_->traits().scatters &&
+           !collective_->traits().commThreads && options_.allreduceDtype == AllReduceDtype::Float32 && !lossScale_.active();
   if (fused_) {
     fusedBad_.assign(static_cast<size_t>(n) * static_cast<size_t>(n), 0);
     // The owner of chunk c is c - 1, and the ring adds c's values first, then c + 1's, ..., the owner's last.
@@ -64,7 +64,7 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
       caps_.sharded->sumUpdatePush(r.rank, u.offset, u.count, from, job.gradScale, bad, r.fusedSum, r.fusedPush);
   } else if (sharded_) {
     for (const GradBucket& u : r.owned) params_->update(r.rank, u.offset, u.count, r.rank, job.gradScale);
-  } else if (collective_->scatters()) {
+  } else if (collective_->traits().scatters) {
     for (const GradBucket& u : units_) {
       const size_t len = static_cast<size_t>(u.count);
       for (int c = 0; c < n; ++c) {
@@ -84,7 +84,7 @@ void MirroredStrategy::applyUpdate(Replica& r, const Job& job) {
 // chunk from its owner after a scattering collective, else this replica's own summed buffer.
 bool MirroredStrategy::reducedGradientsFinite(Replica& r) {
   const int n = replicas();
-  if (!collective_->scatters()) return params_->reducedFinite(r.rank, 0, replicas_[0]->model->paramCount(), r.rank);
+  if (!collective_->traits().scatters) return params_->reducedFinite(r.rank, 0, replicas_[0]->model->paramCount(), r.rank);
   for (const GradBucket& u : units_) {
     const size_t len = static_cast<size_t>(u.count);
     for (int c = 0; c < n; ++c) {
