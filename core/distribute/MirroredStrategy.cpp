@@ -65,8 +65,9 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   }
   const int64_t params = replicas_[0]->model->paramCount();
   buckets_ = gradientBuckets(replicas_[0]->model->paramRanges(), options_.bucketBytes);
+  bool crossReplica = false;  // a layer sums across replicas
   for (size_t i = 0; i < replicas_[0]->model->layerCount(); ++i)
-    crossReplica_ = crossReplica_ || replicas_[0]->model->layer(i).needsReplicaSum();
+    crossReplica = crossReplica || replicas_[0]->model->layer(i).needsReplicaSum();
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores
   // (of this worker: workers on the same host share its cores).
@@ -90,18 +91,12 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   lossScale_ = DynamicLossScale(options_.precision, options_.lossScaling);
   refuseAcrossWorkers();
   spins_ = spinBudget(n);
+  // The plan (StepPlan.cpp): the collective, the update and where the gradients are checked.
+  plan_.lossScaling = lossScale_.active();
+  plan_.joinAll = crossReplica && globalReplicas() > 1;
   collective_ = makeCollective();
-  // A collective that checks every replica's own gradient values as it reads them for the sum
-  // (the ring) saves backward a pass over them; the replica is still named (collectStep).
-  // One replica without loss scaling reads every value of its gradient once, in its update: the
-  // update checks each tile as it reads it, and backward makes no pass of its own.
-  const bool updateChecks = n == 1 && !workers_ && !lossScale_.active() && caps_.hostGradients;
-  if (caps_.hostGradients)
-    caps_.hostGradients->setGradientCheck(collective_->traits().checksLocalValues ? GradientCheck::Collective
-                                          : updateChecks                          ? GradientCheck::Update
-                                                                                  : GradientCheck::Backward);
   units_ = updateUnits(buckets_, params, n);
-  if (options_.shardOptimizer && n > 1) setUpShardedUpdate();
+  planUpdate();
   // One compute thread per replica but the first, which runs on the caller's thread.
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
@@ -119,9 +114,7 @@ MirroredStrategy::~MirroredStrategy() {
 }
 
 std::string MirroredStrategy::threadPolicy() const {
-  const std::string note =
-      fused_ ? "no spare core for communication threads, so each replica sums the gradient chunks it owns itself, in its update"
-             : collective_->threadNote();
+  const std::string note = collective_->threadNote();
   return caps_.threadPolicy + (note.empty() ? "" : "; " + note);
 }
 
@@ -276,13 +269,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.step.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
   guarded(r, [&] { computeGradients(r, job); });
   enter(r, StepPhase::AllReduce);
-  if (fused_) {
-    // Every replica's gradients complete (zeroed where a replica had no rows) before anyone sums them.
-    guarded(r, [&] { caps_.hostGradients->hostGradients(r.rank); });
-    updated_->arriveAndWait();
-  } else {
-    collective_->finish(r.rank);
-  }
+  collective_->finish(r.rank);
   if (failure_.failed()) {
     enter(r, StepPhase::Idle);
     return;
@@ -290,12 +277,12 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   enter(r, StepPhase::Optimizer);
   guarded(r, [&] { applyUpdate(r, job); });
   r.gather = 0;
-  if (sharded_) {
+  if (plan_.sharded()) {
     // Every replica passes the barrier, even one whose update failed, so nobody waits forever.
-    // Fused, the owners have already written their chunks into everyone's parameters.
+    // Fused, the owners have already written their chunks into everyone's parameters (no gathers).
     const double t = now();
     updated_->arriveAndWait();
-    if (!fused_ && !failure_.failed()) guarded(r, [&] { gatherParameters(r); });
+    if (!failure_.failed()) guarded(r, [&] { gatherParameters(r); });
     r.gather = now() - t;
   }
   guarded(r, [&] { collectStep(r, job); });
@@ -317,13 +304,13 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     const int ready = completeBuckets(layer);
     r.bucketsHanded.store(ready, std::memory_order_relaxed);
-    if (!fused_) collective_->bucketsReady(r.rank, ready);  // fused: summed after backward, by the update
+    collective_->bucketsReady(r.rank, ready);
   };
   const int64_t computeStart = steadyNs();
   const bool faulty = !faults_.empty();
   // A model whose layers sum across replicas (BatchNormalization) runs every micro-batch on every
   // replica, empty shards too, so that all of them join each sum and keep the same moving statistics.
-  const bool joinAll = crossReplica_ && G > 1;
+  const bool joinAll = plan_.joinAll;
   StepContext ctx{true, seed_, job.step, nullptr};
   ctx.replicaSum = joinAll ? replicaSum_.get() : nullptr;
   ctx.replica = r.rank;
@@ -363,7 +350,7 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (!sums.gradientsFinite || !(fused_ ? fusedLocalFinite(r.rank) : collective_->localFinite(r.rank))) {
+  } else if (!sums.gradientsFinite || !collective_->localFinite(r.rank)) {
     r.finite = false;
     r.badWhat = "gradient";
   }
@@ -372,7 +359,7 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   r.phases = t.phases;
   r.phases.allgather = r.gather;
   r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
-  if (fused_) {
+  if (plan_.update == Plan::Update::ShardedFused) {
     // The fused update's tiles interleave the three: each part's own seconds go to its phase.
     r.phases.optimizer = std::max(0.0, r.phases.optimizer - r.fusedSum - r.fusedPush);
     r.phases.allgather += r.fusedPush;
@@ -438,7 +425,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
       res.badWhat = o.bad == 1 ? "loss" : "gradient";
     }
   }
-  if (lossScale_.active()) applyLossScaling(res);
+  if (plan_.lossScaling) applyLossScaling(res);
   return res;
 }
 

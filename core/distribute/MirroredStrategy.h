@@ -2,10 +2,11 @@
 // by at most one), per-replica forward/backward producing gradient SUMS, a bucketed all-reduce
 // that starts each bucket as soon as backward has produced it, then the same optimizer update on
 // every replica. Written once for every device kind: the replicas' work goes through a backend's
-// narrow interfaces (backend/Backend.h: CPU or CUDA), whose capabilities it reads once, and the
-// buckets through a Collective (ring, reduce-to-one, hierarchical, NCCL, device memory), the first
-// one of an ordered list that is enabled for the run (StepPlan.cpp). The single-device path is
-// simply N = 1.
+// narrow interfaces (backend/Backend.h: CPU or CUDA) and the buckets through a Collective (ring,
+// reduce-to-one, hierarchical, NCCL, device memory), the first one of an ordered list that is
+// enabled for the run (StepPlan.cpp). How every step runs is decided once, when the strategy is
+// built (its Plan), from the options, the backend's capabilities and the collective's traits.
+// The single-device path is simply N = 1.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -32,6 +33,7 @@ namespace ml {
 
 class HostReplicaSum;         // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
 class HierarchicalAllReduce;  // distribute/CrossWorker.h: the all-reduce of several workers
+class FusedExchange;          // distribute/FusedExchange.h: the sharded update fused with the ring
 class WorkerGroup;            // distribute/Workers.h
 
 // Who reduces the gradient buckets of host-memory collectives as backward completes them.
@@ -53,7 +55,7 @@ struct StrategyOptions {
   bool shardOptimizer = false;
   // Sharded, over host memory with the ring in float32 and no spare core for communication
   // threads: each owner sums its chunk, updates it and writes the new parameters into the other
-  // replicas tile by tile (ShardedUpdate::sumUpdatePush), with the ring's bits. Off: the ring's
+  // replicas tile by tile (FusedExchange.h), with the ring's bits. Off: the ring's
   // reduce-scatter, the update and the all-gather one after the other (tests compare the two).
   bool fuseShardedExchange = true;
   // GPUs: cuBLAS may run float32 products on TF32 tensor cores (10-bit mantissa inputs, float32
@@ -120,8 +122,15 @@ Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replic
 std::vector<GradBucket> gradientBuckets(const std::vector<Sequential::ParamRange>& ranges, int64_t bucketBytes);
 // What one collective call covers for n replicas: each bucket when there are several, else the whole buffer.
 std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int64_t paramCount, int replicas);
-// Replica r's share under the sharded update: chunk c of every unit whose owner (the replica the
-// ring's reduce-scatter leaves its sum with) is r.
+// A range of the flat buffer, and the replica whose buffer holds what is read there.
+struct SourceRange {
+  int64_t offset = 0, count = 0;
+  int from = 0;
+};
+// Every chunk of every unit, in order, with its owner: the replica the ring's reduce-scatter leaves
+// its sum with (AllReduce::chunkOwner).
+std::vector<SourceRange> unitChunks(const std::vector<GradBucket>& units, int replicas);
+// Replica r's share under the sharded update: the chunks it owns.
 std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int replicas);
 
 // The collectives a run can use, in the order they are tried: the first one enabled for the run
@@ -187,8 +196,8 @@ class MirroredStrategy {
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
-  bool fusedExchange() const { return fused_; }
-  bool shardedOptimizer() const { return sharded_; }
+  bool fusedExchange() const { return plan_.update == Plan::Update::ShardedFused; }
+  bool shardedOptimizer() const { return plan_.sharded(); }
   bool bucketsOnCommThreads() const { return collective_->traits().commThreads; }
   bool bucketsInline() const { return collective_->traits().inlineBuckets; }
   Precision precision() const { return options_.precision; }
@@ -243,8 +252,12 @@ class MirroredStrategy {
     std::atomic<int64_t> phaseSinceNs{0};
     double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0, network = 0;
     double fusedSum = 0, fusedPush = 0;  // fused exchange: seconds summing and writing the others' parameters
-    std::vector<GradBucket> owned;       // sharded: the ranges this replica updates
     bool skipped = false;                // loss scaling: the summed gradients were not finite
+    // The plan's ranges for this replica, each with the replica its values are read from:
+    std::vector<SourceRange> summed;   // the summed gradient, where the collective leaves it
+    std::vector<SourceRange> updates;  // what update() covers (sharded: the chunks it owns)
+    std::vector<SourceRange> gathers;  // sharded, not fused: the others' chunks, copied after the update
+    std::vector<GradBucket> owned;     // sharded: the chunks it owns
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -259,10 +272,26 @@ class MirroredStrategy {
     float* outputs = nullptr;
   };
 
-  // StepPlan.cpp: the collective, the first enabled of collectiveOrder().
+  // How every step runs, decided once when the strategy is built (StepPlan.cpp): the step reads
+  // it and re-derives nothing from the options, the backend's capabilities or the collective.
+  struct Plan {
+    enum class Update {
+      Whole,         // every replica updates the whole buffer from its own summed copy
+      FromOwners,    // every replica updates the whole buffer, each chunk read from its owner (the ring scattered it)
+      Sharded,       // each replica updates the chunks it owns, then copies the others' (ZeRO stage 1)
+      ShardedFused,  // sharded, each owner summing, updating and pushing its chunks itself (FusedExchange)
+    };
+    Update update = Update::Whole;
+    GradientCheck check = GradientCheck::Backward;  // where each replica's own gradient is checked for inf/NaN
+    bool lossScaling = false;  // mixed_float16: a step whose summed gradient is not finite is skipped everywhere
+    bool joinAll = false;      // every replica runs every micro-batch: a layer sums across replicas (BatchNormalization)
+    bool sharded() const { return update == Update::Sharded || update == Update::ShardedFused; }
+  };
+  // StepPlan.cpp: the collective (the first enabled of collectiveOrder()) and the update.
   std::unique_ptr<Collective> makeCollective();
   std::unique_ptr<Collective> crossWorkerDeviceCollective();
   std::unique_ptr<Collective> hostCollective(std::unique_ptr<AllReduce> algorithm);
+  void planUpdate();
   void refuseAcrossWorkers() const;
   int coresOfThisWorker() const;
   // One replica's results of a step, as every worker sees them after the exchange.
@@ -286,12 +315,10 @@ class MirroredStrategy {
   void guarded(Replica& r, F&& work);
   void trainReplica(Replica& r, const Job& job);
   void computeGradients(Replica& r, const Job& job);
-  void setUpShardedUpdate();  // StepUpdate.cpp, as are the update's other parts
-  void applyUpdate(Replica& r, const Job& job);
+  void applyUpdate(Replica& r, const Job& job);  // StepUpdate.cpp, as are the update's other parts
   void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);
   bool reducedGradientsFinite(Replica& r);
-  bool fusedLocalFinite(int rank) const;
   void applyLossScaling(StepResult& res);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
@@ -313,15 +340,11 @@ class MirroredStrategy {
   ReplicaParameters* params_ = nullptr;
   BackendCaps caps_;  // what it can do, read once: its optional parts, its names
   std::unique_ptr<Collective> collective_;
+  Plan plan_;
   FailureLatch failure_;
-  bool sharded_ = false;
   DynamicLossScale lossScale_;                  // mixed_float16's (inactive otherwise)
   std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
-  bool fused_ = false;                          // sharded update fused with its exchange (sumUpdatePush)
-  std::vector<uint8_t> fusedBad_;               // fused: [reader * n + source], a non-finite value seen
-  std::vector<int> fusedOrder_;                 // fused: replica r's sources from[] at [r * n, (r + 1) * n)
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
-  bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 
   Job job_;  // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};
@@ -336,6 +359,7 @@ class MirroredStrategy {
   WorkerGroup* workers_ = nullptr;
   int worker_ = 0, workerCount_ = 1;
   HierarchicalAllReduce* hierarchical_ = nullptr;  // owned by collective_
+  FusedExchange* fused_ = nullptr;                 // owned by collective_ (Plan::Update::ShardedFused)
   std::atomic<bool> stopVote_{false};
   int stopVotes_ = 0;  // the last exchange's
 };

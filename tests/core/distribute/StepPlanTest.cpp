@@ -1,8 +1,10 @@
 // What the strategy decides once (StepPlan.cpp): the collective, the first enabled entry of an
-// ordered list; checked on the list itself and on the strategies that follow it.
+// ordered list, and the chunks the update reads; checked on the list itself and on the strategies
+// that follow it.
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "TestData.h"
 #include "WorkersTestUtil.h"
@@ -85,6 +87,34 @@ TEST(CollectiveOrder, TheStrategyRunsTheChosenCollective) {
     return s.allReduceName();
   });
   for (const auto& n : names) EXPECT_EQ(n, "mpi");
+}
+
+// Every parameter is in exactly one chunk, each chunk of a unit has a different owner, and the
+// owned ranges of the replicas are those chunks, split among them.
+TEST(UpdateRanges, TheChunksCoverEveryParameterOnceAndTheOwnersShareThem) {
+  const std::vector<ml::GradBucket> units = {{0, 10, 0}, {10, 3, 0}, {13, 1000, 0}};
+  for (int n : {1, 2, 3, 4, 7}) {
+    std::vector<int> seen(1013, 0);
+    int64_t owned = 0;
+    const auto chunks = ml::unitChunks(units, n);
+    for (const auto& c : chunks) {
+      ASSERT_GT(c.count, 0);
+      ASSERT_GE(c.from, 0);
+      ASSERT_LT(c.from, n);
+      for (int64_t i = c.offset; i < c.offset + c.count; ++i) ++seen[static_cast<size_t>(i)];
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "parameter " << i << " with " << n << " replicas";
+    for (int r = 0; r < n; ++r) {
+      const auto mine = ml::ownedRanges(units, r, n);
+      for (const auto& b : mine) {
+        owned += b.count;
+        bool found = false;
+        for (const auto& c : chunks) found = found || (c.offset == b.offset && c.count == b.count && c.from == r);
+        EXPECT_TRUE(found) << "replica " << r << " owns [" << b.offset << ", +" << b.count << ") which is not its chunk";
+      }
+    }
+    EXPECT_EQ(owned, 1013) << n << " replicas";
+  }
 }
 
 }  // namespace
