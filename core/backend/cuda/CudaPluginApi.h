@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
-#define MLCUDA_API_VERSION 4
+#define MLCUDA_API_VERSION 5
 #define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
 
 #if defined(__GNUC__)
