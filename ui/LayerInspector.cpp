@@ -15,8 +15,8 @@
 #include <QSpinBox>
 #include <QVBoxLayout>
 
-#include "Theme.h"
 #include "Error.h"
+#include "Theme.h"
 #include "project/LayerJson.h"
 
 namespace mlui {

@@ -1,5 +1,5 @@
-// Where a data set comes from and how it is split: the plain spec the loaders take. project/
-// translates a project file into it; nothing here knows the file format.
+// Where a data set comes from and how it is split: the plain spec the loaders take. The project
+// library translates a project file into it; nothing here knows the file format.
 #pragma once
 #include <cstdint>
 #include <string>

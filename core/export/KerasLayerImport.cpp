@@ -207,8 +207,8 @@ LayerArgs readArgs(Config& c, const LayerKind& kind) {
       args[key] = c.raw(from.c_str());
   });
   const KerasLayerPlace& p = c.place();
-  return layerArgsFromJson(kind, args,
-                           [&](std::string_view key) { return "Keras model '" + p.file + "': " + p.text() + " " + std::string(key); });
+  return layerArgsFromJson(
+      kind, args, [&](std::string_view key) { return "Keras model '" + p.file + "': " + p.text() + " " + std::string(key); });
 }
 
 // The Keras axis a kind checks against the built model (KerasImport.cpp): BatchNormalization's,

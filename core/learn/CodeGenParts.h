@@ -24,9 +24,9 @@ std::string pyDocText(const std::string& s);
 
 // One layer as the generators write it: its kind's hooks (nn/LayerKind.h) do the writing.
 struct LayerPlan {
-  std::string name;         // as the model names it (generated names filled in)
+  std::string name;  // as the model names it (generated names filled in)
   const LayerKind* kind = nullptr;
-  LayerArgs args;           // its arguments
+  LayerArgs args;                // its arguments
   const Layer* layer = nullptr;  // the built layer: shapes, resolved windows
   Act activation = Act::Linear;  // its activation argument (linear for a kind without one)
   bool ownsActivation = false;   // the kind takes an activation argument (Dense, Conv2D, Activation)

@@ -56,8 +56,7 @@ void onnx(const Layer& layer, OnnxGraph& g) {
   g.floats(n + "/beta", {c}, b.beta() ? b.beta() : zeros.data());
   g.floats(n + "/moving_mean", {c}, b.movingMean());
   g.floats(n + "/moving_variance", {c}, b.movingVariance());
-  g.node("BatchNormalization", n + "/BatchNormalization",
-         {n + "/gamma", n + "/beta", n + "/moving_mean", n + "/moving_variance"},
+  g.node("BatchNormalization", n + "/BatchNormalization", {n + "/gamma", n + "/beta", n + "/moving_mean", n + "/moving_variance"},
          {{"epsilon", static_cast<float>(b.epsilon())}});
 }
 
@@ -65,8 +64,8 @@ void onnx(const Layer& layer, OnnxGraph& g) {
 std::string tf(const LayerArgs& args, const Layer&, const TfContext& c) {
   const auto& s = std::get<BatchNormalizationSpec>(args);
   return "tf.keras.layers.BatchNormalization(momentum=" + pyNum(s.momentum) + ", epsilon=" + pyNum(s.epsilon) +
-         ", center=" + pyBool(s.center) + ", scale=" + pyBool(s.scale) + ", synchronized=" + pyBool(s.synchronized) +
-         c.nameArg + ")";
+         ", center=" + pyBool(s.center) + ", scale=" + pyBool(s.scale) + ", synchronized=" + pyBool(s.synchronized) + c.nameArg +
+         ")";
 }
 
 // KerasBatchNorm of the generated program: Keras' layer written out (the last axis of any sample).

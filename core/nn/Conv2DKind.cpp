@@ -86,9 +86,8 @@ LayerKind entry() {
   k.describe = describe;
   k.weights = weights;
   k.keras.cls = "Conv2D";
-  k.keras.fixed = {{"data_format", std::string("channels_last")},
-                   {"dilation_rate", std::vector<int64_t>{1, 1}},
-                   {"groups", int64_t{1}}};
+  k.keras.fixed = {
+      {"data_format", std::string("channels_last")}, {"dilation_rate", std::vector<int64_t>{1, 1}}, {"groups", int64_t{1}}};
   for (const char* key : {"kernel_regularizer", "bias_regularizer", "kernel_constraint", "bias_constraint"})
     k.keras.fixed.push_back({key, nullptr});
   k.onnx = onnx;

@@ -24,7 +24,7 @@ struct LayerPlace {
   size_t index = 0;
   std::string name;
   std::string type;
-  std::string layer() const;                   // the layer, for a message about it as a whole
+  std::string layer() const;                    // the layer, for a message about it as a whole
   std::string arg(std::string_view key) const;  // one of its arguments
 };
 
@@ -106,9 +106,9 @@ std::string pyShape(const Shape& s);  // "(28, 28)", "(2,)"
 
 // What the TensorFlow program's hook writes a layer with.
 struct TfContext {
-  size_t index = 0;       // the layer's position (Dropout seeds each layer apart)
-  std::string dtypeArg;   // ", dtype=\"float32\"" for a mixed model's output layer, else ""
-  std::string nameArg;    // ", name=\"dense\"" when Keras takes the layer's name as it is, else ""
+  size_t index = 0;      // the layer's position (Dropout seeds each layer apart)
+  std::string dtypeArg;  // ", dtype=\"float32\"" for a mixed model's output layer, else ""
+  std::string nameArg;   // ", name=\"dense\"" when Keras takes the layer's name as it is, else ""
 };
 // Python the PyTorch program defines once when a layer's module needs it.
 enum TorchHelper : unsigned {

@@ -118,8 +118,8 @@ void requirePositive(const LayerPlace& place, const char* key, int64_t v) {
 
 void requireWindow(const LayerPlace& place, const char* key, const Pair& p) {
   if (p.rows < 1 || p.cols < 1 || p.rows > 1000000 || p.cols > 1000000)
-    throw UserError(place.arg(key) + " must be a positive whole number or a pair of them, got [" + std::to_string(p.rows) +
-                    ", " + std::to_string(p.cols) + "]");
+    throw UserError(place.arg(key) + " must be a positive whole number or a pair of them, got [" + std::to_string(p.rows) + ", " +
+                    std::to_string(p.cols) + "]");
 }
 
 void requireInitializer(const LayerPlace& place, const char* key, const Initializer& init) {

@@ -164,9 +164,9 @@ struct LeakyReLUSpec {
 };
 
 // Every layer kind, in the palette's order.
-using LayerArgs = std::variant<DenseSpec, ActivationSpec, FlattenSpec, DropoutSpec, Conv2DSpec, MaxPooling2DSpec,
-                               AveragePooling2DSpec, GlobalAveragePooling2DSpec, BatchNormalizationSpec, ReshapeSpec,
-                               LeakyReLUSpec>;
+using LayerArgs =
+    std::variant<DenseSpec, ActivationSpec, FlattenSpec, DropoutSpec, Conv2DSpec, MaxPooling2DSpec, AveragePooling2DSpec,
+                 GlobalAveragePooling2DSpec, BatchNormalizationSpec, ReshapeSpec, LeakyReLUSpec>;
 
 // Calls f(key, member, need) for each argument of whichever kind args holds (args may be const).
 template <class Args, class F>

@@ -55,8 +55,8 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   int64_t total = 0;
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     if (!seen.insert(spec_.layers[i].name).second)
-      throw UserError(layerArgInWords(i, "", std::string(spec_.layers[i].type()), "name") + ": the name '" + spec_.layers[i].name +
-                      "' is used twice: give each layer its own name");
+      throw UserError(layerArgInWords(i, "", std::string(spec_.layers[i].type()), "name") + ": the name '" +
+                      spec_.layers[i].name + "' is used twice: give each layer its own name");
     auto layer = makeLayer(spec_.layers[i], i);
     try {
       shape = layer->build(shape);

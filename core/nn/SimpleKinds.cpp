@@ -67,9 +67,7 @@ LayerKind activationEntry() {
   k.keras.cls = "Activation";
   k.keras.write = kerasActivation;
   k.keras.axis = KerasAxis::Softmax;
-  k.keras.aliases = {{"ReLU",
-                      ActivationSpec{Act::Relu},
-                      {{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}}},
+  k.keras.aliases = {{"ReLU", ActivationSpec{Act::Relu}, {{"max_value", nullptr}, {"negative_slope", 0.0}, {"threshold", 0.0}}},
                      {"Softmax", ActivationSpec{Act::Softmax}, {}}};
   k.onnx = onnxActivationLayer;
   k.tf = tfActivation;

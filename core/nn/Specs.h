@@ -1,5 +1,5 @@
-// The plain specs the model and the optimizers are built from. project/ translates a project file
-// into them; nothing here knows the file format. A layer's arguments are a plain struct per kind
+// The plain specs the model and the optimizers are built from. The project library translates a
+// project file into them; nothing here knows the file format. A layer's arguments are a plain struct per kind
 // (nn/LayerSpecs.h).
 #pragma once
 #include <string>

@@ -167,7 +167,8 @@ LayerSpec makeLayerSpec(std::string_view type, const json& args, const std::stri
   json entry = args.is_null() ? json::object() : args;
   entry["type"] = std::string(type);
   if (!name.empty()) entry["name"] = name;
-  return layerFromJson(entry, LayerPlace{0, name, std::string(type)}, "");
+  // A model built in code names its first layer as Keras would: "conv2d".
+  return layerFromJson(entry, LayerPlace{0, name.empty() ? kerasLayerName(type) : name, std::string(type)}, "");
 }
 
 json layerToJson(const LayerSpec& spec) {

@@ -49,14 +49,16 @@ const ml::Dataset& binaryImages() {
 ml::ModelSpec cnn() {
   ml::ModelSpec m;
   m.inputShape = {6, 6, 2};
-  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 5}, {"kernel_size", 3}, {"padding", "same"}, {"activation", "relu"}}));
+  m.layers.push_back(
+      ml::makeLayerSpec("Conv2D", {{"filters", 5}, {"kernel_size", 3}, {"padding", "same"}, {"activation", "relu"}}));
   m.layers.push_back(ml::makeLayerSpec("MaxPooling2D", {{"pool_size", 2}}));  // 3x3x5
   m.layers.push_back(
       ml::makeLayerSpec("Conv2D", {{"filters", 4}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "tanh"}}));  // pad 0/1
   m.layers.push_back(ml::makeLayerSpec("AveragePooling2D", {{"pool_size", 2}, {"padding", "same"}}));  // 2x2x4, partial windows
   m.layers.push_back(ml::makeLayerSpec("Reshape", {{"target_shape", {4, 4}}}));
   m.layers.push_back(ml::makeLayerSpec("Reshape", {{"target_shape", {2, 2, 4}}}));
-  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"strides", 2}, {"use_bias", false}}));  // 1x1x6
+  m.layers.push_back(
+      ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"strides", 2}, {"use_bias", false}}));  // 1x1x6
   m.layers.push_back(ml::makeLayerSpec("GlobalAveragePooling2D"));
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   return m;

@@ -42,7 +42,8 @@ ml::ModelSpec mlp() {
 ml::ModelSpec cnn() {
   ml::ModelSpec m;
   m.inputShape = {4, 4, 3};
-  m.layers.push_back(ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "relu"}}));
+  m.layers.push_back(
+      ml::makeLayerSpec("Conv2D", {{"filters", 6}, {"kernel_size", 2}, {"padding", "same"}, {"activation", "relu"}}));
   m.layers.push_back(ml::makeLayerSpec("MaxPooling2D", {{"pool_size", 2}}));
   m.layers.push_back(ml::makeLayerSpec("Flatten"));
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));

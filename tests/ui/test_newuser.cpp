@@ -65,8 +65,7 @@ class NewUserTest : public QObject {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();  // 2 features, 3 classes
     p.model.inputShape = {28, 28};
-    p.model.layers = {ml::makeLayerSpec("Flatten"),
-                      ml::makeLayerSpec("Dense", {{"units", 16}, {"activation", "relu"}}),
+    p.model.layers = {ml::makeLayerSpec("Flatten"), ml::makeLayerSpec("Dense", {{"units", 16}, {"activation", "relu"}}),
                       ml::makeLayerSpec("Dense", {{"units", 10}, {"activation", "softmax"}})};
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("misfit.json"))));
     w.show();

@@ -77,6 +77,8 @@ def run_node(node, v):
         return x[0] + x[1]
     if op == "Relu":
         return np.maximum(x[0], 0)
+    if op == "LeakyRelu":
+        return np.where(x[0] >= 0, x[0], a.get("alpha", 0.01) * x[0])
     if op == "Sigmoid":
         return 1 / (1 + np.exp(-x[0]))
     if op == "Tanh":

@@ -11,6 +11,7 @@
 
 #include "NnTestUtil.h"
 #include "nn/Dense.h"
+#include "nn/LayerKind.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
 #include "nn/SimpleLayers.h"
@@ -311,6 +312,14 @@ std::vector<GradCase> gradCases() {
     c.expectFused = true;
     cases.push_back(c);
   }
+  {
+    GradCase c;
+    c.label = "LeakyReLUBetweenDense";  // negative inputs pass at the slope
+    c.spec = modelSpec({3, 4}, {layerSpec("Flatten"), dense(6, "linear"), layerSpec("LeakyReLU", {{"negative_slope", 0.1}}),
+                                dense(4, "softmax")});
+    c.expectFused = true;
+    cases.push_back(c);
+  }
   // Losses.
   {
     GradCase c;
@@ -523,6 +532,14 @@ TEST(LayerInputGradientOther, FlattenDx) {
   f.name = "flatten";
   f.build({2, 3});
   checkLayerGradients(f, randomVector(2 * 6, 4), StepContext{}, "Flatten");
+}
+
+TEST(LayerInputGradientOther, LeakyReLUDx) {
+  const LayerSpec spec = layerSpec("LeakyReLU", {{"negative_slope", 0.2}});
+  const auto l = makeLayer(spec, 0);
+  l->name = "leaky_re_lu";
+  l->build({6});
+  checkLayerGradients(*l, awayFromZero(randomVector(3 * 6, 4, -2.0, 2.0)), StepContext{}, "LeakyReLU");
 }
 
 // The fused softmax output: Loss::compute writes p - y and Dense backward must skip the Jacobian.

@@ -8,6 +8,7 @@
 #include "Error.h"
 #include "NnTestUtil.h"
 #include "nn/Dense.h"
+#include "nn/LayerKind.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
 #include "nn/SimpleLayers.h"
@@ -155,6 +156,32 @@ TEST(ActivationLayer, ForwardCopiesAndApplies) {
   a.forward(x.data(), y.data(), 1, StepContext{});
   EXPECT_EQ(y, (std::vector<float>{0, 2, 0, 4, 0.5f, 0}));
   EXPECT_EQ(x[0], -1.0f);  // input untouched
+}
+
+TEST(LeakyReLU, HandValuesAndSlopeBelowZero) {
+  const LayerSpec spec = layerSpec("LeakyReLU", {{"negative_slope", 0.25}});
+  const auto l = makeLayer(spec, 0);
+  EXPECT_EQ(l->build({2, 3}), (Shape{2, 3}));
+  EXPECT_EQ(l->paramCount(), 0);
+  const std::vector<float> x = {-4, 2, 0, 8, -0.5f, 1};
+  std::vector<float> y(6);
+  l->forward(x.data(), y.data(), 1, StepContext{});
+  EXPECT_EQ(y, (std::vector<float>{-1, 2, 0, 8, -0.125f, 1}));
+  std::vector<float> dy = {1, 1, 1, 2, 4, 3}, dx(6);
+  l->backward(x.data(), y.data(), dy.data(), dx.data(), 1, StepContext{});
+  EXPECT_EQ(dx, (std::vector<float>{0.25f, 1, 0.25f, 2, 1, 3}));              // at 0 the slope, as TF and PyTorch
+  EXPECT_EQ(layerSpec("LeakyReLU").as<LeakyReLUSpec>()->negativeSlope, 0.3);  // Keras 3's default
+}
+
+TEST(LeakyReLU, RefusesANegativeSlopeByName) {
+  const LayerSpec spec = layerSpec("LeakyReLU", {{"negative_slope", -1}}, "leaky");
+  try {
+    makeLayer(spec, 2);
+    FAIL() << "a negative slope was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("negative_slope"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("leaky"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Flatten, ShapeAndIdentity) {
