@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "Error.h"
+#include "Limits.h"
 
 namespace ml {
 namespace {
@@ -71,38 +73,61 @@ std::string shapeText(const std::vector<int64_t>& shape) {
   return s + ")";
 }
 
-// The header dict of a .npy file -> (descr, fortran_order, shape); a small parser for numpy's own format.
+// The header dict of a .npy file -> (descr, fortran_order, shape): a small parser for numpy's own
+// format that never reads past the header, whatever it holds (the file may be damaged or hostile).
 void parseNpyHeader(const std::string& h, std::string& descr, bool& fortran, std::vector<int64_t>& shape,
                     const std::string& what) {
+  auto damaged = [&](const std::string& why) -> UserError {
+    return UserError(what + " has a damaged .npy header (" + why + "): save the array again with numpy");
+  };
   auto valueAfter = [&](const std::string& key) {
     const size_t k = h.find("'" + key + "'");
     if (k == std::string::npos) throw UserError(what + ": the .npy header has no '" + key + "'");
     size_t v = h.find(':', k);
-    while (v + 1 < h.size() && h[v + 1] == ' ') ++v;
-    return v + 1;
+    if (v == std::string::npos) throw damaged("no ':' after '" + key + "'");
+    ++v;
+    while (v < h.size() && h[v] == ' ') ++v;
+    if (v >= h.size()) throw damaged("'" + key + "' has no value");
+    return v;
   };
-  size_t d = valueAfter("descr");
-  const size_t dEnd = h.find('\'', d + 1);
+  const size_t d = valueAfter("descr");
+  const char quote = h[d];
+  const size_t dEnd = quote == '\'' || quote == '"' ? h.find(quote, d + 1) : std::string::npos;
+  if (dEnd == std::string::npos) throw damaged("'descr' is not a quoted text");
   descr = h.substr(d + 1, dEnd - d - 1);
   fortran = h.compare(valueAfter("fortran_order"), 4, "True") == 0;
-  const size_t s = valueAfter("shape"), sEnd = h.find(')', s);
+  const size_t s = valueAfter("shape");
+  if (h[s] != '(') throw damaged("'shape' is not a tuple such as (3, 4)");
+  const size_t sEnd = h.find(')', s);
+  if (sEnd == std::string::npos) throw damaged("'shape' has no closing ')'");
   shape.clear();
-  std::string num;
+  int64_t dim = -1;  // -1: no digit yet
   for (size_t i = s + 1; i <= sEnd; ++i) {
-    if (h[i] >= '0' && h[i] <= '9')
-      num += h[i];
-    else if (!num.empty()) {
-      shape.push_back(std::stoll(num));
-      num.clear();
+    const char c = h[i];
+    if (c >= '0' && c <= '9') {
+      // A size past 2^62 is no array's; checking before multiplying keeps the arithmetic from wrapping.
+      constexpr int64_t kMaxDim = int64_t{1} << 62;
+      if (dim > kMaxDim / 10) throw damaged("a size in 'shape' is larger than any array");
+      dim = (dim < 0 ? 0 : dim) * 10 + (c - '0');
+      if (dim > kMaxDim) throw damaged("a size in 'shape' is larger than any array");
+    } else if (c == ',' || c == ')' || c == ' ') {
+      if (dim >= 0) shape.push_back(dim);
+      dim = -1;
+    } else {
+      throw damaged("'shape' holds '" + clipText(std::string(1, c)) + "', not sizes");
     }
+    if (shape.size() > 32) throw damaged("'shape' has more than 32 dimensions");
   }
 }
 
-NpyArray parseNpy(const std::string& bytes, const std::string& name, const std::string& what) {
+NpyArray parseNpyBytes(const std::string& bytes, const std::string& name, const std::string& what) {
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw UserError(what + " is not a .npy array (bad magic)");
   const int major = static_cast<unsigned char>(bytes[6]);
+  if (major < 1 || major > 3)
+    throw UserError(what + " is a .npy array of format version " + std::to_string(major) + "; versions 1 to 3 are read");
+  if (major > 1 && bytes.size() < 12) throw UserError(what + " is truncated (inside its header)");
   const size_t hlen = major == 1 ? get16(bytes, 8) : get32(bytes, 8), hstart = major == 1 ? 10 : 12;
-  if (hstart + hlen > bytes.size()) throw UserError(what + " is truncated (its header runs past the end)");
+  if (hlen > bytes.size() - hstart) throw UserError(what + " is truncated (its header runs past the end)");
   std::string descr;
   bool fortran = false;
   NpyArray a;
@@ -110,16 +135,19 @@ NpyArray parseNpy(const std::string& bytes, const std::string& name, const std::
   parseNpyHeader(bytes.substr(hstart, hlen), descr, fortran, a.shape, what);
   if (fortran) throw UserError(what + " is stored in Fortran order: save it with np.ascontiguousarray");
   if (descr != "<f4" && descr != "<f8")
-    throw UserError(what + " holds dtype '" + descr + "': weights must be float32 ('<f4') or float64 ('<f8')");
-  int64_t n = 1;
-  for (int64_t d : a.shape) n *= d;
-  const size_t width = descr == "<f4" ? 4 : 8;
-  if (bytes.size() - hstart - hlen != static_cast<size_t>(n) * width)
-    throw UserError(what + " holds " + std::to_string(bytes.size() - hstart - hlen) + " data bytes, but its shape " +
-                    shapeText(a.shape) + " needs " + std::to_string(static_cast<size_t>(n) * width));
-  a.data.resize(static_cast<size_t>(n));
+    throw UserError(what + " holds dtype '" + clipText(descr, 40) + "': weights must be float32 ('<f4') or float64 ('<f8')");
+  const int64_t width = descr == "<f4" ? 4 : 8;
+  // The sizes are checked against the bytes really there before anything is allocated.
+  std::optional<int64_t> n = 1;
+  for (int64_t d : a.shape) n = n ? mulChecked(*n, d) : std::nullopt;
+  const std::optional<int64_t> need = n ? mulChecked(*n, width) : std::nullopt;
+  const size_t have = bytes.size() - hstart - hlen;
+  if (!need || static_cast<uint64_t>(*need) != have)
+    throw UserError(what + " holds " + std::to_string(have) + " data bytes, but its shape " + shapeText(a.shape) +
+                    (need ? " needs " + std::to_string(*need) : " needs more than any file holds"));
+  a.data.resize(static_cast<size_t>(*n));
   const char* p = bytes.data() + hstart + hlen;
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = 0; i < *n; ++i) {
     if (width == 4)
       std::memcpy(&a.data[static_cast<size_t>(i)], p + 4 * i, 4);
     else {
@@ -228,10 +256,14 @@ void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays, NpzC
   writeAtomically(path, zip);
 }
 
+NpyArray readNpy(const std::string& bytes, const std::string& name, const std::string& what) {
+  return parseNpyBytes(bytes, name, what);
+}
+
+// Every offset and size of the zip structures is checked against the file's real size before it
+// is used or allocated, so a damaged or hostile archive ends in a message, never a crash.
 std::vector<NpyArray> readNpz(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError("cannot open npz file '" + path + "': check the path");
-  const std::string z((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string z = readRegularFile(path, "npz file", "give a file saved with train --save-weights FILE.npz or np.savez");
   // The end record sits in the last 22 + 65535 bytes (after an optional comment).
   size_t end = std::string::npos;
   if (z.size() >= 22) {
@@ -244,45 +276,64 @@ std::vector<NpyArray> readNpz(const std::string& path) {
   }
   if (end == std::string::npos) throw UserError("'" + path + "' is not an npz (zip) file: no end-of-archive record");
   const uint16_t count = get16(z, end + 10);
-  size_t at = get32(z, end + 16);
+  uint64_t at = get32(z, end + 16);
+  // Inflated bytes of all entries together: a small archive can claim gigabytes (a zip bomb).
+  double inflated = 0;
   std::vector<NpyArray> arrays;
   for (uint16_t e = 0; e < count; ++e) {
-    if (at + 46 > z.size() || get32(z, at) != kCentralSig)
+    if (at > z.size() || z.size() - at < 46 || get32(z, at) != kCentralSig)
       throw UserError("npz file '" + path + "' is damaged (central directory)");
     const uint16_t method = get16(z, at + 10), nameLen = get16(z, at + 28), extraLen = get16(z, at + 30),
                    commentLen = get16(z, at + 32);
+    if (z.size() - at - 46 < uint64_t{nameLen} + extraLen + commentLen)
+      throw UserError("npz file '" + path + "' is damaged (central directory runs past the end)");
     const uint32_t wantCrc = get32(z, at + 16);
     uint64_t csize = get32(z, at + 20), usize = get32(z, at + 24), offset = get32(z, at + 42);
     const std::string file = z.substr(at + 46, nameLen);
     // numpy writes zip64 entries (force_zip64): the real sizes sit in extra field 0x0001.
-    for (size_t x = at + 46 + nameLen; x + 4 <= at + 46 + nameLen + extraLen;) {
+    const uint64_t extraEnd = at + 46 + nameLen + extraLen;
+    for (uint64_t x = at + 46 + nameLen; x + 4 <= extraEnd;) {
       const uint16_t id = get16(z, x), len = get16(z, x + 2);
+      if (x + 4 + len > extraEnd) throw UserError("npz file '" + path + "' is damaged (an extra field runs past its entry)");
       if (id == 1) {
-        size_t f = x + 4;
-        if (usize == 0xffffffffu) usize = get64(z, f), f += 8;
-        if (csize == 0xffffffffu) csize = get64(z, f), f += 8;
-        if (offset == 0xffffffffu) offset = get64(z, f);
+        uint64_t f = x + 4;
+        auto next64 = [&](uint64_t& v) {
+          if (f + 8 > x + 4 + len) throw UserError("npz file '" + path + "' is damaged (zip64 field too short)");
+          v = get64(z, f);
+          f += 8;
+        };
+        if (usize == 0xffffffffu) next64(usize);
+        if (csize == 0xffffffffu) next64(csize);
+        if (offset == 0xffffffffu) next64(offset);
       }
       x += 4 + len;
     }
-    at += 46 + nameLen + extraLen + commentLen;
-    const std::string what = "array '" + file + "' in npz file '" + path + "'";
-    if (offset + 30 > z.size() || get32(z, offset) != kLocalSig) throw UserError(what + " is damaged (local header)");
-    const size_t data = offset + 30 + get16(z, offset + 26) + get16(z, offset + 28);
-    if (data + csize > z.size()) throw UserError(what + " is truncated");
+    at = extraEnd + commentLen;
+    const std::string what = "array '" + clipText(file) + "' in npz file '" + path + "'";
+    if (offset > z.size() || z.size() - offset < 30 || get32(z, offset) != kLocalSig)
+      throw UserError(what + " is damaged (local header)");
+    const uint64_t data = offset + 30 + get16(z, offset + 26) + get16(z, offset + 28);
+    if (data > z.size() || csize > z.size() - data) throw UserError(what + " is truncated");
     std::string bytes;
-    if (method == 0)
+    if (method == 0) {
       bytes = z.substr(data, csize);
-    else if (method == 8)
+    } else if (method == 8) {
+      // Deflate expands at most 1032-fold: a larger claim is damage, and the memory is checked first.
+      if (usize / 1032 > csize + 1)
+        throw UserError(what + " is damaged (it claims " + std::to_string(usize) + " bytes from " + std::to_string(csize) +
+                        " compressed ones)");
+      inflated += static_cast<double>(usize);
+      requireMemory(inflated, "npz file '" + path + "'", "it is damaged, or too large for this machine");
       bytes = inflateRaw(z.substr(data, csize), usize, what);
-    else
+    } else {
       throw UserError(what + " uses zip method " + std::to_string(method) + "; only stored and deflated are read");
+    }
     const uint32_t crc =
         static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
     if (crc != wantCrc) throw UserError(what + " is damaged (CRC-32 mismatch)");
     const std::string key =
         file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0 ? file.substr(0, file.size() - 4) : file;
-    arrays.push_back(parseNpy(bytes, key, what));
+    arrays.push_back(parseNpyBytes(bytes, key, what));
   }
   return arrays;
 }
