@@ -251,6 +251,21 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, in
 
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
 
+// Each rank's bf16 wire buffer (its comm scratch), grown before the all-reduce takes the
+// communicator's lock: growing waits for the comm stream, and the wait of a context linked to this
+// communicator tries that lock (Wait.cpp), which this thread must not hold then.
+static std::vector<void*> bf16Scratch(const NcclClique& c, mlcuda_context* const* contexts, int64_t elements) {
+  int device = -1;
+  ML_CUDA(c.label, cudaGetDevice(&device));
+  std::vector<void*> wire(c.devices.size());
+  for (size_t r = 0; r < wire.size(); ++r) {
+    ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
+    wire[r] = commScratch(contexts[r], 2 * static_cast<size_t>(elements));
+  }
+  ML_CUDA(c.label, cudaSetDevice(device));
+  return wire;
+}
+
 // bf16: each rank's buffer packed into its comm scratch first and unpacked after (half the bytes).
 static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers, int64_t elements,
                                       bool bf16) {
@@ -258,16 +273,21 @@ static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* 
     ML_REQUIRE(comm && comm->clique && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
     ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
     NcclClique& c = *comm->clique;
-    // Held while NCCL is called: a wait on another thread must not abort the communicators under
-    // the enqueue (its check waits for the lock instead).
-    const std::lock_guard<std::mutex> lock(c.mutex);
-    const size_t n = c.comms.size();
+    // devices and label are fixed when the communicator is made: read without the lock.
+    const size_t n = c.devices.size();
     for (size_t r = 0; r < n; ++r) {
       ML_REQUIRE(contexts[r] && buffers[r], "mlcuda_nccl_allreduce: NULL context or buffer for rank " + std::to_string(r));
       ML_REQUIRE(contexts[r]->device == c.devices[r], "mlcuda_nccl_allreduce: rank " + std::to_string(r) +
                                                           " is gpu:" + std::to_string(c.devices[r]) + " but its context is " +
                                                           contexts[r]->label);
     }
+    const std::vector<void*> wire =
+        bf16 && elements > 0 ? bf16Scratch(c, contexts, elements) : std::vector<void*>(buffers, buffers + n);
+    int device = -1;
+    ML_CUDA(c.label, cudaGetDevice(&device));
+    // Held while NCCL is called: a wait on another thread must not abort the communicators under
+    // the enqueue (its check waits for the lock instead).
+    const std::lock_guard<OwnedMutex> lock(c.mutex);
     if (c.closed)
       fail(MLCUDA_ERR_NCCL, c.abortReason.empty()
                                 ? "mlcuda_nccl_allreduce: the NCCL communicator over " + c.label + " has been destroyed"
@@ -279,14 +299,8 @@ static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* 
       contexts[r]->nccl->clique = comm->clique;
     }
     const NcclApi& api = nccl();  // loaded: the communicators exist
-    int device = -1;
-    ML_CUDA(c.label, cudaGetDevice(&device));
-    std::vector<void*> wire(n);
-    for (size_t r = 0; r < n; ++r) {
-      wire[r] = buffers[r];
-      if (!bf16) continue;
+    for (size_t r = 0; r < n && bf16; ++r) {
       ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
-      wire[r] = commScratch(contexts[r], 2 * static_cast<size_t>(elements));
       kernels::packLow(contexts[r]->comm, MLCUDA_PRECISION_BFLOAT16, buffers[r], wire[r], elements);
       ML_LAUNCHED(contexts[r]->label, "packLow");
     }
