@@ -112,7 +112,7 @@ expect 2 "$named" "evaluate with NaN weights"
 out=$("$CLI" predict "$T/sp.json" --weights "$T/nan.mlw" --input "$T/in.csv" --output "$T/p.csv" 2>&1); rc=$?
 expect 2 "$named" "predict with NaN weights"
 [ ! -e "$T/p.csv" ] && ok || bad "predict wrote predictions from NaN weights"
-for f in onnx:m.onnx keras:m.weights.h5 torch:m.pt; do
+for f in onnx:m.onnx keras:m.weights.h5 keras:m.keras torch:m.npz; do
   out=$("$CLI" export "$T/sp.json" --weights "$T/nan.mlw" --format "${f%%:*}" --output "$T/${f#*:}" 2>&1); rc=$?
   expect 2 "$named" "export --format ${f%%:*} with NaN weights"
   [ ! -e "$T/${f#*:}" ] && ok || bad "export ${f%%:*} wrote a model from NaN weights"
@@ -128,6 +128,9 @@ np.savez(sys.argv[2], **a)
 PY
   out=$("$CLI" evaluate "$T/sp.json" --weights "$T/inf.npz" 2>&1); rc=$?
   expect 2 "array 'dense_1/kernel' in npz file '$T/inf.npz' holds +inf (value 6 of its 24)" "evaluate with inf .npz weights"
+  out=$("$CLI" export "$T/sp.json" --weights "$T/inf.npz" --format onnx --output "$T/inf.onnx" 2>&1); rc=$?
+  expect 2 "array 'dense_1/kernel' in npz file '$T/inf.npz' holds +inf" "export from inf .npz weights"
+  [ ! -e "$T/inf.onnx" ] && ok || bad "export wrote a model from inf .npz weights"
 fi
 
 # ---- checkpoints: NaN weights or an impossible header refused on resume; temp files cleaned ---
