@@ -38,6 +38,8 @@ struct RunsArgs {
 };
 
 ml::RunStore openStore(const RunsArgs& a) { return ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db); }
+// list, show, compare and export only read: a store on a read-only file or medium serves them.
+ml::RunStore openToRead(const RunsArgs& a) { return ml::RunStore::openForReading(a.db.empty() ? ml::defaultStorePath() : a.db); }
 
 // ---- formatting -------------------------------------------------------------------------------
 
@@ -138,7 +140,7 @@ nlohmann::json toJson(const ml::RunSummary& s) {
 }
 
 int list(const RunsArgs& a) {
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   auto runs = store.listRuns({a.status, a.tag, a.name});
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -213,7 +215,7 @@ std::string workersText(const ml::RunDetail& d) {
 }
 
 int show(const RunsArgs& a) {
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   ml::RunDetail d = store.loadRun(a.id);
   const ml::RunSummary& s = d.summary;
   std::printf("Run %lld \"%s\" — %s\n", static_cast<long long>(s.id), s.name.c_str(), s.status.c_str());
@@ -271,7 +273,7 @@ int show(const RunsArgs& a) {
 
 int compare(const RunsArgs& a) {
   if (a.ids.size() < 2) throw ml::UserError("compare needs at least two run ids, e.g. `runs compare 3 5`");
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   std::vector<ml::RunDetail> runs;
   for (int64_t id : a.ids) runs.push_back(store.loadRun(id));
 
@@ -348,7 +350,7 @@ int compare(const RunsArgs& a) {
 int exportRuns(const RunsArgs& a) {
   if (a.csvDir.empty() == a.tensorboardDir.empty())
     throw ml::UserError("runs export: pass --csv DIR (one run's tables) or --tensorboard DIR (TensorBoard logs), one of them");
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   if (!a.csvDir.empty()) {
     if (a.ids.size() != 1)
       throw ml::UserError("runs export --csv writes one run's tables: name one run (or use --tensorboard for several)");

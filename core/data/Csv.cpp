@@ -130,6 +130,15 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
     splitCells(line, cells);
     if (header.empty()) {
       for (std::string_view c : cells) header.emplace_back(c);
+      // Two columns of one name: the label column (or a reader of the exported model) would pick one silently.
+      std::set<std::string_view> seen;
+      for (size_t c = 0; c < header.size(); ++c)
+        if (!seen.insert(header[c]).second) {
+          const size_t first = static_cast<size_t>(std::find(header.begin(), header.end(), header[c]) - header.begin());
+          throw UserError("CSV file '" + path + "' has two columns named '" + clipText(header[c], 40) + "' (columns " +
+                          std::to_string(first + 1) + " and " + std::to_string(c + 1) +
+                          "): give every column of the header row its own name");
+        }
       const auto it = std::find(header.begin(), header.end(), labelColumn);
       if (it == header.end()) {
         std::string cols;
