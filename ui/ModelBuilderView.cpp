@@ -120,6 +120,10 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   stack_ = new LayerStackList(palette_, this);
   stack_->setObjectName(QStringLiteral("LayerStack"));
   stack_->setAccessibleName(tr("Layer stack"));
+  // A long entry ("6. batch_normalization_1   BatchNormalization(synchronized)") wraps instead of
+  // making the list scroll sideways.
+  stack_->setWordWrap(true);
+  stack_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   inputShape_ = new QLineEdit(this);
   inputShape_->setObjectName(QStringLiteral("InputShape"));
   inputShape_->setToolTip(tr("The shape of one sample, e.g. 28, 28 for an image or 2 for a point"));
@@ -169,7 +173,7 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   top->addWidget(paletteBox);
   top->addWidget(stackBox);
   top->addWidget(inspector_);
-  top->setStretchFactor(0, 2);
+  top->setStretchFactor(0, 1);  // the palette has its minimum: the longest kind's name
   top->setStretchFactor(1, 3);
   top->setStretchFactor(2, 3);
   top->setChildrenCollapsible(false);

@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
+#include <QResizeEvent>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -47,10 +48,20 @@ class CompactHeader : public QHeaderView {
   }
 
  protected:
+  // Qt reserves the sort arrow's room (the section's height and a margin) in every section; only
+  // the sorted one draws it. Less that room, but never less than the text in bold (an upper bound
+  // of the stylesheet's semi-bold) and the stylesheet's padding (6 px a side) and border: taking the
+  // room away whole cut "Val. metric" by 4 px.
   QSize sectionSizeFromContents(int logicalIndex) const override {
     QSize s = QHeaderView::sectionSizeFromContents(logicalIndex);
-    if (isSortIndicatorShown() && logicalIndex != sortIndicatorSection())
-      s.rwidth() -= s.height() + style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this);
+    if (!isSortIndicatorShown() || logicalIndex == sortIndicatorSection()) return s;
+    QFont bold = font();
+    bold.setBold(true);
+    const QFontMetrics fm(bold);
+    int text = 0;
+    for (const QString& line : model()->headerData(logicalIndex, orientation()).toString().split(QLatin1Char('\n')))
+      text = std::max(text, fm.horizontalAdvance(line));
+    s.setWidth(std::max(s.width() - s.height() - style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this), text + 16));
     return s;
   }
 };
@@ -212,6 +223,31 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   v->addWidget(split, 1);
 }
 
+void RunsView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  fitRunColumns();
+}
+
+// Thirteen columns do not fit a 1024 px window with a readable name: where they would not, the
+// columns that repeat another go (Replicas: Devices says it; Created: the ID orders the runs), so
+// that no header is cut and the name keeps 120 px.
+void RunsView::fitRunColumns() {
+  auto* h = table_->horizontalHeader();
+  const int room = table_->viewport()->width() > 0 ? width() - 32 - 2 * table_->frameWidth() - 16 : 0;
+  auto width = [&](int c) {  // as ResizeToContents sizes it (over the first rows: the same formats)
+    int w = h->sectionSizeHint(c);
+    for (int r = 0; r < std::min(proxy_->rowCount(), 200); ++r)
+      w = std::max(w, table_->sizeHintForIndex(proxy_->index(r, c)).width());
+    return w;
+  };
+  int need = 120;
+  for (int c = 0; c < h->count(); ++c)
+    if (c != RunTableModel::Name) need += width(c);
+  const bool narrow = room > 0 && need > room;
+  table_->setColumnHidden(RunTableModel::Created, narrow);
+  table_->setColumnHidden(RunTableModel::Replicas, narrow && need - width(RunTableModel::Created) > room);
+}
+
 void RunsView::refresh() {
   const std::string path = storePath_().toStdString();
   storeLabel_->setText(tr("Every run started in the studio or the CLI is stored in %1. Select several runs to "
@@ -231,6 +267,7 @@ void RunsView::refresh() {
           return;
         }
         model_->setRuns(*r.value);
+        fitRunColumns();
         // Keep the selection; on first sight select the newest run so the chart is not empty.
         if (keep.empty() && !r.value->empty()) {
           int64_t newest = 0;

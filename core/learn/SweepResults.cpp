@@ -35,6 +35,7 @@ SweepResults loadSweepResults(RunStore& store, int64_t sweepId) {
       res.finalValMetric = d.summary.finalValMetric;
       res.finalValLoss = d.summary.finalValLoss;
       res.seconds = d.seconds;
+      res.steps = d.steps;
       res.epochs = d.summary.epochsDone;
       res.runStatus = d.summary.status;
       const Throughput t = throughputOf(d);

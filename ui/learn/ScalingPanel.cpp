@@ -70,6 +70,7 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   statusRow->addWidget(run_);
   statusRow->addWidget(stop_);
   status_ = new QLabel(tr("Not run yet."), this);
+  status_->setWordWrap(true);  // a long status must not widen the page
   statusRow->addWidget(status_, 1);
   progress_ = new QProgressBar(this);
   progress_->setFixedWidth(220);
@@ -125,8 +126,8 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   v->addWidget(explanation_);
 
   table_ = new QTableWidget(0, 9, this);
-  table_->setHorizontalHeaderLabels({tr("devices"), tr("global batch"), tr("per replica"), tr("step (ms, median)"),
-                                     tr("samples/s"), tr("speed-up"), tr("efficiency"), tr("sync share"), tr("stored run")});
+  table_->setHorizontalHeaderLabels({tr("devices"), tr("global\nbatch"), tr("per\nreplica"), tr("step (ms,\nmedian)"),
+                                     tr("samples/s"), tr("speed-up"), tr("efficiency"), tr("sync\nshare"), tr("stored\nrun")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);

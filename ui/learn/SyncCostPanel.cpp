@@ -66,6 +66,9 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   algo_->addItem(QStringLiteral("ring"), QStringLiteral("ring"));
   algo_->addItem(QStringLiteral("reduce-to-one"), QStringLiteral("reduce-to-one"));
   row->addWidget(algo_);
+  row->addStretch(1);
+  v->addLayout(row);
+  row = new QHBoxLayout;  // and the wire format on a row of its own: the three side by side were 820 px
   row->addWidget(new QLabel(tr("Gradients on the wire"), this));
   wire_ = new QComboBox(this);
   wire_->setObjectName(QStringLiteral("wireDtype"));
