@@ -28,6 +28,7 @@
 #include "Theme.h"
 #include "learn/TraceExport.h"
 #include "store/RunCompare.h"
+#include "store/RunFigures.h"
 #include "store/RunStore.h"
 #include "train/Resume.h"
 
@@ -181,7 +182,7 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   scaling_ = new QTableWidget(0, 7, tabs);
   scaling_->setObjectName(QStringLiteral("ScalingTable"));
   // Two-line headers keep the figure columns narrow enough for a 1024 px window.
-  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples\n/ s"), tr("s /\nepoch"), tr("Speed-\nup"),
+  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples\n/ s"), tr("ms /\nstep"), tr("Speed-\nup"),
                                        tr("Scaling\nefficiency"), tr("Studio\ndrawing")});
   scaling_->horizontalHeaderItem(6)->setToolTip(
       tr("What drawing the studio's charts cost while the run trained: frames drawn and milliseconds of drawing per "
@@ -201,7 +202,22 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   scaling_->horizontalHeader()->setStretchLastSection(false);
   scaling_->horizontalHeader()->setMinimumSectionSize(24);
   scaling_->setTextElideMode(Qt::ElideMiddle);
-  tabs->addTab(scaling_, tr("Speed-up and scaling"));
+  // What the columns mean, in view rather than in tooltips.
+  auto* scalingBox = new QWidget(tabs);
+  auto* sb = new QVBoxLayout(scalingBox);
+  sb->setContentsMargins(0, 0, 0, 0);
+  sb->addWidget(scaling_, 1);
+  auto* legend = new QLabel(
+      tr("Samples / s and ms / step come from the steps' own times (validation, checkpoints and pauses left out). "
+         "Speed-up: samples / s against the baseline; scaling efficiency: speed-up ÷ the ratio of replicas. * marks a "
+         "speed-up above what the cores allow (hover it for why). Studio drawing: what the studio's charts cost while the "
+         "run trained (frames and ms of drawing per second); headless: nothing drew."),
+      scalingBox);
+  legend->setObjectName(QStringLiteral("ScalingLegend"));
+  legend->setWordWrap(true);
+  setRole(legend, "caption");
+  sb->addWidget(legend);
+  tabs->addTab(scalingBox, tr("Speed-up and scaling"));
   tabs->addTab(diff_, tr("Configuration differences"));
   auto* lower = new QSplitter(Qt::Horizontal, compare);
   lower->addWidget(overlay_);
@@ -392,12 +408,13 @@ void RunsView::showComparison() {
   // Scaling against the baseline.
   scaling_->setRowCount(static_cast<int>(compared_.size()));
   const int base = std::clamp(baseline_->currentIndex(), 0, std::max(0, static_cast<int>(compared_.size()) - 1));
-  ml::Throughput baseTp;
-  if (!compared_.empty()) baseTp = ml::throughputOf(compared_[static_cast<size_t>(base)].detail);
+  ml::RunFigures baseFig;
+  if (!compared_.empty())
+    baseFig = ml::figuresOf(compared_[static_cast<size_t>(base)].detail, compared_[static_cast<size_t>(base)].steps);
   for (size_t i = 0; i < compared_.size(); ++i) {
     const auto& d = compared_[i].detail;
-    const auto tp = ml::throughputOf(d);
-    const auto sc = ml::scalingVs(baseTp, tp);
+    const auto fig = ml::figuresOf(d, compared_[i].steps);
+    const auto sc = ml::scalingVs(baseFig, fig);
     const bool isBase = static_cast<int>(i) == base;
     const QStringList cells = {
         QStringLiteral("#%1 %2%3%4%5")
@@ -405,10 +422,12 @@ void RunsView::showComparison() {
             .arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString(),
                  d.workers > 1 ? QStringLiteral(" · ") + workersText(d) : QString(),
                  d.pausedSeconds() > 0 ? tr(" · paused %1 s").arg(d.pausedSeconds(), 0, 'f', 1) : QString()),
-        QString::number(tp.replicas),
-        tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
-        tp.secondsPerEpoch > 0 ? QString::number(tp.secondsPerEpoch, 'f', 2) : QStringLiteral("—"),
-        sc.speedup > 0 ? QStringLiteral("%1×").arg(sc.speedup, 0, 'f', 2) : QStringLiteral("—"),
+        QString::number(fig.replicas),
+        fig.samplesPerSec() > 0 ? QString::number(fig.samplesPerSec(), 'f', 0) : QStringLiteral("—"),
+        fig.steps > 0 ? QString::number(fig.secondsPerStep() * 1e3, 'g', 3) : QStringLiteral("—"),
+        sc.speedup > 0
+            ? QStringLiteral("%1×%2").arg(sc.speedup, 0, 'f', 2).arg(sc.note.empty() ? QString() : QStringLiteral(" *"))
+            : QStringLiteral("—"),
         sc.efficiency > 0 ? QStringLiteral("%1%").arg(sc.efficiency * 100, 0, 'f', 0) : QStringLiteral("—"),
         uiCostText(d)};
     for (int c = 0; c < cells.size(); ++c) {
@@ -417,6 +436,7 @@ void RunsView::showComparison() {
       item->setForeground(c == 0 ? OverlayChart::runColor(static_cast<int>(i)) : QColor(0x1f, 0x2d, 0x3d));
       if (c == 0) item->setToolTip(eventsText(d));
       if (c == 1) item->setToolTip(workersText(d));
+      if ((c == 4 || c == 5) && !sc.note.empty()) item->setToolTip(q(sc.note));
       scaling_->setItem(static_cast<int>(i), c, item);
     }
   }

@@ -317,18 +317,20 @@ void ScalingPanel::rebuildCharts() {
   table_->setRowCount(static_cast<int>(rows_.size()));
   for (int i = 0; i < static_cast<int>(rows_.size()); ++i) {
     const auto& r = rows_[static_cast<size_t>(i)];
-    const QStringList cells = {QString::fromStdString(r.devices),
-                               QString::number(r.globalBatch),
-                               QString::number(r.perReplicaBatch),
-                               QString::number(r.stepSeconds * 1e3, 'f', 2),
-                               QString::number(r.samplesPerSecond, 'f', 0),
-                               QStringLiteral("%1x").arg(r.speedup, 0, 'f', 2),
-                               pct(r.efficiency),
-                               QStringLiteral("%1%").arg(100 * r.syncShare, 0, 'f', 1),
-                               r.runId ? tr("run %1").arg(*r.runId) : tr("not stored")};
+    const QStringList cells = {
+        QString::fromStdString(r.devices),
+        QString::number(r.globalBatch),
+        QString::number(r.perReplicaBatch),
+        QString::number(r.stepSeconds * 1e3, 'f', 2),
+        QString::number(r.samplesPerSecond, 'f', 0),
+        QStringLiteral("%1x%2").arg(r.speedup, 0, 'f', 2).arg(r.note.empty() ? QString() : QStringLiteral(" *")),
+        pct(r.efficiency),
+        QStringLiteral("%1%").arg(100 * r.syncShare, 0, 'f', 1),
+        r.runId ? tr("run %1").arg(*r.runId) : tr("not stored")};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setTextAlignment(c == 0 ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter);
+      if ((c == 5 || c == 6) && !r.note.empty()) item->setToolTip(QString::fromStdString(r.note));
       table_->setItem(i, c, item);
     }
   }
