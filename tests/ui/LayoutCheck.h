@@ -7,6 +7,7 @@
 #include <QComboBox>
 #include <QHeaderView>
 #include <QLabel>
+#include <QScrollArea>
 #include <QScrollBar>
 #include <QStringList>
 #include <QTableView>
@@ -34,9 +35,9 @@ inline QStringList layoutProblems(QWidget* screen, bool wide, const QString& nam
   for (QWidget* w : all) {
     if (!w->isVisibleTo(screen->window()) || w->width() <= 0) continue;
     if (auto* area = qobject_cast<QAbstractScrollArea*>(w)) {
-      // The screen's own scroll area may never scroll sideways; the lists and tables inside it
-      // may, below 1280x800.
-      if (area->horizontalScrollBar()->isVisible() && (wide || w == screen))
+      // A scroll area holding a page or a panel may never scroll sideways; the lists, tables and
+      // text views inside may, below 1280x800.
+      if (area->horizontalScrollBar()->isVisible() && (wide || qobject_cast<QScrollArea*>(w)))
         problem(w, QStringLiteral(" scrolls sideways (content %1 px in %2)")
                        .arg(area->horizontalScrollBar()->maximum() + area->viewport()->width())
                        .arg(area->viewport()->width()));

@@ -64,7 +64,8 @@ class LayoutTest : public QObject {
                       .arg(size.height());
     const QSize minimum = w_->minimumSize().expandedTo(w_->minimumSizeHint());
     if (minimum.width() > 1024 || minimum.height() > 700)
-      problems << QStringLiteral("%1: the window declares a minimum of %2x%3").arg(name).arg(minimum.width()).arg(minimum.height());
+      problems
+          << QStringLiteral("%1: the window declares a minimum of %2x%3").arg(name).arg(minimum.width()).arg(minimum.height());
     const bool wide = size.width() >= 1280 && size.height() >= 800;
     problems << mlui::layoutProblems(currentScreen(), wide, name);
     shot(QStringLiteral("%1-%2x%3").arg(name).arg(size.width()).arg(size.height()));
