@@ -92,10 +92,10 @@ void RunHeadline::setIdleReason(const QString& reason) {
 
 void RunHeadline::showIdle() {
   setRole(title_, idleReason_.isEmpty() ? "" : "error");
-  setSteadyWrappedText(title_, idleReason_.isEmpty()
-                                   ? tr("No run yet — press Train (Ctrl+R) to train the project and watch the replicas.")
-                                   : tr("Train is off: %1").arg(idleReason_.toHtmlEscaped().replace(QLatin1Char('\n'),
-                                                                                                    QStringLiteral("<br>"))));
+  setSteadyWrappedText(
+      title_, idleReason_.isEmpty()
+                  ? tr("No run yet — press Train (Ctrl+R) to train the project and watch the replicas.")
+                  : tr("Train is off: %1").arg(idleReason_.toHtmlEscaped().replace(QLatin1Char('\n'), QStringLiteral("<br>"))));
 }
 
 void RunHeadline::start(const ml::RunStarted& e, const QString& metric, int accumulate) {
@@ -137,11 +137,10 @@ void RunHeadline::addEpoch(const ml::EpochEvent& e) {
 
 void RunHeadline::finish(const ml::RunFinished& e) {
   figures_.finish(e);
-  setSteadyWrappedText(title_, title_->text().section(QStringLiteral(" — "), 0, 0) +
-                                   tr(" — %1 after %2 steps, %3")
-                                       .arg(q(ml::toString(e.status)))
-                                       .arg(e.steps)
-                                       .arg(durationText(figures_.elapsedSeconds)));
+  setSteadyWrappedText(
+      title_,
+      title_->text().section(QStringLiteral(" — "), 0, 0) +
+          tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(durationText(figures_.elapsedSeconds)));
   speedCaption_->setText(tr("Throughput (run)"));
   timeCaption_->setText(tr("Elapsed"));
 }

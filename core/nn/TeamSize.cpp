@@ -3,8 +3,8 @@
 
 #include "Error.h"
 #include "nn/Conv2D.h"
-#include "nn/Summary.h"
 #include "nn/Sequential.h"
+#include "nn/Summary.h"
 
 namespace ml {
 

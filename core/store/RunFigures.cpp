@@ -117,8 +117,8 @@ std::string shardSentence(int replicas, int64_t globalBatch, int accumulate) {
   const std::string shard = small == large ? std::to_string(small) : std::to_string(small) + "-" + std::to_string(large);
   const std::string copies = std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas") + " × " + shard;
   if (accumulate == 1) return copies + " = " + std::to_string(globalBatch) + " samples per step";
-  return std::to_string(accumulate) + " micro-batches of " + std::to_string(micro) + " per step, " + copies + " each = " +
-         std::to_string(globalBatch) + " samples per step";
+  return std::to_string(accumulate) + " micro-batches of " + std::to_string(micro) + " per step, " + copies +
+         " each = " + std::to_string(globalBatch) + " samples per step";
 }
 
 Scaling scalingVs(const RunFigures& base, const RunFigures& run) {

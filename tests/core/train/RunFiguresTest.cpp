@@ -114,8 +114,7 @@ TEST(RunFigures, SpeedupAboveWhatTheCoresAllowSaysWhy) {
   // more compute, and the figure says so.
   s = ml::scalingVs(figures(1, 2, 2, 1000), figures(4, 1, 2, 13280));
   EXPECT_DOUBLE_EQ(s.bound, 1.0);
-  EXPECT_NE(s.note.find("13.28x is more than the cores allow (2 cores against 2, at most 1.00x)"), std::string::npos)
-      << s.note;
+  EXPECT_NE(s.note.find("13.28x is more than the cores allow (2 cores against 2, at most 1.00x)"), std::string::npos) << s.note;
 }
 
 TEST(TeamSize, CountsTheForwardWorkAndKeepsSmallStepsOnOneThread) {
