@@ -151,7 +151,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setSteadyText(runState_, TrainingSession::stateText(s));
     busy_->setVisible(s == TrainingSession::State::Preparing || s == TrainingSession::State::Stopping);
     if (s == TrainingSession::State::Preparing) showPage(DashboardPage);
-    if (s == TrainingSession::State::Running) statusBar()->clearMessage();
+    if (s == TrainingSession::State::Running) {
+      statusBar()->clearMessage();
+      // The run loaded the data (a CSV not previewed yet): the fit checks can now read its labels.
+      model_->setDataCache(cache_);
+      training_->refresh();
+    }
   });
   connect(session_, &TrainingSession::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
   connect(session_, &TrainingSession::runFailed, this, [this](const QString& m) { showError(tr("Training could not run"), m); });

@@ -152,7 +152,13 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(RunTableModel::Name, QHeaderView::Stretch);
   table_->setAccessibleName(tr("Stored runs"));
-  connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    // Runs the filter hides leave the comparison too: the chart, the baseline and the table show
+    // what is selected and in view.
+    const auto before = selectedIds();
+    proxy_->setFilterFixedString(text);
+    if (selectedIds() != before) onSelectionChanged();
+  });
   connect(statusFilter_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsView::onSelectionChanged);
 
@@ -324,8 +330,14 @@ void RunsView::onSelectionChanged() {
     resume_->setEnabled(it != runs.end() && ml::canResume(storePath_().toStdString(), *it));
   }
   const int generation = ++compareGeneration_;
-  if (ids.empty()) {
+  if (ids.empty()) {  // nothing selected (a filter hid the selection): no chart or baseline left behind
     compared_.clear();
+    {
+      QSignalBlocker block(baseline_);
+      baseline_->clear();
+    }
+    overlay_->setRuns(compared_);
+    updateOverlayAxes();
     showComparison();
     return;
   }

@@ -8,6 +8,7 @@
 #include <QAbstractScrollArea>
 #include <QComboBox>
 #include <QLabel>
+#include <QProgressBar>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QSignalSpy>
@@ -91,6 +92,8 @@ class LayoutTest : public QObject {
   // What fills the screens most: a finished scaling experiment on Learn (its table and charts), a
   // finished sweep, and lesson 9 with its answer chosen.
   void fillTheScreens() {
+    w_->document()->reset(uitest::spiralsProject("cpu:3", 2));
+    QCOMPARE(uitest::trainInWindow(*w_, 30).status, ml::RunStatus::Finished);
     w_->document()->reset(uitest::spiralsProject("cpu:1", 1));
     auto* scaling = w_->learnView()->scaling();
     scaling->setDevices(QStringLiteral("cpu:1,2,4"));
@@ -106,6 +109,11 @@ class LayoutTest : public QObject {
     sweeps->stepsField()->setValue(5);
     QVERIFY(sweeps->start());
     QTRY_VERIFY_WITH_TIMEOUT(!sweeps->isRunning(), 60000);
+    // A finished point's bar says the steps its run took (it said "1 / 1 steps").
+    QTRY_COMPARE(sweeps->pointTable()->rowCount(), 4);
+    for (int row = 0; row < 4; ++row)  // the stored results come after the run ends
+      QTRY_COMPARE_WITH_TIMEOUT(qobject_cast<QProgressBar*>(sweeps->pointTable()->cellWidget(row, 6))->text(),
+                                QStringLiteral("5 steps"), 20000);
     auto* lessons = w_->learnView()->lessons();
     w_->showPage(mlui::MainWindow::LearnPage);
     QTRY_VERIFY(!lessons->lessons().empty());

@@ -249,6 +249,9 @@ void LessonsPanel::showLesson() {
   progress_->setValue(0);
   loss_->clearGraphs();
   loss_->legend->setVisible(false);
+  // An empty chart for a new lesson: the last lesson's step and loss ranges would say it had data.
+  loss_->xAxis->setRange(0, 1);
+  loss_->yAxis->setRange(0, 1);
   loss_->replot();
   diagram_->clear();
   verdict_->setVisible(false);
