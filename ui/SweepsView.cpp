@@ -147,7 +147,13 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   export_ = new QPushButton(icon(QStringLiteral("export")), tr("Export CSV…"), this);
   bar->addWidget(resume_);
   bar->addWidget(export_);
-  bar->addSpacing(16);
+  bar->addStretch(1);
+  v->addLayout(bar);
+  // What the heatmaps show, on the status's row: beside the sweep's whole name it cut that at 1024 px.
+  bar = new QHBoxLayout;
+  status_ = new QLabel(tr("No sweep yet."), this);
+  status_->setWordWrap(true);  // a long status must not widen the window
+  bar->addWidget(status_, 1);
   bar->addWidget(new QLabel(tr("Show"), this));
   measure_ = new QComboBox(this);
   measure_->addItem(tr("final validation metric"), static_cast<int>(SweepMeasure::FinalMetric));
@@ -155,11 +161,7 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   measure_->addItem(tr("samples to target"), static_cast<int>(SweepMeasure::SamplesToTarget));
   measure_->addItem(tr("samples/s"), static_cast<int>(SweepMeasure::SamplesPerSec));
   bar->addWidget(measure_);
-  bar->addStretch(1);
   v->addLayout(bar);
-  status_ = new QLabel(tr("No sweep yet."), this);
-  status_->setWordWrap(true);  // on its own line: a long status must not widen the window
-  v->addWidget(status_);
 
   best_ = new QLabel(this);
   best_->setWordWrap(true);

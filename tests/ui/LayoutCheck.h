@@ -51,8 +51,10 @@ inline QStringList layoutProblems(QWidget* screen, bool wide, const QString& nam
     if (auto* b = qobject_cast<QAbstractButton*>(w); b && !b->text().isEmpty() && b->width() + 1 < b->sizeHint().width() &&
                                                      b->metaObject()->className() != QByteArray("QToolButton"))
       problem(w, QStringLiteral(" is cut: %1 px for %2").arg(b->width()).arg(b->sizeHint().width()));
-    if (auto* c = qobject_cast<QComboBox*>(w); c && c->width() + 1 < c->minimumSizeHint().width())
-      problem(w, QStringLiteral(" is cut: %1 px for %2").arg(c->width()).arg(c->minimumSizeHint().width()));
+    // A combo box's size hint is its longest choice, or the length it is set to show (a combo meant
+    // to show the start of its choices says so with AdjustToMinimumContentsLength...).
+    if (auto* c = qobject_cast<QComboBox*>(w); c && c->width() + 1 < c->sizeHint().width())
+      problem(w, QStringLiteral(" is cut: %1 px for %2").arg(c->width()).arg(c->sizeHint().width()));
     if (auto* t = qobject_cast<QTableView*>(w)) {
       const QHeaderView* h = t->horizontalHeader();
       for (int i = 0; h->isVisible() && i < h->count(); ++i)

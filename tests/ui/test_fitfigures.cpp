@@ -110,18 +110,36 @@ class FitFiguresTest : public QObject {
     QStringList shown;
     for (auto* l : w.trainingView()->findChildren<QLabel*>()) shown << l->text();
     for (auto* b : w.trainingView()->findChildren<QAbstractButton*>()) shown << b->text();
-    for (const char* key :
-         {"training.loss", "training.from_logits", "training.metrics", "training.epochs", "training.batch_size",
-          "training.per_device_batch", "training.accumulate", "training.seed", "training.lr_scaling",
-          "training.lr_reference_batch", "training.warmup_epochs", "training.lr_decay_epochs", "training.lr_decay_factor",
-          "training.precision", "training.loss_scale", "training.loss_scale_growth_steps", "training.optimizer.name",
-          "training.optimizer.learning_rate", "training.optimizer.momentum", "training.optimizer.beta_1",
-          "training.optimizer.beta_2", "training.optimizer.rho", "training.optimizer.epsilon",
-          "training.checkpoint_every", "training.checkpoint_keep"}) {
+    for (const char* key : {"training.loss",
+                            "training.from_logits",
+                            "training.metrics",
+                            "training.epochs",
+                            "training.batch_size",
+                            "training.per_device_batch",
+                            "training.accumulate",
+                            "training.seed",
+                            "training.lr_scaling",
+                            "training.lr_reference_batch",
+                            "training.warmup_epochs",
+                            "training.lr_decay_epochs",
+                            "training.lr_decay_factor",
+                            "training.precision",
+                            "training.loss_scale",
+                            "training.loss_scale_growth_steps",
+                            "training.optimizer.name",
+                            "training.optimizer.learning_rate",
+                            "training.optimizer.momentum",
+                            "training.optimizer.beta_1",
+                            "training.optimizer.beta_2",
+                            "training.optimizer.rho",
+                            "training.optimizer.epsilon",
+                            "training.checkpoint_every",
+                            "training.checkpoint_keep"}) {
       const QString words = QString::fromStdString(ml::fieldInWords(key));  // "Training screen › Loss (loss in ...)"
       QVERIFY2(words.startsWith(QStringLiteral("Training screen › ")), qPrintable(words));
       const QString field = words.mid(18).section(QStringLiteral(" ("), 0, 0);
-      QVERIFY2(shown.contains(field), qPrintable(QStringLiteral("%1 names '%2', which the Training screen lacks").arg(key, field)));
+      QVERIFY2(shown.contains(field),
+               qPrintable(QStringLiteral("%1 names '%2', which the Training screen lacks").arg(key, field)));
     }
   }
 

@@ -310,6 +310,7 @@ void ScalingPanel::rebuildCharts() {
   speedup_->yAxis->setRange(0, top);
   double etop = 110;
   for (double v : eff) etop = std::max(etop, v * 1.1);
+  etop *= 1.3;  // room above the bars for the legend, which covered the tallest ones
   efficiency_->yAxis->setRange(0, etop);
   speedup_->replot(QCustomPlot::rpQueuedReplot);
   efficiency_->replot(QCustomPlot::rpQueuedReplot);
