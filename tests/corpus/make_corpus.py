@@ -95,7 +95,7 @@ first = next(b for b in range(256) if min(size - 1, b * size // 256 + 1) == len(
 w('idx/dims-ffffffff.bin', bytes([first]) + img + lbl, 'overflows')
 
 # CSV: values quoted in messages are cut.
-w('csv/long-cell.csv', 'label,x\n1,' + 'y' * 100000 + '\n', 'is not a number')
+w('csv/long-cell.csv', 'label,x\n1,' + 'y' * 100000 + '\n', 'reads numbers only')
 w('csv/long-label-column.csv', 'a' * 20000 + ',x\n1,2\n', "has no label column 'label'")
 w('csv/bad-quotes.csv', 'label,x\n"1,"2\n1,"\n')
 
