@@ -7,6 +7,7 @@
 #include "AtomicFile.h"
 #include "Error.h"
 #include "export/ExportWriters.h"
+#include "project/WeightsFile.h"
 
 namespace ml {
 
@@ -129,6 +130,9 @@ void checkExportPath(ExportFormat f, const std::string& path) {
 
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
   checkExportPath(f, path);
+  // The weights however they came (a file, the studio's run): a model holding NaN is never written.
+  requireFiniteParameters(model, model.params(), "the model to export to '" + path + "'",
+                          "nothing was written; these weights come from a diverged run");
   f = resolveFormat(f, path);
   const auto layers = exportLayers(model, f);
   ExportResult r;

@@ -153,6 +153,13 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
   g->set_name("mirrorlab_sequential");
   setShape(g->add_input(), "input", input);
   Graph graph(g);
+  if (!info.inputMean.empty()) {  // the training set's standardization, before the first layer
+    const std::vector<int64_t> dims{static_cast<int64_t>(info.inputMean.size())};
+    graph.floats("standardize/mean", dims, info.inputMean.data());
+    graph.floats("standardize/scale", dims, info.inputScale.data());
+    graph.node("Sub", "standardize/center", {"standardize/mean"});
+    graph.node("Mul", "standardize/scale_by", {"standardize/scale"});
+  }
   for (const auto& l : layers) l.kind->onnx(*l.layer, graph);
   graph.finish();
   setShape(g->add_output(), "output", output);
