@@ -178,6 +178,9 @@ void checkFixed(Config& c, const std::vector<KerasEntry>& fixed) {
     }
     Json have = c.raw(e.key.c_str());
     if (have.is_number_integer() && want.is_array()) have = Json::array({have, have});  // Keras' int-or-pair
+    if (!have.is_null() && want.is_null())  // a regularizer or constraint: Mirrorlab has none
+      c.place().refuse("sets " + e.key + "=" + dump(have) + ", which Mirrorlab lacks",
+                       "remove it from the layer in Keras (or set it to None), save the model again and import that");
     if (!have.is_null() && have != want)
       c.place().refuse("has " + e.key + "=" + dump(have) + ", which Mirrorlab lacks",
                        "use " + e.key + "=" + dump(want) + " in Keras, save the model and import that");

@@ -157,8 +157,8 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
     const std::vector<int64_t> dims{static_cast<int64_t>(info.inputMean.size())};
     graph.floats("standardize/mean", dims, info.inputMean.data());
     graph.floats("standardize/scale", dims, info.inputScale.data());
-    graph.node("Sub", "standardize/center", {"standardize/mean"});
-    graph.node("Mul", "standardize/scale_by", {"standardize/scale"});
+    graph.node("Sub", "standardize/center", {"standardize/mean"}, {});
+    graph.node("Mul", "standardize/scale_by", {"standardize/scale"}, {});
   }
   for (const auto& l : layers) l.kind->onnx(*l.layer, graph);
   graph.finish();

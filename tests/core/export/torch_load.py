@@ -43,7 +43,7 @@ def build(project, arrays):
             modules.append(nn.Flatten())
             shape = [int(np.prod(shape))]
         elif kind == "Dropout":
-            modules.append(nn.Dropout(layer["rate"]))
+            modules.append(nn.Dropout(layer.get("rate", 0.5)))  # a project file leaves defaults out
         elif kind == "Activation":
             modules += activation(layer["activation"], shape)
         elif kind == "Dense":
