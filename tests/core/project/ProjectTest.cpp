@@ -387,14 +387,14 @@ TEST_F(ProjectFileErrors, MissingFile) {
   }
 }
 
-// ---- Model errors come from Sequential and name the layer ----------------------------------------
+// ---- Model errors name the layer: an argument's form when the file is read, shapes in Sequential ----
 
 std::string modelError(const json& layers, const json& inputShape = json::array({28, 28})) {
   json j = validJson();
   j["model"]["layers"] = layers;
   j["model"]["input_shape"] = inputShape;
-  const Project p = Project::fromJson(j);  // the project itself is valid: shapes are Sequential's job
   try {
+    const Project p = Project::fromJson(j);
     Sequential m(p.model);
   } catch (const UserError& e) {
     return e.what();
