@@ -315,8 +315,8 @@ TEST(LessonRunner, BatchNormLessonSeparatesPerReplicaFromSynchronizedStatistics)
     const Project p = lesson.experiments.at(e).apply(lesson.project);
     int bn = 0;
     for (const auto& l : p.model.layers)
-      if (const auto* bn = l.as<BatchNormalizationSpec>()) {
-        EXPECT_EQ(bn->synchronized, e == 2);
+      if (const auto* spec = l.as<BatchNormalizationSpec>()) {
+        EXPECT_EQ(spec->synchronized, e == 2);
         ++bn;
       }
     EXPECT_EQ(bn, 2);
