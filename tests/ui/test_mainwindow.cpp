@@ -4,9 +4,9 @@
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QTextBlock>
 #include <QTextBrowser>
-#include <QTableWidget>
 
 #include "DashboardView.h"
 #include "HelpDialogs.h"
