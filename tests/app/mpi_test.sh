@@ -157,7 +157,7 @@ out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h.sql
 rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && ok || bad "a hanging worker: exit 0"
-has "$out" "worker 2 of 2 is alive but has not reached the all-reduce of step 3" && ok || bad "the hang does not name worker 2: $out"
+has "$out" "worker 2 of 2 on host $(hostname) is alive but has not reached the all-reduce of step 3" && ok || bad "the hang does not name worker 2: $out"
 has "$out" "stuck in backward of step 3" && ok || bad "the hang does not say where worker 2 is: $out"
 [ $took -lt 60 ] && ok || bad "the hang took $took s to end with --worker-timeout 2"
 r=$(runs "$T/h.sqlite")
@@ -173,7 +173,7 @@ out=$("$CLI" train "$T/sp.json" --workers 2 --devices cpu:1 --db "$T/k.sqlite" -
 rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && ok || bad "a killed worker: exit 0"
-has "$out" "worker 2 of 2 stopped answering" && ok || bad "the killed worker is not named: $out"
+has "$out" "worker 2 of 2 on host $(hostname) stopped answering" && ok || bad "the killed worker is not named: $out"
 [ $took -lt 60 ] && ok || bad "a killed worker took $took s to end with --worker-timeout 3"
 r=$(runs "$T/k.sqlite")
 has "$r" "1 failed" && ok || bad "the store after a killed worker: $r"
