@@ -8,6 +8,7 @@
 #   scripts/cluster.sh up N [--rate R] [--loss P] [--slots S]   make N hosts (R: 10gbit, 500mbit...)
 #   scripts/cluster.sh down                                      remove everything `up` made
 #   scripts/cluster.sh shape [--rate R|none] [--loss P] [--host K]   change the links of a cluster
+#   scripts/cluster.sh slots S                                   S workers per host in the hostfile
 #   scripts/cluster.sh link K down|up                            cut or mend host K's link
 #   scripts/cluster.sh block K LOW:HIGH | unblock K              firewall TCP ports on host K
 #   scripts/cluster.sh overlay K FILE PATH                       host K sees FILE at PATH (another install)
@@ -213,6 +214,12 @@ shape() {
   echo "links of $(echo $hosts | tr '\n' ' '): rate ${rate:-unchanged}, loss ${loss:-unchanged}"
 }
 
+slots() {
+  needUp
+  [[ ${1:-} =~ ^[0-9]+$ ]] && [ "$1" -ge 1 ] || die "slots S: the number of workers per host, 1 or more"
+  sed -i "s/ slots=[0-9]*$/ slots=$1/" "$STATE/hosts"
+}
+
 link() {
   needUp
   local ns
@@ -311,6 +318,7 @@ case $cmd in
   up) up "$@" ;;
   down) down ;;
   shape) shape "$@" ;;
+  slots) slots "$@" ;;
   link) link "$@" ;;
   block) block "$@" ;;
   unblock) unblock "$@" ;;
@@ -320,5 +328,5 @@ case $cmd in
   env) envVars ;;
   pids) pids "$@" ;;
   check) check ;;
-  *) die "usage: scripts/cluster.sh up N [--rate R] [--loss P] [--slots S] | down | shape | link K down|up | block K LOW:HIGH | unblock K | overlay K FILE PATH | run K CMD... | mpirun ARGS... | env | pids [K] | check   (--name NAME)" ;;
+  *) die "usage: scripts/cluster.sh up N [--rate R] [--loss P] [--slots S] | down | shape | slots S | link K down|up | block K LOW:HIGH | unblock K | overlay K FILE PATH | run K CMD... | mpirun ARGS... | env | pids [K] | check   (--name NAME)" ;;
 esac
