@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 /* Bumped whenever a signature, a struct or a meaning changes; the loader accepts only its own. */
-#define MLCUDA_API_VERSION 4
+#define MLCUDA_API_VERSION 5
 #define MLCUDA_PLUGIN_FILE "libmirrorlab_cuda.so"
 
 #if defined(__GNUC__)
@@ -312,13 +312,14 @@ MLCUDA_EXPORT mlcuda_status mlcuda_count_nonfinite(mlcuda_context* ctx, const fl
 /* velocity may be NULL when momentum == 0. */
 MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* params, const float* grads, float* velocity,
                                             int64_t count, float grad_scale, float lr, float momentum, int nesterov);
-/* iteration: this update's number, 1 for the first (Keras' t after the increment). */
+/* iteration: this update's number, 1 for the first (Keras' t after the increment). beta1, beta2 (and
+ * rmsprop's rho) as the user set them: Keras takes 1 - beta in double (nn/OptimizerConstants.h). */
 MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params, const float* grads, float* m, float* v,
                                              int64_t count, float grad_scale, float lr, double beta1, double beta2, float epsilon,
                                              int64_t iteration);
 /* mom may be NULL when momentum == 0. */
 MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v, float* mom,
-                                                int64_t count, float grad_scale, float lr, float rho, float momentum,
+                                                int64_t count, float grad_scale, float lr, double rho, float momentum,
                                                 float epsilon);
 
 /* ---- all-reduce -------------------------------------------------------------------------------- */

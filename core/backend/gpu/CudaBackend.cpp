@@ -444,8 +444,8 @@ void CudaBackend::update(int r, int64_t offset, int64_t count, int from, float g
                       o.beta2, static_cast<float>(o.epsilon), p.iterations));
       break;
     case Opt::RmsProp:
-      ok(P_->rmspropStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr,
-                         static_cast<float>(o.rho), static_cast<float>(o.momentum), static_cast<float>(o.epsilon)));
+      ok(P_->rmspropStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr, o.rho,
+                         static_cast<float>(o.momentum), static_cast<float>(o.epsilon)));
       break;
   }
 }
