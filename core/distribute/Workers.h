@@ -52,4 +52,14 @@ class WorkerGroup {
 // "worker 2 of 3" (1-based, as people count).
 inline std::string workerName(int rank, int size) { return "worker " + std::to_string(rank + 1) + " of " + std::to_string(size); }
 
+// "worker 2 of 3 on host node2": what a message about one worker says, so the fault is looked for
+// on the right machine.
+inline std::string workerOnHost(const WorkerGroup& group, int rank) {
+  const auto hosts = group.hosts();
+  std::string name = workerName(rank, group.size());
+  if (rank >= 0 && static_cast<size_t>(rank) < hosts.size() && !hosts[static_cast<size_t>(rank)].empty())
+    name += " on host " + hosts[static_cast<size_t>(rank)];
+  return name;
+}
+
 }  // namespace ml

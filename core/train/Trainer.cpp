@@ -154,8 +154,6 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                     (processes == 1 ? std::string("this is one process: train it with mirrorlab-cli train (it starts the workers "
                                                   "under mpirun), or set it to 1 to train in one process")
                                     : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
-  if (so.workers && options_.resume)
-    throw UserError("resuming a run across workers is not built yet: resume it in one process (without mpirun)");
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);

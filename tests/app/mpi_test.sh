@@ -147,9 +147,9 @@ rc=$?
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/f.sqlite" --inject fail:cpu:1@step=4@worker=2 2>&1)
 rc=$?
 [ $rc -ne 0 ] && ok || bad "a failing worker exited 0"
-has "$out" "worker 2 of 2: an injected failure on cpu:1 in step 4" && ok || bad "the failure does not name worker 2: $out"
-# The run's step count is the step that failed; the store holds the 3 steps before it.
-[ "$(runs "$T/f.sqlite")" = "1 failed 4 3" ] && ok || bad "the store after a failure: $(runs "$T/f.sqlite")"
+has "$out" "worker 2 of 2 on host $(hostname): an injected failure on cpu:1 in step 4" && ok || bad "the failure does not name worker 2: $out"
+# The store holds the 3 steps before the one that failed, and the run says 3 steps.
+[ "$(runs "$T/f.sqlite")" = "1 failed 3 3" ] && ok || bad "the store after a failure: $(runs "$T/f.sqlite")"
 
 start=$(date +%s)
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h.sqlite" --hang-seconds 120 --worker-timeout 2 \
@@ -188,14 +188,14 @@ out=$("${MPI[@]}" -np 1 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/b.sql
       -np 1 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/b.sqlite" 2>&1)
 rc=$?
 [ $rc -ne 0 ] && ok || bad "workers with different devices: exit 0"
-has "$out" "the workers do not train the same thing: worker 1 of 2 has devices cpu:1" && ok || bad "different devices: $out"
+has "$out" "the workers do not train the same thing: worker 1 of 2 on host $(hostname) has devices cpu:1" && ok || bad "different devices: $out"
 [ "$(grep -c "error:" <<<"$out")" = 1 ] && ok || bad "the error is not printed once: $out"
 [ ! -s "$T/b.sqlite" ] || [ -z "$(runs "$T/b.sqlite")" ] && ok || bad "a refused start stored a run"
 
 out=$("${MPI[@]}" -np 1 "$CLI" train "$T/sp.json" --no-record : -np 1 "$CLI" train "$T/missing.json" --no-record 2>&1)
 rc=$?
 [ $rc -eq 2 ] && ok || bad "a project missing on worker 2: exit $rc"
-has "$out" "worker 2 of 2: " && has "$out" "missing.json" && ok || bad "a project missing on worker 2: $out"
+has "$out" "worker 2 of 2 on host $(hostname): " && has "$out" "missing.json" && ok || bad "a project missing on worker 2: $out"
 
 out=$(MIRRORLAB_MPI_PLUGIN=$T/nothing.so "${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --no-record 2>&1)
 rc=$?
