@@ -11,7 +11,7 @@
 #   scripts/cluster.sh slots S                                   S workers per host in the hostfile
 #   scripts/cluster.sh link K down|up                            cut or mend host K's link
 #   scripts/cluster.sh block K LOW:HIGH | unblock K              firewall TCP ports on host K
-#   scripts/cluster.sh overlay K FILE PATH                       host K sees FILE at PATH (another install)
+#   scripts/cluster.sh overlay K FILE PATH | overlay K --clear   host K sees FILE at PATH (another install)
 #   scripts/cluster.sh run K COMMAND...                          run COMMAND on host K
 #   scripts/cluster.sh mpirun ARGS...                            mpirun from host 1 over every host
 #   scripts/cluster.sh env                                       the variables that point mpirun at it
@@ -261,6 +261,10 @@ overlay() {
   needUp
   local ns file=${2:-} path=${3:-}
   ns=$(hostNs "${1:-}")
+  if [ "$file" = --clear ]; then
+    rm -f "$STATE/$ns.overlay"
+    return 0
+  fi
   [ -f "$file" ] && [ -e "$path" ] || die "overlay K FILE PATH: FILE must exist here and PATH on every host"
   echo "$(readlink -f "$file") $(readlink -f "$path")" >> "$STATE/$ns.overlay"
 }
