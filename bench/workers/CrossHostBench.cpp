@@ -114,8 +114,9 @@ int fit(const std::string& path, const std::string& heldOut) {
   const auto c = ml::fitLinkCalibration(train, "fit", "");
   std::printf("calibration: message %.1f us, %.1f%% of the link rate, hosts' ceiling %.3f GB/s (%zu settings fitted)\n",
               c.messageSeconds * 1e6, c.linkFraction * 100, c.hostBytesPerSecond / 1e9, train.size());
-  std::printf("| model | hosts | link | measured ms | ring bound ms | meas./bound | what-if (uncal.) ms | meas./uncal. | "
-              "what-if (cal.) ms | meas./cal. | |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| model | hosts | link | measured ms | ring bound ms | meas./bound | what-if (uncal.) ms | meas./uncal. | "
+      "what-if (cal.) ms | meas./cal. | |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   double worstHeld = 0;
   for (const auto& r : med) {
     // The per-message latency of the path: the 8-byte all-reduce's time over its 2(n-1) messages.

@@ -39,8 +39,8 @@ Link calibratedLink(double bitsPerSecond, const LinkCalibration& c) {
     std::snprintf(name, sizeof name, "unshaped links (calibrated)");
   l.name = name;
   // Seconds per byte add up in series: the link's achieved rate, then the hosts' ceiling.
-  const double perByte = (shaped ? 8.0 / (c.linkFraction * bitsPerSecond) : 0.0) +
-                         (c.hostBytesPerSecond > 0 ? 1.0 / c.hostBytesPerSecond : 0.0);
+  const double perByte =
+      (shaped ? 8.0 / (c.linkFraction * bitsPerSecond) : 0.0) + (c.hostBytesPerSecond > 0 ? 1.0 / c.hostBytesPerSecond : 0.0);
   l.bandwidth = perByte > 0 ? 1.0 / perByte : std::numeric_limits<double>::infinity();
   l.latency = c.messageSeconds;
   return l;
@@ -114,8 +114,7 @@ bool solve(const std::vector<std::array<double, 3>>& rows, unsigned use, std::ar
 }
 }  // namespace
 
-LinkCalibration fitLinkCalibration(const std::vector<LinkSample>& samples, const std::string& source,
-                                   const std::string& date) {
+LinkCalibration fitLinkCalibration(const std::vector<LinkSample>& samples, const std::string& source, const std::string& date) {
   std::vector<std::array<double, 3>> rows;  // each term over the measured time: relative error
   bool shaped = false;
   for (const auto& s : samples) {

@@ -47,7 +47,6 @@ double ringBound(const LinkSample& s, double latencySeconds);
 
 // Least squares in relative error, every figure non-negative (the model is linear in alpha,
 // 1 / fraction and 1 / ceiling). Throws UserError with fewer than three samples or none shaped.
-LinkCalibration fitLinkCalibration(const std::vector<LinkSample>& samples, const std::string& source,
-                                   const std::string& date);
+LinkCalibration fitLinkCalibration(const std::vector<LinkSample>& samples, const std::string& source, const std::string& date);
 
 }  // namespace ml
