@@ -37,7 +37,8 @@ std::string hostfileInEffect(const std::string& given) {
 
 std::vector<std::string> hostfileHosts(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw ml::UserError("the hostfile " + path + " cannot be read: give an existing file (one host a line, e.g. node1 slots=1)");
+  if (!in)
+    throw ml::UserError("the hostfile " + path + " cannot be read: give an existing file (one host a line, e.g. node1 slots=1)");
   std::vector<std::string> hosts;
   std::string line;
   while (std::getline(in, line)) {
@@ -172,8 +173,8 @@ void checkWorkerHosts(const std::string& hostfile, const std::string& exe, doubl
                           " true), or remove it from the hostfile");
     if (p.status == 255 || (p.status != 0 && p.status != 127 && said.find("mirrorlab-cli") == std::string::npos))
       throw ml::UserError("host " + p.host + " (hostfile " + hostfile + ") cannot be reached with " + agent.front() + ": " +
-                          (said.empty() ? "exit " + std::to_string(p.status) : said) +
-                          ". Check its name and that `" + agent.front() + " " + p.host +
+                          (said.empty() ? "exit " + std::to_string(p.status) : said) + ". Check its name and that `" +
+                          agent.front() + " " + p.host +
                           " true` works without a password (mpirun starts the workers that way), or remove it from the "
                           "hostfile");
     if (p.status != 0 || said.rfind("mirrorlab-cli ", 0) != 0)
@@ -214,9 +215,10 @@ void checkWorkersAgree(ml::WorkerGroup& group, const ml::Project& p, int64_t tra
     if (field(other, "project") != field(first, "project"))
       throw ml::UserError("the workers do not train the same thing: " + them + " read another project" +
                           (projectPath.empty() ? std::string() : " from " + projectPath) + " than " + one +
-                          (projectPath.empty() ? std::string(": run the same command on every worker")
-                                               : ": copy " + projectPath + " from " + (group.hosts().empty() ? "host 1" : group.hosts()[0]) +
-                                                     " to the same path on " + host + " (every host reads the project there)"));
+                          (projectPath.empty()
+                               ? std::string(": run the same command on every worker")
+                               : ": copy " + projectPath + " from " + (group.hosts().empty() ? "host 1" : group.hosts()[0]) +
+                                     " to the same path on " + host + " (every host reads the project there)"));
   }
 }
 
@@ -232,10 +234,11 @@ ml::ResumeSource resumeAcrossWorkers(ml::WorkerGroup& group, const std::function
       bytes << in.rdbuf();
       if (!in) throw ml::UserError("cannot read the checkpoint " + src.checkpointPath + " to hand it to the other workers");
       // The project's JSON, a NUL, then the checkpoint file as it is.
-      payload = nlohmann::json{{"project", src.project.toJson()}, {"run", src.runId}, {"name", src.runName},
-                               {"path", src.checkpointPath}}
-                    .dump() +
-                std::string(1, '\0') + bytes.str();
+      payload =
+          nlohmann::json{
+              {"project", src.project.toJson()}, {"run", src.runId}, {"name", src.runName}, {"path", src.checkpointPath}}
+              .dump() +
+          std::string(1, '\0') + bytes.str();
     } catch (const ml::UserError& e) {
       refused = e.what();
     }

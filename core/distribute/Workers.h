@@ -47,6 +47,9 @@ class WorkerGroup {
   virtual void setProgress(int64_t /*step*/, const char* /*phase*/) {}
   // Makes a waiting call throw WorkerLost(reason) at once (SIGTERM from mpirun, a cancelled run).
   virtual void interrupt(const std::string& reason) = 0;
+  // How long this worker has been waiting in a collective call for the others (0: in none). The
+  // watchdog leaves such a wait to the group, which names the worker that did not come.
+  virtual double waitingSeconds() const { return 0; }
 };
 
 // "worker 2 of 3" (1-based, as people count).

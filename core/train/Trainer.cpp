@@ -447,6 +447,13 @@ RunFinished Trainer::run() {
             std::lock_guard lock(abortMu_);
             reason = abortReason_;
           }
+          // Every worker stops here after the same votes: one that voted because it failed (its
+          // watchdog, say) gives every worker its reason, with its name and host.
+          if (WorkerGroup* w = s.workers()) {
+            const auto why = w->allGather(reason, "the reasons for stopping");
+            for (size_t k = 0; k < why.size() && reason.empty(); ++k)
+              if (!why[k].empty()) reason = workerOnHost(*w, static_cast<int>(k)) + ": " + why[k];
+          }
           if (!reason.empty())
             return finish(RunStatus::Failed, reason + " (training stopped after step " + std::to_string(step) + ")");
           return finish(RunStatus::Cancelled, "cancelled at step " + std::to_string(step));

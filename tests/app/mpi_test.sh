@@ -163,6 +163,19 @@ has "$out" "stuck in backward of step 3" && ok || bad "the hang does not say whe
 r=$(runs "$T/h.sqlite")
 [ "${r%% *}" = 1 ] && has "$r" "failed" && ok || bad "the store after a hang: $r"
 
+# The hang on worker 2 found by its own watchdog first (--hang-seconds shorter than
+# --worker-timeout): worker 2 votes to stop, and every worker ends failed with its reason, named
+# with worker and host; worker 1's watchdog leaves the wait across workers to the worker group.
+out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h2.sqlite" --hang-seconds 2 --worker-timeout 5 \
+      --inject hang:cpu:0@step=3@worker=2 2>&1)
+rc=$?
+[ $rc -eq 1 ] && ok || bad "a hang found by worker 2's watchdog: exit $rc"
+has "$out" "worker 2 of 2 on host $(hostname): replica 1 (" && has "$out" "has not finished backward of step 3" && ok ||
+  bad "the hang found by worker 2's watchdog is not named with its worker and host: $out"
+r=$(runs "$T/h2.sqlite")
+read -r id status steps rows <<<"$r"
+[ "$status" = failed ] && [ "$steps" = "$rows" ] && ok || bad "the store after worker 2's watchdog: $r"
+
 # A worker killed (SIGKILL) after step 3. Under --workers (mpirun --enable-recovery) the
 # survivor names it after --worker-timeout and records the run failed; with a plain mpirun, which
 # kills every worker a second later, the run is stored failed or (if the kill was faster)

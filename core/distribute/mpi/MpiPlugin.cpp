@@ -69,6 +69,7 @@ struct State {
   std::string interrupted;
   std::atomic<bool> hasInterrupt{false};
   std::atomic<bool> stop{false};
+  std::atomic<double> waitingSince{0};  // steady seconds a collective began waiting; 0: none
   std::thread heart;
   // (time, TCP segments sent, of them sent again) of this host's network stack, sampled by the
   // heartbeat: many resent segments while a collective waits mean packets are being lost.
@@ -302,7 +303,10 @@ int collective(const char* what, char* err, size_t errLen, Start&& start) {
     setError(err, errLen, std::string(what) + " failed in MPI: " + mpiError(rc));
     return 1;
   }
-  return waitFor(req, what, call, err, errLen);
+  g->waitingSince.store(now());
+  const int done = waitFor(req, what, call, err, errLen);
+  g->waitingSince.store(0);
+  return done;
 }
 
 // Every worker's host name from Open MPI's PMIx (what mpirun's daemons know of the job), so that
@@ -522,6 +526,11 @@ __attribute__((visibility("default"))) void mlmpi_interrupt(const char* reason) 
     if (g->interrupted.empty()) g->interrupted = reason;
   }
   g->hasInterrupt.store(true);
+}
+
+__attribute__((visibility("default"))) double mlmpi_waiting_seconds() {
+  const double since = g ? g->waitingSince.load() : 0;
+  return since > 0 ? now() - since : 0;
 }
 
 __attribute__((visibility("default"))) void mlmpi_abort(int code) { MPI_Abort(g ? g->comm : MPI_COMM_WORLD, code); }
