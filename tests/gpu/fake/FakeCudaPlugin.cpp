@@ -573,3 +573,15 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce_bf16(mlcuda_nccl* comm, mlcuda
 MLCUDA_EXPORT uint64_t fake_unordered_reads(void) { return fake::unorderedReads(); }
 
 }  // extern "C"
+
+// The fake defines every entry point of CudaPluginEntryPoints.def (here and in FakeConvLayers.cpp):
+// this table takes the address of each, so one left out fails the fake's link (--no-undefined)
+// instead of the loader's check when a test first loads it.
+namespace {
+using EntryPoint = void (*)();
+#define MLCUDA_ENTRY(ret, name, field, params) reinterpret_cast<EntryPoint>(&mlcuda_##name),
+[[gnu::used]] const EntryPoint kEveryEntryPoint[] = {
+#include "backend/cuda/CudaPluginEntryPoints.def"
+};
+#undef MLCUDA_ENTRY
+}  // namespace
