@@ -43,15 +43,15 @@ links() {
         local proj=projects/fashion-wide-mlp.json
         [ $model = cnn ] && proj=projects/fashion-cnn.json
         for hosts in 2 4; do
-          line=$("$CLUSTER" mpirun -np "$hosts" -x MIRRORLAB_MPI_PLUGIN --bind-to none "$B" measure "$PWD/$proj" 20 2>/dev/null | tail -1)
-          read -r h w bytes buckets med lo hi small <<<"$line"
-          echo "$model $h $bytes $buckets $bits $med $small" >>"$OUT/samples.txt"
+          line=$("$CLUSTER" mpirun -np "$hosts" -x MIRRORLAB_MPI_PLUGIN --bind-to none "$B" measure "$PWD/$proj" 30 2>/dev/null | tail -1)
+          read -r h w bytes buckets med p10 hi smallMed smallP10 <<<"$line"
+          echo "$model $h $bytes $buckets $bits $med $p10 $smallMed $smallP10" >>"$OUT/samples.txt"
         done
       done
     done
     echo "links: round $round of $ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
   done
-  echo "== the cross-host all-reduce of one step's gradients (medians of $ROUNDS rounds x 20 repeats)"
+  echo "== the cross-host all-reduce of one step's gradients (10th percentile of 30 repeats, median of $ROUNDS rounds)"
   "$B" fit "$OUT/samples.txt" 1gbit,5gbit,25gbit
 }
 
