@@ -134,7 +134,7 @@ int fit(const std::string& path, const std::string& heldOut) {
               c.messageSeconds * 1e6, c.linkFraction * 100, c.hostBytesPerSecond / 1e9, train.size());
   std::printf(
       "| model | hosts | link | measured ms (median) | ring bound ms | meas./bound | what-if (uncal.) ms | meas./uncal. | "
-      "what-if (cal.) ms | meas./cal. | |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "what-if (cal.) ms | meas./cal. | error | |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   double worstHeld = 0;
   for (const auto& r : med) {
     // The per-message latency of the path: the 8-byte all-reduce's time over its 2(n-1) messages.
@@ -144,14 +144,16 @@ int fit(const std::string& path, const std::string& heldOut) {
     const ml::LinkCalibration nominal{ml::linkPreset("10gbe").latency, 1.0, 0, "", ""};
     const double uncal = ml::predictCrossAllReduce(r.s, nominal), cal = ml::predictCrossAllReduce(r.s, c);
     const bool isHeld = held.count(r.s.bitsPerSecond) > 0;
-    if (isHeld) worstHeld = std::max(worstHeld, std::abs(r.s.seconds / cal - 1));
-    std::printf("| %s | %d | %s | %.2f (%.2f) | %s | %s | %s | %s | %.2f | %.2f | %s |\n", r.model.c_str(), r.s.hosts,
+    // The error is the prediction's distance from the measurement, as a share of the measurement.
+    const double error = cal / r.s.seconds - 1;
+    if (isHeld) worstHeld = std::max(worstHeld, std::abs(error));
+    std::printf("| %s | %d | %s | %.2f (%.2f) | %s | %s | %s | %s | %.2f | %.2f | %+.0f%% | %s |\n", r.model.c_str(), r.s.hosts,
                 rateText(r.s.bitsPerSecond).c_str(), r.s.seconds * 1e3, r.median * 1e3,
                 r.s.bitsPerSecond > 0 ? std::to_string(bound * 1e3).substr(0, 6).c_str() : "-",
                 r.s.bitsPerSecond > 0 ? std::to_string(r.s.seconds / bound).substr(0, 4).c_str() : "-",
                 r.s.bitsPerSecond > 0 ? std::to_string(uncal * 1e3).substr(0, 6).c_str() : "-",
                 r.s.bitsPerSecond > 0 ? std::to_string(r.s.seconds / uncal).substr(0, 4).c_str() : "-", cal * 1e3,
-                r.s.seconds / cal, isHeld ? "held out" : "fitted");
+                r.s.seconds / cal, error * 100, isHeld ? "held out" : "fitted");
   }
   std::printf("worst held-out error of the calibrated model: %.1f%%\n", worstHeld * 100);
   std::printf("per-message latency of the path (8-byte all-reduce / 2(n-1), 10th percentile):");

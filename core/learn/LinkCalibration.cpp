@@ -84,18 +84,24 @@ double ringBound(const LinkSample& s, double latencySeconds) {
 }
 
 namespace {
-// Solves the normal equations restricted to `use` (a bit per term); false if singular.
+// Solves the normal equations restricted to `use` (a bit per term); false if singular. A row's
+// target is 1 less what the fixed figures in `p` (the terms not in `use`) already explain.
 bool solve(const std::vector<std::array<double, 3>>& rows, unsigned use, std::array<double, 3>& p) {
+  const std::array<double, 3> fixed = p;
   std::vector<int> idx;
   for (int j = 0; j < 3; ++j)
     if (use & (1u << j)) idx.push_back(j);
   const size_t m = idx.size();
   double a[3][4] = {};
-  for (const auto& r : rows)
+  for (const auto& r : rows) {
+    double target = 1;
+    for (size_t j = 0; j < 3; ++j)
+      if (!(use & (1u << j))) target -= r[j] * fixed[j];
     for (size_t i = 0; i < m; ++i) {
       for (size_t j = 0; j < m; ++j) a[i][j] += r[static_cast<size_t>(idx[i])] * r[static_cast<size_t>(idx[j])];
-      a[i][3] += r[static_cast<size_t>(idx[i])];  // the target of every row is 1
+      a[i][3] += r[static_cast<size_t>(idx[i])] * target;
     }
+  }
   for (size_t c = 0; c < m; ++c) {  // Gauss-Jordan with partial pivoting
     size_t piv = c;
     for (size_t r = c + 1; r < m; ++r)
@@ -108,7 +114,6 @@ bool solve(const std::vector<std::array<double, 3>>& rows, unsigned use, std::ar
       for (size_t k = c; k < 4; ++k) a[r][k] -= f * a[c][k];
     }
   }
-  p = {0, 0, 0};
   for (size_t i = 0; i < m; ++i) p[static_cast<size_t>(idx[i])] = a[i][3] / a[i][i];
   return true;
 }
@@ -126,12 +131,14 @@ LinkCalibration fitLinkCalibration(const std::vector<LinkSample>& samples, const
   }
   if (rows.size() < 3 || !shaped)
     throw UserError("the link calibration needs at least three measurements on two or more hosts, some on shaped links");
-  // Non-negative least squares over the few subsets of terms; the link's rate term always stays.
+  // Non-negative least squares over the few subsets of terms. The link's term is free, or fixed at
+  // the full rate: no link carries more than its rate, and a shaper that seems to (tc's tbf lets
+  // a burst through at once after a pause) would otherwise teach the model a link faster than it is.
   double best = std::numeric_limits<double>::infinity();
   std::array<double, 3> fit{};
-  for (unsigned use : {7u, 6u, 3u, 2u}) {
-    std::array<double, 3> p{};
-    if (!solve(rows, use, p) || p[0] < 0 || p[1] <= 0 || p[2] < 0) continue;
+  for (unsigned use : {7u, 6u, 3u, 2u, 5u, 4u, 1u}) {
+    std::array<double, 3> p{0, (use & 2u) ? 0.0 : 1.0, 0};
+    if (!solve(rows, use, p) || p[0] < 0 || p[1] < 1 || p[2] < 0) continue;
     double err = 0;
     for (const auto& r : rows) err += std::pow(r[0] * p[0] + r[1] * p[1] + r[2] * p[2] - 1.0, 2);
     if (err < best) best = err, fit = p;

@@ -54,6 +54,23 @@ TEST(LinkCalibration, FitWithoutAHostCeilingKeepsTheFiguresNonNegative) {
   EXPECT_NEAR(c.linkFraction, 0.9, 1e-6);
 }
 
+TEST(LinkCalibration, ALinkThatSeemsFasterThanItsRateIsFittedAtItsRate) {
+  // Measurements 20% faster than the rate allows (as behind tc's tbf, whose bucket lets a burst
+  // through at once): the fit keeps the link at its rate and the other figures non-negative.
+  const LinkCalibration truth{60e-6, 1.2, 0.8e9, "", ""};
+  const auto samples = grid({0.5e9, 2e9, 10e9, 0}, truth, false);
+  const auto c = fitLinkCalibration(samples, "", "");
+  EXPECT_EQ(c.linkFraction, 1.0);
+  EXPECT_GE(c.messageSeconds, 0.0);
+  EXPECT_GE(c.hostBytesPerSecond, 0.0);
+  // The free fit would have been exact; the capped one is the best fit with the link at its rate,
+  // so it predicts every measurement slower, never faster, than measured on the slowest link.
+  for (const auto& s : samples)
+    if (s.bitsPerSecond == 0.5e9) {
+      EXPECT_GT(predictCrossAllReduce(s, c), s.seconds);
+    }
+}
+
 TEST(LinkCalibration, PredictionIsTheWhatIfsRingOverTheCalibratedLink) {
   const LinkCalibration c{40e-6, 0.9, 0.5e9, "", ""};
   for (double rate : {1e9, 10e9, 0.0}) {
