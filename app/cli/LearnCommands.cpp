@@ -289,10 +289,12 @@ int whatIf(LearnArgs& a) {
                 workers, o.crossLink.name.c_str(), o.crossLink.bandwidth / 1e9, o.crossLink.latency * 1e6);
   if (workers > 1 && o.crossLink.id.ends_with("mbit")) {
     const auto& c = ml::shippedLinkCalibration();
+    char ceiling[64] = "no hosts' ceiling (none measured)";
+    if (c.hostBytesPerSecond > 0) std::snprintf(ceiling, sizeof ceiling, "hosts' ceiling %.3g GB/s", c.hostBytesPerSecond / 1e9);
     std::printf(
-        "calibrated %s on %s: %.3g us per message, %.0f%% of the link's rate, hosts' ceiling %.3g GB/s; the latency term "
-        "is that message overhead (those links add no delay): on a network with a longer round trip it is larger\n",
-        c.date.c_str(), c.source.c_str(), c.messageSeconds * 1e6, c.linkFraction * 100, c.hostBytesPerSecond / 1e9);
+        "calibrated %s on %s: %.3g us per message, %.0f%% of the link's rate, %s; the latency term is that message "
+        "overhead (those links add no delay): on a network with a longer round trip it is larger\n",
+        c.date.c_str(), c.source.c_str(), c.messageSeconds * 1e6, c.linkFraction * 100, ceiling);
   }
   std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of %s gradients\n", r.link.name.c_str(),
               r.link.bandwidth / 1e9, r.link.latency * 1e6, ml::toString(r.algo),

@@ -40,15 +40,17 @@ const QColor kModelledColor(0x93, 0x6F, 0xC9);
 // and that its latency is a parameter (the links it was measured on add no delay).
 QString calibrationText(bool inUse) {
   const auto& c = ml::shippedLinkCalibration();
+  const QString ceiling = c.hostBytesPerSecond > 0
+                              ? QObject::tr("hosts' ceiling %1 GB/s").arg(c.hostBytesPerSecond / 1e9, 0, 'g', 3)
+                              : QObject::tr("no hosts' ceiling (none measured)");
   return QObject::tr(
-             "%1Links between hosts marked calibrated: %2 µs per message, %3% of the link's rate, hosts' ceiling "
-             "%4 GB/s, measured %5 on %6. Its latency is that message overhead: those links add no delay, so on a "
-             "network with a longer round trip it is a parameter, and larger.")
+             "%1Links between hosts marked calibrated: %2 µs per message, %3% of the link's rate, %4, measured %5 "
+             "on %6. Its latency is that message overhead: those links add no delay, so on a network with a longer "
+             "round trip it is a parameter, and larger.")
       .arg(inUse ? QObject::tr("In use: ") : QString())
       .arg(c.messageSeconds * 1e6, 0, 'f', 0)
       .arg(c.linkFraction * 100, 0, 'f', 0)
-      .arg(c.hostBytesPerSecond / 1e9, 0, 'g', 3)
-      .arg(q(c.date), q(c.source).toHtmlEscaped());
+      .arg(ceiling, q(c.date), q(c.source).toHtmlEscaped());
 }
 }  // namespace
 
