@@ -52,9 +52,7 @@ class BusyCore {
   pid_t pid_ = -1;
 };
 
-double nowSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double nowSeconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // args: devices, threads per device, wide (0: 784-128-10 at 128, 1: 784-512-512-10 at 256), busy (0/1)
 void BM_SharedCores(benchmark::State& s) {
@@ -64,8 +62,8 @@ void BM_SharedCores(benchmark::State& s) {
   so.devices = ml::parseDevices("cpu:" + std::to_string(s.range(0)));
   so.threadsPerDevice = static_cast<int>(s.range(1));
   ml::MirroredStrategy strat(wide ? mlbench::mlp({512, 512}) : mlbench::mlp({128}),
-                             ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy, ml::OptimizerSpec{},
-                             so);
+                             ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             ml::OptimizerSpec{}, so);
   strat.initialize(1);
   const int64_t B = wide ? 256 : 128;
   std::vector<int64_t> idx(static_cast<size_t>(B));
