@@ -10,6 +10,7 @@
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
 #include "backend/cuda/NcclLoader.h"
+#include "nn/OptimizerConstants.h"
 
 // The communicators live in a clique that the contexts which ran their all-reduces share (their
 // waits check NCCL's errors and may abort it); the handle the core holds closes it.
@@ -76,17 +77,15 @@ MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params,
     ML_REQUIRE(iteration >= 1, "mlcuda_adam_step: iteration counts from 1");
     if (count == 0) return;
     ML_REQUIRE(params && grads && m && v, "mlcuda_adam_step: params, grads, m and v must not be NULL");
-    // The bias-corrected step size, on the host in double exactly as ml::Adam::step computes it.
-    const double t = static_cast<double>(iteration);
-    const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t)));
-    kernels::adam(ctx->compute, params, grads, m, v, count, grad_scale, alpha, static_cast<float>(beta1),
-                  static_cast<float>(beta2), epsilon);
+    // The bias-corrected rate and the coefficients on the host, exactly as ml::Adam computes them.
+    const ml::AdamConstants k = ml::adamConstants(lr, beta1, beta2, iteration);
+    kernels::adam(ctx->compute, params, grads, m, v, count, grad_scale, k.alpha, k.b1, k.b2, k.c1, k.c2, epsilon);
     ML_LAUNCHED(ctx->label, "adam");
   });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v, float* mom,
-                                                int64_t count, float grad_scale, float lr, float rho, float momentum,
+                                                int64_t count, float grad_scale, float lr, double rho, float momentum,
                                                 float epsilon) {
   return guarded([&] {
     use(ctx);
@@ -94,7 +93,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* para
     if (count == 0) return;
     ML_REQUIRE(params && grads && v, "mlcuda_rmsprop_step: params, grads and v must not be NULL");
     ML_REQUIRE(momentum == 0.0f || mom, "mlcuda_rmsprop_step: momentum needs a momentum buffer");
-    kernels::rmsprop(ctx->compute, params, grads, v, mom, count, grad_scale, lr, rho, momentum, epsilon);
+    const ml::RmsPropConstants k = ml::rmspropConstants(rho);
+    kernels::rmsprop(ctx->compute, params, grads, v, mom, count, grad_scale, lr, k.rho, k.c, momentum, epsilon);
     ML_LAUNCHED(ctx->label, "rmsprop");
   });
 }
