@@ -22,6 +22,7 @@ namespace ml::convpool {
 namespace {
 
 constexpr int64_t kMaxPatch = 64;
+constexpr int64_t kMaxWindow = 64;  // pooling window positions
 
 // roundToBfloat16 without a branch (NaN kept), as Bf16Gemm's rounding passes.
 inline float roundValue(float x) {
@@ -76,7 +77,9 @@ struct Block {
   }
   [[gnu::always_inline]] static void store(float* p, F v) { std::memcpy(p, &v, sizeof v); }
   [[gnu::always_inline]] static void store(int32_t* p, I v) { std::memcpy(p, &v, sizeof v); }
-  [[gnu::always_inline]] static F select(I mask, F a, F b) { return reinterpret_cast<F>((reinterpret_cast<I>(a) & mask) | (reinterpret_cast<I>(b) & ~mask)); }
+  [[gnu::always_inline]] static F select(I mask, F a, F b) {
+    return reinterpret_cast<F>((reinterpret_cast<I>(a) & mask) | (reinterpret_cast<I>(b) & ~mask));
+  }
   [[gnu::always_inline]] static I lanes() {
     I v;
     for (int j = 0; j < B; ++j) v[j] = j;
@@ -97,19 +100,31 @@ template <int B>
 // One sample, filters [f0, f0 + B): every pooling window's convolution outputs from the bias, ReLU,
 // (rounded), compared in row-major window order with a strict > (the first maximum wins).
 template <int B>
-[[gnu::always_inline]] inline void forwardBlock(const Shapes& s, const Taps& taps, const float* __restrict x, const float* __restrict w,
-                                                const float* __restrict bias, float* __restrict pooled, int32_t* __restrict argmax,
-                                                int64_t f0, bool roundBf16) {
+[[gnu::always_inline]] inline void forwardBlock(const Shapes& s, const Taps& taps, const float* __restrict x,
+                                                const float* __restrict w, const float* __restrict bias, float* __restrict pooled,
+                                                int32_t* __restrict argmax, int64_t f0, bool roundBf16) {
   using V = Block<B>;
   using Vf = typename V::F;
   using Vi = typename V::I;
-  const int64_t F = s.filters, W = s.conv.w, C = s.conv.c, kw = s.poolWin.kw, positions = s.poolWin.kh * kw;
+  const int64_t F = s.filters, W = s.conv.w, C = s.conv.c, positions = s.poolWin.kh * s.poolWin.kw;
   const Vf b0 = bias ? V::load(bias + f0) : Vf{};
   const Vi lanes = V::lanes();
+  // Each window position's offsets from the window's first one (input value, output index),
+  // computed once: a division per position costs more than its multiply-adds.
+  int64_t inStep[kMaxWindow];
+  int32_t outStep[kMaxWindow];
+  for (int64_t dy = 0, k = 0; dy < s.poolWin.kh; ++dy)
+    for (int64_t dx = 0; dx < s.poolWin.kw; ++dx, ++k) {
+      inStep[k] = (dy * s.convWin.sh * W + dx * s.convWin.sw) * C;
+      outStep[k] = static_cast<int32_t>((dy * s.conv.ow + dx) * F);
+    }
   for (int64_t py = 0; py < s.pool.oh; ++py)
     for (int64_t px = 0; px < s.pool.ow; ++px) {
+      const int64_t oy0 = py * s.poolWin.sh, ox0 = px * s.poolWin.sw;
+      const float* x0 = x + (oy0 * s.convWin.sh * W + ox0 * s.convWin.sw) * C;
+      const auto o0 = static_cast<int32_t>((oy0 * s.conv.ow + ox0) * F + f0);
       Vf best = Vf{} - std::numeric_limits<float>::infinity();
-      Vi at = lanes + static_cast<int32_t>(((py * s.poolWin.sh) * s.conv.ow + px * s.poolWin.sw) * F + f0);
+      Vi at = lanes + o0;
       // The window's positions four at a time: four independent sums hide the adds' latency.
       for (int64_t k0 = 0; k0 < positions; k0 += 4) {
         const int64_t count = std::min<int64_t>(4, positions - k0);
@@ -117,9 +132,8 @@ template <int B>
         int32_t where[4];
         for (int64_t k = 0; k < 4; ++k) {
           const int64_t kk = k0 + std::min(k, count - 1);
-          const int64_t oy = py * s.poolWin.sh + kk / kw, ox = px * s.poolWin.sw + kk % kw;
-          xin[k] = x + (oy * s.convWin.sh * W + ox * s.convWin.sw) * C;
-          where[k] = static_cast<int32_t>((oy * s.conv.ow + ox) * F + f0);
+          xin[k] = x0 + inStep[kk];
+          where[k] = o0 + outStep[kk];
         }
         Vf acc0 = b0, acc1 = b0, acc2 = b0, acc3 = b0;
         for (int64_t t = 0; t < taps.count; ++t) {
@@ -157,9 +171,9 @@ ML_DISPATCH_X86_WIDE void forwardSample(const Shapes& s, const float* x, const f
 // winner where the pooled value is positive, 0 elsewhere; and db += what was kept, by pooled
 // output in order.
 template <int B>
-[[gnu::always_inline]] inline void outputGradientBlock(const Shapes& s, const float* __restrict pooled, const int32_t* __restrict argmax,
-                                                       const float* __restrict g, float* __restrict dz, float* __restrict db,
-                                                       int64_t f0) {
+[[gnu::always_inline]] inline void outputGradientBlock(const Shapes& s, const float* __restrict pooled,
+                                                       const int32_t* __restrict argmax, const float* __restrict g,
+                                                       float* __restrict dz, float* __restrict db, int64_t f0) {
   using V = Block<B>;
   using Vf = typename V::F;
   const int64_t F = s.filters;
@@ -230,7 +244,8 @@ bool fits(const Shapes& s) {
   const bool valid = s.conv.padTop == 0 && s.conv.padLeft == 0 && !s.convWin.same;
   const bool tiles = s.poolWin.sh == s.poolWin.kh && s.poolWin.sw == s.poolWin.kw && s.pool.padTop == 0 && s.pool.padLeft == 0 &&
                      s.pool.oh * s.poolWin.sh <= s.conv.oh && s.pool.ow * s.poolWin.sw <= s.conv.ow;
-  return valid && tiles && s.filters % 8 == 0 && s.convWin.kh * s.convWin.kw * s.conv.c <= kMaxPatch;
+  return valid && tiles && s.filters % 8 == 0 && s.convWin.kh * s.convWin.kw * s.conv.c <= kMaxPatch &&
+         s.poolWin.kh * s.poolWin.kw <= kMaxWindow;
 }
 
 void forward(const Shapes& s, int64_t n, const float* x, const float* w, const float* bias, float* pooled, int32_t* argmax,
