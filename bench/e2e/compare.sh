@@ -9,15 +9,17 @@
 #   RUNNERS="ml1 ml2 tf tfm" bench/e2e/compare.sh 3 3   (a subset of the runners)
 # Runners: tf / tfb: Keras fit on one device, float32 / mixed_bfloat16, with the thread settings
 # (intra/inter-op threads, XLA) that a short tuning pass before the rounds found fastest for that
-# model (TF_TUNE=0: intra 2, inter 1); tfm / tfmb: the same under MirroredStrategy over 2 logical CPU
-# devices (tf_bench.py; oneDNN on, TensorFlow's default). ml1 / ml2 / ml2s / ml1c: Mirrorlab cpu:1 x 2
-# threads, cpu:2, cpu:2 --shard-optimizer, cpu:1 x 1 thread; ml1b / ml2b: mixed_bfloat16. torch /
-# ddp / torchb: Debian's PyTorch 1.13 (OpenBLAS OpenMP build, generic BLAS, no oneDNN): 1 process x
-# 2 threads, DDP gloo 2 x 1, autocast bfloat16.
+# model (TF_TUNE=0: intra 2, inter 1; TF_TUNE_STEPS: steps per candidate, default 150); tfm / tfmb:
+# the same under MirroredStrategy over 2 logical CPU devices (tf_bench.py; oneDNN on, TensorFlow's
+# default). ml1 / ml2 / ml2s / ml1c: Mirrorlab cpu:1 x 2 threads, cpu:2, cpu:2 --shard-optimizer,
+# cpu:1 x 1 thread; ml1b / ml2b: mixed_bfloat16. torch / ddp / torchb: Debian's PyTorch 1.13
+# (OpenBLAS OpenMP build, generic BLAS, no oneDNN): 1 process x 2 threads, DDP gloo 2 x 1, autocast
+# bfloat16.
 # The runners are interleaved in ROUNDS rounds (default 3), in a different order each round, each
 # round also measuring the sgemm 2048^3 peak on 1 and 2 threads; every figure is the median over the
 # rounds (each round's value the median of its epochs after the first), with the spread (min-max)
-# beside it, and the load. With the wide MLP each round also runs bench_step's BM_ReplicaProducts
+# beside it, and the load (the 1-minute load after each runner, and a fixed loop's time at the start
+# and end of each round). With the wide MLP each round also runs bench_step's BM_ReplicaProducts
 # (the bound the step's products set on cpu:2 against cpu:1 on one core).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,7 +54,7 @@ tf_tune() { # runner model args...
   local r=$1 m=$2; shift 2
   mkdir -p "$OUT/tune"
   if [ "${TF_TUNE:-1}" = 1 ]; then
-    "$PYREF" bench/e2e/tf_bench.py --tune "$@" $(tf_args "$r") > "$OUT/tune/$r-$m.json"
+    "$PYREF" bench/e2e/tf_bench.py --tune --tune-steps "${TF_TUNE_STEPS:-150}" "$@" $(tf_args "$r") > "$OUT/tune/$r-$m.json"
   else
     echo '{"best": {"intra": 2, "inter": 1, "jit": false}, "ms_per_step": {}}' > "$OUT/tune/$r-$m.json"
   fi
@@ -75,6 +77,12 @@ for b in json.load(sys.stdin)["benchmarks"]:
     if b.get("aggregate_name") != "median": continue
     m = re.search(r"replicas:(\d+)/batch:256/adam:(\d)", b["name"])
     print(m.group(1), m.group(2), b["real_time"] / 1e6)'; }
+# The machine's load as a time: a fixed loop (10^7 additions in Python) on each of the 2 cores at
+# once, the slower copy's milliseconds. Against the fastest round (or a quiet machine's figure) it
+# says how much of the cores the runners could have had; load1 alone lags by a minute.
+calibrate() { for _ in 1 2; do python3 -c 'import time; t=time.perf_counter(); s=0
+for i in range(10**7): s+=i
+print((time.perf_counter()-t)*1e3)' & done | sort -n | tail -1; wait; }
 # One line per (round, key, value) in $OUT/rounds.txt; summarised at the end.
 rec() { echo "$1 $2 $3" >> "$OUT/rounds.txt"; }
 RUNNERS=${RUNNERS:-tf tfm tfb tfmb ml1 ml2 ml2s ml1c ml1b ml2b torch ddp torchb}
@@ -93,6 +101,7 @@ done
 echo "load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do
   rec "$round" load1 "$(cut -d' ' -f1 /proc/loadavg)"
+  rec "$round" calib "$(calibrate)"
   rec "$round" peak2 "$(measure_peak 2)"
   rec "$round" peak1 "$(measure_peak 1)"
   # oneDNN's matmul (Dense's kernel wherever it has its blocked kernel, except OpenBLAS' AVX-512 kernels on AMD CPUs).
@@ -118,8 +127,10 @@ for round in $(seq 1 "$ROUNDS"); do
         tf|tfm|tfb|tfmb) v=$(tf_epoch $r $m $r-$m-$round "${args[@]}") ;;
       esac
       rec "$round" "$r-$m" "$v"
+      rec "$round" "load-$r-$m" "$(cut -d' ' -f1 /proc/loadavg)"
     done
   done
+  rec "$round" calibend "$(calibrate)"
   echo "round $round done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
 done
 echo "load at end: $(cut -d' ' -f1-3 /proc/loadavg)"

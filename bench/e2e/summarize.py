@@ -5,7 +5,8 @@ rounds, and each speed goal with its ratio.
 
   summarize.py ROUNDS_FILE TUNING_DIR
 ROUNDS_FILE holds "round key value" lines: peak2/peak1 (sgemm 2048^3, GFLOP/s), dnnpeak2/dnnpeak1
-(oneDNN matmul), load1, prodRA (bench_step's products bound) and RUNNER-MODEL (s/epoch).
+(oneDNN matmul), load1, calib/calibend (a fixed loop's ms),
+load-RUNNER-MODEL (the 1-min load after each runner), prodRA (bench_step's products bound) and RUNNER-MODEL (s/epoch).
 """
 import glob, json, os, statistics as st, sys
 from collections import defaultdict
@@ -44,6 +45,9 @@ def main():
     spread = lambda k: "%.3g-%.3g" % (min(v[k]), max(v[k]))
     p2, p1 = med("peak2"), med("peak1")
     print("rounds: %d; load (1-min) per round: %s" % (len(v["peak2"]), " ".join("%.1f" % x for x in v["load1"])))
+    if v.get("calib"):
+        print("calibration (fixed loop on both cores, ms; start / end of each round): %s" % " ".join(
+            "%.0f/%.0f" % ab for ab in zip(v["calib"], v.get("calibend", v["calib"]))))
     print("sgemm 2048^3 peak: 2 threads %.0f GFLOP/s (%s), 1 thread %.0f (%s); 2/1 ratio %.2f" % (p2, spread("peak2"), p1, spread("peak1"), p2 / p1))
     if v.get("dnnpeak2"):
         print("oneDNN matmul 2048^3 peak: 2 threads %.0f GFLOP/s (%s), 1 thread %.0f (%s)" % (med("dnnpeak2"), spread("dnnpeak2"),
@@ -70,7 +74,9 @@ def main():
             ref = tfbf if r in BF_ML + BF_TF + ("torchb",) else tf32
             vs = "%7.2fx" % (ref[0] / x) if ref else "%8s" % "-"
             vt = "%7.2fx" % (torch / x) if torch else "%8s" % "-"
-            print("%-20s %-38s %8.3f %13s %s %s %8.0f %6.0f%%" % (label, NAMES[r], x, spread(k), vs, vt, work / x, 100 * work / x / p2))
+            load = " load %s" % "/".join("%.1f" % y for y in v["load-" + k]) if v.get("load-" + k) else ""
+            print("%-20s %-38s %8.3f %13s %s %s %8.0f %6.0f%%%s" % (label, NAMES[r], x, spread(k), vs, vt, work / x, 100 * work / x / p2,
+                                                                  load))
             label = ""
         ml32, mlbf = best(F32_ML), best(BF_ML)
         if ml32 and tf32:
