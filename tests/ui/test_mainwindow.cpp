@@ -183,6 +183,7 @@ class MainWindowTest : public QObject {
     text->setSource(QUrl(QStringLiteral("qrc:/guide/docs/CLI.md")).resolved(QUrl(QStringLiteral("../core/Format.h"))));
     QVERIFY2(text->toPlainText().contains(QStringLiteral("core/Format.h")), qPrintable(text->toPlainText()));
     d->close();
+  }
 
   // A run of 2 hosts x 1 worker x 2 replicas, recorded as worker 1 records it and read back from the
   // store as the studio follows a multi-worker run: the timeline has one lane group per host, each
