@@ -16,6 +16,7 @@
 #include "nn/Activations.h"
 #include "nn/Loss.h"
 #include "nn/SimpleLayers.h"
+#include "project/LayerJson.h"
 #include "random/Rng.h"
 
 namespace ml {

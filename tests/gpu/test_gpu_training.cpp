@@ -25,6 +25,7 @@
 #include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
+#include "project/LayerJson.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
 #include "train/Trainer.h"

@@ -16,6 +16,7 @@
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/BatchNorm.h"
+#include "project/LayerJson.h"
 #include "train/Trainer.h"
 
 namespace {

@@ -13,6 +13,7 @@
 #include "TestData.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
+#include "project/LayerJson.h"
 #include "train/Trainer.h"
 
 namespace {

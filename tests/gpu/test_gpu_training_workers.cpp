@@ -19,6 +19,7 @@
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "distribute/ThreadWorkers.h"
+#include "project/LayerJson.h"
 #include "train/Trainer.h"
 
 namespace {

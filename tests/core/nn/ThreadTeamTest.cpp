@@ -9,6 +9,13 @@
 // rules (their im2col, col2im, pooling and activations split by samples keep the bits).
 #include <gtest/gtest.h>
 
+// GCC 12 at -O3 reports a std::vector's delete in TheGradientCheckOnATeam... as freeing a pointer
+// with an offset (-Wfree-nonheap-object) once the layer headers inline differently: a false
+// positive that -Werror would turn into a build failure.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wfree-nonheap-object"
+#endif
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -116,10 +123,7 @@ TEST(ThreadTeam, EveryTaskRunsOnceInItsGenerationWhateverThreadClaimsIt) {
 // inf or NaN anywhere in it (uneven blocks: 37 x 29 on 2 and 3 threads), or in the bias gradient,
 // is found, and a finite gradient passes, serially and on the team alike.
 TEST(ThreadTeam, TheGradientCheckOnATeamFindsEveryNonFiniteValue) {
-  // On the heap: GCC 12 inlines a stack Dense's destructor here and then warns, wrongly, that it
-  // frees a pointer with an offset (-Wfree-nonheap-object).
-  const auto layer = std::make_unique<ml::Dense>(29, ml::Act::Relu);
-  ml::Dense& d = *layer;
+  ml::Dense d(29, ml::Act::Relu);
   d.name = "dense";
   d.build({37});
   std::vector<float> p(static_cast<size_t>(d.paramCount())), g(p.size(), 0.25f);
