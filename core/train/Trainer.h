@@ -14,41 +14,14 @@
 
 #include "data/Dataset.h"
 #include "distribute/MirroredStrategy.h"
-#include "project/LrScaling.h"
 #include "project/Project.h"
 #include "telemetry/Channel.h"
 #include "train/Checkpoint.h"
+#include "train/RunPlan.h"
 
 namespace ml {
 
 class GpuSampler;
-
-// The batch / learning-rate arithmetic of a run, computed before it starts (also for the UI's
-// "what will happen" sentence and warnings).
-struct RunPlan {
-  int replicas = 1;
-  int64_t globalBatch = 0;      // samples per optimizer update
-  int64_t microBatch = 0;       // samples per micro-batch (globalBatch / accumulate)
-  int64_t perReplicaBatch = 0;  // largest shard of a micro-batch
-  int64_t smallestShard = 0;
-  int accumulate = 1;
-  int64_t trainSamples = 0;
-  int64_t stepsPerEpoch = 0;
-  int64_t lastBatch = 0;  // samples in the last (partial) update of an epoch
-  double baseLr = 0, lr = 0, lrFactor = 1;
-  std::string lrRule;  // none | linear | sqrt
-  LrScaling scaling;   // the rule applied to this run's global batch
-  double warmupEpochs = 0;
-  std::vector<int64_t> lrDecayEpochs;  // step decay (Project.h)
-  double lrDecayFactor = 0.1;
-  // "multiplied by 0.1 after epochs 3 and 7", or empty without a step decay.
-  std::string decayPhrase() const;
-  std::vector<std::string> warnings;
-  std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for ...)"
-};
-
-// Throws UserError for an impossible configuration (batch larger than the data set, ...).
-RunPlan planRun(const Project& p, int replicas, int64_t trainSamples);
 
 struct TrainerOptions {
   int64_t maxSteps = 0;  // stop after this many updates (0: all epochs)
@@ -111,8 +84,34 @@ class Trainer {
 
  private:
   double wall() const;
+  void checkFitsData(const Loss& loss, MetricKind metric) const;
   void restore(const Checkpoint& c);
   void writeCheckpoint(const TrainPosition& at);
+  std::string abortReason() const;
+
+  // run()'s parts (TrainLoop.cpp), in the order a step meets them. Loop is one run's state.
+  struct Loop;
+  struct Stepped;
+  void startRun(Loop& L);
+  RunStarted startedEvent(const Loop& L) const;
+  void beginEpoch(Loop& L);
+  static void nextEpoch(Loop& L);
+  std::optional<RunFinished> stopVotes(Loop& L);
+  double scheduledLr(const Loop& L) const;
+  Stepped step(Loop& L);
+  RunFinished diverged(const Loop& L, const StepResult& r) const;
+  void publishStep(Loop& L, Stepped& st);
+  void sampleUtilization(Loop& L, double now);
+  TrainPosition position(const Loop& L) const;
+  void checkpointAfterStep(const Loop& L);
+  void checkpointAfterEpoch(const Loop& L);
+  void killFault(int64_t step);
+  std::optional<RunFinished> endEpoch(Loop& L);
+  EpochEvent epochFigures(const Loop& L) const;
+  std::optional<RunFinished> syncCheck(const Loop& L, EpochEvent& ep);
+  void evaluateValidation(Loop& L, EpochEvent& ep);
+  std::optional<RunFinished> earlyStop(Loop& L, const EpochEvent& ep);
+  RunFinished finish(const Loop& L, RunFinished end);
 
   Project project_;
   std::shared_ptr<const DataSplit> data_;
