@@ -25,8 +25,8 @@
 #include "learn/ScalingExperiment.h"
 #include "nn/WeightsFile.h"
 #include "store/RunStore.h"
+#include "train/RecordedRun.h"
 #include "train/Resume.h"
-#include "train/Trainer.h"
 
 namespace mlcli {
 
@@ -86,40 +86,33 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
   return model.checksum();
 }
 
-// Runs one training to the end with progress on stdout; returns the finish event.
+// Runs one training to the end with progress on stdout; returns its result.
 // With several workers (silent: not worker 1, which alone prints and records) a signal means
 // mpirun is stopping the job (Ctrl-C, or a worker died): the waits between workers end at once
 // and worker 1 records the run failed with the reason before mpirun's SIGKILL a second later.
-ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
-                            std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps, bool silent = false) {
-  auto progressCh = hub.subscribe(1 << 16);
+ml::RecordedRun::Result runTraining(ml::RecordedRun& run, bool quiet, std::vector<ml::EpochEvent>* epochs,
+                                    std::vector<ml::StepEvent>* steps, bool silent) {
+  auto progressCh = run.subscribe(1 << 16);
+  ml::Trainer& trainer = run.trainer();
   const std::string metric = trainer.project().training.metrics.empty() ? "accuracy" : trainer.project().training.metrics.front();
   Progress progress(stdout, quiet, metric == "acc" ? "accuracy" : metric);
   gInterrupted.store(false);
   auto old = std::signal(SIGINT, onSigint);
   auto oldTerm = std::signal(SIGTERM, trainer.strategy().workers() ? onSigint : SIG_DFL);
-  ml::RunFinished fin;
-  std::thread worker([&] {
-    fin = trainer.run();
-    hub.closeAll();
-  });
+  ml::RecordedRun::Result result;
+  std::thread worker([&] { result = run.run(); });
   std::vector<ml::Event> batch;
   bool cancelSent = false, abandoned = false;
   while (true) {
     const bool open = progressCh->waitFor(std::chrono::milliseconds(50));
     // A hang the watchdog could not release: record the run failed with its diagnosis and leave
     // (exit 1 below) rather than wait for a thread that will never return.
-    if (const std::string why = trainer.stuckFor(5.0); !why.empty() && !abandoned) {
-      ml::RunFinished f;
-      f.status = ml::RunStatus::Failed;
-      f.message = why + " (the stuck replica did not return; the process exits)";
-      hub.publish(f);
-      hub.closeAll();
-      fin = f;
+    if (const std::string why = run.stuckFor(5.0); !why.empty() && !abandoned) {
+      run.abandon(why + " (the stuck replica did not return; the process exits)");
       abandoned = true;
     }
     if (gInterrupted.load() && !cancelSent) {
-      trainer.requestCancel();
+      run.requestCancel();
       // Under mpirun a signal means the job is being stopped (Ctrl-C, or a worker died without
       // --enable-recovery): mpirun kills every worker a second later, so nobody waits any more;
       // worker 1 records the run failed with what it knows.
@@ -140,17 +133,15 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
     }
     if (!open) break;
   }
-  if (abandoned) {
+  if (abandoned) {  // the run is recorded failed; its thread never returns
     worker.detach();
-    if (recording) recording->finish();
     std::fflush(stdout);
     std::_Exit(1);
   }
   worker.join();
   std::signal(SIGINT, old);
   std::signal(SIGTERM, oldTerm);
-  if (recording) recording->finish();
-  return fin;
+  return result;
 }
 
 // --workers W: this command again, as W workers under mpirun (as root, with Open MPI's consent).
@@ -365,65 +356,53 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     p.distribute.workers = group->size();  // what runs, as stored with the run
     opts.workers = group;
   }
-  ml::TelemetryHub hub;
-  opts.maxSteps = a.steps.value_or(0);
-  opts.runName = a.name;
-  opts.checkpointStore = a.rec.storePath();
-  RunRecording* recordingPtr = nullptr;
-  opts.runId = [&recordingPtr]() -> std::optional<int64_t> {
-    return recordingPtr ? recordingPtr->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
-  };
-  opts.awaitRecorded = [&recordingPtr](int64_t step) {
-    if (recordingPtr) recordingPtr->waitForStep(step, std::chrono::seconds(10));
-  };
-  // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
-  std::unique_ptr<ml::Trainer> trainer;
-  std::unique_ptr<RunRecording> recording;
+  ml::RecordedRunOptions ro;
+  ro.trainer = std::move(opts);
+  ro.trainer.maxSteps = a.steps.value_or(0);
+  ro.trainer.runName = a.name;
+  ro.storePath = a.rec.storePath();
+  ro.source = source;  // the pre-flight checks (loss vs labels, shapes, memory) name the project file
+  std::unique_ptr<ml::RecordedRun> run;
   std::string startError;
   try {
-    try {
-      trainer = std::make_unique<ml::Trainer>(p, data, hub, opts);
-    } catch (const ml::UserError& e) {
-      throw ml::UserError(source + ": " + e.what());
-    }
+    // A bad project or store fails now; a store that fails during the run stops it.
+    run = std::make_unique<ml::RecordedRun>(p, data, std::move(ro));
     // Before training: an output that cannot be written fails now, not after an hour.
     if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
     if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
-    // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
-    recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
   } catch (const ml::UserError& e) {
     if (!group) throw;
     startError = e.what();
   }
   if (group) agree(*group, startError, "the start-up check of the trainers and the run store");
-  recordingPtr = recording.get();
+  ml::Trainer& trainer = run->trainer();
   if (!a.saveInitialWeights.empty()) {
-    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
+    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveInitialWeights);
     if (!a.quiet)
       std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(),
                   static_cast<unsigned long long>(sum));
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
-  const ml::RunFinished fin =
-      runTraining(*trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps, !lead);
+  const ml::RecordedRun::Result result = runTraining(*run, a.quiet, &epochs, a.report.empty() ? nullptr : &steps, !lead);
+  const ml::RunFinished& fin = result.finished;
   if (group && fin.status == ml::RunStatus::Failed) a.abortAfter = true;
-  const bool recorded = !recording || recording->report();
+  const bool recorded = !run->recorded() || reportRecording(result, run->storePath());
+  const int64_t runId = recorded && result.runId ? *result.runId : 0;  // 0: not in the store
   if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
-    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveWeights);
+    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveWeights);
     if (!a.quiet)
       std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
-    if (recording && recorded) recording->addArtifact(a.saveWeights, "weights", sum);
+    if (runId > 0) addRunArtifact(run->storePath(), runId, a.saveWeights, "weights", sum);
   }
-  if (recording && recorded && !a.quiet && recording->runId())
-    std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
+  if (runId > 0 && !a.quiet) std::printf("recorded as run %lld in %s\n", static_cast<long long>(runId), run->storePath().c_str());
   if (!a.report.empty()) {
     nlohmann::json r{{"status", ml::toString(fin.status)},
                      {"seconds", fin.seconds},
                      {"steps", fin.steps},
-                     {"config", trainer->effectiveConfig()},
+                     {"config", trainer.effectiveConfig()},
                      {"epochs", nlohmann::json::array()}};
-    if (!recorded) r["recording_error"] = recording->error();
+    if (!recorded) r["recording_error"] = result.recordingError;
     for (const auto& e : epochs) {
       nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
                         {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},

@@ -71,7 +71,8 @@ RunFinished Trainer::run() {
     return finish(L, ending(RunStatus::Failed, e.what()));
   }
   if (L.watchdog && L.watchdog->fired())
-    return finish(L, ending(RunStatus::Failed, abortReason() + " (training stopped after step " + std::to_string(L.at.step) + ")"));
+    return finish(L,
+                  ending(RunStatus::Failed, abortReason() + " (training stopped after step " + std::to_string(L.at.step) + ")"));
   return finish(L, ending(RunStatus::Finished, ""));
 }
 
@@ -86,7 +87,7 @@ void Trainer::startRun(Loop& L) {
   // The run is in the store before its first step: a process killed at any step later leaves a
   // run that the next opening marks interrupted, never no run at all (the recorder commits on its
   // own thread, which a loaded machine may not schedule before a small model's first steps).
-  if (!runId_ && options_.runId) runId_ = options_.runId();
+  if (!runId_ && options_.record) runId_ = options_.record->awaitRunId();
   startGpuTelemetry();
 
   MirroredStrategy& s = *strategy_;
@@ -186,9 +187,9 @@ Trainer::Stepped Trainer::step(Loop& L) {
   st.lr = scheduledLr(L);
   st.start = wall();
   ++L.at.step;
-  st.r = strategy_->trainStep(
-      train, std::span<const int64_t>(L.order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
-      project_.training.accumulate, static_cast<float>(st.lr), static_cast<uint64_t>(L.at.step));
+  st.r = strategy_->trainStep(train,
+                              std::span<const int64_t>(L.order).subspan(static_cast<size_t>(lo), static_cast<size_t>(hi - lo)),
+                              project_.training.accumulate, static_cast<float>(st.lr), static_cast<uint64_t>(L.at.step));
   st.end = wall();
   ++L.at.stepInEpoch;
   if (st.r.stopVotes > 0) {  // every worker sees the same votes after the same step
@@ -200,10 +201,11 @@ Trainer::Stepped Trainer::step(Loop& L) {
 
 RunFinished Trainer::diverged(const Loop& L, const StepResult& r) const {
   const MirroredStrategy& s = *strategy_;
-  return ending(RunStatus::Diverged, "non-finite " + r.badWhat + " at step " + std::to_string(L.at.step) + " (epoch " +
-                                         std::to_string(L.at.epoch) + ") on replica " + std::to_string(r.badReplica) + " (" +
-                                         s.replicaLabel(r.badReplica) + ")" + (r.skipped ? " even at loss scale 1" : "") +
-                                         (s.faults().nanStep == L.at.step ? " (an injected nan fault)" : ": lower the learning rate"));
+  return ending(RunStatus::Diverged,
+                "non-finite " + r.badWhat + " at step " + std::to_string(L.at.step) + " (epoch " + std::to_string(L.at.epoch) +
+                    ") on replica " + std::to_string(r.badReplica) + " (" + s.replicaLabel(r.badReplica) + ")" +
+                    (r.skipped ? " even at loss scale 1" : "") +
+                    (s.faults().nanStep == L.at.step ? " (an injected nan fault)" : ": lower the learning rate"));
 }
 
 // The step's event, every replica's phases on the run's clock, and the epoch's running sums.
@@ -291,10 +293,8 @@ void Trainer::checkpointAfterEpoch(const Loop& L) {
 // An injected kill (kill@step=N), after the step's event and checkpoint.
 void Trainer::killFault(int64_t step) {
   if (strategy_->faults().killStep != step) return;
-  if (options_.onKill)
-    options_.onKill();
-  else
-    std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
+  if (options_.killEndsRunWith.empty()) std::raise(SIGKILL);  // as a power cut would: no cleanup, nothing flushed
+  abort(options_.killEndsRunWith);
 }
 
 // The epoch's figures and its checks: the replicas' sync, validation, early stopping; then the

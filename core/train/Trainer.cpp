@@ -148,10 +148,10 @@ void Trainer::restore(const Checkpoint& c) {
 }
 
 void Trainer::writeCheckpoint(const TrainPosition& at) {
-  if (options_.checkpointStore.empty()) return;
-  if (!runId_ && options_.runId) runId_ = options_.runId();
-  if (!runId_) return;  // not recorded: a checkpoint could never be resumed
-  const std::string folder = checkpointFolder(options_.checkpointStore, *runId_);
+  if (!options_.record) return;  // not recorded: a checkpoint could never be resumed
+  if (!runId_) runId_ = options_.record->awaitRunId();
+  if (!runId_) return;
+  const std::string folder = checkpointFolder(options_.record->storePath(), *runId_);
   if (folder.empty()) return;
   std::error_code ec;
   std::filesystem::create_directories(folder, ec);
@@ -193,7 +193,7 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   }
   ev.wallTime = wall();
   hub_.publish(ev);
-  if (options_.awaitRecorded) options_.awaitRecorded(at.step);
+  options_.record->awaitStep(at.step);
 }
 
 Trainer::~Trainer() = default;

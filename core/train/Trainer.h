@@ -23,6 +23,21 @@ namespace ml {
 
 class GpuSampler;
 
+// What the trainer asks of the store that records its run (RecordedRun answers from its
+// Recorder): the store's path, beside which checkpoints go; the stored run's id, which names
+// them and which the trainer waits for before its first step (a process killed at any step then
+// leaves a stored run); and a wait until the store holds every step up to a checkpoint's, so that
+// a resume leaves no hole in the curves.
+class RunRecord {
+ public:
+  virtual ~RunRecord() = default;
+  virtual const std::string& storePath() const = 0;
+  // The stored run's id, once its start is committed (a bounded wait); nullopt: not stored.
+  virtual std::optional<int64_t> awaitRunId() = 0;
+  // Returns once the store holds every step up to `step` (a bounded wait).
+  virtual void awaitStep(int64_t step) = 0;
+};
+
 struct TrainerOptions {
   int64_t maxSteps = 0;  // stop after this many updates (0: all epochs)
   std::string runName;
@@ -33,19 +48,18 @@ struct TrainerOptions {
   // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
   // lower validation loss (training loss when there is no validation set); 0: never.
   int stopAfterNoImprovement = 0;
-  // Checkpoints (the project's training.checkpoint_every / checkpoint_keep) go beside this run
-  // store, in checkpointFolder(store, run id); "" writes none. runId gives the run's id in that
-  // store (the recorder's; it may wait for the recorder to commit the run).
-  std::string checkpointStore;
-  std::function<std::optional<int64_t>()> runId;
-  // Called after each checkpoint with its step: returns once the store holds every step up to it
-  // (the recorder commits asynchronously), so a resume never leaves a hole in the curves.
-  std::function<void(int64_t step)> awaitRecorded;
+  // The run's record in a store (RecordedRun sets it; not owned): checkpoints (the project's
+  // training.checkpoint_every / checkpoint_keep) go beside that store, named by the stored run's
+  // id. Null: not recorded, no checkpoints.
+  RunRecord* record = nullptr;
   // Go on from this checkpoint (checked against the model, the run and the global batch: a
   // UserError says why it does not fit). The run keeps the checkpoint's run id.
   std::optional<Checkpoint> resume;
-  std::function<void()> onKill;  // an injected kill (kill@step=N); default: SIGKILL to this process
-  bool watchdog = true;          // false only to measure what the watchdog costs (bench_telemetry)
+  // An injected kill (kill@step=N) sends SIGKILL to this process, as a power cut would. Where the
+  // process must survive it (the studio, tests), the run ends failed with this reason instead,
+  // resumable from its checkpoints like a killed one.
+  std::string killEndsRunWith;
+  bool watchdog = true;  // false only to measure what the watchdog costs (bench_telemetry)
   // Several workers (mpirun): this process is one of them and trains its devices as local
   // replicas of one run (see MirroredStrategy). Not owned; null: one process.
   WorkerGroup* workers = nullptr;
