@@ -190,7 +190,8 @@ void TrainingSession::keepWeights(ml::RecordedRun& run, const std::string& store
   }
 }
 
-// Local MPI workers: their run is followed in the store and shown like any other.
+// Worker 1 records the run and keeps its weights (mirrorlab-cli train --keep-weights); its events
+// arrive here as they happen and go to the dashboard like a local run's.
 TrainingSession::Outcome TrainingSession::trainWorkers(const ml::Project& project, const std::string& store, int64_t maxSteps,
                                                        const std::string& cli) {
   ml::TelemetryHub hub;
@@ -202,13 +203,15 @@ TrainingSession::Outcome TrainingSession::trainWorkers(const ml::Project& projec
   QMetaObject::invokeMethod(
       this,
       [this, workers] {
-        Q_EMIT statusMessage(tr("Training as %1 workers under mpirun (mirrorlab-cli)…").arg(workers));
         if (state_ == State::Preparing) setState(State::Running);
+        Q_EMIT statusMessage(tr("Training as %1 workers under mpirun (mirrorlab-cli). %2").arg(workers).arg(pauseUnavailable()));
       },
       Qt::QueuedConnection);
-  const WorkersRun r = runWorkersFollowingStore(cli, project, store, maxSteps, hub, cancel_);
+  const WorkersRun r = runWorkers(cli, project, store, maxSteps, hub, cancel_);
   hub.closeAll();
-  return Outcome{r.finished, r.runId, {}};
+  Outcome out{r.finished, r.runId, QString::fromStdString(r.error)};
+  if (r.runId) storeUiCost(store, *r.runId);
+  return out;
 }
 
 // On the worker thread, after the recorder closed: the frames drawn while the run trained.
@@ -220,10 +223,16 @@ void TrainingSession::storeUiCost(const std::string& store, int64_t runId) {
   }
 }
 
+QString TrainingSession::pauseUnavailable() const {
+  if (workersRun_.load() && isActive())
+    return tr("Pause is off for a multi-worker run: its workers cannot pause together. Stop ends the run.");
+  return {};
+}
+
 void TrainingSession::setPaused(bool paused) {
   if (state_ != State::Running && state_ != State::Paused && state_ != State::Preparing) return;
-  if (workersRun_.load()) {
-    Q_EMIT statusMessage(tr("Pausing does not reach the workers of a multi-worker run: Stop ends it"));
+  if (const QString why = pauseUnavailable(); !why.isEmpty()) {
+    Q_EMIT statusMessage(why);
     Q_EMIT stateChanged(state_);  // the Pause button shows the state again
     return;
   }

@@ -1,8 +1,8 @@
-// Runs one training at a time on a worker thread (load data, build an ml::RecordedRun, train; a
-// project of several workers is trained by mirrorlab-cli) and hands the telemetry to the UI: a
-// 40 ms timer drains the UI's channel and emits the batch once, so charts redraw at display rate
-// whatever the step rate. The UI thread never waits on training or on disk; cancel and pause are
-// flags the trainer checks between steps.
+// Runs one training at a time on a worker thread (load data, build an ml::RecordedRun, train; or,
+// for a project of several workers, have mirrorlab-cli train it and relay worker 1's events) and
+// hands the telemetry to the UI: a 40 ms timer drains the UI's channel and emits the batch once,
+// so charts redraw at display rate whatever the step rate. The UI thread never waits on training
+// or on disk; cancel and pause are flags the trainer checks between steps.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -43,6 +43,9 @@ class TrainingSession : public QObject {
   // as runFailed with the reason, and nothing is changed).
   bool resume(int64_t runId, const QString& storePath);
   void setPaused(bool paused);
+  // Why Pause cannot hold the current run, for the Pause button's tooltip and the status bar;
+  // "" when it can. The workers of a multi-worker run cannot pause together: Stop ends it.
+  QString pauseUnavailable() const;
   void stop();
   State state() const { return state_; }
   bool isActive() const { return state_ != State::Idle; }

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -21,10 +22,12 @@
 #include "RunRecording.h"
 #include "data/Dataset.h"
 #include "distribute/MpiWorkers.h"
+#include "export/ExportJob.h"
 #include "export/WeightsNpz.h"
 #include "learn/ScalingExperiment.h"
 #include "nn/WeightsFile.h"
 #include "store/RunStore.h"
+#include "telemetry/EventJson.h"
 #include "train/RecordedRun.h"
 #include "train/Resume.h"
 
@@ -41,6 +44,8 @@ struct TrainArgs {
   std::optional<int64_t> steps;
   bool quiet = false;
   std::string saveWeights, saveInitialWeights, report, name;
+  std::string events;        // --events PATH: every telemetry event, one JSON line each (worker 1)
+  bool keepWeights = false;  // --keep-weights: the final weights kept with the stored run
   std::optional<int64_t> resume;
   RecordingArgs rec;
   int workers = 0;            // --workers W: start W workers under mpirun
@@ -86,12 +91,13 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
   return model.checksum();
 }
 
-// Runs one training to the end with progress on stdout; returns its result.
-// With several workers (silent: not worker 1, which alone prints and records) a signal means
-// mpirun is stopping the job (Ctrl-C, or a worker died): the waits between workers end at once
-// and worker 1 records the run failed with the reason before mpirun's SIGKILL a second later.
+// Runs one training to the end with progress on stdout (and every event into `events` when
+// given); returns its result. With several workers (silent: not worker 1, which alone prints and
+// records) a signal means mpirun is stopping the job (Ctrl-C, or a worker died): the waits between
+// workers end at once and worker 1 records the run failed with the reason before mpirun's SIGKILL
+// a second later.
 ml::RecordedRun::Result runTraining(ml::RecordedRun& run, bool quiet, std::vector<ml::EpochEvent>* epochs,
-                                    std::vector<ml::StepEvent>* steps, bool silent) {
+                                    std::vector<ml::StepEvent>* steps, bool silent, std::FILE* events) {
   auto progressCh = run.subscribe(1 << 16);
   ml::Trainer& trainer = run.trainer();
   const std::string metric = trainer.project().training.metrics.empty() ? "accuracy" : trainer.project().training.metrics.front();
@@ -103,12 +109,13 @@ ml::RecordedRun::Result runTraining(ml::RecordedRun& run, bool quiet, std::vecto
   std::thread worker([&] { result = run.run(); });
   std::vector<ml::Event> batch;
   bool cancelSent = false, abandoned = false;
+  ml::RecordedRun::Result gaveUp;
   while (true) {
     const bool open = progressCh->waitFor(std::chrono::milliseconds(50));
     // A hang the watchdog could not release: record the run failed with its diagnosis and leave
     // (exit 1 below) rather than wait for a thread that will never return.
     if (const std::string why = run.stuckFor(5.0); !why.empty() && !abandoned) {
-      run.abandon(why + " (the stuck replica did not return; the process exits)");
+      gaveUp = run.abandon(why + " (the stuck replica did not return; the process exits)");
       abandoned = true;
     }
     if (gInterrupted.load() && !cancelSent) {
@@ -126,15 +133,19 @@ ml::RecordedRun::Result runTraining(ml::RecordedRun& run, bool quiet, std::vecto
     progressCh->drain(batch);
     for (const auto& e : batch) {
       if (!silent) progress.onEvent(e);
+      if (events) std::fprintf(events, "%s\n", ml::eventToJson(e).dump().c_str());
       if (epochs)
         if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs->push_back(*ep);
       if (steps)
         if (const auto* st = std::get_if<ml::StepEvent>(&e)) steps->push_back(*st);
     }
+    if (events && !batch.empty()) std::fflush(events);
     if (!open) break;
   }
   if (abandoned) {  // the run is recorded failed; its thread never returns
     worker.detach();
+    if (events && gaveUp.runId) std::fprintf(events, "%s\n", ml::recordedRunLine(*gaveUp.runId).dump().c_str());
+    if (events) std::fflush(events);
     std::fflush(stdout);
     std::_Exit(1);
   }
@@ -236,7 +247,107 @@ int exitCodeFor(const ml::RunFinished& f) {
   }
 }
 
+// --events PATH: worker 1's telemetry, one JSON object a line as it happens (for the studio, which
+// follows a multi-worker run it started this way), ended by a line naming the stored run.
+class EventsFile {
+ public:
+  void open(const std::string& path) {
+    // A reader that went away (a pipe: the studio closed) costs the events, never the run.
+    std::signal(SIGPIPE, SIG_IGN);
+    f_.reset(std::fopen(path.c_str(), "w"));
+    if (!f_) throw ml::UserError("cannot write the events file " + path + ": " + std::strerror(errno));
+  }
+  std::FILE* file() const { return f_.get(); }
+  void recorded(int64_t runId) {
+    if (!f_) return;
+    std::fprintf(f_.get(), "%s\n", ml::recordedRunLine(runId).dump().c_str());
+    std::fflush(f_.get());
+  }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> f_;
+};
+
 int trainOne(TrainArgs& a, ml::MpiWorkers* group);
+
+// --resume: the stored run's project and its newest checkpoint, checked for what may not change.
+ml::Project resumeSource(const TrainArgs& a, ml::TrainerOptions& opts) {
+  if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
+  if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
+  refuseTrainingOverrides(a.o);
+  auto store = ml::RunStore::open(a.rec.storePath());
+  ml::ResumeSource src = ml::findResume(store, *a.resume);
+  opts.resume = std::move(src.checkpoint);
+  if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
+  return src.project;
+}
+
+// Several workers must train the same project on the same data: each compares what it loaded.
+void checkWorkersAgree(ml::WorkerGroup& group, const ml::Project& p, const ml::DataSplit& data, int askedWorkers) {
+  const std::string mine = "devices " + p.distribute.devices + ", " + std::to_string(data.train.size) +
+                           " training samples, project fingerprint " +
+                           std::to_string(std::hash<std::string>{}(p.toJson().dump()));
+  const auto all = group.allGather(mine, "the comparison of the workers' projects");
+  for (size_t w = 1; w < all.size(); ++w)
+    if (all[w] != all[0])
+      throw AgreedError("the workers do not train the same thing: " + ml::workerName(0, group.size()) + " has " + all[0] + ", " +
+                        ml::workerName(static_cast<int>(w), group.size()) + " has " + all[w] +
+                        ": run the same command with the same project and data on every worker");
+  const int asked = askedWorkers > 0 ? askedWorkers : p.distribute.workers;
+  if (asked > 1 && asked != group.size())
+    throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
+                      (askedWorkers > 0 ? std::string("--workers") : ml::fieldInWords("distribute.workers")) +
+                      ") but mpirun started " + std::to_string(group.size()) + ": give mpirun -np " + std::to_string(asked) +
+                      " or change the project");
+}
+
+// After the run: the weights written (--save-weights) or kept with the stored run (--keep-weights),
+// and where it was recorded (runId 0: not in the store).
+void keepOutputs(const TrainArgs& a, ml::RecordedRun& run, const ml::RunFinished& fin, int64_t runId, EventsFile& events) {
+  const ml::Sequential& model = run.trainer().strategy().model(0);
+  if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
+    const uint64_t sum = writeWeights(model, a.saveWeights);
+    if (!a.quiet)
+      std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
+    if (runId > 0) addRunArtifact(run.storePath(), runId, a.saveWeights, "weights", sum);
+  }
+  // Kept beside the store, as the studio keeps every finished run's: the Runs screen exports them.
+  if (a.keepWeights && runId > 0 && fin.status == ml::RunStatus::Finished) ml::keepRunWeights(run.storePath(), runId, model);
+  if (runId > 0 && !a.quiet) std::printf("recorded as run %lld in %s\n", static_cast<long long>(runId), run.storePath().c_str());
+  if (runId > 0) events.recorded(runId);
+}
+
+// --report PATH: per-epoch figures and the per-step loss and learning rate, as JSON.
+void writeReport(const std::string& path, const ml::RecordedRun::Result& result, bool recorded, const ml::Trainer& trainer,
+                 const std::vector<ml::EpochEvent>& epochs, const std::vector<ml::StepEvent>& steps) {
+  const ml::RunFinished& fin = result.finished;
+  nlohmann::json r{{"status", ml::toString(fin.status)},
+                   {"seconds", fin.seconds},
+                   {"steps", fin.steps},
+                   {"config", trainer.effectiveConfig()},
+                   {"epochs", nlohmann::json::array()}};
+  if (!recorded) r["recording_error"] = result.recordingError;
+  for (const auto& e : epochs) {
+    nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
+                      {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},
+                      {"wait_share", e.waitShare}};
+    if (e.valLoss) je["val_loss"] = *e.valLoss;
+    if (e.valMetric) je["val_metric"] = *e.valMetric;
+    r["epochs"].push_back(je);
+  }
+  // Per step: the global batch's mean loss and the learning rate used (to compare with other programs).
+  nlohmann::json sl = nlohmann::json::array(), lr = nlohmann::json::array();
+  for (const auto& st : steps) {
+    sl.push_back(st.loss);
+    lr.push_back(st.lr);
+  }
+  r["step_loss"] = sl;
+  r["step_lr"] = lr;
+  ml::writeFileAtomically(path, r.dump(2) + "\n", "report file");
+}
 
 int train(TrainArgs& a) {
   const bool underMpi = ml::launchedByMpi();
@@ -299,6 +410,9 @@ int train(TrainArgs& a) {
   return rc;  // not reached
 }
 
+// The train command of one process (alone, or one worker under mpirun), in the order it goes:
+// the project and data, the workers' agreement, the RecordedRun, training, the outputs. Over 60
+// lines: each step is a few lines, and splitting them further would only pass the same state on.
 int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   ml::Project p;
   ml::TrainerOptions opts;
@@ -310,18 +424,12 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     a.saveWeights.clear();
     a.saveInitialWeights.clear();
     a.report.clear();
+    a.events.clear();
   }
   if (group && a.resume) throw ml::UserError("resuming a run across workers is not built yet: resume it without mpirun");
   if (a.resume) {
-    if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
-    if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
-    refuseTrainingOverrides(a.o);
-    auto store = ml::RunStore::open(a.rec.storePath());
-    ml::ResumeSource src = ml::findResume(store, *a.resume);
-    p = src.project;
     source = "run " + std::to_string(*a.resume);
-    opts.resume = std::move(src.checkpoint);
-    if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
+    p = resumeSource(a, opts);
   } else if (a.project.empty()) {
     throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
   }
@@ -337,22 +445,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   }
   if (group) {
     agree(*group, loadError, "the start-up check of the project and data");
-    // Every worker must train the same project on the same data: compare what each loaded.
-    const std::string mine = "devices " + p.distribute.devices + ", " + std::to_string(data->train.size) +
-                             " training samples, project fingerprint " +
-                             std::to_string(std::hash<std::string>{}(p.toJson().dump()));
-    const auto all = group->allGather(mine, "the comparison of the workers' projects");
-    for (size_t w = 1; w < all.size(); ++w)
-      if (all[w] != all[0])
-        throw AgreedError("the workers do not train the same thing: " + ml::workerName(0, group->size()) + " has " + all[0] +
-                          ", " + ml::workerName(static_cast<int>(w), group->size()) + " has " + all[w] +
-                          ": run the same command with the same project and data on every worker");
-    const int asked = a.workers > 0 ? a.workers : p.distribute.workers;
-    if (asked > 1 && asked != group->size())
-      throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
-                        (a.workers > 0 ? std::string("--workers") : ml::fieldInWords("distribute.workers")) +
-                        ") but mpirun started " + std::to_string(group->size()) + ": give mpirun -np " + std::to_string(asked) +
-                        " or change the project");
+    checkWorkersAgree(*group, p, *data, a.workers);
     p.distribute.workers = group->size();  // what runs, as stored with the run
     opts.workers = group;
   }
@@ -363,6 +456,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   ro.storePath = a.rec.storePath();
   ro.source = source;  // the pre-flight checks (loss vs labels, shapes, memory) name the project file
   std::unique_ptr<ml::RecordedRun> run;
+  EventsFile events;
   std::string startError;
   try {
     // A bad project or store fails now; a store that fails during the run stops it.
@@ -370,6 +464,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     // Before training: an output that cannot be written fails now, not after an hour.
     if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
     if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
+    if (!a.events.empty()) events.open(a.events);
   } catch (const ml::UserError& e) {
     if (!group) throw;
     startError = e.what();
@@ -384,43 +479,13 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
-  const ml::RecordedRun::Result result = runTraining(*run, a.quiet, &epochs, a.report.empty() ? nullptr : &steps, !lead);
+  const ml::RecordedRun::Result result =
+      runTraining(*run, a.quiet, &epochs, a.report.empty() ? nullptr : &steps, !lead, events.file());
   const ml::RunFinished& fin = result.finished;
   if (group && fin.status == ml::RunStatus::Failed) a.abortAfter = true;
   const bool recorded = !run->recorded() || reportRecording(result, run->storePath());
-  const int64_t runId = recorded && result.runId ? *result.runId : 0;  // 0: not in the store
-  if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
-    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveWeights);
-    if (!a.quiet)
-      std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
-    if (runId > 0) addRunArtifact(run->storePath(), runId, a.saveWeights, "weights", sum);
-  }
-  if (runId > 0 && !a.quiet) std::printf("recorded as run %lld in %s\n", static_cast<long long>(runId), run->storePath().c_str());
-  if (!a.report.empty()) {
-    nlohmann::json r{{"status", ml::toString(fin.status)},
-                     {"seconds", fin.seconds},
-                     {"steps", fin.steps},
-                     {"config", trainer.effectiveConfig()},
-                     {"epochs", nlohmann::json::array()}};
-    if (!recorded) r["recording_error"] = result.recordingError;
-    for (const auto& e : epochs) {
-      nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
-                        {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},
-                        {"wait_share", e.waitShare}};
-      if (e.valLoss) je["val_loss"] = *e.valLoss;
-      if (e.valMetric) je["val_metric"] = *e.valMetric;
-      r["epochs"].push_back(je);
-    }
-    // Per step: the global batch's mean loss and the learning rate used (to compare with other programs).
-    nlohmann::json sl = nlohmann::json::array(), lr = nlohmann::json::array();
-    for (const auto& st : steps) {
-      sl.push_back(st.loss);
-      lr.push_back(st.lr);
-    }
-    r["step_loss"] = sl;
-    r["step_lr"] = lr;
-    ml::writeFileAtomically(a.report, r.dump(2) + "\n", "report file");
-  }
+  keepOutputs(a, *run, fin, recorded && result.runId ? *result.runId : 0, events);
+  if (!a.report.empty()) writeReport(a.report, result, recorded, trainer, epochs, steps);
   if (!recorded) return 1;
   return exitCodeFor(fin);
 }
@@ -531,6 +596,12 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   c->add_option("--report", a->report,
                 "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
   c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
+  c->add_flag("--keep-weights", a->keepWeights,
+              "Keep the final weights of a finished run with the recorded run (beside the run store), as the studio does, "
+              "so that export --run ID and the studio's Runs screen can export it");
+  c->add_option("--events", a->events,
+                "Write every telemetry event to PATH as it happens, one JSON object a line, then a line naming the recorded "
+                "run (with several workers, worker 1's); the studio follows the multi-worker runs it starts this way");
   c->add_option("--workers", a->workers,
                 "Train as W workers (processes) under mpirun, each with the devices of --devices as its local replicas: "
                 "one run of W x N replicas (same as mpirun -np W mirrorlab-cli train ...)")

@@ -1,5 +1,6 @@
 // One recorded run (RecordedRun): every consumer sees every event, the store holds the run and its
-// checkpoints under its id, a store that fails stops the run as failed, sequences share one hub.
+// checkpoints under its id, a store that fails stops the run as failed, sequences share one hub,
+// and every event crosses a process boundary as JSON unchanged.
 #include <gtest/gtest.h>
 
 #include <sys/resource.h>
@@ -9,11 +10,13 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "Error.h"
 #include "TestData.h"
 #include "store/RunStore.h"
+#include "telemetry/EventJson.h"
 #include "train/Checkpoint.h"
 #include "train/RecordedRun.h"
 
@@ -43,7 +46,8 @@ ml::Project project(const std::string& devices = "cpu:2", int epochs = 2) {
 
 template <class T>
 int count(const std::vector<ml::Event>& events) {
-  return static_cast<int>(std::count_if(events.begin(), events.end(), [](const ml::Event& e) { return std::holds_alternative<T>(e); }));
+  return static_cast<int>(
+      std::count_if(events.begin(), events.end(), [](const ml::Event& e) { return std::holds_alternative<T>(e); }));
 }
 
 TEST(RecordedRun, EveryConsumerSeesTheWholeRunAndTheStoreHoldsIt) {
@@ -196,6 +200,55 @@ TEST(RecordedRun, ASequenceOnOneHubIsFollowedByOneWatcher) {
   EXPECT_EQ(count<ml::RunStarted>(events), 2);
   EXPECT_EQ(count<ml::StepEvent>(events), 10);
   EXPECT_EQ(count<ml::RunFinished>(events), 2);
+}
+
+// Every event type, every field set to something other than its default, through JSON and back.
+TEST(EventJson, EveryEventCrossesUnchanged) {
+  TempDir dir;
+  ml::RecordedRunOptions o;
+  o.storePath = dir.file("runs.sqlite");
+  auto p = project("cpu:2", 2);
+  p.training.checkpointEvery = 1;
+  ml::RecordedRun run(p, mltest::makeSplit(600, 60), o);
+  auto ch = run.subscribe();
+  ASSERT_EQ(run.run().finished.status, ml::RunStatus::Finished);
+  std::vector<ml::Event> events = drainAll(*ch);
+  ml::RunStarted s = std::get<ml::RunStarted>(events.front());
+  s.hosts = {"a", "b"};
+  s.tags = {"fault injected"};
+  s.resumeRun = 4, s.resumeStep = 9, s.resumeEpochsDone = 1, s.resumeWall = 2.5, s.telemetry = "nvml";
+  events.push_back(s);
+  events.push_back(ml::RunPaused{12.25, 3.5});
+  ml::DeviceSample d{1.5, 2, 0.75, 1e9, ml::SampleSource::Nvml, 1, 4, 8e10, 61.0, 0.25};
+  events.push_back(d);
+  events.push_back(ml::WatchdogWarning{1, "cpu:1", "backward", 17, 0.5, 0.125, "replica 1 (cpu:1) is a straggler", 9.75});
+  ml::RunFinished f{ml::RunStatus::Diverged, "non-finite loss", 3.25, 17, 0.5, 0.875};
+  events.push_back(f);
+  events.push_back(ml::CheckpointSaved{5, 1, "/x/step-5.mlck", 0xfeedfacecafebeefull, 1234, {"/x/step-1.mlck"}, 2.5});
+  ml::StepEvent skipped = std::get<ml::StepEvent>(events[1]);
+  skipped.lossScale = 65536, skipped.skipped = true;
+  events.push_back(skipped);
+  for (const ml::Event& e : std::vector<ml::Event>(events))
+    if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) {
+      ml::EpochEvent out = *ep;
+      out.inSync = false;
+      events.push_back(out);
+      break;
+    }
+  std::set<size_t> kinds;
+  for (const ml::Event& e : events) {
+    kinds.insert(e.index());
+    const std::string line = ml::eventToJson(e).dump();
+    const ml::Event back = ml::eventFromJson(nlohmann::json::parse(line));
+    EXPECT_EQ(back, e) << line.substr(0, 200);
+  }
+  EXPECT_EQ(kinds.size(), std::variant_size_v<ml::Event>);  // every type was tried
+  const auto* step = std::get_if<ml::StepEvent>(&events[1]);
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->replicas.size(), 2u);  // with its replicas' phases
+  EXPECT_EQ(ml::recordedRunIn(ml::recordedRunLine(42)), std::optional<int64_t>(42));
+  EXPECT_EQ(ml::recordedRunIn(ml::eventToJson(f)), std::nullopt);
+  EXPECT_THROW(ml::eventFromJson(nlohmann::json{{"type", "nonsense"}}), std::exception);
 }
 
 }  // namespace
