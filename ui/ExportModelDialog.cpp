@@ -28,13 +28,15 @@ namespace {
 
 QString q(const std::string& s) { return QString::fromStdString(s); }
 
-const ml::ExportFormat kFormats[] = {ml::ExportFormat::Onnx, ml::ExportFormat::Torch, ml::ExportFormat::Keras};
+const ml::ExportFormat kFormats[] = {ml::ExportFormat::Onnx, ml::ExportFormat::Torch, ml::ExportFormat::Keras,
+                                     ml::ExportFormat::KerasWeights};
 
 QString formatLabel(ml::ExportFormat f) {
   switch (f) {
     case ml::ExportFormat::Onnx: return QObject::tr("ONNX model (.onnx)");
     case ml::ExportFormat::Torch: return QObject::tr("PyTorch weights (.npz)");
-    case ml::ExportFormat::Keras: return QObject::tr("Keras 3 weights (.weights.h5)");
+    case ml::ExportFormat::Keras: return QObject::tr("Keras 3 model (.keras)");
+    case ml::ExportFormat::KerasWeights: return QObject::tr("Keras 3 weights (.weights.h5)");
   }
   return {};
 }
@@ -51,6 +53,10 @@ QString formatHint(ml::ExportFormat f) {
           "The model's state_dict as a NumPy .npz: the generated PyTorch program (Learn › Equivalent code) "
           "starts from it with --weights FILE.");
     case ml::ExportFormat::Keras:
+      return QObject::tr(
+          "The whole model (layers, weights, loss and optimizer) as Keras 3 saves it: "
+          "keras.saving.load_model(FILE) opens it, ready to predict, evaluate or train on.");
+    case ml::ExportFormat::KerasWeights:
       return QObject::tr(
           "Weights in Keras 3's layout for a Sequential model: the generated TensorFlow program loads them "
           "with model.load_weights(FILE).");

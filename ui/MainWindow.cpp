@@ -30,6 +30,7 @@
 #include "ExportModelDialog.h"
 #include "FitBanner.h"
 #include "HelpDialogs.h"
+#include "KerasImportAction.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "RunsView.h"
@@ -205,6 +206,14 @@ void MainWindow::buildMenus() {
   file->addSeparator();
   file->addAction(icon(QStringLiteral("export")), tr("&Export Model…"), this,
                   [this] { openProjectExportDialog(this, doc_->project(), storePath(), session_->lastRunId()); });
+  file->addAction(icon(QStringLiteral("open")), tr("&Import Keras Model…"), this,
+                  [this] {
+                    if (!maybeSave()) return;
+                    importKerasModel(
+                        this, [this](const QString& path) { openProject(path); },
+                        [this](const QString& title, const QString& message) { showError(title, message); });
+                  })
+      ->setObjectName(QStringLiteral("ImportKerasModel"));
   file->addSeparator();
   a = file->addAction(tr("&Quit"), this, &QWidget::close);
   a->setShortcut(QKeySequence::Quit);

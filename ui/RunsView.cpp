@@ -25,6 +25,7 @@
 #include "JsonFile.h"
 #include "RunTableModel.h"
 #include "Theme.h"
+#include "export/TensorBoardExport.h"
 #include "learn/TraceExport.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
@@ -89,6 +90,15 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   bar->addAction(icon(QStringLiteral("rename")), tr("Rename"), this, &RunsView::renameSelected);
   bar->addAction(icon(QStringLiteral("tag")), tr("Tag"), this, &RunsView::tagSelected);
   bar->addAction(icon(QStringLiteral("export")), tr("Export CSV"), this, &RunsView::exportSelected);
+  bar->addAction(icon(QStringLiteral("export")), tr("Export TensorBoard"), this,
+                 [this] {
+                   const auto ids = selectedIds();
+                   const QString dir =
+                       ids.empty() ? QString() : QFileDialog::getExistingDirectory(this, tr("TensorBoard log folder"));
+                   if (!dir.isEmpty()) exportTensorBoard(ids, dir);
+                 })
+      ->setToolTip(tr("Write the selected runs' curves, per-replica timings and configuration as TensorBoard logs "
+                      "(a sub-folder per run; view with tensorboard --logdir FOLDER)"));
   bar->addAction(icon(QStringLiteral("export")), tr("Export trace"), this, &RunsView::exportTraceSelected)
       ->setToolTip(
           tr("Save the selected run's per-device timeline as a Chrome trace (open it in ui.perfetto.dev or chrome://tracing)"));
@@ -494,6 +504,24 @@ void RunsView::exportSelected() {
           Q_EMIT errorOccurred(tr("Cannot export the runs"), r.error);
         else
           storeLabel_->setText(tr("Exported to %1 (one folder per run: steps, epochs, replica steps, device samples).").arg(dir));
+      });
+}
+
+void RunsView::exportTensorBoard(const std::vector<int64_t>& ids, const QString& dir) {
+  runAsync<size_t>(
+      this,
+      [p = storePath_().toStdString(), ids, d = dir.toStdString()] {
+        auto store = ml::RunStore::open(p);
+        return ml::exportTensorBoard(store, ids, d).size();
+      },
+      [this, dir](const Outcome<size_t>& r) {
+        if (!r.value) {
+          Q_EMIT errorOccurred(tr("Cannot export the runs for TensorBoard"), r.error);
+          return;
+        }
+        storeLabel_->setText(
+            tr("%n run(s) written to %1 for TensorBoard: tensorboard --logdir %1", nullptr, static_cast<int>(*r.value)).arg(dir));
+        Q_EMIT tensorBoardExported(dir);
       });
 }
 

@@ -40,11 +40,14 @@ class RunsView : public QWidget {
   std::vector<int64_t> selectedIds() const;
   // Writes a run's per-device timeline as a Chrome trace (async); emits traceExported or errorOccurred.
   void exportTrace(int64_t runId, const QString& path);
+  // Writes the runs as TensorBoard logs, a sub-folder per run (async); emits tensorBoardExported or errorOccurred.
+  void exportTensorBoard(const std::vector<int64_t>& ids, const QString& dir);
 
  Q_SIGNALS:
   void refreshed();
   void comparisonLoaded();
   void traceExported(const QString& path);
+  void tensorBoardExported(const QString& dir);
   void openProjectRequested(const ml::Project& project, const QString& runName);
   // Resume: continue an interrupted, failed or cancelled run from its newest checkpoint.
   void resumeRequested(int64_t runId);

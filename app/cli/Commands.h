@@ -10,7 +10,8 @@ void addTrainCommand(CLI::App& app, int& exitCode);
 void addScaleCommand(CLI::App& app, int& exitCode);
 void addSweepCommand(CLI::App& app, int& exitCode);   // sweep (SweepCommand.cpp)
 void addModelCommands(CLI::App& app, int& exitCode);  // summary, evaluate, predict, devices
-void addExportCommand(CLI::App& app, int& exitCode);  // export --format onnx|torch|keras
+void addExportCommand(CLI::App& app, int& exitCode);  // export --format onnx|torch|keras|keras-weights
+void addImportCommand(CLI::App& app, int& exitCode);  // import MODEL.keras (ImportCommand.cpp)
 
 // The process's command line as main() received it (--workers starts it again under mpirun).
 const std::vector<std::string>& commandLine();

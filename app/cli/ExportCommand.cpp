@@ -1,5 +1,6 @@
-// `export`: a trained model in another program's format (ONNX, PyTorch .npz, Keras .weights.h5),
-// from a project and its weights file, or from a stored run's weights (--run ID).
+// `export`: a trained model in another program's format (ONNX, PyTorch .npz, Keras .keras or
+// .weights.h5), from a project and its weights file (.mlw or .npz), or from a stored run's weights
+// (--run ID). The format is --format's, else the output's ending's.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -22,8 +23,17 @@ struct ExportArgs {
 
 std::string storePath(const ExportArgs& a) { return a.db.empty() ? ml::defaultStorePath() : a.db; }
 
+ml::ExportFormat chooseFormat(const ExportArgs& a) {
+  if (!a.format.empty()) return ml::resolveFormat(ml::parseExportFormat(a.format), a.output);
+  if (const auto f = ml::formatOfPath(a.output)) return *f;
+  throw ml::UserError(
+      "export: pass --format onnx|torch|keras|keras-weights, or name the output '*.onnx', '*.npz', "
+      "'*.keras' or '*.weights.h5' (got '" +
+      a.output + "')");
+}
+
 int runExportCommand(const ExportArgs& a) {
-  const ml::ExportFormat format = ml::parseExportFormat(a.format);
+  const ml::ExportFormat format = chooseFormat(a);
   ml::checkExportPath(format, a.output);  // before anything is read
   ml::ExportRequest r;
   r.format = format;
@@ -72,11 +82,14 @@ int runExportCommand(const ExportArgs& a) {
 void addExportCommand(CLI::App& app, int& exitCode) {
   auto a = std::make_shared<ExportArgs>();
   auto* c = app.add_subcommand(
-      "export", "Export trained weights as an ONNX model, PyTorch weights (.npz) or Keras 3 weights (.weights.h5)");
+      "export",
+      "Export a trained model as ONNX, PyTorch weights (.npz), a Keras 3 model (.keras) or Keras weights (.weights.h5)");
   c->add_option("project", a->project, "Project file (JSON); leave out with --run to use the run's own project");
-  c->add_option("--weights", a->weights, "Weights file saved by train --save-weights");
-  c->add_option("--format", a->format, "onnx | torch | keras")->required();
-  c->add_option("--output", a->output, "File to write (.onnx, .npz, .weights.h5)")->required();
+  c->add_option("--weights", a->weights, "Weights file saved by train --save-weights (.mlw or .npz)");
+  c->add_option("--format", a->format,
+                "onnx | torch | keras | keras-weights (default: by the output's ending; keras to a .weights.h5 file writes "
+                "the weights alone)");
+  c->add_option("--output", a->output, "File to write (.onnx, .npz, .keras, .weights.h5)")->required();
   c->add_option("--run", a->run, "A stored run: its weights and project (alone), or the run id to write into the file");
   c->add_option("--db", a->db, "Run store (default: $MIRRORLAB_DB, else ~/.local/share/mirrorlab/runs.sqlite)");
   c->callback([a, &exitCode] { exitCode = guarded([&] { return runExportCommand(*a); }); });

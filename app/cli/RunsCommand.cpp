@@ -19,6 +19,7 @@
 
 #include "Error.h"
 #include "JsonFile.h"
+#include "export/TensorBoardExport.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
 
@@ -32,7 +33,7 @@ struct RunsArgs {
   int64_t id = 0;
   std::vector<int64_t> ids;
   double target = 0.85;
-  std::string csvDir, text;
+  std::string csvDir, tensorboardDir, text;
   bool remove = false;
 };
 
@@ -343,10 +344,22 @@ int compare(const RunsArgs& a) {
 
 // ---- edits ------------------------------------------------------------------------------------
 
-int exportCsv(const RunsArgs& a) {
+// --csv: one run's four tables; --tensorboard: event files, a sub-folder per run.
+int exportRuns(const RunsArgs& a) {
+  if (a.csvDir.empty() == a.tensorboardDir.empty())
+    throw ml::UserError("runs export: pass --csv DIR (one run's tables) or --tensorboard DIR (TensorBoard logs), one of them");
   ml::RunStore store = openStore(a);
-  store.exportCsv(a.id, a.csvDir);
-  std::printf("wrote steps.csv, epochs.csv, replica_steps.csv, device_samples.csv to %s\n", a.csvDir.c_str());
+  if (!a.csvDir.empty()) {
+    if (a.ids.size() != 1)
+      throw ml::UserError("runs export --csv writes one run's tables: name one run (or use --tensorboard for several)");
+    store.exportCsv(a.ids.front(), a.csvDir);
+    std::printf("wrote steps.csv, epochs.csv, replica_steps.csv, device_samples.csv to %s\n", a.csvDir.c_str());
+    return 0;
+  }
+  for (const auto& r : ml::exportTensorBoard(store, a.ids, a.tensorboardDir))
+    std::printf("run %lld: %lld scalars and its configuration as hparams in %s\n", static_cast<long long>(r.run),
+                static_cast<long long>(r.scalars), r.folder.c_str());
+  std::printf("view them with: tensorboard --logdir %s\n", a.tensorboardDir.c_str());
   return 0;
 }
 
@@ -408,9 +421,11 @@ void addRunsCommand(CLI::App& app, int& exitCode) {
   c->add_option("ids", a->ids, "Run ids; the first is the baseline")->required();
   c->add_option("--target", a->target, "Validation accuracy to reach (default 0.85)");
 
-  CLI::App* e = sub("export", "Write a run's steps, epochs, per-replica timings and device samples as CSV", exportCsv);
-  idArg(e);
-  e->add_option("--csv", a->csvDir, "Folder for the CSV files")->required();
+  CLI::App* e = sub("export", "Write runs' steps, epochs and per-replica timings as CSV or as TensorBoard logs", exportRuns);
+  e->add_option("ids", a->ids, "Run ids (one with --csv)")->required();
+  e->add_option("--csv", a->csvDir, "Folder for one run's CSV files (steps, epochs, replica steps, device samples)");
+  e->add_option("--tensorboard", a->tensorboardDir,
+                "Folder for TensorBoard event files, a sub-folder per run (tensorboard --logdir DIR)");
 
   CLI::App* r = sub("rename", "Rename a run", rename);
   idArg(r);

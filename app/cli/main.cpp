@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   mlcli::addSweepCommand(app, exitCode);
   mlcli::addModelCommands(app, exitCode);
   mlcli::addExportCommand(app, exitCode);
+  mlcli::addImportCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);
   try {

@@ -1,5 +1,5 @@
-// What every backend shares: the list of operations a model needs, the check against supports(),
-// and the choice of backend for a device list.
+// What every backend shares: the list of operations a model needs, the check that refuses the first
+// one a kind cannot run, and the choice of backend for a device list.
 #include "backend/Backend.h"
 
 #include "Error.h"
@@ -21,17 +21,17 @@ std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, Me
   return ops;
 }
 
-void Backend::require(const std::vector<BackendOp>& ops) const {
+void requireOps(const std::vector<BackendOp>& ops, const std::function<std::string(const BackendOp&)>& refuses) {
   for (const auto& op : ops)
-    if (std::string why = supports(op); !why.empty()) throw UserError(op.label.empty() ? why : op.label + " " + why);
+    if (std::string why = refuses(op); !why.empty()) throw UserError(op.label.empty() ? why : op.label + " " + why);
 }
 
-std::unique_ptr<Backend> makeBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss,
-                                     MetricKind metric, const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets,
-                                     int blasThreads, bool tf32) {
-  switch (devices.kind) {
-    case DeviceKind::Cpu: return std::make_unique<CpuBackend>(std::move(hosts), loss, metric, optimizer, blasThreads);
-    case DeviceKind::Gpu: return std::make_unique<CudaBackend>(devices, std::move(hosts), loss, metric, optimizer, buckets, tf32);
+std::unique_ptr<Backend> makeBackend(BackendConfig config) {
+  switch (config.devices.kind) {
+    case DeviceKind::Cpu:
+      return std::make_unique<CpuBackend>(std::move(config.hosts), config.loss, config.metric, config.optimizer,
+                                          config.blasThreads);
+    case DeviceKind::Gpu: return std::make_unique<CudaBackend>(config);
   }
   throw std::logic_error("makeBackend: unknown device kind");
 }

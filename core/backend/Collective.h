@@ -12,6 +12,12 @@
 
 namespace ml {
 
+// The format of the values that cross between replicas. Bfloat16 halves the bytes of every
+// transfer and changes the result: each replica's gradient is rounded to bfloat16 before it is
+// sent, and every partial sum a participant forwards is rounded again (the additions themselves
+// are float32), as NCCL's ring does with a bfloat16 buffer and PyTorch's bf16_compress_hook asks for.
+enum class AllReduceDtype { Float32, Bfloat16 };
+
 // A range of the flat gradient buffer that one collective call reduces.
 struct GradBucket {
   int64_t offset = 0, count = 0;  // floats
@@ -43,6 +49,19 @@ class FailureLatch {
   std::string message_;
 };
 
+// What a collective does besides summing, which the strategy reads once when it plans the step.
+struct CollectiveTraits {
+  // The ring's reduce-scatter: chunk c of each unit stays with its owner, where the optimizer reads it.
+  bool scatters = false;
+  // It checks each replica's own gradient values for inf/NaN as it reads them for the sum, so that
+  // backward need not read them again to check (GradientCheck::Collective); localFinite(rank) then
+  // says, once finish(rank) has returned, whether every value of that replica's buffer was finite.
+  bool checksLocalValues = false;
+  // Where the buckets are reduced as backward completes them: a communication thread per replica,
+  // or the replica's own thread between layers (neither: after backward, or on a device's streams).
+  bool commThreads = false, inlineBuckets = false;
+};
+
 class Collective {
  public:
   virtual ~Collective() = default;
@@ -51,6 +70,7 @@ class Collective {
   virtual std::string describe() const = 0;
   // How the collective uses the host threads, appended to the strategy's thread policy ("" = nothing to say).
   virtual std::string threadNote() const { return {}; }
+  virtual CollectiveTraits traits() const { return {}; }
   virtual void beginStep(int /*rank*/) {}
   // Backward has completed buckets [0, upTo) on this replica (upTo never decreases within a step).
   virtual void bucketsReady(int rank, int upTo) = 0;
@@ -61,16 +81,8 @@ class Collective {
   virtual double inlineSeconds(int /*rank*/) const { return 0; }
   // Seconds of this replica's step spent in the cross-worker hop (MPI), several workers only.
   virtual double networkSeconds(int /*rank*/) const { return 0; }
-  // Ring's reduce-scatter: chunk c of each unit stays with its owner, where the optimizer reads it.
-  virtual bool scatters() const { return false; }
-  // Whether the collective checks each replica's own gradient values for inf/NaN as it reads them
-  // (before they are summed), so that backward need not read them again to check; then
-  // localFinite(rank), once finish(rank) has returned, says whether every value of that replica's
-  // buffer was finite this step.
-  virtual bool checksLocalValues() const { return false; }
+  // See CollectiveTraits::checksLocalValues.
   virtual bool localFinite(int /*rank*/) const { return true; }
-  virtual bool onCommThreads() const { return false; }
-  virtual bool inlineBuckets() const { return false; }
 };
 
 // One replica: nothing to reduce.

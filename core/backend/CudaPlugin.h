@@ -13,68 +13,11 @@ struct CudaPlugin {
   std::string path;       // the file that was loaded
   std::string buildInfo;  // mlcuda_build_info()
 
-  // decltype of the declarations only: nothing here refers to the plugin's symbols at link time.
-  decltype(&mlcuda_api_version) apiVersion = nullptr;
-  decltype(&mlcuda_build_info) buildInfoText = nullptr;
-  decltype(&mlcuda_probe) probe = nullptr;
-  decltype(&mlcuda_nvml_sample) nvmlSample = nullptr;
-  decltype(&mlcuda_context_create) contextCreate = nullptr;
-  decltype(&mlcuda_context_destroy) contextDestroy = nullptr;
-  decltype(&mlcuda_synchronize) synchronize = nullptr;
-  decltype(&mlcuda_memory_info) memoryInfo = nullptr;
-  decltype(&mlcuda_alloc) allocate = nullptr;
-  decltype(&mlcuda_free) release = nullptr;
-  decltype(&mlcuda_copy_to_device) copyToDevice = nullptr;
-  decltype(&mlcuda_copy_to_host) copyToHost = nullptr;
-  decltype(&mlcuda_copy_on_device) copyOnDevice = nullptr;
-  decltype(&mlcuda_fill_zero) fillZero = nullptr;
-  decltype(&mlcuda_event_create) eventCreate = nullptr;
-  decltype(&mlcuda_event_destroy) eventDestroy = nullptr;
-  decltype(&mlcuda_event_record) eventRecord = nullptr;
-  decltype(&mlcuda_stream_wait_event) streamWaitEvent = nullptr;
-  decltype(&mlcuda_event_elapsed_ms) eventElapsedMs = nullptr;
-  decltype(&mlcuda_event_synchronize) eventSynchronize = nullptr;
-  decltype(&mlcuda_host_alloc) hostAlloc = nullptr;
-  decltype(&mlcuda_host_free) hostFree = nullptr;
-  decltype(&mlcuda_copy_to_device_async) copyToDeviceAsync = nullptr;
-  decltype(&mlcuda_gather_rows) gatherRows = nullptr;
-  decltype(&mlcuda_dense_forward) denseForward = nullptr;
-  decltype(&mlcuda_dense_backward) denseBackward = nullptr;
-  decltype(&mlcuda_activation_forward) activationForward = nullptr;
-  decltype(&mlcuda_activation_backward) activationBackward = nullptr;
-  decltype(&mlcuda_loss) loss = nullptr;
-  decltype(&mlcuda_metric_sum) metricSum = nullptr;
-  decltype(&mlcuda_dropout_forward) dropoutForward = nullptr;
-  decltype(&mlcuda_dropout_backward) dropoutBackward = nullptr;
-  decltype(&mlcuda_sgd_step) sgdStep = nullptr;
-  decltype(&mlcuda_adam_step) adamStep = nullptr;
-  decltype(&mlcuda_rmsprop_step) rmspropStep = nullptr;
-  decltype(&mlcuda_conv2d_forward) conv2dForward = nullptr;
-  decltype(&mlcuda_conv2d_backward) conv2dBackward = nullptr;
-  decltype(&mlcuda_pool2d_forward) pool2dForward = nullptr;
-  decltype(&mlcuda_pool2d_backward) pool2dBackward = nullptr;
-  decltype(&mlcuda_global_avg_pool_forward) globalAvgPoolForward = nullptr;
-  decltype(&mlcuda_global_avg_pool_backward) globalAvgPoolBackward = nullptr;
-  decltype(&mlcuda_batchnorm_moments) batchnormMoments = nullptr;
-  decltype(&mlcuda_batchnorm_forward) batchnormForward = nullptr;
-  decltype(&mlcuda_batchnorm_eval_stats) batchnormEvalStats = nullptr;
-  decltype(&mlcuda_batchnorm_update_moving) batchnormUpdateMoving = nullptr;
-  decltype(&mlcuda_batchnorm_backward_sums) batchnormBackwardSums = nullptr;
-  decltype(&mlcuda_batchnorm_backward_data) batchnormBackwardData = nullptr;
-  decltype(&mlcuda_dense_forward_low) denseForwardLow = nullptr;
-  decltype(&mlcuda_dense_backward_low) denseBackwardLow = nullptr;
-  decltype(&mlcuda_conv2d_forward_low) conv2dForwardLow = nullptr;
-  decltype(&mlcuda_conv2d_backward_low) conv2dBackwardLow = nullptr;
-  decltype(&mlcuda_scale) scale = nullptr;
-  decltype(&mlcuda_count_nonfinite) countNonfinite = nullptr;
-  decltype(&mlcuda_local_allreduce) localAllReduce = nullptr;
-  decltype(&mlcuda_nccl_create) ncclCreate = nullptr;
-  decltype(&mlcuda_nccl_destroy) ncclDestroy = nullptr;
-  decltype(&mlcuda_nccl_allreduce) ncclAllReduce = nullptr;
-  decltype(&mlcuda_local_allreduce_bf16) localAllReduceBf16 = nullptr;
-  decltype(&mlcuda_nccl_allreduce_bf16) ncclAllReduceBf16 = nullptr;
-  decltype(&mlcuda_nccl_unique_id) ncclUniqueId = nullptr;
-  decltype(&mlcuda_nccl_create_ranks) ncclCreateRanks = nullptr;
+  // One field per entry point of CudaPluginEntryPoints.def (denseForward for mlcuda_dense_forward...),
+  // typed by decltype of its declaration: nothing here refers to the plugin's symbols at link time.
+#define MLCUDA_ENTRY(ret, name, field, params) decltype(&mlcuda_##name) field = nullptr;
+#include "backend/cuda/CudaPluginEntryPoints.def"
+#undef MLCUDA_ENTRY
 };
 
 // Where the plugin is looked for, in order: $MIRRORLAB_CUDA_PLUGIN when set (then only there), the

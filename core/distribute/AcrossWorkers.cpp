@@ -36,10 +36,7 @@ void MirroredStrategy::refuseAcrossWorkers() const {
     return;
   }
   const std::string who = workerName(worker_, workerCount_) + ": ";
-  const bool device = !backend_->deviceCollective().empty() || backend_->hostGradients(0).empty();
-  if (device && !backend_->crossesWorkers())
-    throw UserError(who + "training on " + backend_->name() + " devices across workers is not built; " +
-                    "use simulated CPU devices (cpu:N) or GPUs on every worker");
+  const bool device = caps_.collectives != nullptr;  // their own collectives cross the workers (DeviceCollectives)
   if (device && algo == "mpi")
     throw UserError(who + "all-reduce 'mpi' sums in host memory; GPUs across workers all-reduce with NCCL: " +
                     "leave --allreduce out (or use hierarchical)");

@@ -9,17 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "backend/Collective.h"
 #include "backend/SpinBarrier.h"
 
 namespace ml {
 
-// The format of the values that cross between replicas. Bfloat16 halves the bytes of every
-// transfer and changes the result: each replica's gradient is rounded to bfloat16 before it is
-// sent, and every partial sum a participant forwards is rounded again (the additions themselves
-// are float32), as NCCL's ring does with a bfloat16 buffer and PyTorch's bf16_compress_hook asks
-// for. Host memory holds the values in float32 containers, so the simulated devices' own copies
-// move as many bytes as before; the cost model counts two bytes per value.
-enum class AllReduceDtype { Float32, Bfloat16 };
+// AllReduceDtype (backend/Collective.h): the format of the values that cross between replicas.
+// Host memory holds the values in float32 containers, so the simulated devices' own copies move as
+// many bytes as before; the cost model counts two bytes per value.
 AllReduceDtype parseAllReduceDtype(const std::string& name);  // float32 | bfloat16; UserError otherwise
 const char* toString(AllReduceDtype d);
 inline int64_t bytesPerValue(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? 2 : 4; }

@@ -36,16 +36,22 @@ std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int6
   return {{0, paramCount, 0}};
 }
 
-std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int n) {
-  std::vector<GradBucket> out;
+std::vector<SourceRange> unitChunks(const std::vector<GradBucket>& units, int n) {
+  std::vector<SourceRange> out;
   for (const GradBucket& u : units) {
     const size_t len = static_cast<size_t>(u.count);
     for (int c = 0; c < n; ++c) {
       const size_t a = AllReduce::chunkBegin(len, c, n), b = AllReduce::chunkBegin(len, c + 1, n);
-      if (a != b && AllReduce::chunkOwner(c, n) == replica)
-        out.push_back({u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), u.readyAfterLayer});
+      if (a != b) out.push_back({u.offset + static_cast<int64_t>(a), static_cast<int64_t>(b - a), AllReduce::chunkOwner(c, n)});
     }
   }
+  return out;
+}
+
+std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int n) {
+  std::vector<GradBucket> out;
+  for (const SourceRange& c : unitChunks(units, n))
+    if (c.from == replica) out.push_back({c.offset, c.count, 0});
   return out;
 }
 

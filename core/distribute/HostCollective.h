@@ -32,11 +32,10 @@ class HostCollective : public Collective {
   void finish(int rank) override;
   double inlineSeconds(int rank) const override { return slot(rank).inlineSeconds; }
   double networkSeconds(int rank) const override { return algo_->networkSeconds(rank); }
-  bool scatters() const override { return algo_->scatters(); }
-  bool checksLocalValues() const override { return algo_->checksLocalValues(); }
+  CollectiveTraits traits() const override {
+    return {algo_->scatters(), algo_->checksLocalValues(), mode_ == Mode::Threads, mode_ == Mode::Inline};
+  }
   bool localFinite(int rank) const override { return algo_->localFinite(rank); }
-  bool onCommThreads() const override { return mode_ == Mode::Threads; }
-  bool inlineBuckets() const override { return mode_ == Mode::Inline; }
 
  private:
   struct Slot {

@@ -65,87 +65,43 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
   }
   const int64_t params = replicas_[0]->model->paramCount();
   buckets_ = gradientBuckets(replicas_[0]->model->paramRanges(), options_.bucketBytes);
+  bool crossReplica = false;  // a layer sums across replicas
   for (size_t i = 0; i < replicas_[0]->model->layerCount(); ++i)
-    crossReplica_ = crossReplica_ || replicas_[0]->model->layer(i).needsReplicaSum();
+    crossReplica = crossReplica || replicas_[0]->model->layer(i).needsReplicaSum();
   // One BLAS pool serves the whole process (OpenBLAS' thread count is global), so several CPU
   // replicas each run BLAS single-threaded on their own core; one replica gets all the cores
   // (of this worker: workers on the same host share its cores).
   const int cores = coresOfThisWorker();
   blasThreads_ = n == 1 ? (options_.threadsPerDevice > 0 ? options_.threadsPerDevice : cores) : 1;
-  backend_ = makeBackend(options_.devices, hosts, loss_, metric_, optimizer, buckets_, blasThreads_, options_.tf32);
-  if (std::string why = backend_->supportsPrecision(options_.precision); !why.empty()) throw UserError(why);
-  backend_->setPrecision(options_.precision);
+  BackendConfig config;
+  config.devices = options_.devices;
+  config.hosts = hosts;
+  config.loss = loss_;
+  config.metric = metric_;
+  config.optimizer = optimizer;
+  config.buckets = buckets_;
+  config.blasThreads = blasThreads_;
+  config.tf32 = options_.tf32;
+  config.precision = options_.precision;
+  backend_ = makeBackend(std::move(config));
+  compute_ = backend_.get();
+  params_ = backend_.get();
+  caps_ = backend_->caps();
   for (auto& rep : replicas_) applyPrecision(*rep->model, options_.precision);
   lossScale_ = DynamicLossScale(options_.precision, options_.lossScaling);
   refuseAcrossWorkers();
   spins_ = spinBudget(n);
+  // The plan (StepPlan.cpp): the collective, the update and where the gradients are checked.
+  plan_.lossScaling = lossScale_.active();
+  plan_.joinAll = crossReplica && globalReplicas() > 1;
   collective_ = makeCollective();
-  // A collective that checks every replica's own gradient values as it reads them for the sum
-  // (the ring) saves backward a pass over them; the replica is still named (collectStep).
-  // One replica without loss scaling reads every value of its gradient once, in its update: the
-  // update checks each tile as it reads it, and backward makes no pass of its own.
-  const bool updateChecks = n == 1 && !workers_ && !lossScale_.active() && backend_->setUpdateChecks(true);
-  backend_->setLayerChecks(!collective_->checksLocalValues() && !updateChecks);
   units_ = updateUnits(buckets_, params, n);
-  if (options_.shardOptimizer && n > 1) setUpShardedUpdate();
+  planUpdate();
   // One compute thread per replica but the first, which runs on the caller's thread.
   for (auto& rep : replicas_) {
     Replica* p = rep.get();
     if (p->rank > 0) p->compute = std::thread([this, p] { computeLoop(*p); });
   }
-}
-
-// One replica: nothing to reduce. A backend with its own device collective (NCCL, the logical-GPU
-// all-reduce) uses it; otherwise the project's host algorithm, with several buckets on
-// communication threads when every replica can have a spare core, else between layers (a comm
-// thread without a core of its own could only preempt a compute thread).
-std::unique_ptr<Collective> MirroredStrategy::makeCollective() {
-  const int n = replicas();
-  std::unique_ptr<AllReduce> algorithm;
-  // The backend's own collectives round to bfloat16 themselves when asked.
-  auto wire = [&] {
-    if (std::string why = backend_->setBfloat16Wire(options_.allreduceDtype == AllReduceDtype::Bfloat16); !why.empty())
-      throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(options_.allreduceDtype) + ": " + why +
-                      "; use float32");
-  };
-  if (workers_ && (!backend_->deviceCollective().empty() || backend_->hostGradients(0).empty())) {
-    // GPUs across workers: the backend's own collective (NCCL bootstrapped through the group).
-    wire();
-    WorkerLink link;
-    link.rank = workers_->rank();
-    link.size = workers_->size();
-    link.engine = workers_->engine();
-    WorkerGroup& group = *workers_;
-    link.allGather = [&group](const std::string& mine) { return group.allGather(mine, "the NCCL unique id from worker 1"); };
-    return backend_->makeCrossWorkerCollective(buckets_, failure_, link);
-  }
-  if (workers_) {
-    // Several workers: the local sum, the cross-worker hop on replica 0, the local copy.
-    auto h = std::make_unique<HierarchicalAllReduce>(n, *workers_, failure_);
-    hierarchical_ = h.get();
-    algorithm = std::move(h);
-  } else {
-    if (n == 1) return std::make_unique<NoCollective>();  // nothing crosses: the dtype changes nothing
-    if (!backend_->deviceCollective().empty()) {
-      wire();
-      return backend_->makeDeviceCollective(buckets_, failure_);
-    }
-    algorithm = makeAllReduce(options_.allreduce, n);
-  }
-  algorithm->setDtype(options_.allreduceDtype);
-  const int cores = coresOfThisWorker();
-  auto mode = HostCollective::Mode::Whole;
-  if (buckets_.size() > 1)
-    mode = options_.bucketComm == BucketComm::Threads || (options_.bucketComm == BucketComm::Auto && 2 * n <= cores)
-               ? HostCollective::Mode::Threads
-               : HostCollective::Mode::Inline;
-  // BatchNormalization's sums cross the workers from replica 0's thread in the middle of forward
-  // and backward: the gradients' cross-worker calls must come from that same thread, in program
-  // order, so that every worker makes its collective calls in one order.
-  if (workers_ && crossReplica_ && mode == HostCollective::Mode::Threads) mode = HostCollective::Mode::Inline;
-  Backend* b = backend_.get();
-  return std::make_unique<HostCollective>(
-      std::move(algorithm), [b](int r) { return b->hostGradients(r); }, buckets_, mode, spins_);
 }
 
 MirroredStrategy::~MirroredStrategy() {
@@ -158,10 +114,8 @@ MirroredStrategy::~MirroredStrategy() {
 }
 
 std::string MirroredStrategy::threadPolicy() const {
-  const std::string note =
-      fused_ ? "no spare core for communication threads, so each replica sums the gradient chunks it owns itself, in its update"
-             : collective_->threadNote();
-  return backend_->threadPolicy() + (note.empty() ? "" : "; " + note);
+  const std::string note = collective_->threadNote();
+  return caps_.threadPolicy + (note.empty() ? "" : "; " + note);
 }
 
 void MirroredStrategy::enter(Replica& r, StepPhase phase) {
@@ -183,7 +137,7 @@ ReplicaProgress MirroredStrategy::progress(int rank) const {
 }
 
 void MirroredStrategy::setFaults(FaultPlan plan) {
-  if (plan.nanReplica >= 0 && backend_->hostGradients(plan.nanReplica).empty())
+  if (plan.nanReplica >= 0 && !caps_.hostGradients)
     throw UserError(
         "a nan fault needs a replica whose gradients live in host memory: inject it on a simulated CPU device (cpu:N)");
   faults_ = std::move(plan);
@@ -196,7 +150,7 @@ void MirroredStrategy::releaseFaults() {
 }
 
 void MirroredStrategy::restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations) {
-  for (int r = 0; r < replicas(); ++r) backend_->restoreOptimizer(r, slots, iterations);
+  for (int r = 0; r < replicas(); ++r) params_->restoreOptimizer(r, slots, iterations);
 }
 
 // Before the backward of the last micro-batch: a slow replica sleeps (factor - 1) times its own
@@ -218,7 +172,7 @@ void MirroredStrategy::playFaults(Replica& r, const Job& job, int64_t computeSta
     throw UserError("an injected failure on " + options_.devices.devices[static_cast<size_t>(r.rank)].label() + " in step " +
                     std::to_string(job.step) + " (fail fault)");
   if (r.rank == faults_.nanReplica && static_cast<int64_t>(job.step) == faults_.nanStep) {
-    auto g = backend_->hostGradients(r.rank);
+    auto g = caps_.hostGradients->hostGradients(r.rank);  // setFaults refused a nan fault without them
     if (!g.empty()) g.back() = std::numeric_limits<float>::quiet_NaN();
   }
 }
@@ -228,19 +182,19 @@ double MirroredStrategy::now() const { return static_cast<double>(steadyNs() - t
 void MirroredStrategy::initialize(uint64_t seed) {
   seed_ = seed;
   for (auto& r : replicas_) r->model->initialize(seed);
-  backend_->pushParameters();
+  params_->pushParameters();
 }
 
 void MirroredStrategy::broadcastParameters() {
-  backend_->pullParameters();
+  params_->pullParameters();
   auto src = replicas_[0]->model->params();
   if (workers_) workers_->broadcast(src, 0, "the broadcast of worker 1's parameters");
   for (size_t r = 1; r < replicas_.size(); ++r) std::copy(src.begin(), src.end(), replicas_[r]->model->params().begin());
-  backend_->pushParameters();
+  params_->pushParameters();
 }
 
 std::vector<uint64_t> MirroredStrategy::checksums() const {
-  backend_->pullParameters();  // the checksums are of the parameters on the devices
+  params_->pullParameters();  // the checksums are of the parameters on the devices
   std::vector<uint64_t> out;
   for (const auto& r : replicas_) out.push_back(r->model->checksum());
   return workers_ ? gatherChecksums(out) : out;
@@ -315,13 +269,7 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   r.step.store(static_cast<int64_t>(job.step), std::memory_order_relaxed);
   guarded(r, [&] { computeGradients(r, job); });
   enter(r, StepPhase::AllReduce);
-  if (fused_) {
-    // Every replica's gradients complete (zeroed where a replica had no rows) before anyone sums them.
-    guarded(r, [&] { backend_->hostGradients(r.rank); });
-    updated_->arriveAndWait();
-  } else {
-    collective_->finish(r.rank);
-  }
+  collective_->finish(r.rank);
   if (failure_.failed()) {
     enter(r, StepPhase::Idle);
     return;
@@ -329,12 +277,12 @@ void MirroredStrategy::trainReplica(Replica& r, const Job& job) {
   enter(r, StepPhase::Optimizer);
   guarded(r, [&] { applyUpdate(r, job); });
   r.gather = 0;
-  if (sharded_) {
+  if (plan_.sharded()) {
     // Every replica passes the barrier, even one whose update failed, so nobody waits forever.
-    // Fused, the owners have already written their chunks into everyone's parameters.
+    // Fused, the owners have already written their chunks into everyone's parameters (no gathers).
     const double t = now();
     updated_->arriveAndWait();
-    if (!fused_ && !failure_.failed()) guarded(r, [&] { gatherParameters(r); });
+    if (!failure_.failed()) guarded(r, [&] { gatherParameters(r); });
     r.gather = now() - t;
   }
   guarded(r, [&] { collectStep(r, job); });
@@ -347,22 +295,22 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
   const int64_t B = static_cast<int64_t>(job.indices.size());
   // The backend timestamps the step's start right away (a GPU records it on an idle stream), so
   // its phase times are placed on the host clock from r.start.
-  backend_->mark(r.rank, Mark::StepStart);
+  compute_->mark(r.rank, Mark::StepStart);
   int64_t most = 0;
   for (int m = 0; m < K; ++m) most = std::max(most, shardOf(B, m, K, g, G).rows());
-  backend_->prepare(r.rank, K, most, job.data->targetDim, true);
-  backend_->setLossScale(r.rank, job.lossScale);
+  compute_->prepare(r.rank, K, most, job.data->targetDim, true);
+  compute_->setLossScale(r.rank, job.lossScale);
   collective_->beginStep(r.rank);
   const std::function<void(size_t)> onLayer = [&](size_t layer) {
     const int ready = completeBuckets(layer);
     r.bucketsHanded.store(ready, std::memory_order_relaxed);
-    if (!fused_) collective_->bucketsReady(r.rank, ready);  // fused: summed after backward, by the update
+    collective_->bucketsReady(r.rank, ready);
   };
   const int64_t computeStart = steadyNs();
   const bool faulty = !faults_.empty();
   // A model whose layers sum across replicas (BatchNormalization) runs every micro-batch on every
   // replica, empty shards too, so that all of them join each sum and keep the same moving statistics.
-  const bool joinAll = crossReplica_ && G > 1;
+  const bool joinAll = plan_.joinAll;
   StepContext ctx{true, seed_, job.step, nullptr};
   ctx.replicaSum = joinAll ? replicaSum_.get() : nullptr;
   ctx.replica = r.rank;
@@ -371,22 +319,22 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
     const Shard s = shardOf(B, m, K, g, G);
     ctx.micro = m;
     const bool last = m == K - 1, run = s.rows() > 0 || joinAll;
-    backend_->mark(r.rank, Mark::MicroStart, m);
+    compute_->mark(r.rank, Mark::MicroStart, m);
     enter(r, StepPhase::Forward);
     if (s.rows() > 0)
-      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
-    backend_->mark(r.rank, Mark::InputEnd, m);
+      compute_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(s.lo), static_cast<size_t>(s.rows())));
+    compute_->mark(r.rank, Mark::InputEnd, m);
     if (run) {
-      backend_->forwardLoss(r.rank, m, s.rows(), ctx);
+      compute_->forwardLoss(r.rank, m, s.rows(), ctx);
       r.samples += s.rows();
     }
-    backend_->mark(r.rank, Mark::ForwardEnd, m);
+    compute_->mark(r.rank, Mark::ForwardEnd, m);
     enter(r, StepPhase::Backward);
     if (faulty && last) playFaults(r, job, computeStart);
     const int64_t backwardFrom = steadyNs();
-    if (run) backend_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
-    if (last && !run) backend_->checkGradients(r.rank);  // no layer was checked in this pass
-    backend_->mark(r.rank, Mark::BackwardEnd, m);
+    if (run) compute_->backward(r.rank, s.rows(), ctx, last ? onLayer : std::function<void(size_t)>());
+    if (last && !run) compute_->checkGradients(r.rank);  // no layer was checked in this pass
+    compute_->mark(r.rank, Mark::BackwardEnd, m);
     if (last) r.lastBackward = static_cast<double>(steadyNs() - backwardFrom) * 1e-9;
   }
 }
@@ -394,7 +342,7 @@ void MirroredStrategy::computeGradients(Replica& r, const Job& job) {
 // The step's sums and times. Checked on the local (pre-reduce) values, so the replica where a
 // non-finite value appeared is named.
 void MirroredStrategy::collectStep(Replica& r, const Job& job) {
-  const ReplicaSums sums = backend_->finishStep(r.rank, job.accumulate);
+  const ReplicaSums sums = compute_->finishStep(r.rank, job.accumulate);
   r.lossSum = sums.lossSum;
   r.metricSum = sums.metricSum;
   r.finite = true;
@@ -402,16 +350,16 @@ void MirroredStrategy::collectStep(Replica& r, const Job& job) {
   if (!std::isfinite(r.lossSum)) {
     r.finite = false;
     r.badWhat = "loss";
-  } else if (!sums.gradientsFinite || !(fused_ ? fusedLocalFinite(r.rank) : collective_->localFinite(r.rank))) {
+  } else if (!sums.gradientsFinite || !collective_->localFinite(r.rank)) {
     r.finite = false;
     r.badWhat = "gradient";
   }
-  const ReplicaTimes t = backend_->times(r.rank, job.accumulate);
+  const ReplicaTimes t = compute_->times(r.rank, job.accumulate);
   r.inlineComm = collective_->inlineSeconds(r.rank);
   r.phases = t.phases;
   r.phases.allgather = r.gather;
   r.phases.backward -= r.inlineComm;  // collectives run between layers are not backward
-  if (fused_) {
+  if (plan_.update == Plan::Update::ShardedFused) {
     // The fused update's tiles interleave the three: each part's own seconds go to its phase.
     r.phases.optimizer = std::max(0.0, r.phases.optimizer - r.fusedSum - r.fusedPush);
     r.phases.allgather += r.fusedPush;
@@ -477,7 +425,7 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
       res.badWhat = o.bad == 1 ? "loss" : "gradient";
     }
   }
-  if (lossScale_.active()) applyLossScaling(res);
+  if (plan_.lossScaling) applyLossScaling(res);
   return res;
 }
 
@@ -492,12 +440,12 @@ void MirroredStrategy::evalReplica(Replica& r, const Job& job) {
     // ~33 MB of activations, not 150 MB.
     const int64_t perSample = std::max<int64_t>(1, r.model->activationBytes(1));
     const int64_t kChunk = std::clamp<int64_t>((int64_t{64} << 20) / perSample, 1, 1024);
-    backend_->prepare(r.rank, 1, std::min(kChunk, hi - lo), job.data->targetDim, false);
+    compute_->prepare(r.rank, 1, std::min(kChunk, hi - lo), job.data->targetDim, false);
     const StepContext ctx{false, seed_, 0, nullptr};
     for (int64_t a = lo; a < hi; a += kChunk) {
       const int64_t rows = std::min(kChunk, hi - a);
-      backend_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(a), static_cast<size_t>(rows)));
-      backend_->evaluate(r.rank, rows, ctx, job.outputs ? job.outputs + a * k : nullptr, r.lossSum, r.metricSum);
+      compute_->stage(r.rank, *job.data, job.indices.subspan(static_cast<size_t>(a), static_cast<size_t>(rows)));
+      compute_->evaluate(r.rank, rows, ctx, job.outputs ? job.outputs + a * k : nullptr, r.lossSum, r.metricSum);
       r.samples += rows;
     }
   });

@@ -1,9 +1,12 @@
 // MirroredStrategy: one model copy per device, each global batch split into shards (sizes differ
 // by at most one), per-replica forward/backward producing gradient SUMS, a bucketed all-reduce
 // that starts each bucket as soon as backward has produced it, then the same optimizer update on
-// every replica. Written once for every device kind: the replicas' work goes through a Backend
-// (backend/Backend.h: CPU or CUDA) and the buckets through a Collective (ring, reduce-to-one, NCCL,
-// device memory). The single-device path is simply N = 1.
+// every replica. Written once for every device kind: the replicas' work goes through a backend's
+// narrow interfaces (backend/Backend.h: CPU or CUDA) and the buckets through a Collective (ring,
+// reduce-to-one, hierarchical, NCCL, device memory), the first one of an ordered list that is
+// enabled for the run (StepPlan.cpp). How every step runs is decided once, when the strategy is
+// built (its Plan), from the options, the backend's capabilities and the collective's traits.
+// The single-device path is simply N = 1.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -30,6 +33,7 @@ namespace ml {
 
 class HostReplicaSum;         // distribute/HostReplicaSum.h: BatchNormalization's cross-replica sums
 class HierarchicalAllReduce;  // distribute/CrossWorker.h: the all-reduce of several workers
+class FusedExchange;          // distribute/FusedExchange.h: the sharded update fused with the ring
 class WorkerGroup;            // distribute/Workers.h
 
 // Who reduces the gradient buckets of host-memory collectives as backward completes them.
@@ -51,7 +55,7 @@ struct StrategyOptions {
   bool shardOptimizer = false;
   // Sharded, over host memory with the ring in float32 and no spare core for communication
   // threads: each owner sums its chunk, updates it and writes the new parameters into the other
-  // replicas tile by tile (Backend::sumUpdatePush), with the ring's bits. Off: the ring's
+  // replicas tile by tile (FusedExchange.h), with the ring's bits. Off: the ring's
   // reduce-scatter, the update and the all-gather one after the other (tests compare the two).
   bool fuseShardedExchange = true;
   // GPUs: cuBLAS may run float32 products on TF32 tensor cores (10-bit mantissa inputs, float32
@@ -118,9 +122,37 @@ Shard shardOf(int64_t size, int micro, int microBatches, int replica, int replic
 std::vector<GradBucket> gradientBuckets(const std::vector<Sequential::ParamRange>& ranges, int64_t bucketBytes);
 // What one collective call covers for n replicas: each bucket when there are several, else the whole buffer.
 std::vector<GradBucket> updateUnits(const std::vector<GradBucket>& buckets, int64_t paramCount, int replicas);
-// Replica r's share under the sharded update: chunk c of every unit whose owner (the replica the
-// ring's reduce-scatter leaves its sum with) is r.
+// A range of the flat buffer, and the replica whose buffer holds what is read there.
+struct SourceRange {
+  int64_t offset = 0, count = 0;
+  int from = 0;
+};
+// Every chunk of every unit, in order, with its owner: the replica the ring's reduce-scatter leaves
+// its sum with (AllReduce::chunkOwner).
+std::vector<SourceRange> unitChunks(const std::vector<GradBucket>& units, int replicas);
+// Replica r's share under the sharded update: the chunks it owns.
 std::vector<GradBucket> ownedRanges(const std::vector<GradBucket>& units, int replica, int replicas);
+
+// The collectives a run can use, in the order they are tried: the first one enabled for the run
+// reduces its gradients, as Horovod's operation manager picks its all-reduce (StepPlan.cpp).
+enum class CollectiveKind {
+  DeviceAcrossWorkers,  // the backend's own, over every worker's devices (NCCL bootstrapped through MPI)
+  Hierarchical,         // host memory across workers: the local sum, the MPI hop, the local copy
+  None,                 // one replica: nothing to reduce
+  Device,               // the backend's own in this process (NCCL, the logical-GPU all-reduce)
+  Host,                 // the project's algorithm over host memory (ring, reduce-to-one)
+};
+struct CollectiveCase {
+  int workers = 1, replicas = 1;  // W processes of N local replicas each
+  bool deviceGradients = false;   // the gradients live in device memory (BackendCaps::collectives)
+};
+struct CollectiveEntry {
+  CollectiveKind kind;
+  const char* name;
+  bool (*enabled)(const CollectiveCase&);
+};
+std::span<const CollectiveEntry> collectiveOrder();
+CollectiveKind chooseCollective(const CollectiveCase& c);
 // Parameters whose optimizer state replica r keeps with these options: all of them, or its share
 // when the update is sharded. The figure the model summary shows, computed as the strategy allocates.
 int64_t optimizerShare(const Sequential& model, const StrategyOptions& options, int replica);
@@ -147,28 +179,27 @@ class MirroredStrategy {
   // A device may hold the parameters: model(r) brings them to the host first. After changing a
   // model's parameters, call broadcastParameters() (it also sends them to the devices).
   Sequential& model(int r = 0) {
-    backend_->pullParameters();
+    params_->pullParameters();
     return *replicas_[static_cast<size_t>(r)]->model;
   }
   const Sequential& model(int r = 0) const {
-    backend_->pullParameters();
+    params_->pullParameters();
     return *replicas_[static_cast<size_t>(r)]->model;
   }
   const Loss& loss() const { return loss_; }
   MetricKind metric() const { return metric_; }
   const StrategyOptions& options() const { return options_; }
-  const Backend& backend() const { return *backend_; }
   std::string allReduceName() const { return collective_->name(); }
   std::string allReducePath() const { return collective_->describe(); }  // which all-reduce runs, and why
   bool onGpu() const { return options_.devices.kind == DeviceKind::Gpu; }
-  std::string deviceName(int r) const { return backend_->deviceName(r); }  // "NVIDIA H200"
+  std::string deviceName(int r) const { return caps_.deviceNames[static_cast<size_t>(r)]; }  // "NVIDIA H200"
   int blasThreads() const { return blasThreads_; }
   std::string threadPolicy() const;
   int bucketCount() const { return static_cast<int>(buckets_.size()); }
-  bool fusedExchange() const { return fused_; }
-  bool shardedOptimizer() const { return sharded_; }
-  bool bucketsOnCommThreads() const { return collective_->onCommThreads(); }
-  bool bucketsInline() const { return collective_->inlineBuckets(); }
+  bool fusedExchange() const { return plan_.update == Plan::Update::ShardedFused; }
+  bool shardedOptimizer() const { return plan_.sharded(); }
+  bool bucketsOnCommThreads() const { return collective_->traits().commThreads; }
+  bool bucketsInline() const { return collective_->traits().inlineBuckets; }
   Precision precision() const { return options_.precision; }
   // The loss scale of the next step (0 without loss scaling), and finite steps since it last changed.
   double lossScale() const { return lossScale_.scale(); }
@@ -188,8 +219,8 @@ class MirroredStrategy {
   EvalResult evaluate(const Dataset& data, std::span<const int64_t> indices, float* outputs = nullptr);
 
   std::vector<uint64_t> checksums() const;
-  std::vector<std::span<const float>> optimizerSlots(int r) const { return backend_->optimizerSlots(r); }
-  int64_t optimizerIterations(int r) const { return backend_->optimizerIterations(r); }
+  std::vector<std::span<const float>> optimizerSlots(int r) const { return params_->optimizerSlots(r); }
+  int64_t optimizerIterations(int r) const { return params_->optimizerIterations(r); }
   // Every replica gets these slots and step counter (a checkpoint's): the replicas stay identical.
   void restoreOptimizer(const std::vector<std::vector<float>>& slots, int64_t iterations);
 
@@ -221,8 +252,12 @@ class MirroredStrategy {
     std::atomic<int64_t> phaseSinceNs{0};
     double start = 0, backwardEnd = 0, commEnd = 0, inlineComm = 0, gather = 0, network = 0;
     double fusedSum = 0, fusedPush = 0;  // fused exchange: seconds summing and writing the others' parameters
-    std::vector<GradBucket> owned;       // sharded: the ranges this replica updates
     bool skipped = false;                // loss scaling: the summed gradients were not finite
+    // The plan's ranges for this replica, each with the replica its values are read from:
+    std::vector<SourceRange> summed;   // the summed gradient, where the collective leaves it
+    std::vector<SourceRange> updates;  // what update() covers (sharded: the chunks it owns)
+    std::vector<SourceRange> gathers;  // sharded, not fused: the others' chunks, copied after the update
+    std::vector<GradBucket> owned;     // sharded: the chunks it owns
   };
   enum class JobKind { None, Train, Eval, Quit };
   struct Job {
@@ -237,7 +272,26 @@ class MirroredStrategy {
     float* outputs = nullptr;
   };
 
+  // How every step runs, decided once when the strategy is built (StepPlan.cpp): the step reads
+  // it and re-derives nothing from the options, the backend's capabilities or the collective.
+  struct Plan {
+    enum class Update {
+      Whole,         // every replica updates the whole buffer from its own summed copy
+      FromOwners,    // every replica updates the whole buffer, each chunk read from its owner (the ring scattered it)
+      Sharded,       // each replica updates the chunks it owns, then copies the others' (ZeRO stage 1)
+      ShardedFused,  // sharded, each owner summing, updating and pushing its chunks itself (FusedExchange)
+    };
+    Update update = Update::Whole;
+    GradientCheck check = GradientCheck::Backward;  // where each replica's own gradient is checked for inf/NaN
+    bool lossScaling = false;  // mixed_float16: a step whose summed gradient is not finite is skipped everywhere
+    bool joinAll = false;      // every replica runs every micro-batch: a layer sums across replicas (BatchNormalization)
+    bool sharded() const { return update == Update::Sharded || update == Update::ShardedFused; }
+  };
+  // StepPlan.cpp: the collective (the first enabled of collectiveOrder()) and the update.
   std::unique_ptr<Collective> makeCollective();
+  std::unique_ptr<Collective> crossWorkerDeviceCollective();
+  std::unique_ptr<Collective> hostCollective(std::unique_ptr<AllReduce> algorithm);
+  void planUpdate();
   void refuseAcrossWorkers() const;
   int coresOfThisWorker() const;
   // One replica's results of a step, as every worker sees them after the exchange.
@@ -261,12 +315,10 @@ class MirroredStrategy {
   void guarded(Replica& r, F&& work);
   void trainReplica(Replica& r, const Job& job);
   void computeGradients(Replica& r, const Job& job);
-  void setUpShardedUpdate();  // StepUpdate.cpp, as are the update's other parts
-  void applyUpdate(Replica& r, const Job& job);
+  void applyUpdate(Replica& r, const Job& job);  // StepUpdate.cpp, as are the update's other parts
   void gatherParameters(Replica& r);
   void collectStep(Replica& r, const Job& job);
   bool reducedGradientsFinite(Replica& r);
-  bool fusedLocalFinite(int rank) const;
   void applyLossScaling(StepResult& res);
   void evalReplica(Replica& r, const Job& job);
   int completeBuckets(size_t layerDone) const;  // buckets complete once this layer's backward is done
@@ -283,17 +335,16 @@ class MirroredStrategy {
   // What one update() call covers: each bucket when a scattering collective reduced them one by
   // one, else the whole buffer.
   std::vector<GradBucket> units_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns what the three below point to
+  ReplicaCompute* compute_ = nullptr;
+  ReplicaParameters* params_ = nullptr;
+  BackendCaps caps_;  // what it can do, read once: its optional parts, its names
   std::unique_ptr<Collective> collective_;
+  Plan plan_;
   FailureLatch failure_;
-  bool sharded_ = false;
   DynamicLossScale lossScale_;                  // mixed_float16's (inactive otherwise)
   std::unique_ptr<SpinBarrier> updated_;        // sharded: every owner has updated its chunks
-  bool fused_ = false;                          // sharded update fused with its exchange (sumUpdatePush)
-  std::vector<uint8_t> fusedBad_;               // fused: [reader * n + source], a non-finite value seen
-  std::vector<int> fusedOrder_;                 // fused: replica r's sources from[] at [r * n, (r + 1) * n)
   std::unique_ptr<HostReplicaSum> replicaSum_;  // BatchNormalization's cross-replica sums
-  bool crossReplica_ = false;                   // a layer needs them (every replica runs every micro-batch)
 
   Job job_;  // written by the caller before jobGen_ is bumped
   std::atomic<uint64_t> jobGen_{0};
@@ -308,6 +359,7 @@ class MirroredStrategy {
   WorkerGroup* workers_ = nullptr;
   int worker_ = 0, workerCount_ = 1;
   HierarchicalAllReduce* hierarchical_ = nullptr;  // owned by collective_
+  FusedExchange* fused_ = nullptr;                 // owned by collective_ (Plan::Update::ShardedFused)
   std::atomic<bool> stopVote_{false};
   int stopVotes_ = 0;  // the last exchange's
 };

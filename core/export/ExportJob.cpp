@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "Error.h"
+#include "export/WeightsNpz.h"
 #include "nn/WeightsFile.h"
 #include "store/RunStore.h"
 
@@ -27,11 +28,20 @@ std::string inputNote(const DataSpec& d) {
 
 }  // namespace
 
+void loadAnyWeights(Sequential& model, const std::string& path) {
+  // .npz: the arrays `train --save-weights FILE.npz` writes (and evaluate reads); else .mlw.
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npz") == 0)
+    loadWeightsNpz(model, path);
+  else
+    loadWeights(model, path);
+}
+
 ExportResult runExport(const ExportRequest& r) {
   checkExportPath(r.format, r.output);  // before any work: a typo in the folder costs nothing
   Sequential model(r.project.model);
-  loadWeights(model, r.weights);
+  loadAnyWeights(model, r.weights);
   ExportInfo info;
+  info.training = r.project.training;
   info.projectName = r.project.name;
   info.runId = r.runId;
   info.weightsFile = fs::path(r.weights).filename().string();

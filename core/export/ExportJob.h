@@ -15,7 +15,7 @@ class RunStore;
 
 struct ExportRequest {
   Project project;
-  std::string weights;  // .mlw saved by train --save-weights (or by the studio for its runs)
+  std::string weights;  // .mlw or .npz saved by train --save-weights (or .mlw by the studio for its runs)
   ExportFormat format = ExportFormat::Onnx;
   std::string output;
   std::optional<int64_t> runId;  // written into the file's metadata when known
@@ -24,6 +24,9 @@ struct ExportRequest {
 // Throws UserError: bad output path (before reading anything), missing or foreign weights,
 // a layer the format cannot express.
 ExportResult runExport(const ExportRequest& request);
+
+// Weights from an .npz (NumPy arrays named per layer) or an .mlw, by the file's ending.
+void loadAnyWeights(Sequential& model, const std::string& path);
 
 // A stored run's project and the newest weights file it recorded. Throws UserError when the run
 // has no weights artifact or the file has gone, saying how to get one.

@@ -8,11 +8,12 @@
 //                                  moving_variance (channels), in the order Keras' build() creates them
 // Layers are named by their class in snake case (dense, dense_1, flatten, dropout, activation),
 // numbered per class in model order, never by the layer's own name; layers without variables
-// still get their (empty) group. The optimizer's state is not exported: Keras warns and skips it.
+// still get their (empty) group. The weights-only file holds no optimizer; the .keras archive holds
+// a fresh one (optimizerGroup), matching its compile_config.
 #include "export/ExportWriters.h"
 
 #if MIRRORLAB_HAVE_HDF5
-#include <hdf5.h>
+#include "export/Hdf5Handle.h"
 #endif
 
 #include <map>
@@ -25,28 +26,11 @@ namespace ml {
 
 namespace {
 
-// An hid_t closed by the matching H5?close when it goes out of scope.
-class Handle {
+// The writer's handles: a failure names the file being written.
+class Handle : public Hdf5Handle {
  public:
-  Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what, const std::string& file) : id_(id), close_(close) {
-    if (id_ < 0) throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to " + what);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  hid_t get() const { return id_; }
-  // Closes now and reports a failure (the last write of a file happens at close).
-  bool close() {
-    const herr_t r = close_(id_);
-    id_ = -1;
-    return r >= 0;
-  }
-
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
+  Handle(hid_t id, herr_t (*close)(hid_t), const std::string& what, const std::string& file)
+      : Hdf5Handle(id, close, "cannot write the Keras weights file '" + file + "': HDF5 failed to " + what) {}
 };
 
 // Keras' naming.to_snake_case of the class name, for the classes Mirrorlab has.
@@ -81,23 +65,56 @@ void dataset(hid_t vars, const char* name, const std::vector<hsize_t>& dims, con
                     "' (is the disk full?)");
 }
 
-// HDF5 prints its error stack to stderr by default; the message we throw says it once instead.
-class QuietHdf5 {
- public:
-  QuietHdf5() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-  }
-  ~QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+void scalar(hid_t vars, const char* name, hid_t fileType, hid_t memType, const void* value, const std::string& file) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose, "describe a scalar", file);
+  Handle set(H5Dcreate2(vars, name, fileType, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
+             std::string("create the dataset '") + name + "'", file);
+  if (H5Dwrite(set.get(), memType, H5S_ALL, H5S_ALL, H5P_DEFAULT, value) < 0)
+    throw UserError("cannot write the Keras weights file '" + file + "': HDF5 failed to write '" + name + "'");
+}
 
- private:
-  H5E_auto2_t func_ = nullptr;
-  void* data_ = nullptr;
-};
+// A fresh optimizer's variables, as Keras 3 builds them for the model's trainable variables:
+// iterations (int64) and learning_rate, then per kind of slot (SGD: momentum when used; RMSprop:
+// velocity, then momentum when used) one zero array per trainable variable, Adam's momentum and
+// velocity interleaved per variable. With them load_model restores the optimizer instead of
+// warning that it skips it; the state is the one a new optimizer starts from.
+void optimizerGroup(hid_t f, const std::vector<ExportLayer>& layers, const OptimizerSpec& o, const std::string& file) {
+  std::vector<std::vector<hsize_t>> trainable;
+  for (const auto& l : layers) {
+    const auto in = static_cast<hsize_t>(l.in), out = static_cast<hsize_t>(l.out);
+    if (l.kind == ExportLayer::Kind::Dense) trainable.push_back({in, out});
+    if (l.kind == ExportLayer::Kind::Conv2D)
+      trainable.push_back({static_cast<hsize_t>(l.window.kh), static_cast<hsize_t>(l.window.kw), in, out});
+    if ((l.kind == ExportLayer::Kind::Dense || l.kind == ExportLayer::Kind::Conv2D) && l.bias) trainable.push_back({out});
+    if (l.kind == ExportLayer::Kind::BatchNormalization) {
+      if (l.gamma) trainable.push_back({in});
+      if (l.beta) trainable.push_back({in});
+    }
+  }
+  std::vector<std::vector<hsize_t>> slots;
+  if (o.name == "adam") {
+    for (const auto& t : trainable) slots.insert(slots.end(), {t, t});
+  } else {
+    const int kinds = o.name == "rmsprop" ? 1 + (o.momentum > 0) : (o.momentum != 0);
+    for (int k = 0; k < kinds; ++k) slots.insert(slots.end(), trainable.begin(), trainable.end());
+  }
+  Handle opt = group(f, "optimizer", file);
+  Handle vars = group(opt.get(), "vars", file);
+  const int64_t iterations = 0;
+  const auto lr = static_cast<float>(o.learningRate);
+  scalar(vars.get(), "0", H5T_STD_I64LE, H5T_NATIVE_INT64, &iterations, file);
+  scalar(vars.get(), "1", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &lr, file);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    hsize_t n = 1;
+    for (hsize_t d : slots[i]) n *= d;
+    const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
+    dataset(vars.get(), std::to_string(i + 2).c_str(), slots[i], zeros.data(), file);
+  }
+}
 
 }  // namespace
 
-std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file) {
+std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std::string& file, const OptimizerSpec* optimizer) {
   QuietHdf5 quiet;
   // The file is built in memory (HDF5's core driver, no backing store) and handed back as bytes,
   // so it reaches the disk through the same temporary-file-and-rename as every other export.
@@ -133,6 +150,7 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
       }
     }
   }
+  if (optimizer) optimizerGroup(f.get(), layers, *optimizer, file);
   const ssize_t size = H5Fflush(f.get(), H5F_SCOPE_GLOBAL) < 0 ? -1 : H5Fget_file_image(f.get(), nullptr, 0);
   std::string bytes(size > 0 ? static_cast<size_t>(size) : 0, '\0');
   if (size <= 0 || H5Fget_file_image(f.get(), bytes.data(), bytes.size()) != size)
@@ -142,7 +160,7 @@ std::string kerasWeightsBytes(const std::vector<ExportLayer>& layers, const std:
 
 #else
 
-std::string kerasWeightsBytes(const std::vector<ExportLayer>&, const std::string&) {
+std::string kerasWeightsBytes(const std::vector<ExportLayer>&, const std::string&, const OptimizerSpec*) {
   throw UserError(
       "this Mirrorlab was built without HDF5: install libhdf5-dev (scripts/deps.sh does) and rebuild to "
       "export Keras weights");

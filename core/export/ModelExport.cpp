@@ -19,7 +19,8 @@ ExportFormat parseExportFormat(const std::string& name) {
   if (name == "onnx") return ExportFormat::Onnx;
   if (name == "torch" || name == "pytorch") return ExportFormat::Torch;
   if (name == "keras" || name == "tf" || name == "tensorflow") return ExportFormat::Keras;
-  throw UserError("unknown export format '" + name + "' (allowed: onnx, torch, keras)");
+  if (name == "keras-weights") return ExportFormat::KerasWeights;
+  throw UserError("unknown export format '" + name + "' (allowed: onnx, torch, keras, keras-weights)");
 }
 
 const char* toString(ExportFormat f) {
@@ -27,6 +28,7 @@ const char* toString(ExportFormat f) {
     case ExportFormat::Onnx: return "onnx";
     case ExportFormat::Torch: return "torch";
     case ExportFormat::Keras: return "keras";
+    case ExportFormat::KerasWeights: return "keras-weights";
   }
   return "?";
 }
@@ -35,7 +37,8 @@ const char* formatTitle(ExportFormat f) {
   switch (f) {
     case ExportFormat::Onnx: return "ONNX model";
     case ExportFormat::Torch: return "PyTorch weights";
-    case ExportFormat::Keras: return "Keras weights";
+    case ExportFormat::Keras: return "Keras model";
+    case ExportFormat::KerasWeights: return "Keras weights";
   }
   return "?";
 }
@@ -44,15 +47,35 @@ const char* defaultSuffix(ExportFormat f) {
   switch (f) {
     case ExportFormat::Onnx: return ".onnx";
     case ExportFormat::Torch: return ".npz";
-    case ExportFormat::Keras: return ".weights.h5";
+    case ExportFormat::Keras: return ".keras";
+    case ExportFormat::KerasWeights: return ".weights.h5";
   }
   return "";
+}
+
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+ExportFormat resolveFormat(ExportFormat f, const std::string& path) {
+  return f == ExportFormat::Keras && endsWith(path, ".weights.h5") ? ExportFormat::KerasWeights : f;
+}
+
+std::optional<ExportFormat> formatOfPath(const std::string& path) {
+  for (ExportFormat f : {ExportFormat::Onnx, ExportFormat::Torch, ExportFormat::Keras, ExportFormat::KerasWeights})
+    if (endsWith(path, defaultSuffix(f))) return f;
+  return std::nullopt;
 }
 
 bool formatBuilt(ExportFormat f) {
   switch (f) {
     case ExportFormat::Onnx: return MIRRORLAB_HAVE_ONNX;
-    case ExportFormat::Keras: return MIRRORLAB_HAVE_HDF5;
+    case ExportFormat::Keras:
+    case ExportFormat::KerasWeights: return MIRRORLAB_HAVE_HDF5;
     case ExportFormat::Torch: return true;
   }
   return false;
@@ -66,6 +89,7 @@ ExportLayer describe(const Layer& layer, ExportFormat f) {
   e.type = layer.type();
   e.inputShape = layer.inputShape;
   e.outputShape = layer.outputShape;
+  e.args = layer.args();
   if (const auto* d = dynamic_cast<const Dense*>(&layer)) {
     e.kind = ExportLayer::Kind::Dense;
     e.activation = d->activation();
@@ -106,7 +130,7 @@ ExportLayer describe(const Layer& layer, ExportFormat f) {
   } else if (dynamic_cast<const Reshape*>(&layer)) {
     e.kind = ExportLayer::Kind::Reshape;
   } else {
-    const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";
+    const char* name = f == ExportFormat::Onnx ? "ONNX" : f == ExportFormat::Torch ? "PyTorch" : "Keras";  // both Keras forms
     throw UserError("layer '" + layer.name + "' (" + layer.type() + ") cannot be exported to " + name + " (--format " +
                     toString(f) + "): remove the layer or keep the model in Mirrorlab's .mlw weights");
   }
@@ -130,18 +154,21 @@ std::vector<ExportLayer> exportLayers(const Sequential& model, ExportFormat f) {
 
 void checkExportPath(ExportFormat f, const std::string& path) {
   checkCanWrite(path, formatTitle(f));
-  // Keras 3's load_weights refuses any other ending.
-  const std::string suffix = ".weights.h5";
-  if (f == ExportFormat::Keras &&
-      (path.size() < suffix.size() || path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0))
-    throw UserError(
-        "Keras weights must be saved as a file ending in '.weights.h5' (Keras 3's model.load_weights refuses "
-        "other names): got '" +
-        path + "'");
+  f = resolveFormat(f, path);
+  // Keras 3 refuses other endings (load_model wants .keras, load_weights .weights.h5); for the
+  // other formats a mismatched ending is a mistake that would only surface in another program.
+  if (endsWith(path, defaultSuffix(f))) return;
+  std::string fix = "name it '*" + std::string(defaultSuffix(f)) + "'";
+  if (f == ExportFormat::Keras) fix += " (the whole model) or '*.weights.h5' (the weights alone)";
+  if (const auto other = formatOfPath(path))
+    fix += ", or pass --format " + std::string(toString(*other)) + " (" + formatTitle(*other) + ") for that name";
+  throw UserError("--format " + std::string(toString(f)) + " (" + formatTitle(f) + ") needs an output ending in '" +
+                  defaultSuffix(f) + "', got '" + path + "': " + fix);
 }
 
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
   checkExportPath(f, path);
+  f = resolveFormat(f, path);
   const auto layers = exportLayers(model, f);
   ExportResult r;
   r.path = path;
@@ -153,6 +180,10 @@ ExportResult exportModel(const Sequential& model, ExportFormat f, const std::str
           "ONNX model, opset " + std::to_string(kOnnxOpset) + ", input 'input' and output 'output' with a dynamic batch";
       break;
     case ExportFormat::Keras:
+      bytes = kerasArchiveBytes(layers, model.inputShape(), info, path);
+      r.description = "Keras 3 model (configuration and weights): open with keras.saving.load_model()";
+      break;
+    case ExportFormat::KerasWeights:
       bytes = kerasWeightsBytes(layers, path);
       r.description = "Keras 3 weights for a Sequential model: load with model.load_weights()";
       break;

@@ -1,6 +1,6 @@
 // Exports a trained Sequential model to formats other programs read: an ONNX model (every
-// runtime), PyTorch weights (.npz for the generated PyTorch program) and Keras 3 weights
-// (.weights.h5 for the generated TensorFlow program's model.load_weights).
+// runtime), PyTorch weights (.npz for the generated PyTorch program), a Keras 3 model (.keras,
+// for keras.saving.load_model) and Keras 3 weights alone (.weights.h5, for model.load_weights).
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -12,16 +12,25 @@
 #include "nn/Layer.h"
 #include "nn/Sequential.h"
 #include "nn/Spatial.h"
+#include "project/Project.h"
 
 namespace ml {
 
-enum class ExportFormat { Onnx, Torch, Keras };
+// Keras is the whole model (a .keras archive: configuration and weights); KerasWeights the weights
+// alone in Keras' layout, for a model built by other code (the generated TensorFlow program).
+enum class ExportFormat { Onnx, Torch, Keras, KerasWeights };
 
 // Throws UserError listing the formats.
 ExportFormat parseExportFormat(const std::string& name);
-const char* toString(ExportFormat f);       // onnx | torch | keras
+const char* toString(ExportFormat f);       // onnx | torch | keras | keras-weights
 const char* formatTitle(ExportFormat f);    // "ONNX model", ...
-const char* defaultSuffix(ExportFormat f);  // .onnx | .npz | .weights.h5
+const char* defaultSuffix(ExportFormat f);  // .onnx | .npz | .keras | .weights.h5
+// The format an output name asks for: Keras to a file ending in .weights.h5 is KerasWeights (the
+// CLI's --format keras picks by the name); any other pair is returned as it is.
+ExportFormat resolveFormat(ExportFormat f, const std::string& path);
+// The format whose ending the path has, if any (for a --format left out, and for the fix offered
+// when the two disagree).
+std::optional<ExportFormat> formatOfPath(const std::string& path);
 // False when the library the format needs was not found at build time (then exporting says so).
 bool formatBuilt(ExportFormat f);
 
@@ -31,6 +40,9 @@ struct ExportInfo {
   std::optional<int64_t> runId;
   std::string weightsFile;  // the .mlw the weights were read from
   std::string inputNote;    // how the inputs were prepared in training ("pixels / 255"), for users of the file
+  // The project's training settings: a .keras archive compiles the model with its loss, metric and
+  // optimizer. Without them the archive holds an uncompiled model.
+  std::optional<TrainingSpec> training;
   std::string version = MIRRORLAB_VERSION;
 };
 
@@ -61,6 +73,7 @@ struct ExportLayer {
   // BatchNormalization over the last axis (channels): gamma and beta are null without scale or center.
   const float *gamma = nullptr, *beta = nullptr, *movingMean = nullptr, *movingVariance = nullptr;
   double epsilon = 0;
+  nlohmann::json args;  // the layer's arguments as in the project file (initializers, rate, target_shape...)
 };
 
 // The layers in order; throws UserError naming the layer, its type and the format when a layer
@@ -74,8 +87,8 @@ struct ExportResult {
   std::string description;  // one line: what the file holds
 };
 
-// Refuses a bad output path before any work (missing or unwritable folder, a folder, Keras'
-// required ".weights.h5" ending), then writes the file atomically (temporary file + rename).
+// Refuses a bad output path before any work (missing or unwritable folder, a folder, an ending
+// that is not the format's), then writes the file atomically (temporary file + rename).
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info);
 // The output-path checks alone (the studio runs them before it starts).
 void checkExportPath(ExportFormat f, const std::string& path);

@@ -1,67 +1,25 @@
-// The .npz writer and reader: the zip container (local headers, central directory, end record;
-// CRC-32 and raw deflate from zlib) around .npy arrays. Times are fixed at 1980-01-01 so the same
-// weights give the same bytes.
+// The .npz writer and reader: .npy arrays (numpy's own header format) in the zip container of
+// ZipFile.h, whose fixed times make the same weights give the same bytes.
 #include "export/NpzFile.h"
-
-#include <zlib.h>
 
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <limits>
-#include <set>
 
 #include "Error.h"
+#include "export/ZipFile.h"
 
 namespace ml {
 namespace {
 
-constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
-constexpr uint16_t kDosDate1980 = (0 << 9) | (1 << 5) | 1;  // 1980-01-01, time 00:00
-
-void put16(std::string& s, uint16_t v) {
-  s += static_cast<char>(v & 0xff);
-  s += static_cast<char>(v >> 8);
-}
-void put32(std::string& s, uint32_t v) {
-  for (int i = 0; i < 4; ++i) s += static_cast<char>((v >> (8 * i)) & 0xff);
-}
 uint16_t get16(const std::string& s, size_t o) {
   return static_cast<uint16_t>(static_cast<unsigned char>(s[o]) | (static_cast<unsigned char>(s[o + 1]) << 8));
 }
 uint32_t get32(const std::string& s, size_t o) { return get16(s, o) | (uint32_t{get16(s, o + 2)} << 16); }
-uint64_t get64(const std::string& s, size_t o) { return get32(s, o) | (uint64_t{get32(s, o + 4)} << 32); }
-
-std::string deflateRaw(const std::string& in) {
-  z_stream z{};
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-    throw std::runtime_error("zlib deflateInit2 failed");
-  std::string out(deflateBound(&z, static_cast<uLong>(in.size())), '\0');
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) throw std::runtime_error("zlib deflate failed");
-  return out;
-}
-
-std::string inflateRaw(const std::string& in, uint64_t size, const std::string& what) {
-  std::string out(size, '\0');
-  z_stream z{};
-  if (inflateInit2(&z, -15) != Z_OK) throw std::runtime_error("zlib inflateInit2 failed");
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  const int rc = inflate(&z, Z_FINISH);
-  const bool ok = rc == Z_STREAM_END && z.total_out == size;
-  inflateEnd(&z);
-  if (!ok) throw UserError(what + " is damaged (its compressed data does not inflate)");
-  return out;
+void put16(std::string& s, uint16_t v) {
+  s += static_cast<char>(v & 0xff);
+  s += static_cast<char>(v >> 8);
 }
 
 std::string shapeText(const std::vector<int64_t>& shape) {
@@ -171,118 +129,31 @@ std::string npyBytes(const std::vector<int64_t>& shape, std::span<const float> d
 }
 
 void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays, NpzCompression compression) {
-  std::string zip, central;
-  std::set<std::string> names;
+  const std::string what = "npz file '" + path + "'";
+  std::vector<ZipEntry> entries;
   for (const auto& a : arrays) {
-    if (a.name.empty()) throw UserError("npz file '" + path + "': an array has no name");
-    if (!names.insert(a.name).second) throw UserError("npz file '" + path + "': two arrays are named '" + a.name + "'");
+    if (a.name.empty()) throw UserError(what + ": an array has no name");
     int64_t n = 1;
     for (int64_t d : a.shape) n *= d;
     if (n != static_cast<int64_t>(a.data.size()))
-      throw UserError("npz file '" + path + "': array '" + a.name + "' has shape " + shapeText(a.shape) + " but " +
+      throw UserError(what + ": array '" + a.name + "' has shape " + shapeText(a.shape) + " but " +
                       std::to_string(a.data.size()) + " values");
-    const std::string raw = npyBytes(a.shape, a.data), file = a.name + ".npy";
-    const bool deflated = compression == NpzCompression::Deflated;
-    const std::string body = deflated ? deflateRaw(raw) : raw;
-    const uint32_t crc =
-        static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(raw.data()), static_cast<uInt>(raw.size())));
-    if (zip.size() + body.size() + raw.size() > std::numeric_limits<uint32_t>::max() - (1u << 20))
-      throw UserError("npz file '" + path + "' would exceed 4 GiB, which this writer does not support (no zip64)");
-    const uint32_t offset = static_cast<uint32_t>(zip.size());
-    auto common = [&](std::string& s) {
-      put16(s, 20);                // version needed: 2.0 (deflate)
-      put16(s, 0);                 // flags
-      put16(s, deflated ? 8 : 0);  // method
-      put16(s, 0);                 // time
-      put16(s, kDosDate1980);      // date
-      put32(s, crc);
-      put32(s, static_cast<uint32_t>(body.size()));
-      put32(s, static_cast<uint32_t>(raw.size()));
-      put16(s, static_cast<uint16_t>(file.size()));
-      put16(s, 0);  // extra length
-    };
-    put32(zip, kLocalSig);
-    common(zip);
-    zip += file;
-    zip += body;
-    put32(central, kCentralSig);
-    put16(central, 20);  // made by: 2.0, MS-DOS attributes
-    common(central);
-    put16(central, 0);  // comment length
-    put16(central, 0);  // disk
-    put16(central, 0);  // internal attributes
-    put32(central, 0);  // external attributes
-    put32(central, offset);
-    central += file;
+    entries.push_back({a.name + ".npy", npyBytes(a.shape, a.data)});
   }
-  const uint32_t centralOffset = static_cast<uint32_t>(zip.size());
-  zip += central;
-  put32(zip, kEndSig);
-  put16(zip, 0);
-  put16(zip, 0);
-  put16(zip, static_cast<uint16_t>(arrays.size()));
-  put16(zip, static_cast<uint16_t>(arrays.size()));
-  put32(zip, static_cast<uint32_t>(central.size()));
-  put32(zip, centralOffset);
-  put16(zip, 0);
-  writeAtomically(path, zip);
+  writeAtomically(
+      path, zipBytes(entries, compression == NpzCompression::Deflated ? ZipCompression::Deflated : ZipCompression::Stored, what));
 }
 
 std::vector<NpyArray> readNpz(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError("cannot open npz file '" + path + "': check the path");
   const std::string z((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  // The end record sits in the last 22 + 65535 bytes (after an optional comment).
-  size_t end = std::string::npos;
-  if (z.size() >= 22) {
-    const size_t lowest = z.size() > 22 + 65535 ? z.size() - 22 - 65535 : 0;
-    for (size_t i = z.size() - 22 + 1; i-- > lowest;)
-      if (get32(z, i) == kEndSig) {
-        end = i;
-        break;
-      }
-  }
-  if (end == std::string::npos) throw UserError("'" + path + "' is not an npz (zip) file: no end-of-archive record");
-  const uint16_t count = get16(z, end + 10);
-  size_t at = get32(z, end + 16);
   std::vector<NpyArray> arrays;
-  for (uint16_t e = 0; e < count; ++e) {
-    if (at + 46 > z.size() || get32(z, at) != kCentralSig)
-      throw UserError("npz file '" + path + "' is damaged (central directory)");
-    const uint16_t method = get16(z, at + 10), nameLen = get16(z, at + 28), extraLen = get16(z, at + 30),
-                   commentLen = get16(z, at + 32);
-    const uint32_t wantCrc = get32(z, at + 16);
-    uint64_t csize = get32(z, at + 20), usize = get32(z, at + 24), offset = get32(z, at + 42);
-    const std::string file = z.substr(at + 46, nameLen);
-    // numpy writes zip64 entries (force_zip64): the real sizes sit in extra field 0x0001.
-    for (size_t x = at + 46 + nameLen; x + 4 <= at + 46 + nameLen + extraLen;) {
-      const uint16_t id = get16(z, x), len = get16(z, x + 2);
-      if (id == 1) {
-        size_t f = x + 4;
-        if (usize == 0xffffffffu) usize = get64(z, f), f += 8;
-        if (csize == 0xffffffffu) csize = get64(z, f), f += 8;
-        if (offset == 0xffffffffu) offset = get64(z, f);
-      }
-      x += 4 + len;
-    }
-    at += 46 + nameLen + extraLen + commentLen;
-    const std::string what = "array '" + file + "' in npz file '" + path + "'";
-    if (offset + 30 > z.size() || get32(z, offset) != kLocalSig) throw UserError(what + " is damaged (local header)");
-    const size_t data = offset + 30 + get16(z, offset + 26) + get16(z, offset + 28);
-    if (data + csize > z.size()) throw UserError(what + " is truncated");
-    std::string bytes;
-    if (method == 0)
-      bytes = z.substr(data, csize);
-    else if (method == 8)
-      bytes = inflateRaw(z.substr(data, csize), usize, what);
-    else
-      throw UserError(what + " uses zip method " + std::to_string(method) + "; only stored and deflated are read");
-    const uint32_t crc =
-        static_cast<uint32_t>(crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size())));
-    if (crc != wantCrc) throw UserError(what + " is damaged (CRC-32 mismatch)");
+  for (const auto& e : readZip(z, "npz file '" + path + "'")) {
+    const std::string what = "array '" + e.name + "' in npz file '" + path + "'";
     const std::string key =
-        file.size() > 4 && file.compare(file.size() - 4, 4, ".npy") == 0 ? file.substr(0, file.size() - 4) : file;
-    arrays.push_back(parseNpy(bytes, key, what));
+        e.name.size() > 4 && e.name.compare(e.name.size() - 4, 4, ".npy") == 0 ? e.name.substr(0, e.name.size() - 4) : e.name;
+    arrays.push_back(parseNpy(e.bytes, key, what));
   }
   return arrays;
 }

@@ -1,6 +1,6 @@
 // NumPy .npz archives: a zip file of .npy arrays (format 1.0, little-endian float32, C order),
-// which `np.load(path)["dense_1/kernel"]` reads. Entries are stored or deflated with zlib; no zip64,
-// so an archive stays under 4 GiB (refused with a message above that).
+// which `np.load(path)["dense_1/kernel"]` reads, in the zip container of ZipFile.h (no zip64 written,
+// so an archive stays under 4 GiB, refused with a message above that).
 #pragma once
 #include <cstdint>
 #include <span>

@@ -146,6 +146,19 @@ ModelPlan planModel(const Project& p) {
 
 int projectReplicas(const Project& p) { return std::max(1, parseDevices(p.distribute.devices).size()); }
 
+int projectWorkers(const Project& p) { return std::max(1, p.distribute.workers); }
+
+std::string globalBatchPython(const Project& p) {
+  const TrainingSpec& t = p.training;
+  if (!t.perDeviceBatch)
+    return "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: samples per optimizer update\n";
+  const int devices = projectReplicas(p), workers = projectWorkers(p);
+  return "PER_REPLICA_BATCH = " + pyInt(t.batchSize) + "  # the project's batch per device and micro-batch\n" +
+         "GLOBAL_BATCH = " + pyInt(t.batchSize * devices * workers * t.accumulate) + "  # " + pyInt(t.batchSize) + " x " +
+         std::to_string(devices) + " device(s)" + (workers > 1 ? " x " + std::to_string(workers) + " workers" : "") + " x " +
+         std::to_string(t.accumulate) + " micro-batch(es): Mirrorlab's samples per optimizer update\n";
+}
+
 bool isClassification(const Project& p) { return Loss::make(p.training.loss, p.training.fromLogits).isClassification(); }
 
 std::string headerComment(const Project& p, const std::string& framework, const std::vector<std::string>& mapping) {

@@ -44,8 +44,13 @@ struct ModelPlan {
 // Builds the model once (throws UserError naming the layer that does not fit).
 ModelPlan planModel(const Project& p);
 
-// Replicas the project's device list asks for (cpu:4 -> 4, gpu:0,1 -> 2).
+// Replicas the project's device list asks for per worker (cpu:4 -> 4, gpu:0,1 -> 2), and its workers (>= 1).
 int projectReplicas(const Project& p);
+int projectWorkers(const Project& p);
+
+// GLOBAL_BATCH = ... (and PER_REPLICA_BATCH for a per-device batch): Mirrorlab's samples per update,
+// per-device batch x devices x workers x accumulate, whatever number of replicas the program runs.
+std::string globalBatchPython(const Project& p);
 
 // The opening comment: the project's name, then the lines on the mirrored mapping (and on anything
 // the framework does not do exactly as Mirrorlab).

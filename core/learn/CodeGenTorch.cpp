@@ -6,6 +6,7 @@
 #include "learn/CodeGen.h"
 #include "learn/CodeGenParts.h"
 #include "learn/CodeGenTorchParts.h"
+#include "nn/Loss.h"
 #include "project/LrScaling.h"
 
 namespace ml {
@@ -31,9 +32,10 @@ std::string torchActivation(const std::string& a, const Shape& shape) {
   return "";
 }
 
-// The model's layers as Python list items; a trailing softmax is left out when the loss takes it
-// over (cross-entropy on logits is the same loss as Keras' softmax + crossentropy, and stabler).
-std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
+// The model's layers as Python list items; a trailing softmax (sigmoid) is left out when the loss
+// takes it over (cross-entropy on logits is the same loss as Keras' softmax + crossentropy, and
+// stabler): `fold` names it, or is empty.
+std::string torchLayers(const ModelPlan& m, const std::string& fold) {
   std::string out;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const auto& l = m.layers[i];
@@ -43,7 +45,7 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
       out += "        nn.Flatten()," + tag;  // on channels-last tensors: Keras' order
     } else if (const std::string spatial = torchSpatialLayer(l); !spatial.empty()) {
       out += "        " + spatial + "," + tag;
-      if (l.type == "Conv2D" && !(last && foldSoftmax && l.activation == "softmax"))
+      if (l.type == "Conv2D" && !(last && !fold.empty() && l.activation == fold))
         if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty()) out += "        " + a + ",\n";
     } else if (l.type == "Dropout") {
       out += "        nn.Dropout(p=" + pyNum(l.rate) + ")," + tag;
@@ -51,8 +53,9 @@ std::string torchLayers(const ModelPlan& m, bool foldSoftmax) {
       if (l.type == "Dense")
         out += "        dense(" + pyStr(l.name) + ", " + pyInt(l.inFeatures) + ", " + pyInt(l.units) + ", " +
                pyStr(l.kernelInit) + ", " + pyStr(l.biasInit) + ", " + pyBool(l.useBias) + ")," + tag;
-      if (last && foldSoftmax && l.activation == "softmax")
-        out += "        # softmax: folded into the loss (F.cross_entropy takes the logits)\n";
+      if (last && !fold.empty() && l.activation == fold)
+        out += "        # " + fold + ": folded into the loss (" +
+               (fold == "softmax" ? "F.cross_entropy" : "F.binary_cross_entropy_with_logits") + " takes the logits)\n";
       else if (const std::string a = torchActivation(l.activation, l.outputShape); !a.empty())
         out += "        " + a + "," + (l.type == "Activation" ? tag : "\n");
     }
@@ -80,16 +83,15 @@ std::string torchSpatialLayer(const LayerPlan& l) {
     return "Reshape(" + pyShape(t) + ")";
   }
   if (l.type == "BatchNormalization")
-    return "batch_norm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " +
-           pyInt(static_cast<int64_t>(l.inputShape.size())) + ", " + pyNum(a["momentum"].get<double>()) + ", " +
-           pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " + pyBool(a.value("scale", true)) +
-           ", " + pyBool(a.value("synchronized", false)) + ")";
+    return "KerasBatchNorm(" + pyStr(l.name) + ", " + pyInt(l.inputShape.back()) + ", " + pyNum(a["momentum"].get<double>()) +
+           ", " + pyNum(a["epsilon"].get<double>()) + ", " + pyBool(a.value("center", true)) + ", " +
+           pyBool(a.value("scale", true)) + ", " + pyBool(a.value("synchronized", false)) + ")";
   return "";
 }
 
 bool hasSpatial(const ModelPlan& m) {
   for (const auto& l : m.layers)
-    if (!torchSpatialLayer(l).empty()) return true;
+    if (!torchSpatialLayer(l).empty() && l.type != "BatchNormalization") return true;
   return false;
 }
 
@@ -165,25 +167,63 @@ class Reshape(nn.Module):
 
     def forward(self, x):
         return x.reshape((x.shape[0],) + self.shape)
+)PY";
+
+// Keras' BatchNormalization written out: PyTorch's BatchNorm1d/2d take the channel axis second (a
+// rank-2 sample such as (14, 56) would be normalised over 14 "channels"), keep an unbiased running
+// variance, and under DDP keep rank 0's running statistics; SyncBatchNorm runs on GPUs only.
+const char* kBatchNormPython = R"PY(
 
 
-def batch_norm(name, channels, rank, momentum, epsilon, center, scale, synchronized):
-    """Keras' BatchNormalization over the last axis. PyTorch's momentum is Keras' 1 - momentum; its
-    running variance is unbiased where Keras' moving variance is biased (the normalisation itself
-    is the same). synchronized: SyncBatchNorm, which PyTorch runs on GPUs only: on the CPU (gloo)
-    each replica normalises with its own shard's statistics."""
-    sync = synchronized and torch.cuda.is_available() and dist.is_available() and dist.is_initialized()
-    if sync:
-        layer = nn.SyncBatchNorm(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
-    elif rank == 3:
-        layer = nn.BatchNorm2d(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
-    else:
-        layer = nn.BatchNorm1d(channels, eps=epsilon, momentum=1.0 - momentum, affine=center or scale)
-    layer.keras_name = name  # NAME/gamma, NAME/beta, NAME/moving_mean, NAME/moving_variance in a weights file
-    if layer.affine:
-        layer.weight.requires_grad_(scale)
-        layer.bias.requires_grad_(center)
-    return ChannelsLast(layer) if rank == 3 else layer
+class KerasBatchNorm(nn.Module):
+    """Keras' BatchNormalization over the last axis, for samples of any rank ((C,), (H, W, C), (14, 56)...):
+    the statistics are taken per channel over every other axis, in float64, as Mirrorlab takes them.
+    Training normalises with the shard's statistics, or with the global batch's when synchronized (an
+    all-reduce that autograd follows, on CPUs and GPUs); the moving mean and the biased moving variance
+    follow the global batch's statistics in both cases (one more all-reduce), as Mirrorlab's do, so
+    every replica keeps the same. Evaluation normalises with them."""
+
+    def __init__(self, name, channels, momentum, epsilon, center, scale, synchronized):
+        super().__init__()
+        self.keras_name = name  # NAME/gamma, NAME/beta, NAME/moving_mean, NAME/moving_variance in a weights file
+        self.momentum, self.epsilon, self.synchronized = momentum, epsilon, synchronized
+        self.weight = nn.Parameter(torch.ones(channels)) if scale else None
+        self.bias = nn.Parameter(torch.zeros(channels)) if center else None
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x):
+        shape, channels = x.shape, x.shape[-1]
+        rows = x.reshape(-1, channels)
+        if self.training:
+            wide = rows.double()
+            sums = torch.cat([wide.sum(0), (wide * wide).sum(0), wide.new_full((1,), float(len(rows)))])
+            total = sums.detach().clone()
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                dist.all_reduce(total)  # the global batch's sums, for the moving statistics
+                if self.synchronized:  # normalise by them too; backward then sums the replicas' gradients
+                    from torch.distributed.nn.functional import all_reduce
+                    sums = all_reduce(sums)
+            mean, var = channel_moments(sums, channels)
+            global_mean, global_var = channel_moments(total, channels)
+            with torch.no_grad():
+                self.running_mean.copy_(self.running_mean.double() * self.momentum + global_mean * (1 - self.momentum))
+                self.running_var.copy_(self.running_var.double() * self.momentum + global_var * (1 - self.momentum))
+        else:
+            mean, var = self.running_mean.double(), self.running_var.double()
+        y = (rows - mean.float()) * (1 / (var + self.epsilon).sqrt()).float()
+        if self.weight is not None:
+            y = y * self.weight
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(shape)
+
+
+def channel_moments(sums, channels):
+    """Per channel mean and biased variance from [sum x (C), sum x^2 (C), count], as Mirrorlab computes them."""
+    count = sums[-1].clamp(min=1)
+    mean = sums[:channels] / count
+    return mean, (sums[channels:2 * channels] / count - mean * mean).clamp(min=0)
 )PY";
 
 bool hasDropout(const ModelPlan& m) {
@@ -192,17 +232,50 @@ bool hasDropout(const ModelPlan& m) {
   return false;
 }
 
-}  // namespace
+// loss_sum(out, y) and metric_sum(out, y): sums over the samples, as Keras defines them per sample.
+std::string torchLossPython(const TrainingSpec& t, const std::string& fold, bool accuracy) {
+  const LossKind kind = Loss::make(t.loss, t.fromLogits).kind();
+  const bool logits = t.fromLogits || !fold.empty();
+  std::string out =
+      "\n\ndef loss_sum(out, y):\n    \"\"\"The loss summed over the samples (the caller divides by the global batch).\"\"\"\n";
+  const std::string clipped =
+      fold.empty() ? "from_logits"
+                   : fold + " + crossentropy, on the logits (Mirrorlab reports it with p clipped to [1e-7, 1 - 1e-7])";
+  if (kind == LossKind::BinaryCrossentropy && logits)
+    out +=
+        "    targets = y.float().reshape(out.shape)  # 0/1 per output\n"
+        "    return F.binary_cross_entropy_with_logits(out, targets, reduction=\"sum\") / out.shape[1]  # " +
+        clipped + "; per sample the mean over the outputs, as Keras\n";
+  else if (kind == LossKind::BinaryCrossentropy)
+    out +=
+        "    targets = y.float().reshape(out.shape)  # 0/1 per output\n"
+        "    return F.binary_cross_entropy(out.clamp(1e-7, 1 - 1e-7), targets, reduction=\"sum\") / out.shape[1]  # clipped as "
+        "Keras\n";
+  else if (kind != LossKind::MeanSquaredError && logits)
+    out += "    return F.cross_entropy(out, y, reduction=\"sum\")  # " + clipped + "\n";
+  else if (kind != LossKind::MeanSquaredError)
+    out +=
+        "    return F.nll_loss(torch.log(out.clamp(1e-7, 1 - 1e-7)), y, reduction=\"sum\")  # crossentropy on probabilities, "
+        "clipped as Keras\n";
+  else
+    out += "    return F.mse_loss(out, y, reduction=\"sum\") / out.shape[1]  # per sample: the mean over the outputs, as Keras\n";
+  if (kind == LossKind::CategoricalCrossentropy)
+    out += "# categorical_crossentropy on one-hot targets is the same loss on class indices, which this program keeps.\n";
+  out += "\n\ndef metric_sum(out, y):\n";
+  if (accuracy && kind == LossKind::BinaryCrossentropy)
+    out += std::string("    decided = out > ") + (logits ? "0" : "0.5") +
+           "  # binary accuracy: the probability above one half\n"
+           "    return (decided.float() == y.float().reshape(out.shape)).float().mean(dim=1).sum().item()\n";
+  else if (accuracy)
+    out += "    return (out.argmax(dim=1) == y).sum().item()\n";
+  else
+    out += "    return (out - y.reshape(out.shape)).abs().mean(dim=1).sum().item()\n";
+  return out;
+}
 
-std::string generatePyTorchProgram(const Project& p) {
-  const ModelPlan model = planModel(p);
+// The opening comment's lines: the mirrored mapping and what differs from Mirrorlab.
+std::vector<std::string> torchMapping(const Project& p, const ModelPlan& model) {
   const TrainingSpec& t = p.training;
-  const bool ce = t.loss == "sparse_categorical_crossentropy" || t.loss == "categorical_crossentropy";
-  const bool foldSoftmax = ce && !t.fromLogits && !model.layers.empty() && model.layers.back().activation == "softmax";
-  const bool logits = ce && (t.fromLogits || foldSoftmax);
-  const std::string metric = t.metrics.empty() ? (ce ? "accuracy" : "mae") : t.metrics.front();
-  const bool accuracy = metric == "accuracy" || metric == "acc";
-  const std::string file = suggestedFileName(p, Framework::PyTorch);
   const std::string batchWords =
       t.perDeviceBatch ? std::to_string(t.batchSize) + " per replica per micro-batch" : std::to_string(t.batchSize) + " in all";
   std::vector<std::string> mapping = {
@@ -214,9 +287,9 @@ std::string generatePyTorchProgram(const Project& p) {
       "divides by world_size, so every replica holds the gradient of the mean loss over the global batch and",
       "applies the same update. Micro-batches before the last run under ddp.no_sync() and all-reduce once."};
   if (hasBatchNorm(model)) {
-    mapping.push_back(
-        "BatchNormalization: Keras' channels-last layer as PyTorch's BatchNorm (SyncBatchNorm when synchronized, on");
-    mapping.push_back("GPUs; PyTorch has no CPU SyncBatchNorm, so over gloo each replica uses its own shard's statistics).");
+    mapping.push_back("BatchNormalization: Keras' layer written out (KerasBatchNorm): the last axis of any sample shape, each");
+    mapping.push_back("shard's statistics (the global batch's when synchronized, on CPUs too), and moving statistics that");
+    mapping.push_back("follow the global batch on every replica, as Mirrorlab's (PyTorch's BatchNorm would keep rank 0's).");
   }
   if (t.precision != "float32") {
     mapping.push_back("Mixed precision (" + t.precision + "): torch.autocast computes the layers in the low format over");
@@ -232,35 +305,18 @@ std::string generatePyTorchProgram(const Project& p) {
     mapping.push_back("Differs from Mirrorlab: dropout masks are PyTorch's draws (a generator seeded per rank), not");
     mapping.push_back("Mirrorlab's masks keyed by step and sample, so with dropout the runs agree in distribution only.");
   }
-  std::string out = headerComment(p, "PyTorch DistributedDataParallel", mapping);
-  out += "\"\"\"Run on this machine:  python3 " + file +
-         " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
-         "or with torchrun:      torchrun --nproc_per_node=N " +
-         file +
-         "\n"
-         "Check saved weights:   python3 " +
-         file +
-         " --weights FILE.npz --predict-only\n\n"
-         "Needs PyTorch and numpy. NCCL with one GPU per process when CUDA is available, else gloo on the CPU.\n"
-         "Start from Mirrorlab's weights to train step for step as Mirrorlab does:\n"
-         "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
-         "Without --weights, the initial weights are PyTorch's draws from Keras' distributions.\n"
-         "Project: " +
-         pyDocText(p.description) + "\n\"\"\"\n";
-  out +=
-      "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as "
-      "np\nimport torch\n"
-      "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional "
-      "as F\n"
-      "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+  return mapping;
+}
+
+// The project's settings as the program's constants.
+std::string torchConstants(const Project& p, bool accuracy) {
+  const TrainingSpec& t = p.training;
+  std::string out;
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
-  out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p)) +
-         "  # the project's devices: " + pyDocText(p.distribute.devices) + "\n";
-  if (t.perDeviceBatch)
-    out += "PER_REPLICA_BATCH = " + pyInt(t.batchSize) +
-           "  # the project's batch per device and micro-batch: global = this x world_size x ACCUMULATE\n";
-  else
-    out += "GLOBAL_BATCH = " + pyInt(t.batchSize) + "  # the project's global batch: samples per optimizer update\n";
+  out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p) * projectWorkers(p)) +
+         "  # the project's replicas: " + pyDocText(p.distribute.devices) +
+         (projectWorkers(p) > 1 ? " on each of " + std::to_string(projectWorkers(p)) + " workers" : "") + "\n";
+  out += globalBatchPython(p);
   out += "ACCUMULATE = " + std::to_string(t.accumulate) + "  # micro-batches per update, all-reduced once\n";
   out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
@@ -287,34 +343,53 @@ std::string generatePyTorchProgram(const Project& p) {
   out += "LOSS_SCALE_GROWTH_STEPS = " + std::to_string(t.lossScaleGrowthSteps) + "  # finite steps that double it\n";
   out += "ALLREDUCE_DTYPE = " + pyStr(p.distribute.allreduceDtype) +
          "  # the gradients between replicas: float32 | bfloat16 (DDP's bf16_compress_hook: half the bytes)\n";
+  return out;
+}
+
+}  // namespace
+
+std::string generatePyTorchProgram(const Project& p) {
+  const ModelPlan model = planModel(p);
+  const TrainingSpec& t = p.training;
+  const LossKind kind = Loss::make(t.loss, t.fromLogits).kind();
+  const bool classes = kind != LossKind::MeanSquaredError;
+  const std::string foldable = kind == LossKind::BinaryCrossentropy ? "sigmoid" : classes ? "softmax" : "";
+  const std::string fold =
+      !foldable.empty() && !t.fromLogits && !model.layers.empty() && model.layers.back().activation == foldable ? foldable : "";
+  const std::string metric = t.metrics.empty() ? (classes ? "accuracy" : "mae") : t.metrics.front();
+  const bool accuracy = metric == "accuracy" || metric == "acc" || metric == "binary_accuracy";
+  const std::string file = suggestedFileName(p, Framework::PyTorch);
+  std::string out = headerComment(p, "PyTorch DistributedDataParallel", torchMapping(p, model));
+  out += "\"\"\"Run on this machine:  python3 " + file +
+         " [--world-size N] [--steps N] [--cpu] [--weights FILE.npz]\n"
+         "or with torchrun:      torchrun --nproc_per_node=N " +
+         file +
+         "\n"
+         "Check saved weights:   python3 " +
+         file +
+         " --weights FILE.npz --predict-only\n\n"
+         "Needs PyTorch and numpy. NCCL with one GPU per process when CUDA is available, else gloo on the CPU.\n"
+         "Start from Mirrorlab's weights to train step for step as Mirrorlab does:\n"
+         "    mirrorlab-cli train PROJECT --steps 1 --save-initial-weights init.npz --no-record\n"
+         "Without --weights, the initial weights are PyTorch's draws from Keras' distributions.\n"
+         "Project: " +
+         pyDocText(p.description) + "\n\"\"\"\n";
+  out +=
+      "import argparse\nimport contextlib\nimport gzip\nimport math\nimport os\nimport socket\nimport sys\n\nimport numpy as "
+      "np\nimport torch\n"
+      "import torch.distributed as dist\nimport torch.multiprocessing as mp\nimport torch.nn as nn\nimport torch.nn.functional "
+      "as F\n"
+      "from torch.nn.parallel import DistributedDataParallel as DDP\n\n";
+  out += torchConstants(p, accuracy);
   out += dataLoaderPython(p);
   out += "\n\n# ---- model: " + std::to_string(model.params) + " parameters ----";
   out += torchInitPython();
   if (hasSpatial(model)) out += kSpatialPython;
-  out += "\n\ndef build_model():\n    return nn.Sequential(\n" + torchLayers(model, foldSoftmax) + "    )\n";
+  if (hasBatchNorm(model)) out += kBatchNormPython;
+  out += "\n\ndef build_model():\n    return nn.Sequential(\n" + torchLayers(model, fold) + "    )\n";
   out += torchOptimizerPython(t.optimizer);
-  out +=
-      "\n\ndef loss_sum(out, y):\n    \"\"\"The loss summed over the samples (the caller divides by the global batch).\"\"\"\n";
-  if (logits)
-    out += "    return F.cross_entropy(out, y, reduction=\"sum\")  # " +
-           std::string(foldSoftmax
-                           ? "softmax + crossentropy, on the logits (Mirrorlab reports it with p clipped to [1e-7, 1 - 1e-7])"
-                           : "from_logits") +
-           "\n";
-  else if (ce)
-    out +=
-        "    return F.nll_loss(torch.log(out.clamp(1e-7, 1 - 1e-7)), y, reduction=\"sum\")  # crossentropy on probabilities, "
-        "clipped as Keras\n";
-  else
-    out += "    return F.mse_loss(out, y, reduction=\"sum\") / out.shape[1]  # per sample: the mean over the outputs, as Keras\n";
-  if (t.loss == "categorical_crossentropy")
-    out += "# categorical_crossentropy on one-hot targets is the same loss on class indices, which this program keeps.\n";
-  out += "\n\ndef metric_sum(out, y):\n";
-  if (accuracy)
-    out += "    return (out.argmax(dim=1) == y).sum().item()\n";
-  else
-    out += "    return (out - y.reshape(out.shape)).abs().mean(dim=1).sum().item()\n";
-  out += torchTrainPython(t.perDeviceBatch);
+  out += torchLossPython(t, fold, accuracy);
+  out += torchTrainPython();
   return out;
 }
 

@@ -45,25 +45,23 @@ def dense(name, in_features, units, kernel_init, bias_init, use_bias):
     return layer
 
 
+def weight_arrays(layer, name):
+    """(tensor, key in a weights file, layout) of a layer: Keras' Dense kernel is (in, out), nn.Linear's weight
+    (out, in); a Conv2D kernel (kh, kw, in, filters), nn.Conv2d's (filters, in, kh, kw)."""
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
+        arrays = [(layer.weight, name + "/kernel", "T" if isinstance(layer, nn.Linear) else "HWIO"), (layer.bias, name + "/bias", None)]
+    else:  # KerasBatchNorm: gamma and beta when it has them, then the moving statistics
+        arrays = [(layer.weight, name + "/gamma", None), (layer.bias, name + "/beta", None),
+                  (layer.running_mean, name + "/moving_mean", None), (layer.running_var, name + "/moving_variance", None)]
+    return [a for a in arrays if a[0] is not None]
+
+
 def load_weights(model, path):
     """Weights saved by Mirrorlab (mirrorlab-cli train --save-initial-weights / --save-weights FILE.npz)."""
     with np.load(path) as z:
         for layer in model.modules():
             name = getattr(layer, "keras_name", None)
-            if name is None:
-                continue
-            # (param, key, layout): Keras' Dense kernel is (in, out), nn.Linear's weight (out, in); a Conv2D
-            # kernel (kh, kw, in, filters), nn.Conv2d's (filters, in, kh, kw).
-            if isinstance(layer, (nn.Linear, nn.Conv2d)):
-                arrays = [(layer.weight, name + "/kernel", "T" if isinstance(layer, nn.Linear) else "HWIO")]
-                if layer.bias is not None:
-                    arrays.append((layer.bias, name + "/bias", None))
-            else:  # BatchNorm: gamma, beta, moving statistics
-                arrays = [(layer.running_mean, name + "/moving_mean", None), (layer.running_var, name + "/moving_variance", None)]
-                if layer.affine:
-                    arrays += [(layer.weight, name + "/gamma", None), (layer.bias, name + "/beta", None)]
-                    arrays = [a for a in arrays if a[1] in z.files or not a[1].endswith(("/gamma", "/beta"))]
-            for param, key, layout in arrays:
+            for param, key, layout in weight_arrays(layer, name) if name is not None else []:
                 if key not in z.files:
                     sys.exit(f"{path}: no array {key!r} (it holds {', '.join(z.files)}): save it from this project")
                 value = torch.from_numpy(np.ascontiguousarray(z[key], dtype=np.float32))
@@ -72,6 +70,17 @@ def load_weights(model, path):
                     sys.exit(f"{path}: array {key!r} has shape {tuple(z[key].shape)}, this model needs another: save it from this project")
                 with torch.no_grad():
                     param.copy_(value)
+
+
+def save_weights(model, path):
+    """The weights in Mirrorlab's names and layouts (mirrorlab-cli evaluate PROJECT --weights FILE.npz reads them)."""
+    arrays = {}
+    for layer in model.modules():
+        name = getattr(layer, "keras_name", None)
+        for param, key, layout in weight_arrays(layer, name) if name is not None else []:
+            value = param.detach().cpu()
+            arrays[key] = (value.T if layout == "T" else value.permute(2, 3, 1, 0) if layout == "HWIO" else value).numpy()
+    np.savez(path, **arrays)
 )PY";
 }
 
@@ -150,7 +159,8 @@ def make_optimizer(params, learning_rate):
 class KerasAdam(torch.optim.Optimizer):
     """Keras' Adam: m = b1 * m + (1 - b1) * g, v = b2 * v + (1 - b2) * g^2,
     alpha = lr * sqrt(1 - b2^t) / (1 - b1^t), p -= alpha * m / (sqrt(v) + epsilon). PyTorch's Adam
-    adds epsilon after dividing sqrt(v) by sqrt(1 - b2^t), a different step while v is small."""
+    adds epsilon after dividing sqrt(v) by sqrt(1 - b2^t), a different step while v is small. As in
+    Keras, 1 - b1 and 1 - b2 are taken in double and alpha in float32 (1 - 0.999f = 0.00099998713)."""
 
     def __init__(self, params, lr, beta_1, beta_2, epsilon):
         super().__init__(params, dict(lr=lr, beta_1=beta_1, beta_2=beta_2, epsilon=epsilon))
@@ -167,7 +177,8 @@ class KerasAdam(torch.optim.Optimizer):
                     state["t"], state["m"], state["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
                 state["t"] += 1
                 t, m, v, g = state["t"], state["m"], state["v"], p.grad
-                alpha = group["lr"] * math.sqrt(1 - b2 ** t) / (1 - b1 ** t)
+                f32 = np.float32
+                alpha = float(f32(group["lr"]) * np.sqrt(f32(1) - f32(b2) ** f32(t)) / (f32(1) - f32(b1) ** f32(t)))
                 m.mul_(b1).add_(g, alpha=1 - b1)
                 v.mul_(b2).addcmul_(g, g, value=1 - b2)
                 p.addcdiv_(m, v.sqrt().add_(eps), value=-alpha)
@@ -352,6 +363,8 @@ constexpr const char* kTrainLoop = R"PY(    if global_batch > n:
             break
     if rank == 0:
         print(f"done: {step} steps on {world_size} replica(s)", flush=True)
+        if args.save_weights:
+            save_weights(model, args.save_weights)
     dist.destroy_process_group()
 
 
@@ -373,6 +386,7 @@ def main():
     parser.add_argument("--cpu", action="store_true", help="train on the CPU (gloo) even when CUDA is available")
     parser.add_argument("--data", default=None, help="folder holding the data files")
     parser.add_argument("--weights", default=None, help="start from these weights (.npz saved by Mirrorlab)")
+    parser.add_argument("--save-weights", default=None, help="write the trained weights here (.npz, Mirrorlab's names)")
     parser.add_argument("--predict-only", action="store_true", help="only print the loss and metric of the weights")
     parser.add_argument("--print-steps", action="store_true", help="print the global-batch loss of every step")
     args = parser.parse_args()
@@ -401,13 +415,10 @@ if __name__ == "__main__":
 
 }  // namespace
 
-std::string torchTrainPython(bool perDeviceBatch) {
+std::string torchTrainPython() {
   std::string helpers = kEvaluate;
   helpers.replace(helpers.find("@LR_FACTOR@"), 11, lrScalingPython());
-  return helpers + kTrainStart +
-         (perDeviceBatch ? "    global_batch = PER_REPLICA_BATCH * world_size * ACCUMULATE  # samples per optimizer update\n"
-                         : "    global_batch = GLOBAL_BATCH\n") +
-         kTrainLoop;
+  return helpers + kTrainStart + "    global_batch = GLOBAL_BATCH\n" + kTrainLoop;
 }
 
 }  // namespace ml::codegen

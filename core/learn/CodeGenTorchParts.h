@@ -10,6 +10,6 @@ namespace ml::codegen {
 std::string torchInitPython();
 // make_optimizer(params, learning_rate) and, where PyTorch's formula differs from Keras', the class it uses.
 std::string torchOptimizerPython(const OptimizerSpec& o);
-std::string torchTrainPython(bool perDeviceBatch);
+std::string torchTrainPython();
 
 }  // namespace ml::codegen

@@ -56,8 +56,8 @@ ML_DISPATCH_X86 void sgdMomentumLoop(float* __restrict p, const float* __restric
 }
 
 ML_DISPATCH_X86 void adamLoop(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, size_t n,
-                              float alpha, float b1, float b2, float eps, float scale) {
-  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+                              AdamConstants k, float eps, float scale) {
+  const float alpha = k.alpha, b1 = k.b1, b2 = k.b2, c1 = k.c1, c2 = k.c2;
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i] * scale;
     m[i] = b1 * m[i] + c1 * gi;
@@ -67,8 +67,8 @@ ML_DISPATCH_X86 void adamLoop(float* __restrict p, const float* __restrict g, fl
 }
 
 ML_DISPATCH_X86 void rmspropLoop(float* __restrict p, const float* __restrict g, float* __restrict v, float* __restrict mom,
-                                 size_t n, float lr, float rho, float momentum, float eps, float scale) {
-  const float c = 1.0f - rho;
+                                 size_t n, float lr, RmsPropConstants k, float momentum, float eps, float scale) {
+  const float rho = k.rho, c = k.c;
   if (!mom) {
     for (size_t i = 0; i < n; ++i) {
       const float gi = g[i] * scale;
@@ -101,13 +101,11 @@ void Sgd::update(size_t offset, std::span<float> p, std::span<const float> g, fl
 
 void Adam::beginStep(float lr) {
   ++iterations_;
-  const double t = static_cast<double>(iterations_);
-  alpha_ = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2_, t)) / (1.0 - std::pow(b1_, t)));
+  constants_ = adamConstants(lr, b1_, b2_, iterations_);
 }
 
 void Adam::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
-  adamLoop(p.data(), g.data(), m_.data() + offset, v_.data() + offset, p.size(), alpha_, static_cast<float>(b1_),
-           static_cast<float>(b2_), eps_, scale);
+  adamLoop(p.data(), g.data(), m_.data() + offset, v_.data() + offset, p.size(), constants_, eps_, scale);
 }
 
 void RmsProp::beginStep(float lr) {
@@ -116,8 +114,8 @@ void RmsProp::beginStep(float lr) {
 }
 
 void RmsProp::update(size_t offset, std::span<float> p, std::span<const float> g, float scale) {
-  rmspropLoop(p.data(), g.data(), v_.data() + offset, momentum_ == 0.0f ? nullptr : mom_.data() + offset, p.size(), lr_, rho_,
-              momentum_, eps_, scale);
+  rmspropLoop(p.data(), g.data(), v_.data() + offset, momentum_ == 0.0f ? nullptr : mom_.data() + offset, p.size(), lr_,
+              rmspropConstants(rho_), momentum_, eps_, scale);
 }
 
 }  // namespace ml

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/OptimizerConstants.h"
 #include "nn/Specs.h"
 
 namespace ml {
@@ -75,7 +76,7 @@ class Adam : public Optimizer {
  private:
   double b1_, b2_;
   float eps_;
-  float alpha_ = 0;  // this step's bias-corrected rate
+  AdamConstants constants_{};  // this step's bias-corrected rate and Keras' coefficients
   std::vector<float> m_, v_;
 };
 
@@ -85,7 +86,7 @@ class Adam : public Optimizer {
 class RmsProp : public Optimizer {
  public:
   RmsProp(const OptimizerSpec& spec, int64_t n)
-      : rho_(static_cast<float>(spec.rho)),
+      : rho_(spec.rho),
         momentum_(static_cast<float>(spec.momentum)),
         eps_(static_cast<float>(spec.epsilon)),
         v_(static_cast<size_t>(n), 0.0f) {
@@ -97,7 +98,8 @@ class RmsProp : public Optimizer {
   std::vector<std::span<const float>> stateBuffers() const override { return {v_, mom_}; }
 
  private:
-  float rho_, momentum_, eps_;
+  double rho_;  // as set: Keras takes 1 - rho in double (nn/OptimizerConstants.h)
+  float momentum_, eps_;
   float lr_ = 0;
   std::vector<float> v_, mom_;
 };

@@ -104,7 +104,9 @@ before=$(md5sum < "$MIRRORLAB_DB")
 expect_fail "missing folder" "the folder '$T/nowhere' does not exist" "$CLI" export "$P" --weights "$T/w.mlw" --format onnx --output "$T/nowhere/m.onnx"
 expect_fail "folder checked first" "does not exist" "$CLI" export "$P" --weights "$T/none.mlw" --format onnx --output "$T/nowhere/m.onnx"
 expect_fail "unwritable folder" "is not writable" "$CLI" export "$P" --weights "$T/w.mlw" --format keras --output /proc/m.weights.h5
-expect_fail "keras file name" "ending in '.weights.h5'" "$CLI" export "$P" --weights "$T/w.mlw" --format keras --output "$T/m.h5"
+expect_fail "keras file name" "name it '*.keras' (the whole model) or '*.weights.h5'" "$CLI" export "$P" --weights "$T/w.mlw" --format keras --output "$T/m.h5"
+expect_fail "onnx named .npz" "needs an output ending in '.onnx', got '$T/m.npz': name it '*.onnx', or pass --format torch" "$CLI" export "$P" --weights "$T/w.mlw" --format onnx --output "$T/m.npz"
+expect_fail "no format, no known ending" "pass --format onnx|torch|keras|keras-weights" "$CLI" export "$P" --weights "$T/w.mlw" --output "$T/m.bin"
 expect_fail "unknown format" "allowed: onnx, torch, keras" "$CLI" export "$P" --weights "$T/w.mlw" --format tflite --output "$T/m.tfl"
 expect_fail "weights of another model" "another architecture" "$CLI" export "$SRC/projects/spirals.json" --weights "$T/w.mlw" --format onnx --output "$T/s.onnx"
 expect_fail "no weights" "--weights FILE" "$CLI" export "$P" --format onnx --output "$T/m2.onnx"
@@ -113,6 +115,22 @@ expect_fail "run that does not exist" "run 42" "$CLI" export --run 42 --format o
 [ "$(md5sum < "$MIRRORLAB_DB")" = "$before" ] && ok || bad "failed exports modified the run store"
 "$CLI" train "$SRC/projects/spirals.json" --epochs 1 --steps 2 >/dev/null 2>&1
 expect_fail "run without weights" "run 2 kept no weights: train with --save-weights" "$CLI" export --run 2 --format onnx --output "$T/m4.onnx"
+
+# A run that kept .npz weights (train --save-weights x.npz) exports from them, by --run and by
+# file; the format follows the output's name when --format is left out.
+"$CLI" train "$SRC/projects/spirals.json" --epochs 1 --steps 5 --save-weights "$T/sp.npz" >/dev/null 2>&1 || bad "train to .npz"
+$PY - "$T/sp_in" <<'PY'
+import numpy as np, sys
+x = np.array([[0.1, 0.2], [-0.5, 0.3], [0.9, -0.9], [0.0, 0.0]], dtype=np.float32)
+np.savetxt(sys.argv[1] + ".csv", x, delimiter=",", fmt="%.9g")
+x.tofile(sys.argv[1] + ".f32"); open(sys.argv[1] + ".f32.shape", "w").write("2")
+PY
+"$CLI" predict "$SRC/projects/spirals.json" --weights "$T/sp.npz" --input "$T/sp_in.csv" --output "$T/sp_p.csv" 2>/dev/null || bad "predict from .npz"
+out=$("$CLI" export --run 3 --output "$T/sp.onnx" 2>&1) || bad "export --run of a run with .npz weights: $out"
+expect_contains "export from .npz" "$out" "exported run 3's weights"
+run_check "onnx from .npz vs predict" $PY "$CHECKS/onnx_reference.py" "$T/sp.onnx" "$T/sp_in.f32" "$T/sp_p.csv"
+out=$("$CLI" export "$SRC/projects/spirals.json" --weights "$T/sp.npz" --output "$T/sp.weights.h5" 2>&1) || bad "export .npz to keras weights: $out"
+expect_contains "keras weights by name" "$out" "Keras 3 weights for a Sequential model"
 
 echo "export: $passes passed, $fails failed"
 [ $fails -eq 0 ]

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include "GpuTestUtil.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 
@@ -185,12 +186,20 @@ TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
 
 #ifdef MIRRORLAB_TEST_CUDA_PLUGIN
 
+// The plugin under test: the one this build made, unless MIRRORLAB_CUDA_PLUGIN names another (as
+// tests/gpu/run.sh does for a carried build, whose build folder is not on the GPU machine).
+const char* testPlugin() {
+  const char* named = std::getenv("MIRRORLAB_CUDA_PLUGIN");
+  return named && *named ? named : MIRRORLAB_TEST_CUDA_PLUGIN;
+}
+
 // The plugin this build made, loaded directly: it must load wherever the toolkit's libraries are
 // (they are, on the machine that built it), and its probe must answer with a reason, not crash,
 // when there is no driver or no GPU.
 TEST(BuiltPlugin, LoadsAndProbesWithoutCrashing) {
   std::string why;
-  const auto p = loadCudaPlugin(MIRRORLAB_TEST_CUDA_PLUGIN, &why);
+  std::printf("plugin under test: %s\n", testPlugin());
+  const auto p = loadCudaPlugin(testPlugin(), &why);
   ASSERT_NE(p, nullptr) << why;
   EXPECT_EQ(p->apiVersion(), MLCUDA_API_VERSION);
   EXPECT_NE(p->buildInfo.find("CUDA runtime"), std::string::npos) << p->buildInfo;
@@ -217,7 +226,7 @@ TEST(BuiltPlugin, LoadsAndProbesWithoutCrashing) {
 // Without a usable GPU every entry point that needs one fails with a status and a reason.
 TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
   std::string why;
-  const auto p = loadCudaPlugin(MIRRORLAB_TEST_CUDA_PLUGIN, &why);
+  const auto p = loadCudaPlugin(testPlugin(), &why);
   ASSERT_NE(p, nullptr) << why;
   mlcuda_probe_result result{};
   if (p->probe(nullptr, 0, &result).code == MLCUDA_OK)
@@ -241,7 +250,7 @@ TEST(BuiltPlugin, ContextAndNvmlFailCleanlyWithoutAGpu) {
 // way out, and the one this machine has loads and gets as far as the device check.
 TEST(BuiltPlugin, LoadsNcclOnFirstUseAndNamesAMissingOneWithTheFix) {
   std::string why;
-  const auto p = loadCudaPlugin(MIRRORLAB_TEST_CUDA_PLUGIN, &why);
+  const auto p = loadCudaPlugin(testPlugin(), &why);
   ASSERT_NE(p, nullptr) << why;
   EXPECT_TRUE(p->buildInfo.find("NCCL: loaded on first use") != std::string::npos ||
               p->buildInfo.find("NCCL 2.") != std::string::npos)
@@ -277,7 +286,8 @@ TEST(BuiltPlugin, LoadsNcclOnFirstUseAndNamesAMissingOneWithTheFix) {
 
 // The program's own probe with the plugin present: no crash, and a reason when no GPU is usable.
 TEST(BuiltPlugin, ProbeDevicesWithThePluginPresent) {
-  ScopedEnv env("MIRRORLAB_CUDA_PLUGIN", MIRRORLAB_TEST_CUDA_PLUGIN);
+  const std::string plugin = testPlugin();
+  ScopedEnv env("MIRRORLAB_CUDA_PLUGIN", plugin.c_str());
   const DeviceReport r = probeDevices();
   if (r.gpus.empty())
     EXPECT_TRUE(mentionsDriverOrPlugin(r.noGpuReason)) << r.noGpuReason;

@@ -177,10 +177,19 @@ TEST_F(Gpu, Tf32IsOffByDefaultAndAvailableOnRequest) {
     Dev<float> gx(x), gp(params), gy(y.size());
     ok(P().denseForward(C(), gx.data(), gp.data(), gp.data() + s.in * s.out, gy.data(), s.n, s.in, s.out, 0));
     EXPECT_TRUE(close(gy.get(), y, kGemmTol, "FP32 (default)"));
-    // TF32 keeps 10 mantissa bits of each product's inputs: ~1e-3 relative.
+    // TF32 keeps 10 mantissa bits of each product's inputs: ~1e-3 relative. And it is used: a
+    // 512^3 product is one cuBLAS runs on TF32 tensor cores when allowed, so the result must move
+    // from float32's by more than float32's own rounding (~1e-6; 1e-5 is the floor).
     Dev<float> tx(x, tf32), tp(params, tf32), ty(y.size(), tf32);
     ok(P().denseForward(tf32, tx.data(), tp.data(), tp.data() + s.in * s.out, ty.data(), s.n, s.in, s.out, 0));
-    EXPECT_TRUE(close(ty.get(), y, 1e-2, "TF32"));
+    const std::vector<float> rounded = ty.get(), exact = gy.get();
+    EXPECT_TRUE(close(rounded, y, 1e-2, "TF32"));
+    double moved = 0, scale = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      moved = std::max(moved, std::fabs(static_cast<double>(rounded[i]) - exact[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(exact[i])));
+    }
+    EXPECT_GT(moved / scale, 1e-5) << "TF32 gave float32's products: the setting did not reach cuBLAS";
   }
   P().contextDestroy(tf32);
 }

@@ -188,5 +188,31 @@ TEST_F(Gpu, LocalAllReduceWithBfloat16OnTheWireRoundsAsTheHostRing) {
   P().eventDestroy(done);
 }
 
+// bfloat16 over NCCL on one rank (gpu:0), twice: the second call's 2 MiB of bfloat16 outgrow the
+// comm scratch's first 1 MiB, so it grows while its context is linked to the communicator; growing
+// waits for the comm stream, and that wait tries the communicator's lock. The all-reduce grows it
+// before taking the lock: under it, the lock (an OwnedMutex) refuses the wait and the call fails.
+// The sum over one rank is its values rounded to bfloat16. Also run against the fake plugin.
+TEST_F(Gpu, NcclBfloat16OnTheWireOnOneRankGrowsItsScratchOutsideTheLock) {
+  const int one[] = {0};
+  mlcuda_nccl* comm = nullptr;
+  const mlcuda_status created = P().ncclCreate(one, 1, &comm);
+  if (created.code == MLCUDA_ERR_NCCL && std::string(created.message).find("cannot be loaded") != std::string::npos)
+    GTEST_SKIP() << created.message;
+  ok(created);
+  for (const size_t n : {size_t{1000}, size_t{1} << 20}) {
+    const std::vector<float> v = random(n, 905 + n);
+    Dev<float> b(v);
+    mlcuda_context* contexts[] = {C()};
+    float* buffers[] = {b.data()};
+    ok(P().ncclAllReduceBf16(comm, contexts, buffers, static_cast<int64_t>(n)));
+    ok(P().synchronize(C()));
+    std::vector<float> want(n);
+    for (size_t i = 0; i < n; ++i) want[i] = roundToBfloat16(v[i]);
+    EXPECT_TRUE(sameBits(b.get(), want, "one rank, " + std::to_string(n) + " values"));
+  }
+  P().ncclDestroy(comm);
+}
+
 }  // namespace
 }  // namespace ml

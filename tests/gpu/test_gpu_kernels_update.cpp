@@ -42,7 +42,7 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
         ok(P().adamStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr, spec.beta1, spec.beta2,
                         static_cast<float>(spec.epsilon), s + 1));
       else
-        ok(P().rmspropStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr, static_cast<float>(spec.rho),
+        ok(P().rmspropStep(C(), gp.data(), gg.data(), s1.data(), s2.data(), count, scale, lr, spec.rho,
                            static_cast<float>(spec.momentum), static_cast<float>(spec.epsilon)));
     }
     EXPECT_TRUE(close(gp.get(), p, 1e-5, what + " parameters"));

@@ -1,7 +1,8 @@
 // Exporting from the studio: a finished run keeps its weights (checked by evaluating them against
 // the run's stored validation accuracy), the Runs screen exports a run byte for byte as the core's
-// export job does, File > Export Model writes Keras weights that h5py finds in Keras 3's layout, and
-// a bad output path is refused in the dialog before anything is read.
+// export job does and writes TensorBoard logs, File > Export Model writes Keras weights that h5py
+// finds in Keras 3's layout, File > Import Keras Model brings an archive back bit for bit, and a
+// bad output path is refused in the dialog before anything is read.
 #include "data/Dataset.h"
 #include "store/Recorder.h"
 #include "train/Trainer.h"
@@ -13,6 +14,7 @@
 
 #include "DashboardView.h"
 #include "ExportModelDialog.h"
+#include "KerasImportAction.h"
 #include "MainWindow.h"
 #include "RunTableModel.h"
 #include "RunsView.h"
@@ -146,6 +148,8 @@ class ExportModelTest : public QObject {
     // The format decides the file's ending.
     dialog->setOutputPath(dir_.filePath(QStringLiteral("spirals.onnx")));
     dialog->setFormat(ml::ExportFormat::Keras);
+    QCOMPARE(dialog->outputPath(), dir_.filePath(QStringLiteral("spirals.keras")));
+    dialog->setFormat(ml::ExportFormat::KerasWeights);
     QCOMPARE(dialog->outputPath(), dir_.filePath(QStringLiteral("spirals.weights.h5")));
     QSignalSpy done(dialog, &mlui::ExportModelDialog::exported);
     dialog->startExport();  // weights prefilled: the ones the session's last run kept
@@ -160,6 +164,67 @@ class ExportModelTest : public QObject {
     QVERIFY2(py.exitCode() == 0, qPrintable(log));
     QVERIFY(log.contains(QStringLiteral("layout ok")));
     dialog->close();
+  }
+
+  void runsScreenWritesTensorBoardLogs() {
+    w_->showPage(mlui::MainWindow::RunsPage);
+    mlui::RunsView* runs = w_->runsView();
+    QTRY_VERIFY_WITH_TIMEOUT(!runs->isBusy(), 10000);
+    QVERIFY(findAction(runs, QStringLiteral("Export TensorBoard")));
+    const QString logs = dir_.filePath(QStringLiteral("tb"));
+    QSignalSpy done(runs, &mlui::RunsView::tensorBoardExported);
+    runs->exportTensorBoard({runId_}, logs);
+    QVERIFY(done.wait(20000));
+    // One folder for the run, one event file in it that starts with the file-version record.
+    const QStringList folders = QDir(logs).entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+    QCOMPARE(folders.size(), 1);
+    QVERIFY2(folders.front().startsWith(QStringLiteral("run-%1").arg(runId_)), qPrintable(folders.front()));
+    const QStringList files = QDir(logs + QLatin1Char('/') + folders.front()).entryList(QDir::Files);
+    QCOMPARE(files.size(), 1);
+    QVERIFY(files.front().startsWith(QStringLiteral("events.out.tfevents.")));
+    const QByteArray bytes = readAll(logs + QLatin1Char('/') + folders.front() + QLatin1Char('/') + files.front());
+    QVERIFY(bytes.contains("brain.Event:2") && bytes.contains("epoch/val_accuracy") && bytes.contains("_hparams_"));
+    // A run that is not in the store: the view reports it and writes nothing.
+    QSignalSpy failed(runs, &mlui::RunsView::errorOccurred);
+    runs->exportTensorBoard({runId_ + 100}, dir_.filePath(QStringLiteral("tb-none")));
+    QVERIFY(failed.wait(20000));
+    QVERIFY2(failed.front().at(1).toString().contains(QStringLiteral("has no run %1").arg(runId_ + 100)),
+             qPrintable(failed.front().at(1).toString()));
+    QVERIFY(!QFile::exists(dir_.filePath(QStringLiteral("tb-none"))));
+  }
+
+  void fileMenuImportsAKerasModel() {
+    bool inMenu = false;
+    for (QAction* a : w_->menuBar()->findChildren<QAction*>())
+      inMenu = inMenu || a->objectName() == QStringLiteral("ImportKerasModel");
+    QVERIFY(inMenu);
+    // The run's model as a .keras archive, imported back: the same weights, bit for bit.
+    auto store = ml::RunStore::open(db());
+    ml::StoredWeights s = ml::storedWeights(store, runId_);
+    const QString keras = dir_.filePath(QStringLiteral("run.keras"));
+    ml::runExport(ml::ExportRequest{s.project, s.weights, ml::ExportFormat::Keras, keras.toStdString(), runId_});
+    QString imported, error;
+    bool called = false;
+    mlui::startKerasImport(this, keras, dir_.filePath(QStringLiteral("imported.json")),
+                           [&](const QString& path, const QString& e) { imported = path, error = e, called = true; });
+    QTRY_VERIFY_WITH_TIMEOUT(called, 20000);
+    QVERIFY2(error.isEmpty(), qPrintable(error));
+    const ml::Project p = ml::Project::load(imported.toStdString());
+    ml::Sequential back(p.model), kept(s.project.model);
+    ml::loadWeights(back, dir_.filePath(QStringLiteral("imported.mlw")).toStdString());
+    ml::loadWeights(kept, s.weights);
+    QCOMPARE(back.checksum(), kept.checksum());
+    // A file that is not a Keras model: the message names it, and nothing is written.
+    QFile text(dir_.filePath(QStringLiteral("text.keras")));
+    QVERIFY(text.open(QIODevice::WriteOnly) && text.write("not a model") > 0);
+    text.close();
+    called = false;
+    mlui::startKerasImport(this, text.fileName(), dir_.filePath(QStringLiteral("bad.json")),
+                           [&](const QString& path, const QString& e) { imported = path, error = e, called = true; });
+    QTRY_VERIFY_WITH_TIMEOUT(called, 20000);
+    QVERIFY2(error.contains(text.fileName() + QStringLiteral("' is not a .keras archive")), qPrintable(error));
+    QVERIFY(!QFile::exists(dir_.filePath(QStringLiteral("bad.json"))));
+    QVERIFY(!QFile::exists(dir_.filePath(QStringLiteral("bad.mlw"))));
   }
 
   void aBadOutputPathIsRefusedBeforeAnyWork() {

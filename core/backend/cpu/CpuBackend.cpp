@@ -30,20 +30,20 @@ CpuBackend::CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricK
     r->opt = Optimizer::make(optimizer, m->paramCount());
     reps_.push_back(std::move(r));
   }
-}
-
-// Every layer, loss, metric and optimizer of core/nn runs here: it is the reference. The host
-// collectives are distribute/'s (makeAllReduce names the ones it has).
-std::string CpuBackend::supports(const BackendOp&) const { return {}; }
-
-std::string CpuBackend::threadPolicy() const {
-  const int n = replicas();
+  caps_.kind = "cpu";
+  caps_.deviceNames.assign(reps_.size(), std::string());  // simulated: no device name
+  caps_.hostGradients = this;
+  caps_.sharded = this;
+  const int n = static_cast<int>(reps_.size());
   if (n == 1 && team_)
-    return "1 replica using " + std::to_string(blasThreads_) +
-           " threads: each layer splits its work across them (Dense backward runs its two GEMMs side by side "
-           "where that is faster), BLAS single-threaded in each";
-  if (n == 1) return "1 replica using 1 BLAS thread";
-  return std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
+    caps_.threadPolicy = "1 replica using " + std::to_string(blasThreads_) +
+                         " threads: each layer splits its work across them (Dense backward runs its two GEMMs side by side "
+                         "where that is faster), BLAS single-threaded in each";
+  else if (n == 1)
+    caps_.threadPolicy = "1 replica using 1 BLAS thread";
+  else
+    caps_.threadPolicy =
+        std::to_string(n) + " replicas, one worker thread each, BLAS single-threaded per replica (one core each)";
 }
 
 void CpuBackend::prepare(int r, int micro, int64_t, int64_t targetDim, bool training) {
@@ -161,7 +161,7 @@ void CpuBackend::update(int r, int64_t offset, int64_t count, int from, float gr
 
 // Each replica's optimizer is remade over its owned ranges alone, laid end to end: 1/N of the
 // state (Adam's m and v) per replica. Done before the first step, so no state is lost.
-std::string CpuBackend::shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) {
+void CpuBackend::shard(const std::vector<std::vector<GradBucket>>& owned) {
   for (size_t r = 0; r < reps_.size(); ++r) {
     Replica& p = *reps_[r];
     std::vector<GradBucket> ranges = owned[r];
@@ -175,7 +175,6 @@ std::string CpuBackend::shardOptimizer(const std::vector<std::vector<GradBucket>
     p.opt = Optimizer::make(optimizer_, total);
     if (p.stateAt.empty()) p.stateAt.emplace_back(INT64_MAX, 0);  // owns nothing: still sharded
   }
-  return {};
 }
 
 void CpuBackend::gatherParameters(int r, int64_t offset, int64_t count, int from) {
@@ -198,7 +197,7 @@ void CpuBackend::sumUpdatePush(int r, int64_t offset, int64_t count, std::span<c
   float* peers[kMost];
   int np = 0;
   for (int i = 0; i < n; ++i) src[i] = rep(from[static_cast<size_t>(i)]).model->grads().data() + offset;
-  for (int q = 0; q < replicas(); ++q)
+  for (int q = 0; q < static_cast<int>(reps_.size()); ++q)
     if (q != r) peers[np++] = rep(q).model->params().data() + offset;
   float* params = p.model->params().data() + offset;
   alignas(64) float acc[kTile];

@@ -13,19 +13,29 @@
 
 namespace ml {
 
-class CpuBackend : public Backend {
+// Every layer, loss, metric and optimizer of core/nn runs here (it is the reference), its
+// gradients are in host memory and every replica's memory is reachable from every thread: it has
+// host gradients and the sharded update, and leaves the collectives to distribute/'s host ones.
+class CpuBackend : public Backend, public HostGradients, public ShardedUpdate {
  public:
   // hosts: each replica's model (owned by the caller, same architecture, configureLoss done).
   // blasThreads: OpenBLAS threads (the count is process-wide: 1 when there are several replicas).
   CpuBackend(std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric, const OptimizerSpec& optimizer,
              int blasThreads);
 
-  std::string name() const override { return "cpu"; }
-  std::string supports(const BackendOp& op) const override;
-  int replicas() const override { return static_cast<int>(reps_.size()); }
-  std::string deviceName(int) const override { return {}; }
-  std::string threadPolicy() const override;
+  // ReplicaCompute
+  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
+  void mark(int r, Mark m, int micro) override;
+  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
+  void setLossScale(int r, float scale) override { rep(r).lossScale = scale; }
+  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
+  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
+  void checkGradients(int r) override;
+  ReplicaSums finishStep(int r, int micro) override;
+  ReplicaTimes times(int r, int micro) override;
+  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
+  // ReplicaParameters: the host models are the parameters.
   void pushParameters() override {}
   void pullParameters() override {}
   std::vector<std::span<const float>> optimizerSlots(int r) override { return rep(r).opt->stateBuffers(); }
@@ -33,41 +43,30 @@ class CpuBackend : public Backend {
   void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) override {
     rep(r).opt->restore(slots, iterations);
   }
-  // Zeroed first if no backward has written them this step (Sequential::discardGrads): read by the
-  // replica's own thread, or by others only after its backward.
+  void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
+  void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
+  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
+
+  // HostGradients. Zeroed first if no backward has written them this step (Sequential::discardGrads):
+  // read by the replica's own thread, or by others only after its backward.
   std::span<float> hostGradients(int r) override {
     rep(r).model->settleGrads();
     return rep(r).model->grads();
   }
-
-  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
-  void mark(int r, Mark m, int micro) override;
-  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
-  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
-  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
-  void checkGradients(int r) override;
-  void setLossScale(int r, float scale) override { rep(r).lossScale = scale; }
-  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
-  void setLayerChecks(bool on) override { layerChecks_ = on; }
-  bool setUpdateChecks(bool on) override {
-    updateChecks_ = on;
-    return true;
+  void setGradientCheck(GradientCheck where) override {
+    layerChecks_ = where == GradientCheck::Backward;
+    updateChecks_ = where == GradientCheck::Update;
   }
-  std::string supportsPrecision(Precision) const override { return {}; }
-  void beginUpdate(int r, float lr) override { rep(r).opt->beginStep(lr); }
-  void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
-  ReplicaSums finishStep(int r, int micro) override;
-  std::string shardOptimizer(const std::vector<std::vector<GradBucket>>& owned) override;
+
+  // ShardedUpdate
+  void shard(const std::vector<std::vector<GradBucket>>& owned) override;
   void gatherParameters(int r, int64_t offset, int64_t count, int from) override;
-  bool fusesShardedExchange() const override { return true; }
   void sumUpdatePush(int r, int64_t offset, int64_t count, std::span<const int> from, float gradScale, uint8_t* bad, double& sum,
                      double& push) override;
-  ReplicaTimes times(int r, int micro) override;
-  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
  private:
-  bool layerChecks_ = true;    // backward checks each layer's gradients (off: the collective or the update checks them)
-  bool updateChecks_ = false;  // update() checks the gradients it reads
+  bool layerChecks_ = true;    // GradientCheck::Backward: backward checks each layer's gradients
+  bool updateChecks_ = false;  // GradientCheck::Update: update() checks the gradients it reads
   struct Replica {
     Sequential* model = nullptr;
     std::unique_ptr<Optimizer> opt;

@@ -105,10 +105,11 @@ void sumDeterministic(cudaStream_t s, const double* values, int64_t n, double* o
 void countNonfinite(cudaStream_t s, const float* x, int64_t count, unsigned long long* counter);
 
 void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, float scale, float lr, float momentum, bool nesterov);
+// c1, c2 = 1 - b1, 1 - b2 and c = 1 - rho as Keras takes them (nn/OptimizerConstants.h, on the host).
 void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
-          float b2, float eps);
+          float b2, float c1, float c2, float eps);
 void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
-             float momentum, float eps);
+             float c, float momentum, float eps);
 
 // dst row i = src row rows[i], width floats a row (the indices were checked on the host).
 void gatherRows(cudaStream_t s, const float* src, const int64_t* rows, int64_t n, int64_t width, float* dst);

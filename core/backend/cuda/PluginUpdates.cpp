@@ -10,6 +10,7 @@
 #include "backend/cuda/Context.h"
 #include "backend/cuda/Kernels.h"
 #include "backend/cuda/NcclLoader.h"
+#include "nn/OptimizerConstants.h"
 
 // The communicators live in a clique that the contexts which ran their all-reduces share (their
 // waits check NCCL's errors and may abort it); the handle the core holds closes it.
@@ -76,17 +77,15 @@ MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* params,
     ML_REQUIRE(iteration >= 1, "mlcuda_adam_step: iteration counts from 1");
     if (count == 0) return;
     ML_REQUIRE(params && grads && m && v, "mlcuda_adam_step: params, grads, m and v must not be NULL");
-    // The bias-corrected step size, on the host in double exactly as ml::Adam::step computes it.
-    const double t = static_cast<double>(iteration);
-    const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t)));
-    kernels::adam(ctx->compute, params, grads, m, v, count, grad_scale, alpha, static_cast<float>(beta1),
-                  static_cast<float>(beta2), epsilon);
+    // The bias-corrected rate and the coefficients on the host, exactly as ml::Adam computes them.
+    const ml::AdamConstants k = ml::adamConstants(lr, beta1, beta2, iteration);
+    kernels::adam(ctx->compute, params, grads, m, v, count, grad_scale, k.alpha, k.b1, k.b2, k.c1, k.c2, epsilon);
     ML_LAUNCHED(ctx->label, "adam");
   });
 }
 
 MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* params, const float* grads, float* v, float* mom,
-                                                int64_t count, float grad_scale, float lr, float rho, float momentum,
+                                                int64_t count, float grad_scale, float lr, double rho, float momentum,
                                                 float epsilon) {
   return guarded([&] {
     use(ctx);
@@ -94,7 +93,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* para
     if (count == 0) return;
     ML_REQUIRE(params && grads && v, "mlcuda_rmsprop_step: params, grads and v must not be NULL");
     ML_REQUIRE(momentum == 0.0f || mom, "mlcuda_rmsprop_step: momentum needs a momentum buffer");
-    kernels::rmsprop(ctx->compute, params, grads, v, mom, count, grad_scale, lr, rho, momentum, epsilon);
+    const ml::RmsPropConstants k = ml::rmspropConstants(rho);
+    kernels::rmsprop(ctx->compute, params, grads, v, mom, count, grad_scale, lr, k.rho, k.c, momentum, epsilon);
     ML_LAUNCHED(ctx->label, "rmsprop");
   });
 }
@@ -251,6 +251,21 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_create_ranks(const unsigned char* id, in
 
 MLCUDA_EXPORT void mlcuda_nccl_destroy(mlcuda_nccl* comm) { destroyNccl(comm); }
 
+// Each rank's bf16 wire buffer (its comm scratch), grown before the all-reduce takes the
+// communicator's lock: growing waits for the comm stream, and the wait of a context linked to this
+// communicator tries that lock (Wait.cpp), which this thread must not hold then.
+static std::vector<void*> bf16Scratch(const NcclClique& c, mlcuda_context* const* contexts, int64_t elements) {
+  int device = -1;
+  ML_CUDA(c.label, cudaGetDevice(&device));
+  std::vector<void*> wire(c.devices.size());
+  for (size_t r = 0; r < wire.size(); ++r) {
+    ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
+    wire[r] = commScratch(contexts[r], 2 * static_cast<size_t>(elements));
+  }
+  ML_CUDA(c.label, cudaSetDevice(device));
+  return wire;
+}
+
 // bf16: each rank's buffer packed into its comm scratch first and unpacked after (half the bytes).
 static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers, int64_t elements,
                                       bool bf16) {
@@ -258,16 +273,21 @@ static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* 
     ML_REQUIRE(comm && comm->clique && contexts && buffers, "mlcuda_nccl_allreduce: NULL argument");
     ML_REQUIRE(elements >= 0, "mlcuda_nccl_allreduce: elements must be >= 0");
     NcclClique& c = *comm->clique;
-    // Held while NCCL is called: a wait on another thread must not abort the communicators under
-    // the enqueue (its check waits for the lock instead).
-    const std::lock_guard<std::mutex> lock(c.mutex);
-    const size_t n = c.comms.size();
+    // devices and label are fixed when the communicator is made: read without the lock.
+    const size_t n = c.devices.size();
     for (size_t r = 0; r < n; ++r) {
       ML_REQUIRE(contexts[r] && buffers[r], "mlcuda_nccl_allreduce: NULL context or buffer for rank " + std::to_string(r));
       ML_REQUIRE(contexts[r]->device == c.devices[r], "mlcuda_nccl_allreduce: rank " + std::to_string(r) +
                                                           " is gpu:" + std::to_string(c.devices[r]) + " but its context is " +
                                                           contexts[r]->label);
     }
+    const std::vector<void*> wire =
+        bf16 && elements > 0 ? bf16Scratch(c, contexts, elements) : std::vector<void*>(buffers, buffers + n);
+    int device = -1;
+    ML_CUDA(c.label, cudaGetDevice(&device));
+    // Held while NCCL is called: a wait on another thread must not abort the communicators under
+    // the enqueue (its check waits for the lock instead).
+    const std::lock_guard<OwnedMutex> lock(c.mutex);
     if (c.closed)
       fail(MLCUDA_ERR_NCCL, c.abortReason.empty()
                                 ? "mlcuda_nccl_allreduce: the NCCL communicator over " + c.label + " has been destroyed"
@@ -279,14 +299,8 @@ static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* 
       contexts[r]->nccl->clique = comm->clique;
     }
     const NcclApi& api = nccl();  // loaded: the communicators exist
-    int device = -1;
-    ML_CUDA(c.label, cudaGetDevice(&device));
-    std::vector<void*> wire(n);
-    for (size_t r = 0; r < n; ++r) {
-      wire[r] = buffers[r];
-      if (!bf16) continue;
+    for (size_t r = 0; r < n && bf16; ++r) {
       ML_CUDA(contexts[r]->label, cudaSetDevice(c.devices[r]));
-      wire[r] = commScratch(contexts[r], 2 * static_cast<size_t>(elements));
       kernels::packLow(contexts[r]->comm, MLCUDA_PRECISION_BFLOAT16, buffers[r], wire[r], elements);
       ML_LAUNCHED(contexts[r]->label, "packLow");
     }

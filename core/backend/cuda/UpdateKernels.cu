@@ -29,8 +29,7 @@ __global__ void sgdMomentumKernel(float* p, const float* g, float* v, int64_t co
 }
 
 __global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
-                           float b2, float eps) {
-  const float c1 = 1.0f - b1, c2 = 1.0f - b2;
+                           float b2, float c1, float c2, float eps) {
   for (int64_t i = firstIndex(); i < count; i += gridStride()) {
     const float gi = g[i] * scale;
     const float mi = b1 * m[i] + c1 * gi;
@@ -42,8 +41,7 @@ __global__ void adamKernel(float* p, const float* g, float* m, float* v, int64_t
 }
 
 __global__ void rmspropKernel(float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
-                              float momentum, float eps) {
-  const float c = 1.0f - rho;
+                              float c, float momentum, float eps) {
   for (int64_t i = firstIndex(); i < count; i += gridStride()) {
     const float gi = g[i] * scale;
     const float vi = rho * v[i] + c * gi * gi;
@@ -112,13 +110,13 @@ void sgd(cudaStream_t s, float* p, const float* g, float* v, int64_t count, floa
 }
 
 void adam(cudaStream_t s, float* p, const float* g, float* m, float* v, int64_t count, float scale, float alpha, float b1,
-          float b2, float eps) {
-  adamKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, m, v, count, scale, alpha, b1, b2, eps);
+          float b2, float c1, float c2, float eps) {
+  adamKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, m, v, count, scale, alpha, b1, b2, c1, c2, eps);
 }
 
 void rmsprop(cudaStream_t s, float* p, const float* g, float* v, float* mom, int64_t count, float scale, float lr, float rho,
-             float momentum, float eps) {
-  rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho, momentum,
+             float c, float momentum, float eps) {
+  rmspropKernel<<<gridFor(count), kThreads, 0, s>>>(p, g, v, momentum == 0.0f ? nullptr : mom, count, scale, lr, rho, c, momentum,
                                                     eps);
 }
 

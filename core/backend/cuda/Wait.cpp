@@ -63,7 +63,7 @@ std::string asyncErrorLocked(NcclClique& c) {
 // thread that holds it (enqueueing an all-reduce, or closing) must not keep this wait past its
 // timeout either.
 void checkClique(NcclClique& c, const std::string& label, const std::string& call, double waited, double timeout) {
-  std::unique_lock<std::mutex> lock(c.mutex, std::try_to_lock);
+  std::unique_lock<OwnedMutex> lock(c.mutex, std::try_to_lock);
   if (!lock.owns_lock()) {
     if (waited < timeout) return;  // checked at a later poll
     fail(MLCUDA_ERR_NCCL, label + " waited " + secondsText(timeout) + " s (" + kCollectiveTimeoutEnv + ") in " + call +
@@ -97,7 +97,7 @@ std::shared_ptr<NcclClique> watched(const std::shared_ptr<NcclLink>& link) {
     clique = link->clique;
   }
   if (!clique) return nullptr;
-  const std::unique_lock<std::mutex> lock(clique->mutex, std::try_to_lock);
+  const std::unique_lock<OwnedMutex> lock(clique->mutex, std::try_to_lock);
   if (lock.owns_lock() && clique->closed && clique->abortReason.empty()) return nullptr;
   return clique;
 }
@@ -119,7 +119,7 @@ void waitUntilDone(const std::string& label, const std::shared_ptr<NcclLink>& li
     if (e != cudaErrorNotReady) {
       checkCuda(e, queryCall.c_str(), file, line, label);
       // Done; but if another wait aborted the communicator, the all-reduce's results are not sums.
-      const std::unique_lock<std::mutex> lock(clique->mutex, std::try_to_lock);
+      const std::unique_lock<OwnedMutex> lock(clique->mutex, std::try_to_lock);
       if (lock.owns_lock() && !clique->abortReason.empty()) fail(MLCUDA_ERR_NCCL, clique->abortReason);
       return;
     }
@@ -239,7 +239,7 @@ void abortLocked(NcclClique& c, const std::string& why) {
 }
 
 void closeClique(NcclClique& c) {
-  const std::lock_guard<std::mutex> lock(c.mutex);
+  const std::lock_guard<OwnedMutex> lock(c.mutex);
   int device = -1;
   const bool knowDevice = cudaGetDevice(&device) == cudaSuccess;
   const NcclApi* api = ncclIfLoaded();

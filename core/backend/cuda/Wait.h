@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/OwnedMutex.h"
+
 struct mlcuda_context;
 struct mlcuda_event;
 
@@ -33,7 +35,10 @@ double collectiveTimeoutSeconds();
 // The communicators of one mlcuda_nccl (ncclCommInitAll: rank r on devices[r], all in this process),
 // shared with the contexts whose comm streams ran its all-reduces.
 struct NcclClique {
-  std::mutex mutex;  // guards every member, and every NCCL call on comms
+  // Guards every member, and every NCCL call on comms. Never held across a wait of a linked context
+  // (waitStream, waitEvent: they try it): an OwnedMutex, so that such a wait fails instead of
+  // working by accident.
+  OwnedMutex mutex{"the lock of an NCCL communicator (NcclClique::mutex)"};
   std::vector<int> devices;
   std::string label;              // "gpu:0,1"
   std::vector<ncclComm_t> comms;  // all null once closed

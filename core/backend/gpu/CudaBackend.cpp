@@ -25,20 +25,47 @@ namespace {
 void ok(const mlcuda_status& s) { throwIfFailed(s); }
 
 std::string plural(int64_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+
+// "" when the GPU runs op, else why not, in words for the user.
+std::string gpuRefusal(const BackendOp& op) {
+  using K = BackendOp::Kind;
+  const auto in = [&](std::initializer_list<const char*> names) {
+    return std::any_of(names.begin(), names.end(), [&](const char* n) { return op.name == n; });
+  };
+  switch (op.kind) {
+    case K::Layer:
+      return in({"Dense", "Activation", "Flatten", "Reshape", "Dropout", "Conv2D", "MaxPooling2D", "AveragePooling2D",
+                 "GlobalAveragePooling2D", "BatchNormalization"})
+                 ? ""
+                 : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
+    case K::Optimizer: return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
+    case K::Loss:
+    case K::Metric: return {};  // every loss and metric of core/nn has its kernel
+  }
+  return {};
+}
 }  // namespace
 
-CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-                         const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets, bool tf32)
-    : hosts_(std::move(hosts)), loss_(loss), metric_(metric), optSpec_(optimizer), logical_(devices.logical), tf32_(tf32) {
-  checkDevices(devices);
+CudaBackend::CudaBackend(const BackendConfig& config)
+    : hosts_(config.hosts),
+      loss_(config.loss),
+      metric_(config.metric),
+      optSpec_(config.optimizer),
+      logical_(config.devices.logical),
+      tf32_(config.tf32) {
+  checkDevices(config.devices);
   std::string why;
   P_ = cudaPlugin(&why);
   if (!P_) throw UserError("GPU devices need the CUDA plugin: " + why);
   // replica 0's host model: configureLoss has run, so the loss knows about fusion.
-  require(requiredOps(*hosts_.at(0), loss_, metric_, optSpec_));
+  requireOps(requiredOps(*hosts_.at(0), loss_, metric_, optSpec_), gpuRefusal);
   opt_ = optSpec_.name == "sgd" ? Opt::Sgd : optSpec_.name == "adam" ? Opt::Adam : Opt::RmsProp;
+  precision_ = config.precision == Precision::MixedBfloat16  ? MLCUDA_PRECISION_BFLOAT16
+               : config.precision == Precision::MixedFloat16 ? MLCUDA_PRECISION_FLOAT16
+                                                             : MLCUDA_PRECISION_FLOAT32;
   translateLayers(*hosts_.at(0));
-  for (int r = 0; r < devices.size(); ++r) createReplica(devices.devices[static_cast<size_t>(r)], r, buckets.size());
+  const DeviceList& devices = config.devices;
+  for (int r = 0; r < devices.size(); ++r) createReplica(devices.devices[static_cast<size_t>(r)], r, config.buckets.size());
   if (reps_.size() > 1 && !logical_) {
     std::vector<int> ids;
     for (const auto& r : reps_) ids.push_back(r->device);
@@ -46,6 +73,13 @@ CudaBackend::CudaBackend(const DeviceList& devices, std::vector<Sequential*> hos
     ok(P_->ncclCreate(ids.data(), static_cast<int>(ids.size()), &comm));
     nccl_ = NcclComm(comm, NcclDestroy{P_});
   }
+  caps_.kind = "cuda";
+  caps_.threadPolicy = replicas() == 1 ? "one host thread enqueuing on the GPU's compute and comm streams"
+                                       : "one host thread per replica, each enqueuing on its own compute and comm streams";
+  for (const auto& r : reps_)
+    caps_.deviceNames.push_back(r->device < static_cast<int>(gpuNames_.size()) ? gpuNames_[static_cast<size_t>(r->device)]
+                                                                               : std::string());
+  caps_.collectives = this;
 }
 
 // NCCL's order: a communicator is finalized and destroyed only once the streams that ran its
@@ -84,25 +118,6 @@ void CudaBackend::checkDevices(const DeviceList& devices) {
                       std::to_string(g.ccMajor) + "." + std::to_string(g.ccMinor) +
                       ", but the CUDA plugin is built for 8.0 and 9.0 (A100, H100/H200): use cpu:N");
   }
-}
-
-std::string CudaBackend::supports(const BackendOp& op) const {
-  using K = BackendOp::Kind;
-  const auto in = [&](std::initializer_list<const char*> names) {
-    return std::any_of(names.begin(), names.end(), [&](const char* n) { return op.name == n; });
-  };
-  switch (op.kind) {
-    case K::Layer:
-      return in({"Dense", "Activation", "Flatten", "Reshape", "Dropout", "Conv2D", "MaxPooling2D", "AveragePooling2D",
-                 "GlobalAveragePooling2D", "BatchNormalization"})
-                 ? ""
-                 : "has no GPU implementation yet: train this model on CPU devices (--devices cpu:N)";
-    case K::Optimizer: return in({"sgd", "adam", "rmsprop"}) ? "" : "has no GPU implementation (sgd, adam, rmsprop)";
-    case K::Collective: return in({"nccl", "device-memory"}) ? "" : "runs over host memory: GPUs use nccl or device-memory";
-    case K::Loss:
-    case K::Metric: return {};  // every loss and metric of core/nn has its kernel
-  }
-  return {};
 }
 
 template <typename T>
@@ -156,16 +171,6 @@ void CudaBackend::createReplica(const Device& d, int rank, size_t buckets) {
     }
   p.out.assign(layers_.size(), nullptr);
   ok(P_->synchronize(p.ctx.get()));
-}
-
-std::string CudaBackend::threadPolicy() const {
-  return replicas() == 1 ? "one host thread enqueuing on the GPU's compute and comm streams"
-                         : "one host thread per replica, each enqueuing on its own compute and comm streams";
-}
-
-std::string CudaBackend::deviceName(int r) const {
-  const int d = reps_[static_cast<size_t>(r)]->device;
-  return d < static_cast<int>(gpuNames_.size()) ? gpuNames_[static_cast<size_t>(d)] : std::string();
 }
 
 void CudaBackend::pushParameters() {
@@ -401,12 +406,6 @@ void CudaBackend::checkGradients(int r) {
   ok(P_->countNonfinite(p.ctx.get(), p.grads.get(), paramCount_, p.nonfinite));
 }
 
-void CudaBackend::setPrecision(Precision p) {
-  precision_ = p == Precision::MixedBfloat16  ? MLCUDA_PRECISION_BFLOAT16
-               : p == Precision::MixedFloat16 ? MLCUDA_PRECISION_FLOAT16
-                                              : MLCUDA_PRECISION_FLOAT32;
-}
-
 void CudaBackend::setLossScale(int r, float scale) { rep(r).lossScale = scale; }
 
 // The summed gradients this replica's update will read (a device collective leaves the whole sum
@@ -444,8 +443,8 @@ void CudaBackend::update(int r, int64_t offset, int64_t count, int from, float g
                       o.beta2, static_cast<float>(o.epsilon), p.iterations));
       break;
     case Opt::RmsProp:
-      ok(P_->rmspropStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr,
-                         static_cast<float>(o.rho), static_cast<float>(o.momentum), static_cast<float>(o.epsilon)));
+      ok(P_->rmspropStep(c, p.params.get(), p.grads.get(), p.slot1.get(), p.slot2.get(), paramCount_, gradScale, p.lr, o.rho,
+                         static_cast<float>(o.momentum), static_cast<float>(o.epsilon)));
       break;
   }
 }

@@ -2,8 +2,9 @@
 // header here). Each replica keeps its parameters, gradients, optimizer slots and activations in
 // device memory and works on its own compute stream; its device collective (NCCL across physical
 // GPUs, the plugin's device-memory all-reduce for logical GPUs sharing one card; NCCL across
-// workers too) reduces the buckets on the comm streams. Layers: CudaLayers.cpp. The host Sequential of each replica keeps the
-// layer shapes and receives the parameters when checksums, saving or tests need them (pullParameters).
+// workers too) reduces the buckets on the comm streams. Layers: CudaLayers.cpp. The host
+// Sequential of each replica keeps the layer shapes and receives the parameters when checksums,
+// saving or tests need them (pullParameters).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,62 +22,52 @@
 
 namespace ml {
 
-class CudaBackend : public Backend {
+// Its gradients live in device memory and its own collectives reduce them; it has no sharded update.
+class CudaBackend : public Backend, public DeviceCollectives {
  public:
   // Checks the device list against this machine's GPUs (a UserError names a missing GPU, or says
-  // why there is none), checks supports() for the model, creates one plugin context per replica
-  // and the NCCL communicator, and allocates parameters, gradients and optimizer slots.
-  // hosts: each replica's host model (configureLoss done); buckets: the strategy's gradient buckets.
-  // tf32: cuBLAS may run the float32 products on TF32 tensor cores.
-  CudaBackend(const DeviceList& devices, std::vector<Sequential*> hosts, const Loss& loss, MetricKind metric,
-              const OptimizerSpec& optimizer, const std::vector<GradBucket>& buckets, bool tf32 = false);
+  // why there is none), refuses by name a layer, loss, metric or optimizer it cannot run, creates
+  // one plugin context per replica and the NCCL communicator, and allocates parameters, gradients
+  // and optimizer slots. config.hosts: each replica's host model (configureLoss done); buckets:
+  // the strategy's gradient buckets; tf32: cuBLAS may run the float32 products on TF32 tensor
+  // cores; precision: Dense and Conv2D compute in bfloat16 or float16 (the plugin's *_low kernels,
+  // rounding where core/nn rounds), with the loss gradient scaled for float16.
+  explicit CudaBackend(const BackendConfig& config);
   ~CudaBackend() override;
 
-  std::string name() const override { return "cuda"; }
-  std::string supports(const BackendOp& op) const override;
-  int replicas() const override { return static_cast<int>(reps_.size()); }
-  std::string deviceName(int r) const override;
-  std::string threadPolicy() const override;
+  // ReplicaCompute (the layers: CudaLayers.cpp)
+  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
+  void mark(int r, Mark m, int micro) override;
+  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
+  void setLossScale(int r, float scale) override;
+  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
+  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
+  void checkGradients(int r) override;
+  ReplicaSums finishStep(int r, int micro) override;
+  ReplicaTimes times(int r, int micro) override;
+  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
 
+  // ReplicaParameters: the whole buffer of a replica's own, always (a device collective leaves the
+  // whole sum with every replica).
   void pushParameters() override;
   void pullParameters() override;
   std::vector<std::span<const float>> optimizerSlots(int r) override;
   int64_t optimizerIterations(int r) override;
   void restoreOptimizer(int r, const std::vector<std::vector<float>>& slots, int64_t iterations) override;
-  std::span<float> hostGradients(int) override { return {}; }
-
-  void prepare(int r, int micro, int64_t maxRows, int64_t targetDim, bool training) override;
-  void mark(int r, Mark m, int micro) override;
-  void stage(int r, const Dataset& data, std::span<const int64_t> idx) override;
-  void forwardLoss(int r, int micro, int64_t rows, const StepContext& ctx) override;
-  void backward(int r, int64_t rows, const StepContext& ctx, const std::function<void(size_t)>& onLayerDone) override;
-  void checkGradients(int r) override;
-  // Mixed precision: Dense and Conv2D compute in bfloat16 or float16 (the plugin's *_low kernels,
-  // rounding where core/nn rounds), with the loss gradient scaled for float16.
-  std::string supportsPrecision(Precision) const override { return {}; }
-  void setPrecision(Precision p) override;
-  void setLossScale(int r, float scale) override;
-  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
   void beginUpdate(int r, float lr) override;
   void update(int r, int64_t offset, int64_t count, int from, float gradScale) override;
-  ReplicaSums finishStep(int r, int micro) override;
-  ReplicaTimes times(int r, int micro) override;
-  void evaluate(int r, int64_t rows, const StepContext& ctx, float* outputs, double& lossSum, double& metricSum) override;
+  bool reducedFinite(int r, int64_t offset, int64_t count, int from) override;
 
-  std::string deviceCollective() const override;
-  std::unique_ptr<Collective> makeDeviceCollective(std::vector<GradBucket> buckets, FailureLatch& failure) override;
-  // NCCL across workers, its unique id sent from worker 0 through the group (Horovod's bootstrap):
-  // physical GPUs join one communicator over every worker's GPUs; logical GPUs sum on their card,
-  // then replica 0 of each worker all-reduces across the workers and the others copy its sum.
+  // DeviceCollectives (GpuCollective.cpp): NCCL over physical GPUs, the device-memory all-reduce
+  // over logical ones; both can carry bfloat16 (the logical-GPU sum rounds as the host ring does,
+  // NCCL sums ncclBfloat16 buffers packed on the comm streams). Across workers: NCCL, its unique id
+  // sent from worker 0 through the group (Horovod's bootstrap): physical GPUs join one communicator
+  // over every worker's GPUs; logical GPUs sum on their card, then replica 0 of each worker
+  // all-reduces across the workers and the others copy its sum.
+  std::unique_ptr<Collective> makeCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
+                                             AllReduceDtype dtype) override;
   std::unique_ptr<Collective> makeCrossWorkerCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
-                                                        const WorkerLink& workers) override;
-  bool crossesWorkers() const override { return true; }
-  // Both all-reduces can carry bfloat16: the logical-GPU sum rounds as the host ring does, NCCL
-  // sums ncclBfloat16 buffers packed on the comm streams.
-  std::string setBfloat16Wire(bool on) override {
-    wireBf16_ = on;
-    return {};
-  }
+                                                        const WorkerLink& workers, AllReduceDtype dtype) override;
 
  private:
   struct Layer;
@@ -86,6 +77,8 @@ class CudaBackend : public Backend {
   friend class GpuCollective;
   enum class Opt { Sgd, Adam, RmsProp };
 
+  int replicas() const { return static_cast<int>(reps_.size()); }
+  std::string deviceCollective() const;  // "nccl" or "device-memory" (two replicas or more)
   void checkDevices(const DeviceList& devices);
   void translateLayers(const Sequential& model);
   void createReplica(const Device& d, int rank, size_t buckets);
@@ -112,7 +105,6 @@ class CudaBackend : public Backend {
   bool logical_ = false;
   bool tf32_ = false;  // cuBLAS may use TF32 for float32 products
   int precision_ = MLCUDA_PRECISION_FLOAT32;
-  bool wireBf16_ = false;  // the all-reduces send bfloat16
   int64_t paramCount_ = 0, inFeatures_ = 0, outFeatures_ = 0;
   std::vector<std::unique_ptr<Replica>> reps_;
   // Declared after reps_, so destroyed before the replicas' contexts, whose streams ran its

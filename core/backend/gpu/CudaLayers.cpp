@@ -103,7 +103,7 @@ void CudaBackend::translateLayers(const Sequential& m) {
       l->movingMean = at;
       l->movingVar = at + C;
     } else {
-      throw std::logic_error("CudaBackend: layer type " + src.type() + " passed supports() but has no translation");
+      throw std::logic_error("CudaBackend: layer type " + src.type() + " passed gpuRefusal() but has no translation");
     }
     if (src.paramCount() > 0) below = true;
     layers_.push_back(std::move(l));

@@ -23,15 +23,16 @@ void ok(const mlcuda_status& s) { throwIfFailed(s); }
 
 class GpuCollective : public Collective {
  public:
-  GpuCollective(CudaBackend& b, std::vector<GradBucket> buckets, FailureLatch& failure)
+  GpuCollective(CudaBackend& b, std::vector<GradBucket> buckets, FailureLatch& failure, AllReduceDtype dtype)
       : b_(b),
         buckets_(std::move(buckets)),
         failure_(failure),
+        bf16_(dtype == AllReduceDtype::Bfloat16),
         barrier_(b.replicas()),
         signalled_(static_cast<size_t>(b.replicas()), 0) {}
 
   std::string name() const override { return b_.crossWhat_.empty() ? b_.deviceCollective() : "nccl"; }
-  std::string describe() const override { return describePath() + (b_.wireBf16_ ? ", bfloat16 on the wire" : ""); }
+  std::string describe() const override { return describePath() + (bf16_ ? ", bfloat16 on the wire" : ""); }
   std::string describePath() const {
     if (!b_.crossWhat_.empty()) return b_.crossWhat_;
     const int n = b_.replicas();
@@ -106,8 +107,8 @@ class GpuCollective : public Collective {
         ready[r] = b_.reps_[r]->bucket[k].get();
       }
       if (b_.logical_) {
-        ok((b_.wireBf16_ ? P->localAllReduceBf16 : P->localAllReduce)(ctxs[0], bufs.data(), static_cast<int>(n), bk.count,
-                                                                      ready.data(), static_cast<int>(n), nullptr));
+        ok((bf16_ ? P->localAllReduceBf16 : P->localAllReduce)(ctxs[0], bufs.data(), static_cast<int>(n), bk.count, ready.data(),
+                                                               static_cast<int>(n), nullptr));
         // Across workers: on the same comm stream, so after the local sum; timed by events.
         if (b_.crossNccl_) {
           while (crossEnd_.size() < buckets_.size()) {
@@ -118,12 +119,12 @@ class GpuCollective : public Collective {
             crossEnd_.emplace_back(e, EventDestroy{P});
           }
           ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossStart_[k].get()));
-          ok((b_.wireBf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
+          ok((bf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.crossNccl_.get(), ctxs.data(), bufs.data(), bk.count));
           ok(P->eventRecord(ctxs[0], MLCUDA_STREAM_COMM, crossEnd_[k].get()));
         }
       } else {
         for (size_t r = 0; r < n; ++r) ok(P->streamWaitEvent(ctxs[r], MLCUDA_STREAM_COMM, ready[r]));
-        ok((b_.wireBf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
+        ok((bf16_ ? P->ncclAllReduceBf16 : P->ncclAllReduce)(b_.nccl_.get(), ctxs.data(), bufs.data(), bk.count));
       }
     }
     if (b_.logical_)
@@ -135,6 +136,7 @@ class GpuCollective : public Collective {
   CudaBackend& b_;
   std::vector<GradBucket> buckets_;
   FailureLatch& failure_;
+  bool bf16_;  // bfloat16 on the wire
   SpinBarrier barrier_;
   std::vector<int> signalled_;                   // buckets whose event each replica has recorded this step
   std::vector<GpuEvent> crossStart_, crossEnd_;  // replica 0's, around each bucket's cross-worker all-reduce
@@ -145,8 +147,9 @@ std::string CudaBackend::deviceCollective() const {
   return logical_ ? "device-memory" : "nccl";
 }
 
-std::unique_ptr<Collective> CudaBackend::makeDeviceCollective(std::vector<GradBucket> buckets, FailureLatch& failure) {
-  return std::make_unique<GpuCollective>(*this, std::move(buckets), failure);
+std::unique_ptr<Collective> CudaBackend::makeCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
+                                                        AllReduceDtype dtype) {
+  return std::make_unique<GpuCollective>(*this, std::move(buckets), failure, dtype);
 }
 
 namespace {
@@ -166,7 +169,7 @@ void fromHex(const std::string& s, unsigned char* p, size_t n) {
 // Horovod's bootstrap: worker 0 makes the unique id, every worker gets it over MPI (the group's
 // gather), then every worker creates its ranks from it (which waits for all of them).
 std::unique_ptr<Collective> CudaBackend::makeCrossWorkerCollective(std::vector<GradBucket> buckets, FailureLatch& failure,
-                                                                   const WorkerLink& workers) {
+                                                                   const WorkerLink& workers, AllReduceDtype dtype) {
   const int W = workers.size, w = workers.rank, n = replicas();
   unsigned char id[MLCUDA_NCCL_ID_BYTES] = {};
   std::string mine;
@@ -203,7 +206,7 @@ std::unique_ptr<Collective> CudaBackend::makeCrossWorkerCollective(std::vector<G
                  " on this one), one communicator made from worker 1's unique id sent over " + workers.engine +
                  ", grouped per bucket";
   }
-  return std::make_unique<GpuCollective>(*this, std::move(buckets), failure);
+  return std::make_unique<GpuCollective>(*this, std::move(buckets), failure, dtype);
 }
 
 }  // namespace ml

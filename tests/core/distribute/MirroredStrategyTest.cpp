@@ -320,7 +320,7 @@ TEST(ShardedOptimizer, EachReplicaKeepsItsShareOfTheOptimizerState) {
 }
 
 // On simulated devices the owner sums its chunk, updates it and writes the new parameters into
-// the other replicas tile by tile (Backend::sumUpdatePush) instead of the ring's reduce-scatter,
+// the other replicas tile by tile (ShardedUpdate::sumUpdatePush) instead of the ring's reduce-scatter,
 // the update and the all-gather one after the other. It adds in the ring's order, so the weights
 // are the same bits, with every optimizer, uneven chunks and buckets cutting layers; where it
 // cannot be fused (communication threads, bfloat16 on the wire) the three phases stay.

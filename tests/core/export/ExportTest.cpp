@@ -358,7 +358,13 @@ TEST(ModelExport, BadOutputPathsAreRefusedBeforeAnyWork) {
   refused(ExportFormat::Onnx, (dir.path() / "missing" / "m.onnx").string(), "does not exist");
   refused(ExportFormat::Torch, "/proc/m.npz", "is not writable");  // refused even to root
   refused(ExportFormat::Onnx, dir.path().string(), "is a folder");
-  refused(ExportFormat::Keras, (dir.path() / "m.h5").string(), "ending in '.weights.h5'");
+  refused(ExportFormat::Keras, (dir.path() / "m.h5").string(), "name it '*.keras' (the whole model) or '*.weights.h5'");
+  refused(ExportFormat::KerasWeights, (dir.path() / "m.keras").string(),
+          "needs an output ending in '.weights.h5', got '" + (dir.path() / "m.keras").string() +
+              "': name it '*.weights.h5', or pass --format keras (Keras model) for that name");
+  refused(ExportFormat::Onnx, (dir.path() / "m.npz").string(), "or pass --format torch (PyTorch weights) for that name");
+  refused(ExportFormat::Torch, (dir.path() / "m.pt").string(),
+          "--format torch (PyTorch weights) needs an output ending in '.npz'");
   refused(ExportFormat::Onnx, "", "no output file");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 0) << "something was left behind";
   // With a good path the weights are the next thing checked.
@@ -396,11 +402,20 @@ TEST(ModelExport, FormatNames) {
   EXPECT_EQ(parseExportFormat("onnx"), ExportFormat::Onnx);
   EXPECT_EQ(parseExportFormat("torch"), ExportFormat::Torch);
   EXPECT_EQ(parseExportFormat("keras"), ExportFormat::Keras);
+  EXPECT_EQ(parseExportFormat("keras-weights"), ExportFormat::KerasWeights);
   try {
     parseExportFormat("tflite");
     FAIL();
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("'tflite' (allowed: onnx, torch, keras)"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'tflite' (allowed: onnx, torch, keras, keras-weights)"), std::string::npos) << e.what();
   }
-  EXPECT_STREQ(defaultSuffix(ExportFormat::Keras), ".weights.h5");
+  EXPECT_STREQ(defaultSuffix(ExportFormat::Keras), ".keras");
+  EXPECT_STREQ(defaultSuffix(ExportFormat::KerasWeights), ".weights.h5");
+  // --format keras picks by the output's name; a name alone picks the format.
+  EXPECT_EQ(resolveFormat(ExportFormat::Keras, "m.weights.h5"), ExportFormat::KerasWeights);
+  EXPECT_EQ(resolveFormat(ExportFormat::Keras, "m.keras"), ExportFormat::Keras);
+  EXPECT_EQ(resolveFormat(ExportFormat::Onnx, "m.weights.h5"), ExportFormat::Onnx);
+  EXPECT_EQ(formatOfPath("a/m.onnx"), ExportFormat::Onnx);
+  EXPECT_EQ(formatOfPath("m.weights.h5"), ExportFormat::KerasWeights);
+  EXPECT_EQ(formatOfPath("m.h5"), std::nullopt);
 }

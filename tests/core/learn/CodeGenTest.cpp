@@ -53,49 +53,60 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   Project p = Project::load(projectPath("fashion-wide-mlp.json"));
   const std::string code = generateTensorFlowProgram(p);
   for (const char* needle :
-       {"tf.distribute.MirroredStrategy(devices=[d.name for d in tf.config.list_logical_devices(\"CPU\")])",
+       {"tf.distribute.MirroredStrategy(devices=devices)",
         "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(DEVICES)])",
-        "with strategy.scope():", "strategy.num_replicas_in_sync", "GLOBAL_BATCH = 256",
-        "tf.keras.layers.Dropout(0.2, seed=SEED + 2", "tf.keras.Input(shape=(28, 28))",
+        "with strategy.scope():",
+        "strategy.num_replicas_in_sync",
+        "GLOBAL_BATCH = 256",
+        "ReplicaDropout(0.2, seed=SEED + 2",
+        "tf.keras.Input(shape=(28, 28))",
         "tf.keras.layers.Dense(512, activation=\"relu\", use_bias=True, kernel_initializer=\"glorot_uniform\"",
         "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=0.9, beta_2=0.999, epsilon=1e-07)",
-        "SparseCategoricalCrossentropy(from_logits=False)", "metrics=[\"accuracy\"]", "gzip.open", "train-images-idx3-ubyte",
-        "keras.__version__ == \"3.7.0\"", "order = epoch_order(len(x_train), SEED, epoch)", "\"--weights\"",
-        "\"--predict-only\""})
+        "SparseCategoricalCrossentropy(from_logits=False, reduction=reduction)",
+        "tf.keras.metrics.SparseCategoricalAccuracy()",
+        "gzip.open",
+        "train-images-idx3-ubyte",
+        "keras.__version__ == \"3.7.0\"",
+        "order = epoch_order(len(x_train), SEED, epoch)",
+        "strategy.distribute_datasets_from_function(dataset)",
+        "tf.reduce_sum(tf.cast(per_sample_loss(ym, out), tf.float32)) / batch",
+        "optimizer.apply_gradients(zip(grads, model.trainable_variables))",
+        "strategy.reduce(\"SUM\", strategy.run(replica_step, args=next(iterator)), axis=None)",
+        "\"--weights\"",
+        "\"--save-weights\"",
+        "\"--print-steps\"",
+        "\"--predict-only\"",
+        "def main(argv=None):",
+        "Verified step for step against Mirrorlab with TensorFlow 2.21.0 and Keras 3.15.1",
+        "needs TensorFlow 2.16 or newer (Keras 3)"})
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
   // Two Dropout layers never share a seed (in Keras 3 they would drop the same units).
-  EXPECT_NE(code.find("tf.keras.layers.Dropout(0.2, seed=SEED + 4"), std::string::npos);
-  // model.compile sits inside the scope: after it, and indented under it.
-  const size_t scope = code.find("with strategy.scope():"), compile = code.find("        model.compile(");
-  EXPECT_LT(scope, compile);
-  // The dropout difference is named at the top, before the docstring.
+  EXPECT_NE(code.find("ReplicaDropout(0.2, seed=SEED + 4"), std::string::npos);
+  // The model and the optimizer are made inside the scope: after it, and indented under it.
+  const size_t scope = code.find("with strategy.scope():"), optimizer = code.find("        optimizer = make_optimizer(schedule)");
+  EXPECT_LT(scope, optimizer);
+  // The dropout difference is named at the top, before the docstring; "Requires TensorFlow 2" alone is gone.
   EXPECT_LT(code.find("# Differs from Mirrorlab: dropout masks"), code.find("\"\"\""));
+  EXPECT_EQ(code.find("Requires TensorFlow 2 "), std::string::npos);
 
-  // Per-device batch with accumulation: the global batch counts the micro-batches (issue 24: it did not).
+  // Per-device batch with accumulation: the global batch counts the devices and the micro-batches.
   p.training.perDeviceBatch = true;
   p.training.batchSize = 64;
   p.training.accumulate = 2;
   p.training.lrScaling = "linear";
   p.training.warmupEpochs = 2;
+  p.training.lrDecayEpochs = {3};
   p.training.optimizer.name = "sgd";
   p.training.optimizer.momentum = 0.9;
   const std::string scaled = generateTensorFlowProgram(p);
-  for (const char* needle : {"PER_REPLICA_BATCH = 64", "global_batch = PER_REPLICA_BATCH * replicas * ACCUMULATE",
-                             "ACCUMULATE = 2", "LR_SCALING = \"linear\"", "WARMUP_EPOCHS = 2.0",
-                             "LinearWarmup(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch)",
+  for (const char* needle : {"PER_REPLICA_BATCH = 64", "GLOBAL_BATCH = 256  # 64 x 2 device(s) x 2 micro-batch(es)",
+                             "ACCUMULATE = 2", "LR_SCALING = \"linear\"", "WARMUP_EPOCHS = 2.0", "LR_DECAY_EPOCHS = [3]",
+                             "MirrorlabSchedule(BASE_LEARNING_RATE, learning_rate, WARMUP_EPOCHS * steps_per_epoch,",
                              "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=0.9, nesterov=False)"})
     EXPECT_NE(scaled.find(needle), std::string::npos) << needle;
   TempDir dir("codegen-tf");
   writeFile(dir.path() / "scaled.py", scaled);
   EXPECT_EQ(runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "scaled.py").string()).exitCode, 0);
-
-  // A global batch that does not split evenly is named as a difference at the top.
-  p.training.perDeviceBatch = false;
-  p.training.batchSize = 100;
-  p.distribute.devices = "cpu:3";
-  const std::string uneven = generateTensorFlowProgram(p);
-  EXPECT_LT(uneven.find("# Differs from Mirrorlab: Keras scales each replica's mean loss"), uneven.find("\"\"\""));
-  EXPECT_NE(uneven.find("global batch (100) does not split evenly over 3 replicas"), std::string::npos);
 }
 
 // A project of several workers: MultiWorkerMirroredStrategy configured by TF_CONFIG, still valid Python.
@@ -109,6 +120,13 @@ TEST(CodeGen, TensorFlowProgramOfSeveralWorkersUsesMultiWorkerMirroredStrategy) 
     EXPECT_NE(code.find(needle), std::string::npos) << needle;
   EXPECT_EQ(code.find("tf.distribute.MirroredStrategy("), std::string::npos);  // the single-worker form is gone
   EXPECT_EQ(code.find("def make_strategy():"), code.rfind("def make_strategy():"));
+  // A per-device batch counts every worker's devices: Mirrorlab's global batch, not the strategy's replicas'.
+  p.training.perDeviceBatch = true;
+  p.training.accumulate = 2;
+  for (const std::string& program : {generateTensorFlowProgram(p), generatePyTorchProgram(p)})
+    EXPECT_NE(program.find("GLOBAL_BATCH = 768  # 128 x 1 device(s) x 3 workers x 2 micro-batch(es)"), std::string::npos);
+  EXPECT_NE(generatePyTorchProgram(p).find("DEFAULT_WORLD_SIZE = 3  # the project's replicas: cpu:1 on each of 3 workers"),
+            std::string::npos);
   TempDir dir("codegen-mw");
   writeFile(dir.path() / "mw.py", code);
   const CommandResult r = runCommand(std::string(kPython) + " -m py_compile " + (dir.path() / "mw.py").string());
@@ -154,7 +172,8 @@ TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
   p.training.accumulate = 3;
   p.training.optimizer.name = "rmsprop";
   const std::string rms = generatePyTorchProgram(p);
-  EXPECT_NE(rms.find("global_batch = PER_REPLICA_BATCH * world_size * ACCUMULATE"), std::string::npos);
+  EXPECT_NE(rms.find("GLOBAL_BATCH = 384  # 64 x 2 device(s) x 3 micro-batch(es)"), std::string::npos);
+  EXPECT_NE(rms.find("global_batch = GLOBAL_BATCH"), std::string::npos);
   EXPECT_NE(rms.find("increment = lr * g / (v + eps).sqrt()"), std::string::npos);
   p.training.optimizer.name = "sgd";
   p.training.optimizer.momentum = 0.9;
@@ -217,14 +236,15 @@ TEST(CodeGen, ConvolutionalProjectsMapEveryLayer) {
   const std::string torch = generatePyTorchProgram(bn);
   EXPECT_NE(torch.find("conv2d(\"conv2d\", 1, 32, (3, 3), (1, 1), False, \"glorot_uniform\", \"zeros\", False)"),
             std::string::npos);
-  EXPECT_NE(torch.find("batch_norm(\"batch_normalization\", 32, 3, 0.99, 0.001, True, True, True)"), std::string::npos);
-  EXPECT_NE(torch.find("nn.SyncBatchNorm("), std::string::npos);
+  EXPECT_NE(torch.find("KerasBatchNorm(\"batch_normalization\", 32, 0.99, 0.001, True, True, True)"), std::string::npos);
+  EXPECT_NE(torch.find("sums = all_reduce(sums)"), std::string::npos);  // synchronized on the CPU too
+  EXPECT_EQ(torch.find("nn.SyncBatchNorm("), std::string::npos);
   EXPECT_NE(torch.find("x.permute(0, 3, 1, 2)"), std::string::npos);
   EXPECT_NE(torch.find("pool2d(True, (2, 2), (2, 2), False)"), std::string::npos);
 }
 
-// Mixed precision: Keras' policy and LossScaleOptimizer with the project's scale and interval (or
-// compile(auto_scale_loss=False) for "none"); PyTorch's autocast and GradScaler; both say what differs.
+// Mixed precision: Keras' policy and LossScaleOptimizer with the project's scale and interval (none
+// for "none"); the last activation in float32; PyTorch's autocast and GradScaler; both say what differs.
 // TensorFlow runs float32 products on TF32 by default on Ampere and later GPUs; the programs set
 // it as the project does (off unless distribute.tf32), so that they compute what Mirrorlab does.
 TEST(CodeGen, ProgramsSetTf32AsTheProjectDoes) {
@@ -257,11 +277,18 @@ TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
                              "torch.cuda.amp.GradScaler(init_scale=LOSS_SCALE or 1.0, growth_interval=LOSS_SCALE_GROWTH_STEPS",
                              "with torch.autocast(device.type", "scaler.step(optimizer)", "# Mixed precision (mixed_float16)"})
     EXPECT_NE(torch.find(needle), std::string::npos) << needle;
-  p.training.lossScaling = false;
-  EXPECT_NE(generateTensorFlowProgram(p).find("auto_scale_loss=False"), std::string::npos);
+  p.training.lossScaling = false;  // "none": no LossScaleOptimizer, and the header says so
+  EXPECT_EQ(generateTensorFlowProgram(p).find("LossScaleOptimizer"), std::string::npos);
+  EXPECT_NE(generateTensorFlowProgram(p).find("mixed_float16 policy (set_global_policy), without loss scaling"),
+            std::string::npos);
   EXPECT_NE(generatePyTorchProgram(p).find("LOSS_SCALE = None"), std::string::npos);
   p.training.precision = "mixed_bfloat16";
   EXPECT_EQ(generateTensorFlowProgram(p).find("LossScaleOptimizer"), std::string::npos);
+  // The last Dense computes in bfloat16, its softmax in float32 (Keras' advice; Mirrorlab's softmax is float32).
+  EXPECT_NE(generateTensorFlowProgram(p).find("activation=\"linear\""), std::string::npos);
+  EXPECT_NE(
+      generateTensorFlowProgram(p).find("tf.keras.layers.Activation(\"softmax\", dtype=\"float32\"),  # the output in float32"),
+      std::string::npos);
   EXPECT_NE(generatePyTorchProgram(p).find("AMP_DTYPE = torch.bfloat16"), std::string::npos);
   p.training.precision = "float32";
   EXPECT_EQ(generatePyTorchProgram(p).find("# Mixed precision ("), std::string::npos);  // not in the header
@@ -340,6 +367,27 @@ TEST(CodeGen, PyTorchCsvRegressionProgramRuns) {
                                 std::regex(R"(epoch 2/2: loss ([-+0-9.eE]+) mae ([-+0-9.eE]+) lr [^ ]+ \(6 steps\) val_loss)")))
       << r.output;
   EXPECT_TRUE(std::isfinite(std::stod(m[1].str())));
+}
+
+// A sigmoid + binary_crossentropy model: binary cross-entropy in both programs (not mean squared error),
+// the sigmoid folded into PyTorch's loss, binary accuracy. learn.tf_step_for_step and
+// learn.torch_step_for_step train one against Mirrorlab.
+TEST(CodeGen, BinaryClassifiersUseBinaryCrossentropy) {
+  Project p = Project::load(projectPath("spirals.json"));
+  p.data.classes = 2;
+  p.model.layers.back().args["units"] = 1;
+  p.model.layers.back().args["activation"] = "sigmoid";
+  p.training.loss = "binary_crossentropy";
+  const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
+  for (const char* needle : {"tf.keras.losses.BinaryCrossentropy(from_logits=False, reduction=reduction)",
+                             "tf.keras.metrics.BinaryAccuracy()", "y_train = y_train.astype(np.float32).reshape(-1, 1)"})
+    EXPECT_NE(tf.find(needle), std::string::npos) << needle;
+  for (const char* needle : {"F.binary_cross_entropy_with_logits(out, targets, reduction=\"sum\") / out.shape[1]",
+                             "# sigmoid: folded into the loss", "decided = out > 0"})
+    EXPECT_NE(torch.find(needle), std::string::npos) << needle;
+  for (const std::string& program : {tf, torch}) EXPECT_EQ(program.find("MeanSquaredError"), std::string::npos);
+  EXPECT_EQ(torch.find("mse_loss"), std::string::npos);
+  EXPECT_EQ(torch.find("nn.Sigmoid()"), std::string::npos);
 }
 
 TEST(CodeGen, FrameworkNames) {

@@ -4,9 +4,13 @@
 For each case: mirrorlab-cli trains a small spirals project for 20 steps, saving its initial weights
 (.npz) and the loss of every step (--report); the program from `mirrorlab-cli export-code
 --framework torch` starts from those weights (--weights) on 1 process or DDP over gloo with 2 and 3
-ranks (mp.spawn, localhost) and prints the loss of every step (--print-steps). Without dropout the
-losses must agree to 1e-4 relative at every step, for SGD with Nesterov momentum, Adam and RMSprop,
-with shards of unequal size, a per-device batch and gradient accumulation. With dropout the masks
+ranks (mp.spawn, localhost), prints the loss of every step (--print-steps) and saves its final weights
+(--save-weights). Without dropout the losses must agree to 1e-4 relative at every step and the final
+weights (moving statistics included) to 1e-5, for SGD with Nesterov momentum, Adam and RMSprop, with
+shards of unequal size, a per-device batch and gradient accumulation; BatchNormalization after a
+Reshape to a rank-2 sample (Keras normalises the last axis), per replica and synchronized over gloo,
+and in a CNN; a binary classifier; a project of 2 workers (Mirrorlab under mpirun) with a per-device
+batch against DDP with 2 ranks. With dropout the masks
 differ (PyTorch draws its own), so over 5 seeds the mean difference of the two curves must lie
 within the spread of the per-seed differences, and the logged masks show that every rank and every
 Dropout layer draws its own. Under mixed_bfloat16 the program runs torch.autocast(bfloat16), which
@@ -28,6 +32,7 @@ import tempfile
 
 STEPS = 20
 REL_TOL = 1e-4
+WEIGHT_TOL = 1e-5  # the final weights (moving statistics included), relative where a weight exceeds 1
 BF16_REL_TOL = 5e-3  # bfloat16 keeps 8 significant bits (2^-8 = 0.4% per rounding); measured 6.7e-4
 # Two-sided 99% quantile of Student's t with 4 degrees of freedom (5 seeds).
 T_99_4DOF = 4.604
@@ -119,13 +124,25 @@ def curves(cli, python, proj, work):
     with open(os.path.join(work, "report.json")) as f:
         ours = json.load(f)["step_loss"]
     run([cli, "export-code", path, "--framework", "torch", "--output", "program.py"], work)
-    world = int(proj["distribute"]["devices"].split(":")[1])
+    world = int(proj["distribute"]["devices"].split(":")[1]) * proj["distribute"].get("workers", 1)
     out = run([python, "program.py", "--weights", "init.npz", "--steps", str(STEPS), "--print-steps", "--cpu",
-               "--world-size", str(world)], work)
+               "--world-size", str(world), "--save-weights", "torch_final.npz"], work)
     theirs = [float(m.group(2)) for m in re.finditer(r"^step (\d+) loss (\S+)", out, re.M)]
     if len(ours) != STEPS or len(theirs) != STEPS:
         raise RuntimeError(f"expected {STEPS} steps, got {len(ours)} from Mirrorlab and {len(theirs)} from PyTorch:\n{out}")
     return ours, theirs
+
+
+def weight_diff(python, work):
+    """The largest difference of the final weights (relative where a weight exceeds 1) and its array."""
+    code = ("import sys, numpy as np\n"
+            "a, b = np.load('final.npz'), np.load('torch_final.npz')\n"
+            "assert sorted(a.files) == sorted(b.files), (a.files, b.files)\n"
+            "d = {k: float(np.max(np.abs(a[k] - b[k]) / np.maximum(1.0, np.abs(a[k])))) for k in a.files}\n"
+            "k = max(d, key=d.get)\n"
+            "print(d[k], k)\n")
+    worst, where = run([python, "-c", code], work).split()
+    return float(worst), where
 
 
 def csv_project(work):
@@ -208,6 +225,26 @@ def mask_check(python, work):
     return problems
 
 
+def new_exact_cases(tmp):
+    """BatchNormalization over a rank-2 sample (the last axis, as Keras), per replica and synchronized on the
+    CPU, with moving statistics checked in the final weights; a binary classifier; 2 workers x a per-device batch."""
+    from equivalence_data import cnn_layers, images, reshaped_norm_layers, spirals, write_images  # numpy: after the probe
+    adam = {"name": "adam", "learning_rate": 0.01}
+    write_images(tmp)
+    return [
+        ("BatchNormalization after Reshape to (4, 16), DDP 2", images("rs", tmp, "cpu:2", 40, reshaped_norm_layers((4, 16)))),
+        ("BatchNormalization after Reshape to (8, 8), 1 process", images("rs8", tmp, "cpu:1", 40, reshaped_norm_layers((8, 8)))),
+        ("synchronized BatchNormalization after Reshape to (8, 8), DDP 3, global 40",
+         images("rs8s", tmp, "cpu:3", 40, reshaped_norm_layers((8, 8), synchronized=True))),
+        ("CNN + per-replica BatchNormalization, DDP 2, global 40", images("cnn-bn", tmp, "cpu:2", 40, cnn_layers({}))),
+        ("binary classifier (sigmoid + binary_crossentropy), DDP 2",
+         spirals("bin", adam, "cpu:2", 64, classes=2, loss="binary_crossentropy",
+                 layers=[{"type": "Dense", "units": 16, "activation": "tanh"}, {"type": "Dense", "units": 1, "activation": "sigmoid"}])),
+        ("2 workers (mpirun) x 1 device x per-device 16 x accumulate 2, DDP 2",
+         spirals("workers", adam, "cpu:1", 16, workers=2, per_device_batch=True, accumulate=2)),
+    ]
+
+
 def exact_cases():
     sgd = {"name": "sgd", "learning_rate": 0.05, "momentum": 0.9, "nesterov": True}
     adam = {"name": "adam", "learning_rate": 0.01}
@@ -241,17 +278,20 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory(prefix="mirrorlab-equivalence-") as tmp:
         cases = exact_cases() + [("csv regression (standardised, constant columns, hold-out) 1 process, adam",
-                                  csv_project(os.path.join(tmp, "csv")))]
+                                  csv_project(os.path.join(tmp, "csv")))] + new_exact_cases(tmp)
         only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None  # a quicker look at one case
         for i, (what, proj) in enumerate(cases):
             if only and only not in what:
                 continue
             ours, theirs = curves(cli, python, proj, os.path.join(tmp, f"case{i}"))
             worst = max(abs(a - b) / abs(a) for a, b in zip(ours, theirs))
+            wdiff, warray = weight_diff(python, os.path.join(tmp, f"case{i}"))
             print(f"{what}: step 1 loss {ours[0]:.6f} vs {theirs[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs {theirs[-1]:.6f}, "
-                  f"worst relative difference {worst:.2e}", flush=True)
+                  f"worst relative difference {worst:.2e}; final weights {wdiff:.1e} ({warray})", flush=True)
             if worst > REL_TOL:
                 failures.append(f"{what}: relative difference {worst:.2e} > {REL_TOL:g}\n  Mirrorlab {ours}\n  PyTorch   {theirs}")
+            if wdiff > WEIGHT_TOL:
+                failures.append(f"{what}: final weight {warray} differs by {wdiff:.2e} > {WEIGHT_TOL:g}")
             if proj["distribute"]["devices"] == "cpu:1":  # the trained weights, read back by both: the same validation loss
                 work = os.path.join(tmp, f"case{i}")
                 path = os.path.join(work, "project.json")

@@ -29,6 +29,7 @@
 #include "backend/cuda/CudaPluginApi.h"
 #include "nn/Activations.h"
 #include "nn/Loss.h"
+#include "nn/OptimizerConstants.h"
 #include "random/Rng.h"
 
 namespace {
@@ -392,26 +393,27 @@ MLCUDA_EXPORT mlcuda_status mlcuda_sgd_step(mlcuda_context* ctx, float* p, const
 MLCUDA_EXPORT mlcuda_status mlcuda_adam_step(mlcuda_context* ctx, float* p, const float* g, float* m, float* v, int64_t n,
                                              float scale, float lr, double b1, double b2, float eps, int64_t t) {
   if (t < 1) return status(MLCUDA_ERR_INVALID_ARGUMENT, "iteration counts from 1");
-  const float alpha = static_cast<float>(lr * std::sqrt(1.0 - std::pow(b2, double(t))) / (1.0 - std::pow(b1, double(t))));
-  const float fb1 = float(b1), fb2 = float(b2);
+  const ml::AdamConstants k = ml::adamConstants(lr, b1, b2, t);
   return launch(ctx, "adam_step", {floats(p, n), floats(g, n), floats(m, n), floats(v, n)},
                 {floats(p, n), floats(m, n), floats(v, n)}, [=] {
                   for (int64_t i = 0; i < n; ++i) {
                     const float gi = g[i] * scale;
-                    m[i] = fb1 * m[i] + (1.0f - fb1) * gi;
-                    v[i] = fb2 * v[i] + (1.0f - fb2) * gi * gi;
-                    p[i] -= alpha * m[i] / (std::sqrt(v[i]) + eps);
+                    m[i] = k.b1 * m[i] + k.c1 * gi;
+                    v[i] = k.b2 * v[i] + k.c2 * gi * gi;
+                    p[i] -= k.alpha * m[i] / (std::sqrt(v[i]) + eps);
                   }
                 });
 }
 MLCUDA_EXPORT mlcuda_status mlcuda_rmsprop_step(mlcuda_context* ctx, float* p, const float* g, float* v, float* mom, int64_t n,
-                                                float scale, float lr, float rho, float momentum, float eps) {
+                                                float scale, float lr, double rhoSet, float momentum, float eps) {
   if (momentum == 0.0f) mom = nullptr;
+  const ml::RmsPropConstants k = ml::rmspropConstants(rhoSet);
+  const float rho = k.rho, c = k.c;
   return launch(ctx, "rmsprop_step", {floats(p, n), floats(g, n), floats(v, n), floats(mom, n)},
                 {floats(p, n), floats(v, n), floats(mom, n)}, [=] {
                   for (int64_t i = 0; i < n; ++i) {
                     const float gi = g[i] * scale;
-                    v[i] = rho * v[i] + (1.0f - rho) * gi * gi;
+                    v[i] = rho * v[i] + c * gi * gi;
                     if (momentum != 0.0f) {
                       mom[i] = momentum * mom[i] + lr * gi / std::sqrt(v[i] + eps);
                       p[i] -= mom[i];
@@ -571,3 +573,15 @@ MLCUDA_EXPORT mlcuda_status mlcuda_nccl_allreduce_bf16(mlcuda_nccl* comm, mlcuda
 MLCUDA_EXPORT uint64_t fake_unordered_reads(void) { return fake::unorderedReads(); }
 
 }  // extern "C"
+
+// The fake defines every entry point of CudaPluginEntryPoints.def (here and in FakeConvLayers.cpp):
+// this table takes the address of each, so one left out fails the fake's link (--no-undefined)
+// instead of the loader's check when a test first loads it.
+namespace {
+using EntryPoint = void (*)();
+#define MLCUDA_ENTRY(ret, name, field, params) reinterpret_cast<EntryPoint>(&mlcuda_##name),
+[[gnu::used]] const EntryPoint kEveryEntryPoint[] = {
+#include "backend/cuda/CudaPluginEntryPoints.def"
+};
+#undef MLCUDA_ENTRY
+}  // namespace
