@@ -71,6 +71,8 @@ bool checksumsEqual(const ExperimentOutcome& o) {
   return true;
 }
 
+// Long: the list of figures a lesson's text may name, each one or a few lines; one place to
+// read which names exist.
 void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   const std::string s = "_" + o.experiment.label;
   const Timing t = timingOf(o);
