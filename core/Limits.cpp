@@ -64,11 +64,27 @@ std::optional<int64_t> addChecked(int64_t a, int64_t b) {
 }
 
 std::string clipText(std::string_view s, size_t max) {
-  if (s.size() <= max) return std::string(s);
-  // Do not cut a UTF-8 sequence in half.
-  size_t cut = max;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(s.substr(0, cut)) + "... (" + std::to_string(s.size()) + " characters)";
+  // Control bytes are written as \xNN: a NUL would end the message where C strings end (stderr,
+  // a dialog), and a newline or escape sequence would rearrange the terminal.
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i == s.size()) return out;
+  // Do not cut a UTF-8 sequence in half: when the next byte continues one, drop its start too.
+  if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) {
+    while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80) out.pop_back();
+    if (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0xC0) out.pop_back();
+  }
+  return out + "... (" + std::to_string(s.size()) + " characters)";
 }
 
 void requireRegularFile(const std::string& path, const std::string& what, const std::string& missingHint) {

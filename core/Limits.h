@@ -27,7 +27,9 @@ std::optional<int64_t> mulChecked(int64_t a, int64_t b);
 std::optional<int64_t> addChecked(int64_t a, int64_t b);
 
 // s itself when short, else its first max characters and "... (N characters)": a message
-// never repeats a megabyte of bad input on one line.
+// never repeats a megabyte of bad input on one line. Control bytes (NUL, newline, ESC...) are
+// written as \xNN, so that binary data quoted in a message is neither cut at its first NUL
+// nor able to rearrange the terminal.
 std::string clipText(std::string_view s, size_t max = 80);
 
 // Refuses what is not a regular file (a folder, a device such as /dev/zero, a pipe), naming it.

@@ -18,6 +18,8 @@
 #include "data/Csv.h"
 #include "data/Features.h"
 #include "data/Idx.h"
+#include "export/NpzFile.h"
+#include "export/WeightsNpz.h"
 #include "learn/Lesson.h"
 #include "learn/LessonRunner.h"
 #include "nn/Sequential.h"
@@ -28,6 +30,7 @@
 #include "store/RunStore.h"
 #include "store/Sqlite.h"
 #include "telemetry/Events.h"
+#include "train/Checkpoint.h"
 
 #ifndef MIRRORLAB_SOURCE_DIR
 #define MIRRORLAB_SOURCE_DIR "."
@@ -110,6 +113,23 @@ std::string weights(const uint8_t* data, size_t size) {
   return guarded([&] { ml::loadWeights(model, path); });
 }
 
+// An .npz archive as `evaluate --weights FILE.npz` loads it into the small model, and the same
+// bytes as one .npy array: the archive's CRC-32 keeps mutations of an entry from reaching the
+// .npy parser, so the parser is fed directly too.
+std::string npz(const uint8_t* data, size_t size) {
+  const std::string path = writeTemp("weights.npz", data, size);
+  std::string msg = guarded([&] { ml::loadWeightsNpz(weightsModel(), path); });
+  msg += guarded([&] { (void)ml::readNpy(std::string(reinterpret_cast<const char*>(data), size), "fuzz", "array 'fuzz'"); });
+  return msg;
+}
+
+// A checkpoint as `train --resume` reads it (its checksum keeps most mutations from the header
+// parser; the sizes it reads before the checksum are what this target exercises).
+std::string checkpoint(const uint8_t* data, size_t size) {
+  const std::string path = writeTemp("step.mlck", data, size);
+  return guarded([&] { (void)ml::loadCheckpoint(path); });
+}
+
 std::string lesson(const uint8_t* data, size_t size) {
   return guarded([&] {
     const std::string text(reinterpret_cast<const char*>(data), size);
@@ -145,8 +165,9 @@ std::string store(const uint8_t* data, size_t size) {
 }  // namespace
 
 const std::vector<NamedTarget>& targets() {
-  static const std::vector<NamedTarget> all = {{"project", project}, {"idx", idx},       {"csv", csv},
-                                               {"weights", weights}, {"lesson", lesson}, {"store", store}};
+  static const std::vector<NamedTarget> all = {{"project", project}, {"idx", idx},    {"csv", csv},
+                                               {"weights", weights}, {"npz", npz},    {"checkpoint", checkpoint},
+                                               {"lesson", lesson},   {"store", store}};
   return all;
 }
 
@@ -246,6 +267,25 @@ void writeSeeds(const std::string& dirName) {
   const std::string w = workDir() + "/seed.mlw";
   ml::saveWeights(weightsModel(), w);
   writeBytes(dir / "weights" / "model.mlw", readBytes(w));
+  const std::string z = workDir() + "/seed.npz";
+  ml::saveWeightsNpz(weightsModel(), z);
+  writeBytes(dir / "npz" / "deflated.npz", readBytes(z));
+  ml::writeNpz(z, ml::weightArrays(weightsModel()), ml::NpzCompression::Stored);
+  writeBytes(dir / "npz" / "stored.npz", readBytes(z));
+  const std::vector<float> values = {0.5f, -1.0f, 2.0f, 0.0f, 1e-3f, 3.0f};
+  writeBytes(dir / "npz" / "array.npy", ml::npyBytes({2, 3}, values));
+  ml::Checkpoint c;
+  c.runId = 1;
+  c.architecture = ml::architectureJson(weightsModel());
+  c.optimizer = "adam";
+  c.globalBatch = 8;
+  c.replicas = 2;
+  c.devices = "cpu:2";
+  c.params.assign(weightsModel().params().begin(), weightsModel().params().end());
+  c.optimizerSlots = {c.params, c.params};
+  const std::string ck = workDir() + "/seed.mlck";
+  ml::saveCheckpoint(c, ck);
+  writeBytes(dir / "checkpoint" / "step.mlck", readBytes(ck));
   writeBytes(dir / "lesson" / "minimal.json",
              R"({"id": "seed", "title": "Seed", "idea": "An idea.", "project": "spirals.json",
                  "experiments": [{"label": "one", "devices": "cpu:1", "steps": 5}],

@@ -1,7 +1,7 @@
 // The readers a hostile or damaged file reaches, as functions of raw bytes: the project, IDX,
-// CSV, weights and lesson readers and the run store opener. libFuzzer drives them (fuzz_<name>,
-// built with MIRRORLAB_FUZZ), and the corpus replay test runs every file of tests/corpus/
-// through them in the ordinary and the sanitizer builds.
+// CSV, weights (.mlw, .npz and .npy), checkpoint and lesson readers and the run store opener.
+// libFuzzer drives them (fuzz_<name>, built with MIRRORLAB_FUZZ), and the corpus replay test runs
+// every file of tests/corpus/ through them in the ordinary and the sanitizer builds.
 #pragma once
 #include <cstddef>
 #include <cstdint>

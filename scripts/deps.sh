@@ -2,7 +2,7 @@
 # Installs what Mirrorlab needs to build, test and run on Debian 12, only what is missing.
 # Uses sudo when not root. Fast (no apt at all) when everything is present.
 set -euo pipefail
-PKGS=(cmake ninja-build g++ pkg-config qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite
+PKGS=(cmake ninja-build openbox g++ pkg-config qt6-base-dev qt6-base-dev-tools libqt6sql6-sqlite
       libqcustomplot-dev libqcustomplot2.1-qt6 libsqlite3-dev libopenblas-dev zlib1g-dev
       libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist
       xvfb xauth x11-apps x11-utils imagemagick fonts-dejavu-core libqt6svg6 clang-format

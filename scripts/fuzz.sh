@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target (project, IDX, CSV, weights and lesson readers, store opener) for
-# SECONDS each (default 60) under AddressSanitizer + UndefinedBehaviorSanitizer, starting from seeds
-# made by the real writers plus projects/ and projects/lessons/. New inputs accumulate in
-# build-san/fuzz/corpus/; a crash stops with the input's path: copy it into tests/corpus/<target>/
+# Runs every libFuzzer target (project, IDX, CSV, .mlw and .npz/.npy weights, checkpoint and lesson
+# readers, store opener) for SECONDS each (default 60) under AddressSanitizer +
+# UndefinedBehaviorSanitizer, starting from seeds made by the real writers plus projects/ and
+# projects/lessons/. New inputs accumulate in build-san/fuzz/corpus/; a crash stops with the input's path: copy it into tests/corpus/<target>/
 # (with a FILE.expect naming the error it must give once fixed) so that ctest replays it forever.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-60}
 BUILD=${MIRRORLAB_SAN_BUILD_DIR:-build-san}
-TARGETS=(project idx csv weights lesson store)
+TARGETS=(project idx csv weights npz checkpoint lesson store)
 scripts/build-san.sh fuzz_replay "${TARGETS[@]/#/fuzz_}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-halt_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

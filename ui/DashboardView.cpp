@@ -3,6 +3,7 @@
 #include "DashboardView.h"
 
 #include <algorithm>
+#include <map>
 #include "ReflowGrid.h"
 
 #include <QAction>
@@ -17,26 +18,21 @@
 #include <QVBoxLayout>
 
 #include "ProjectDocument.h"
+#include "RunHeadline.h"
 #include "Theme.h"
 #include "charts/DeviceCharts.h"
 #include "charts/LossScaleChart.h"
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
+#include "nn/BatchNorm.h"
 #include "nn/Summary.h"
+#include "store/RunStore.h"
 
 namespace mlui {
 
 static QString q(const std::string& s) { return QString::fromStdString(s); }
 
 static QString hex(uint64_t v) { return QStringLiteral("0x%1").arg(v, 16, 16, QLatin1Char('0')); }
-
-static QString duration(double s) {
-  if (s < 1) return QStringLiteral("%1 ms").arg(s * 1000, 0, 'f', s < 0.01 ? 1 : 0);  // a tiny run is not "0.0 s"
-  if (s < 60) return QStringLiteral("%1 s").arg(s, 0, 'f', 1);
-  const int m = static_cast<int>(s) / 60;
-  if (m < 60) return QStringLiteral("%1 min %2 s").arg(m).arg(static_cast<int>(s) % 60);
-  return QStringLiteral("%1 h %2 min").arg(m / 60).arg(m % 60);
-}
 
 DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std::function<QString()> storePath, QWidget* parent)
     : QWidget(parent), doc_(doc), session_(session), storePath_(std::move(storePath)) {
@@ -85,11 +81,8 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   v->setSpacing(8);
   root->addWidget(body, 1);
 
-  runTitle_ = new QLabel(tr("No run yet — press Train (Ctrl+R) to train the project and watch the replicas."), body);
-  runTitle_->setObjectName(QStringLiteral("RunTitle"));
-  runTitle_->setTextFormat(Qt::RichText);
-  runTitle_->setWordWrap(true);
-  v->addWidget(new SteadyLabelHolder(runTitle_, body));  // set at each start and end of a run: no layout pass
+  headline_ = new RunHeadline(body);
+  v->addWidget(headline_);
 
   straggler_ = new QLabel(body);
   straggler_->setObjectName(QStringLiteral("StragglerBanner"));
@@ -99,33 +92,6 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   straggler_->hide();
   v->addWidget(straggler_);
 
-  // Headline numbers.
-  auto* cards = new ReflowGrid(7, body);  // seven cards in one row, or two rows on a narrow window
-  cards->setSpacing(8);
-  cards->addWidget(statCard(tr("Step"), &stepValue_, tr("Optimizer updates done / planned: one update per global batch")), 0);
-  cards->addWidget(statCard(tr("Epoch"), &epochValue_, tr("Passes over the training set done / planned")), 0);
-  cards->addWidget(statCard(tr("Loss (smoothed)"), &lossValue_,
-                            tr("Training loss of the latest steps, smoothed as set by the Smoothing slider")),
-                   0);
-  cards->addWidget(statCard(tr("Validation"), &valValue_, tr("The metric on the held-out data at the end of the latest epoch")),
-                   0);
-  cards->addWidget(
-      statCard(tr("Throughput"), &speedValue_, tr("Training samples per second over all devices (paused time excluded)")), 0);
-  cards->addWidget(statCard(tr("Sync overhead"), &syncShareValue_,
-                            tr("Share of each replica's step time spent in all-reduce not hidden behind backward, in the "
-                               "sharded optimizer's all-gather, and waiting for the slowest replica")),
-                   0);
-  cards->addWidget(statCard(tr("Elapsed / left"), &timeValue_,
-                            tr("Training time so far (paused time excluded) and the estimate for the remaining steps")),
-                   0);
-  v->addWidget(cards);
-  progress_ = new QProgressBar(body);
-  progress_->setTextVisible(false);
-  progress_->setFixedHeight(6);
-  progress_->setRange(0, 1);
-  progress_->setValue(0);
-  v->addWidget(progress_);
-
   sync_ = new QLabel(tr("Replica sync check: appears after the first epoch — equal weight checksums on every "
                         "replica prove the copies are identical."),
                      body);
@@ -134,6 +100,12 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   sync_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   setRole(sync_, "syncIdle");
   v->addWidget(new SteadyLabelHolder(sync_, body));  // it changes every epoch: no layout pass each time
+  bnNote_ = new QLabel(body);
+  bnNote_->setObjectName(QStringLiteral("BatchNormNote"));
+  bnNote_->setWordWrap(true);
+  setRole(bnNote_, "bannerInfo");
+  bnNote_->hide();
+  v->addWidget(bnNote_);
 
   // Charts.
   loss_ = new MetricChart(tr("Loss"), tr("step"), tr("loss"), QStringLiteral("loss"), trainColor(), true, body);
@@ -209,21 +181,10 @@ DashboardView::DashboardView(ProjectDocument* doc, TrainingSession* session, std
   updateNumbers();
 }
 
-QWidget* DashboardView::statCard(const QString& caption, QLabel** value, const QString& tip) {
-  auto* card = new QFrame(this);
-  card->setToolTip(tip);
-  setRole(card, "card");
-  auto* l = new QVBoxLayout(card);
-  l->setContentsMargins(10, 6, 10, 6);
-  l->setSpacing(0);
-  auto* c = new QLabel(caption, card);
-  setRole(c, "caption");
-  *value = new QLabel(QStringLiteral("—"), card);
-  setRole(*value, "bigNumber");
-  (*value)->setObjectName(QStringLiteral("stat_") + caption.section(QLatin1Char(' '), 0, 0));
-  l->addWidget(c);
-  l->addWidget(*value);
-  return card;
+QLabel* DashboardView::syncShareLabel() const { return headline_->syncShareLabel(); }
+
+bool DashboardView::isAccuracyMetric() const {
+  return metricName_.startsWith(QLatin1String("acc")) || metricName_ == QLatin1String("binary_accuracy");
 }
 
 std::vector<LiveChart*> DashboardView::charts() const {
@@ -240,6 +201,16 @@ void DashboardView::setExternalRun(bool busy) {
 void DashboardView::setBlockedReason(const QString& reason) {
   blocked_ = reason;
   onStateChanged(session_->state());
+}
+
+// Why Train is off, in the title where "press Train" would stand: the tooltip alone was not seen.
+void DashboardView::updateIdleReason() {
+  if (externalBusy_)
+    headline_->setIdleReason(tr("a lesson or scaling experiment is running on the Learn screen; Train comes back when it ends."));
+  else if (!blocked_.isEmpty())
+    headline_->setIdleReason(tr("the model does not fit the data (Model screen, where Fit to data fixes it):\n%1").arg(blocked_));
+  else
+    headline_->setIdleReason(QString());
 }
 
 void DashboardView::updateTrainTip() {
@@ -260,6 +231,7 @@ void DashboardView::onStateChanged(TrainingSession::State s) {
   const bool active = s != TrainingSession::State::Idle;
   train_->setEnabled(!active && !externalBusy_ && blocked_.isEmpty());
   updateTrainTip();
+  updateIdleReason();
   // A run that cannot pause (a multi-worker run) says why on the button and in the status bar.
   const QString noPause = session_->pauseUnavailable();
   pause_->setEnabled((s == TrainingSession::State::Running || s == TrainingSession::State::Paused) && noPause.isEmpty());
@@ -355,10 +327,13 @@ void DashboardView::updatePhaseLegend(bool network) {
 void DashboardView::onRunStarted(const ml::RunStarted& e) {
   straggler_->hide();
   started_ = e;
-  haveStep_ = false;
-  speedEma_ = 0;
-  lastValMetric_.reset();
-  lastValLoss_.reset();
+  // The run's own project (a resumed run's is the stored one, not the open document).
+  try {
+    runProject_ = ml::Project::fromJson(nlohmann::json::parse(e.projectJson));
+  } catch (const std::exception&) {
+    runProject_ = doc_->project();
+  }
+  bnNote_->hide();
   deviceNames_.clear();
   budget_.reset();
   budget_.setLoad(e.replicas, QThread::idealThreadCount());
@@ -378,27 +353,20 @@ void DashboardView::onRunStarted(const ml::RunStarted& e) {
   util_->setDevices(deviceNames_);
   breakdown_->setDevices(deviceNames_);
   timeline_->setDevices(deviceNames_);
-  const auto& metrics = doc_->project().training.metrics;
+  const auto& metrics = runProject_.training.metrics;
   metricName_ = metrics.empty() ? QStringLiteral("accuracy") : q(metrics.front());
-  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
+  const bool isAccuracy = isAccuracyMetric();
   accuracy_->setUnit(isAccuracy ? QStringLiteral("%") : QString());
   if (auto* t = qobject_cast<QCPTextElement*>(accuracy_->plotLayout()->element(0, 0)))
     t->setText(isAccuracy ? tr("Accuracy") : metricName_.toUpper());
   accuracy_->yAxis->setLabel(isAccuracy ? tr("accuracy (%)") : metricName_);
   if (isAccuracy) accuracy_->setFixedValueRange(0, 100);
-  progress_->setRange(0, static_cast<int>(std::max<int64_t>(1, e.totalSteps)));
-  progress_->setValue(0);
-  setSteadyWrappedText(runTitle_, tr("<b>%1</b> · %2 replica%3 × %4 = %5 samples per step · lr %6")
-                                      .arg(q(e.runName).toHtmlEscaped())
-                                      .arg(e.replicas)
-                                      .arg(e.replicas == 1 ? QString() : QStringLiteral("s"))
-                                      .arg(e.perReplicaBatch)
-                                      .arg(e.globalBatch)
-                                      .arg(e.lr, 0, 'g', 4));
+  headline_->start(e, metricName_, runProject_.training.accumulate);
   setRole(sync_, "syncIdle");
-  setSteadyWrappedText(sync_, tr("Replica sync check: waiting for the end of epoch 1…"));
+  setSteadyWrappedText(sync_, tr("Replica sync check: waiting for the end of epoch %1…").arg(e.resumeEpochsDone + 1));
   pendingSyncRole_ = nullptr;
   sinceSync_.invalidate();  // the first epoch's check shows at once
+  if (e.resumeRun) showStoredHistory(*e.resumeRun, e.resumeStep);
 }
 
 // Seven charts go 4 + 3 where the window is wide enough, not 3 + 3 + 1 below the fold.
@@ -410,13 +378,9 @@ void DashboardView::showLossScale(bool on) {
 void DashboardView::onStep(const ml::StepEvent& e) {
   const double step = static_cast<double>(e.step);
   loss_->addStep(step, e.loss);
-  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
-  accuracy_->addStep(step, isAccuracy ? e.metric * 100.0 : e.metric);
-  if (e.stepTime > 0) {
-    const double sps = static_cast<double>(e.samples) / e.stepTime;
-    throughput_->addStep(step, sps);
-    speedEma_ = haveStep_ ? 0.9 * speedEma_ + 0.1 * sps : sps;
-  }
+  accuracy_->addStep(step, isAccuracyMetric() ? e.metric * 100.0 : e.metric);
+  if (e.stepTime > 0) throughput_->addStep(step, static_cast<double>(e.samples) / e.stepTime);
+  headline_->addStep(e);
   breakdown_->addStep(e);
   timeline_->addStep(e);
   if (e.lossScale > 0) {
@@ -424,16 +388,14 @@ void DashboardView::onStep(const ml::StepEvent& e) {
     lossScale_->addStep(step, e.lossScale, e.skipped);
   }
   last_ = e;
-  haveStep_ = true;
 }
 
 void DashboardView::onEpoch(const ml::EpochEvent& e) {
   const double step = static_cast<double>(last_.step);
-  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
   if (e.valLoss) loss_->addValidation(step, *e.valLoss);
-  if (e.valMetric) accuracy_->addValidation(step, isAccuracy ? *e.valMetric * 100.0 : *e.valMetric);
-  lastValLoss_ = e.valLoss;
-  lastValMetric_ = e.valMetric;
+  if (e.valMetric) accuracy_->addValidation(step, isAccuracyMetric() ? *e.valMetric * 100.0 : *e.valMetric);
+  headline_->addEpoch(e);
+  updateBatchNormNote(e);
   if (e.inSync && !e.checksums.empty()) {
     pendingSyncRole_ = "syncOk";
     pendingSync_ = e.checksums.size() == 1
@@ -457,6 +419,64 @@ void DashboardView::onEpoch(const ml::EpochEvent& e) {
   }
 }
 
+// Read at once, on this thread: a stored run's curves (no per-replica timings) load in milliseconds,
+// and the resumed run's first new step must be drawn after them. The store may already have
+// dropped the steps after the checkpoint, or not yet: upToStep keeps the same ones either way.
+void DashboardView::showStoredHistory(int64_t runId, int64_t upToStep) {
+  std::vector<ml::StepEvent> steps;
+  std::vector<ml::EpochEvent> epochs;
+  try {
+    auto store = ml::RunStore::open(storePath_().toStdString());
+    steps = store.loadCurves(runId);
+    epochs = store.loadRun(runId).epochs;
+  } catch (const std::exception&) {
+    return;  // the charts start at the checkpoint instead; the run itself goes on
+  }
+  std::map<int, int64_t> lastStepOfEpoch;
+  for (const ml::StepEvent& e : steps) {
+    if (e.step > upToStep) continue;
+    const double step = static_cast<double>(e.step);
+    loss_->addStep(step, e.loss);
+    accuracy_->addStep(step, isAccuracyMetric() ? e.metric * 100.0 : e.metric);
+    if (e.stepTime > 0) throughput_->addStep(step, static_cast<double>(e.samples) / e.stepTime);
+    headline_->addStep(e);
+    last_ = e;
+    lastStepOfEpoch[e.epoch] = std::max(lastStepOfEpoch[e.epoch], e.step);
+  }
+  for (const ml::EpochEvent& e : epochs) {
+    if (e.epoch > started_.resumeEpochsDone || !lastStepOfEpoch.count(e.epoch)) continue;
+    const double step = static_cast<double>(lastStepOfEpoch[e.epoch]);
+    if (e.valLoss) loss_->addValidation(step, *e.valLoss);
+    if (e.valMetric) accuracy_->addValidation(step, isAccuracyMetric() ? *e.valMetric * 100.0 : *e.valMetric);
+    headline_->addEpoch(e);
+  }
+}
+
+// Validation normalises with BatchNormalization's moving statistics, which start at mean 0 and
+// variance 1 and take many steps to forget that (momentum 0.99: 459 passes to 1%): meanwhile
+// validation lags training for a reason that is not overfitting, and the dashboard says so.
+void DashboardView::updateBatchNormNote(const ml::EpochEvent& e) {
+  double momentum = -1;
+  for (const auto& l : runProject_.model.layers)
+    if (l.type == "BatchNormalization") momentum = std::max(momentum, l.args.value("momentum", 0.99));
+  const int accumulate = std::max(1, runProject_.training.accumulate);
+  const int64_t updates = last_.step * accumulate;
+  const double left = momentum > 0 ? ml::movingStatsStartShare(momentum, updates) : 0;
+  if ((!e.valMetric && !e.valLoss) || left < 0.01) {
+    bnNote_->hide();
+    return;
+  }
+  const int64_t settled = (ml::movingStatsSettleUpdates(momentum) + accumulate - 1) / accumulate;
+  bnNote_->setText(tr("Validation uses BatchNormalization's moving mean and variance (momentum %1), which after %2 steps "
+                      "still hold %3% of their starting values (mean 0, variance 1): validation lags training until about "
+                      "step %4, when that share falls under 1%. Training accuracy uses each batch's own statistics.")
+                       .arg(momentum)
+                       .arg(last_.step)
+                       .arg(left * 100, 0, 'f', 0)
+                       .arg(settled));
+  bnNote_->show();
+}
+
 void DashboardView::showPendingSync() {
   if (!pendingSyncRole_) return;
   sinceSync_.restart();
@@ -469,9 +489,7 @@ void DashboardView::onFinished(const ml::RunFinished& e) {
   for (LiveChart* c : charts()) c->setLive(false);  // the last frame fits the axes to the data
   sinceNumbers_.invalidate();                       // the next frame shows the final numbers, whatever their timers say
   sinceShare_.invalidate();
-  setSteadyWrappedText(runTitle_,
-                       runTitle_->text().section(QStringLiteral(" — "), 0, 0) +
-                           tr(" — %1 after %2 steps, %3").arg(q(ml::toString(e.status))).arg(e.steps).arg(duration(e.seconds)));
+  headline_->finish(e);
 }
 
 // NVML's latest figures per physical GPU; otherwise what the computed line is, and on GPUs why
@@ -494,31 +512,16 @@ void DashboardView::updateGpuNumbers() {
 }
 
 void DashboardView::updateNumbers() {
-  if (!haveStep_) {
-    for (QLabel* l : {stepValue_, epochValue_, lossValue_, valValue_, speedValue_, syncShareValue_, timeValue_}) {
-      releaseSteadyText(l);
-      l->setText(QStringLiteral("—"));
-    }
+  if (headline_->figures().steps == 0) {
+    headline_->update(0, 0);
     setSteadyWrappedText(shareNumbers_, tr("Compute, exposed all-reduce and waiting for the slowest replica, per device."));
     updateGpuNumbers();
     return;
   }
-  setSteadyText(stepValue_, QStringLiteral("%1 / %2").arg(last_.step).arg(started_.totalSteps));
-  setSteadyText(epochValue_, QStringLiteral("%1 / %2").arg(last_.epoch).arg(started_.epochs));
-  setSteadyText(lossValue_, QString::number(loss_->lastSmoothed(), 'f', 4));
-  const bool isAccuracy = metricName_.startsWith(QLatin1String("acc"));
-  if (lastValMetric_)
-    setSteadyText(valValue_, isAccuracy ? QStringLiteral("%1%").arg(*lastValMetric_ * 100, 0, 'f', 1)
-                                        : QString::number(*lastValMetric_, 'f', 4));
-  else if (lastValLoss_)
-    setSteadyText(valValue_, tr("loss %1").arg(*lastValLoss_, 0, 'f', 4));
-  else
-    setSteadyText(valValue_, QStringLiteral("—"));
-  setSteadyText(speedValue_, tr("%1/s").arg(q(ml::withThousands(static_cast<int64_t>(speedEma_)))));
   const double ar = breakdown_->allreduceShare() * 100, wait = breakdown_->waitShare() * 100;
   const double net = breakdown_->networkShare() * 100;   // several workers only
   const double ag = breakdown_->allgatherShare() * 100;  // the sharded optimizer only
-  setSteadyText(syncShareValue_, QStringLiteral("%1%").arg(ar + net + ag + wait, 0, 'f', 1));
+  headline_->update(loss_->lastSmoothed(), (ar + net + ag + wait) / 100);
   if (pendingSyncRole_ && (!sinceSync_.isValid() || sinceSync_.elapsed() >= 1000 || !session_->isActive())) showPendingSync();
   // Once a second is enough for a 20-step mean (and a sentence that changes faster is hard to read).
   if (!sinceShare_.isValid() || sinceShare_.elapsed() >= 1000) {
@@ -532,12 +535,6 @@ void DashboardView::updateNumbers() {
     setSteadyWrappedText(shareNumbers_, tr("Of each replica's step time (last 20 steps): %1").arg(parts));
     updateGpuNumbers();
   }
-  const double elapsed = last_.wallTime;
-  const double left = last_.step > 0 ? elapsed / static_cast<double>(last_.step) *
-                                           static_cast<double>(std::max<int64_t>(0, started_.totalSteps - last_.step))
-                                     : 0;
-  setSteadyText(timeValue_, QStringLiteral("%1 / %2").arg(duration(elapsed), duration(left)));
-  progress_->setValue(static_cast<int>(last_.step));
 }
 
 }  // namespace mlui

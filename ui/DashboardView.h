@@ -11,6 +11,7 @@
 
 #include "TrainingSession.h"
 #include "charts/FrameBudget.h"
+#include "project/Project.h"
 #include "telemetry/Events.h"
 
 class QAction;
@@ -29,6 +30,7 @@ class TimelineChart;
 class LiveChart;
 class LossScaleChart;
 class ReflowGrid;
+class RunHeadline;
 
 class DashboardView : public QWidget {
   Q_OBJECT
@@ -51,7 +53,11 @@ class DashboardView : public QWidget {
   LossScaleChart* lossScaleChart() const { return lossScale_; }
   QLabel* phaseLegend() const { return phaseLegend_; }
   QLabel* syncLabel() const { return sync_; }
-  QLabel* syncShareLabel() const { return syncShareValue_; }  // the Sync overhead card's value
+  QLabel* syncShareLabel() const;  // the Sync overhead card's value
+  RunHeadline* headline() const { return headline_; }
+  // Shown when a validation figure arrives while BatchNormalization's moving averages still hold
+  // much of their start values (validation uses them): why validation lags training.
+  QLabel* batchNormNote() const { return bnNote_; }
   QLabel* shareNumbersLabel() const { return shareNumbers_; }
   // Below the utilization chart: where its figures come from; on GPUs with NVML, each GPU's latest
   // utilization, memory and temperature.
@@ -82,7 +88,11 @@ class DashboardView : public QWidget {
   void onEpoch(const ml::EpochEvent& e);
   void onFinished(const ml::RunFinished& e);
   void updateNumbers();
-  QWidget* statCard(const QString& caption, QLabel** value, const QString& tip);
+  void updateIdleReason();
+  bool isAccuracyMetric() const;
+  // A resumed run: its stored steps up to the checkpoint, drawn before the new ones.
+  void showStoredHistory(int64_t runId, int64_t upToStep);
+  void updateBatchNormNote(const ml::EpochEvent& e);
 
   ProjectDocument* doc_;
   TrainingSession* session_;
@@ -90,9 +100,8 @@ class DashboardView : public QWidget {
   QAction *train_, *pause_, *stop_;
   QSpinBox* maxSteps_;
   QSlider* smoothing_;
-  QLabel* runTitle_;
-  QLabel *stepValue_, *epochValue_, *lossValue_, *valValue_, *speedValue_, *syncShareValue_, *timeValue_;
-  QProgressBar* progress_;
+  RunHeadline* headline_;
+  QLabel* bnNote_;
   QLabel* sync_;
   QLabel* straggler_;  // the watchdog's straggler warning, hidden until one arrives
   MetricChart* loss_;
@@ -111,11 +120,9 @@ class DashboardView : public QWidget {
   void updatePhaseLegend(bool network);
 
   ml::RunStarted started_;
+  ml::Project runProject_;  // the project the run trains (from RunStarted)
   ml::StepEvent last_;
-  std::optional<double> lastValMetric_, lastValLoss_;
   std::vector<std::string> deviceNames_;
-  double speedEma_ = 0;
-  bool haveStep_ = false;
   QString metricName_ = QStringLiteral("accuracy");
   // Rendering budget: while the run's replicas use every core, frames are spaced so that drawing
   // takes ~2% of one core (never under 4 fps); the headline numbers change ~3 times a second.

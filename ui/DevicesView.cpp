@@ -173,7 +173,9 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
   wg->addWidget(workers_, 0, 1, Qt::AlignLeft);
   copyCommand_ = new QPushButton(tr("Copy the command"), wk);
   copyCommand_->setObjectName(QStringLiteral("CopyMpirunCommand"));
-  copyCommand_->setToolTip(tr("Copies the mpirun line that trains this project on a cluster (a hostfile lists the machines)"));
+  copyCommand_->setToolTip(
+      tr("Copies the mpirun line that trains this project on several machines: HOSTFILE is a file you write, one line per "
+         "machine (\"node1 slots=1\"); on this machine alone, Train starts the workers itself"));
   wg->addWidget(copyCommand_, 0, 2, Qt::AlignLeft);
   wg->setColumnStretch(3, 1);
   workersInfo_ = new QLabel(wk);
@@ -287,11 +289,12 @@ void DevicesView::refresh() {
   workers_->setValue(d.workers);
   const int local = error.isEmpty() ? list.size() : 1;
   workersInfo_->setText(
-      d.workers == 1 ? tr("One worker: every replica is a thread of this program. With more, mirrorlab-cli starts them under "
-                          "mpirun (Open MPI) and they train as one run; the studio trains one worker.")
-                     : tr("%1 workers × %2 local replica(s) = %3 replicas in all. The all-reduce sums locally, then across the "
-                          "workers with MPI. Train it with the command below (Copy the command); the run is recorded in the run "
-                          "store and appears in Runs.\n%4")
+      d.workers == 1 ? tr("One worker: every replica is a thread of this program. With more, Train starts them as processes on "
+                          "this machine (mirrorlab-cli under mpirun, Open MPI) and they train as one run.")
+                     : tr("%1 workers × %2 local replica(s) = %3 replicas in all. Train starts the workers on this machine "
+                          "(mirrorlab-cli under mpirun) and the dashboard follows the run; the all-reduce sums locally, then "
+                          "across the workers with MPI. To spread them over several machines, run this command in a shell, "
+                          "with a HOSTFILE naming the machines (one line each: \"node1 slots=1\"):\n%4")
                            .arg(d.workers)
                            .arg(local)
                            .arg(d.workers * local)
@@ -322,8 +325,9 @@ void DevicesView::refresh() {
                   : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
                                                     : tr("because no GPU is ticked");
     QString plan = d.workers > 1
-                       ? tr("Will run (from the command line, under mpirun): %1 workers, each with %2 (%3); all-reduce: "
-                            "hierarchical, the local replicas sum into replica 0, which sums across the workers with MPI.")
+                       ? tr("Will run: %1 workers on this machine (Train starts them under mpirun), each with %2 (%3); "
+                            "all-reduce: hierarchical, the local replicas sum into replica 0, which sums across the workers "
+                            "with MPI.")
                              .arg(d.workers)
                              .arg(q(list.describe()), why)
                        : tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
@@ -344,8 +348,10 @@ void DevicesView::refresh() {
 
 QString DevicesView::mpirunCommand() const {
   const ml::Project& p = doc_->project();
-  const QString file = doc_->path().isEmpty() ? tr("PROJECT.json") : QFileInfo(doc_->path()).fileName();
-  return QStringLiteral("mpirun -np %1 --hostfile hosts --bind-to none mirrorlab-cli train %2 --devices %3")
+  // The file's whole path (the shell may start anywhere), quoted; an unsaved project names what to do.
+  const QString file =
+      doc_->path().isEmpty() ? tr("SAVED-PROJECT.json") : QStringLiteral("'%1'").arg(QFileInfo(doc_->path()).absoluteFilePath());
+  return QStringLiteral("mpirun -np %1 --hostfile HOSTFILE --bind-to none mirrorlab-cli train %2 --devices %3")
       .arg(std::max(1, p.distribute.workers))
       .arg(file, q(p.distribute.devices));
 }

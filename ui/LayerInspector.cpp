@@ -10,6 +10,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QRegularExpressionValidator>
+#include <QScrollArea>
 #include <QSignalBlocker>
 #include <QSpinBox>
 #include <QVBoxLayout>
@@ -46,17 +47,29 @@ nlohmann::json initialArgs(const std::string& type) {
 }
 
 LayerInspector::LayerInspector(QWidget* parent) : QWidget(parent) {
-  auto* v = new QVBoxLayout(this);
-  v->setContentsMargins(0, 0, 0, 0);
-  title_ = sectionTitle(tr("Layer properties"), this);
-  help_ = pageHint(QString(), this);
-  error_ = new QLabel(this);
+  // The properties scroll inside the Model screen's upper pane: a layer with many of them
+  // (BatchNormalization and its explanation of synchronized statistics) was cut off at its foot.
+  auto* outer = new QVBoxLayout(this);
+  outer->setContentsMargins(0, 0, 0, 0);
+  auto* scroll = new QScrollArea(this);
+  scroll->setObjectName(QStringLiteral("InspectorScroll"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  outer->addWidget(scroll);
+  auto* content = new QWidget(scroll);
+  scroll->setWidget(content);
+  auto* v = new QVBoxLayout(content);
+  v->setContentsMargins(0, 0, 4, 0);
+  title_ = sectionTitle(tr("Layer properties"), content);
+  help_ = pageHint(QString(), content);
+  error_ = new QLabel(content);
   error_->setObjectName(QStringLiteral("LayerError"));
   error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   setRole(error_, "error");
   error_->hide();
-  formHost_ = new QWidget(this);
+  formHost_ = new QWidget(content);
   v->addWidget(title_);
   v->addWidget(help_);
   v->addWidget(formHost_);

@@ -16,6 +16,7 @@
 #include <QMessageBox>
 #include <QProgressBar>
 #include <QRegularExpression>
+#include <QScrollArea>
 #include <QSettings>
 #include <QStackedWidget>
 #include <QStandardPaths>
@@ -51,6 +52,18 @@ namespace mlui {
 
 static QString q(const std::string& s) { return QString::fromStdString(s); }
 static constexpr int kMaxRecent = 8;
+
+// Each screen sits in a scroll area of its own, so that no screen's content (a long table, a
+// word-wrapped sentence in a narrow column) can raise the window's minimum size: a top-level
+// window's layout makes its minimum the largest of its pages', and the window grew itself to it.
+static QWidget* inScrollArea(QWidget* page, QWidget* parent) {
+  auto* scroll = new QScrollArea(parent);
+  scroll->setObjectName(QStringLiteral("PageScroll"));
+  scroll->setWidgetResizable(true);
+  scroll->setFrameShape(QFrame::NoFrame);
+  scroll->setWidget(page);
+  return scroll;
+}
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   doc_ = new ProjectDocument(this);
@@ -103,11 +116,11 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
                {learn_, tr("Learn"), QStringLiteral("learn")},
                {sweeps_, tr("Sweeps"), QStringLiteral("sweeps")}};
   for (const auto& p : pages) {
-    pages_->addWidget(p.page);
+    pages_->addWidget(inScrollArea(p.page, pages_));
     new QListWidgetItem(icon(p.icon), p.name, nav_);
   }
   welcome_ = new WelcomePage(pages_);
-  pages_->addWidget(welcome_);
+  pages_->addWidget(inScrollArea(welcome_, pages_));
   connect(welcome_, &WelcomePage::openExampleRequested, this, [this](const QString& path) {
     if (maybeSave() && openProject(path)) showPage(ModelPage);
   });
@@ -139,7 +152,12 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
     setSteadyText(runState_, TrainingSession::stateText(s));
     busy_->setVisible(s == TrainingSession::State::Preparing || s == TrainingSession::State::Stopping);
     if (s == TrainingSession::State::Preparing) showPage(DashboardPage);
-    if (s == TrainingSession::State::Running) statusBar()->clearMessage();
+    if (s == TrainingSession::State::Running) {
+      statusBar()->clearMessage();
+      // The run loaded the data (a CSV not previewed yet): the fit checks can now read its labels.
+      model_->setDataCache(cache_);
+      training_->refresh();
+    }
   });
   connect(session_, &TrainingSession::statusMessage, this, [this](const QString& m) { statusBar()->showMessage(m); });
   connect(session_, &TrainingSession::runFailed, this, [this](const QString& m) { showError(tr("Training could not run"), m); });
@@ -279,7 +297,7 @@ void MainWindow::showPage(Page page) {
 void MainWindow::showWelcome() {
   welcome_->refresh();
   nav_->clearSelection();
-  pages_->setCurrentWidget(welcome_);
+  pages_->setCurrentIndex(pages_->count() - 1);  // the welcome page's scroll area, added last
 }
 
 void MainWindow::importCsv() {
@@ -308,6 +326,8 @@ void MainWindow::showRun(int64_t runId) {
   showPage(RunsPage);  // switching pages refreshes the list
   if (already) runs_->refresh();
 }
+
+bool MainWindow::isWelcomeShown() const { return pages_->currentIndex() == pages_->count() - 1; }
 
 MainWindow::Page MainWindow::currentPage() const { return static_cast<Page>(pages_->currentIndex()); }
 

@@ -48,6 +48,7 @@ class MainWindow : public QMainWindow {
   // The welcome page (not a screen of the navigation): opened on the first run and by Help > Welcome.
   void showWelcome();
   WelcomePage* welcomePage() const { return welcome_; }
+  bool isWelcomeShown() const;
   Page currentPage() const;
 
   ProjectDocument* document() const { return doc_; }

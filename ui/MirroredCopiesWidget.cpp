@@ -2,6 +2,8 @@
 // so a learner sees N full copies of the model.
 #include "MirroredCopiesWidget.h"
 
+#include <algorithm>
+
 #include <QPainter>
 #include <QPainterPath>
 
@@ -67,9 +69,12 @@ void MirroredCopiesWidget::paintEvent(QPaintEvent*) {
   const int n = std::max(1, a_.replicas);
   // Device headers, in the device colours used by every chart.
   p.setFont(f);
-  const int tiles = std::min(n, std::max(1, (width() - kLabelW - 10) / (kTile + kGap)));
+  // A narrow pane gives the names less room (elided) before it shows fewer copies: two copies at
+  // least where they fit, so the copies are still seen to be copies.
+  const int labelW = std::clamp(width() - std::min(n, 2) * (kTile + kGap) - 10, 90, kLabelW);
+  const int tiles = std::min(n, std::max(1, (width() - labelW - 10) / (kTile + kGap)));
   for (int d = 0; d < tiles; ++d) {
-    const QRect hr(kLabelW + d * (kTile + kGap) - 6, 8, kTile + 12, 18);
+    const QRect hr(labelW + d * (kTile + kGap) - 6, 8, kTile + 12, 18);
     p.setPen(deviceColor(d).darker(115));
     const QString label = d < static_cast<int>(a_.deviceLabels.size()) ? QString::fromStdString(a_.deviceLabels[d])
                                                                        : QStringLiteral("dev %1").arg(d);
@@ -77,7 +82,7 @@ void MirroredCopiesWidget::paintEvent(QPaintEvent*) {
   }
   if (tiles < n) {
     p.setPen(muted);
-    p.drawText(QRect(kLabelW + tiles * (kTile + kGap), 8, 80, 18), Qt::AlignVCenter, QStringLiteral("+%1 more").arg(n - tiles));
+    p.drawText(QRect(labelW + tiles * (kTile + kGap), 8, 80, 18), Qt::AlignVCenter, QStringLiteral("+%1 more").arg(n - tiles));
   }
   int y = kTop, layers = 0;
   for (size_t i = 0; i < a_.rows.size(); ++i) {
@@ -86,14 +91,15 @@ void MirroredCopiesWidget::paintEvent(QPaintEvent*) {
     ++layers;
     p.setPen(text);
     p.setFont(bold);
-    p.drawText(QRect(8, y + 2, kLabelW - 14, 18), Qt::AlignLeft | Qt::AlignVCenter, QString::fromStdString(r.name));
+    p.drawText(QRect(8, y + 2, labelW - 14, 18), Qt::AlignLeft | Qt::AlignVCenter,
+               QFontMetrics(bold).elidedText(QString::fromStdString(r.name), Qt::ElideMiddle, labelW - 14));
     p.setFont(f);
     p.setPen(muted);
-    p.drawText(QRect(8, y + 19, kLabelW - 14, 16), Qt::AlignLeft | Qt::AlignVCenter,
+    p.drawText(QRect(8, y + 19, labelW - 14, 16), Qt::AlignLeft | Qt::AlignVCenter,
                tr("%1 params").arg(QString::fromStdString(ml::withThousands(r.params))));
     const uint32_t seed = static_cast<uint32_t>(qHash(QString::fromStdString(r.name)) ^ static_cast<uint32_t>(r.params));
     for (int d = 0; d < tiles; ++d) {
-      const QRectF tile(kLabelW + d * (kTile + kGap), y + 2, kTile, kTile);
+      const QRectF tile(labelW + d * (kTile + kGap), y + 2, kTile, kTile);
       QPainterPath clip;
       clip.addRoundedRect(tile, 4, 4);
       p.save();

@@ -123,6 +123,7 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
     fill(m);
     a.ok = true;
     a.totalParams = m.paramCount();
+    a.nonTrainableParams = m.nonTrainableCount();
     a.outputShape = ml::shapeToString(m.outputShape());
     a.paramBytes = a.gradBytes = static_cast<double>(a.totalParams) * sizeof(float);
     // Sharded, each replica keeps the state of its own chunks only: the largest share, exactly as

@@ -25,6 +25,7 @@ struct ModelAnalysis {
   int errorLayer = -1;  // index of the layer that does not fit, -1 when none (or model-level)
   std::string error;    // the ml::UserError message
   int64_t totalParams = 0;
+  int64_t nonTrainableParams = 0;  // of totalParams: BatchNormalization's moving statistics
   std::string inputShape, outputShape;
   int replicas = 1;
   std::vector<std::string> deviceLabels;  // "cpu:0", ...

@@ -120,6 +120,10 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   stack_ = new LayerStackList(palette_, this);
   stack_->setObjectName(QStringLiteral("LayerStack"));
   stack_->setAccessibleName(tr("Layer stack"));
+  // A long entry ("6. batch_normalization_1   BatchNormalization(synchronized)") wraps instead of
+  // making the list scroll sideways.
+  stack_->setWordWrap(true);
+  stack_->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   inputShape_ = new QLineEdit(this);
   inputShape_->setObjectName(QStringLiteral("InputShape"));
   inputShape_->setToolTip(tr("The shape of one sample, e.g. 28, 28 for an image or 2 for a point"));
@@ -169,7 +173,7 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   top->addWidget(paletteBox);
   top->addWidget(stackBox);
   top->addWidget(inspector_);
-  top->setStretchFactor(0, 2);
+  top->setStretchFactor(0, 1);  // the palette has its minimum: the longest kind's name
   top->setStretchFactor(1, 3);
   top->setStretchFactor(2, 3);
   top->setChildrenCollapsible(false);
@@ -239,6 +243,9 @@ ModelBuilderView::ModelBuilderView(ProjectDocument* doc, QWidget* parent) : QWid
   root->addWidget(vsplit, 1);
 
   connect(doc_, &ProjectDocument::changed, this, &ModelBuilderView::refresh);
+  // Another project: its input shape, even while the field keeps the focus (File > Open Example
+  // is used from the menu, and the field kept showing the previous project's shape).
+  connect(doc_, &ProjectDocument::replaced, this, [this] { showInputShape(); });
   refresh();
 }
 
@@ -317,18 +324,21 @@ void ModelBuilderView::setDataCache(std::shared_ptr<DataCache> cache) {
 
 QString ModelBuilderView::totalsText() const { return totals_->text(); }
 
+void ModelBuilderView::showInputShape() {
+  QStringList dims;
+  for (auto d : doc_->project().model.inputShape) dims << QString::number(d);
+  inputShape_->setText(dims.join(QStringLiteral(", ")));
+  inputError_->hide();  // the field shows the model's shape again
+  setRole(inputShape_, "");
+}
+
 void ModelBuilderView::refresh() {
   refreshing_ = true;
   const auto& p = doc_->project();
   analysis_ = analyzeModel(p);
   int selected = std::min(stack_->currentRow(), static_cast<int>(p.model.layers.size()) - 1);
   if (selected < 0 && !p.model.layers.empty()) selected = 0;  // the inspector always shows a layer
-  if (!inputShape_->hasFocus()) {
-    QStringList dims;
-    for (auto d : p.model.inputShape) dims << QString::number(d);
-    inputShape_->setText(dims.join(QStringLiteral(", ")));
-    inputError_->hide();  // the field shows the model's shape again
-  }
+  if (!inputShape_->hasFocus()) showInputShape();
   // Reuse the items (no clear()): this can run inside the list's own signals.
   while (stack_->count() > static_cast<int>(analysis_.rows.size())) delete stack_->takeItem(stack_->count() - 1);
   while (stack_->count() < static_cast<int>(analysis_.rows.size())) new QListWidgetItem(stack_);
@@ -410,8 +420,12 @@ void ModelBuilderView::refreshSummary() {
     summary_->setItem(row, 2, params);
   }
   const double pb = static_cast<double>(a.totalParams) * 4;
-  totals_->setText(tr("Total params: %1 (%2)  ·  Trainable: %1  ·  Non-trainable: 0")
-                       .arg(q(ml::withThousands(a.totalParams)), q(ml::formatBytes(pb))));
+  // As model.summary() counts them (mirrorlab-cli summary): BatchNormalization's moving mean and
+  // variance are parameters no optimizer changes.
+  totals_->setText(tr("Total params: %1 (%2)  ·  Trainable: %3  ·  Non-trainable: %4")
+                       .arg(q(ml::withThousands(a.totalParams)), q(ml::formatBytes(pb)),
+                            q(ml::withThousands(a.totalParams - a.nonTrainableParams)),
+                            q(ml::withThousands(a.nonTrainableParams))));
   if (!a.ok) {
     memory_->setText(tr("<span style='color:#8b1d13'>Memory per replica: unknown until every layer fits.</span>"));
     return;

@@ -63,6 +63,7 @@ class ModelBuilderView : public QWidget {
   void refreshSummary();
   void refreshSelection();
   void editInputShape();
+  void showInputShape();
   void onLayerEdited(int index, const ml::LayerSpec& layer, const QString& mergeKey);
   void updateButtons();
 

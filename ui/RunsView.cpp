@@ -11,6 +11,7 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QMessageBox>
+#include <QResizeEvent>
 #include <QScrollBar>
 #include <QSortFilterProxyModel>
 #include <QSplitter>
@@ -28,6 +29,7 @@
 #include "export/TensorBoardExport.h"
 #include "learn/TraceExport.h"
 #include "store/RunCompare.h"
+#include "store/RunFigures.h"
 #include "store/RunStore.h"
 #include "train/Resume.h"
 
@@ -48,10 +50,20 @@ class CompactHeader : public QHeaderView {
   }
 
  protected:
+  // Qt reserves the sort arrow's room (the section's height and a margin) in every section; only
+  // the sorted one draws it. Less that room, but never less than the text in bold (an upper bound
+  // of the stylesheet's semi-bold) and the stylesheet's padding (6 px a side) and border: taking the
+  // room away whole cut "Val. metric" by 4 px.
   QSize sectionSizeFromContents(int logicalIndex) const override {
     QSize s = QHeaderView::sectionSizeFromContents(logicalIndex);
-    if (isSortIndicatorShown() && logicalIndex != sortIndicatorSection())
-      s.rwidth() -= s.height() + style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this);
+    if (!isSortIndicatorShown() || logicalIndex == sortIndicatorSection()) return s;
+    QFont bold = font();
+    bold.setBold(true);
+    const QFontMetrics fm(bold);
+    int text = 0;
+    for (const QString& line : model()->headerData(logicalIndex, orientation()).toString().split(QLatin1Char('\n')))
+      text = std::max(text, fm.horizontalAdvance(line));
+    s.setWidth(std::max(s.width() - s.height() - style()->pixelMetric(QStyle::PM_HeaderMargin, nullptr, this), text + 16));
     return s;
   }
 };
@@ -150,7 +162,13 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->horizontalHeader()->setSectionResizeMode(RunTableModel::Name, QHeaderView::Stretch);
   table_->setAccessibleName(tr("Stored runs"));
-  connect(filter_, &QLineEdit::textChanged, proxy_, &QSortFilterProxyModel::setFilterFixedString);
+  connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
+    // Runs the filter hides leave the comparison too: the chart, the baseline and the table show
+    // what is selected and in view.
+    const auto before = selectedIds();
+    proxy_->setFilterFixedString(text);
+    if (selectedIds() != before) onSelectionChanged();
+  });
   connect(statusFilter_, &QComboBox::currentIndexChanged, this, [this] { refresh(); });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsView::onSelectionChanged);
 
@@ -180,7 +198,7 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   scaling_ = new QTableWidget(0, 7, tabs);
   scaling_->setObjectName(QStringLiteral("ScalingTable"));
   // Two-line headers keep the figure columns narrow enough for a 1024 px window.
-  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples\n/ s"), tr("s /\nepoch"), tr("Speed-\nup"),
+  scaling_->setHorizontalHeaderLabels({tr("Run"), tr("Replicas"), tr("Samples\n/ s"), tr("ms /\nstep"), tr("Speed-\nup"),
                                        tr("Scaling\nefficiency"), tr("Studio\ndrawing")});
   scaling_->horizontalHeaderItem(6)->setToolTip(
       tr("What drawing the studio's charts cost while the run trained: frames drawn and milliseconds of drawing per "
@@ -200,7 +218,22 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   scaling_->horizontalHeader()->setStretchLastSection(false);
   scaling_->horizontalHeader()->setMinimumSectionSize(24);
   scaling_->setTextElideMode(Qt::ElideMiddle);
-  tabs->addTab(scaling_, tr("Speed-up and scaling"));
+  // What the columns mean, in view rather than in tooltips.
+  auto* scalingBox = new QWidget(tabs);
+  auto* sb = new QVBoxLayout(scalingBox);
+  sb->setContentsMargins(0, 0, 0, 0);
+  sb->addWidget(scaling_, 1);
+  auto* legend = new QLabel(
+      tr("Samples / s and ms / step come from the steps' own times (validation, checkpoints and pauses left out). "
+         "Speed-up: samples / s against the baseline; scaling efficiency: speed-up ÷ the ratio of replicas. * marks a "
+         "speed-up above what the cores allow (hover it for why). Studio drawing: what the studio's charts cost while the "
+         "run trained (frames and ms of drawing per second); headless: nothing drew."),
+      scalingBox);
+  legend->setObjectName(QStringLiteral("ScalingLegend"));
+  legend->setWordWrap(true);
+  setRole(legend, "caption");
+  sb->addWidget(legend);
+  tabs->addTab(scalingBox, tr("Speed-up and scaling"));
   tabs->addTab(diff_, tr("Configuration differences"));
   auto* lower = new QSplitter(Qt::Horizontal, compare);
   lower->addWidget(overlay_);
@@ -222,6 +255,31 @@ RunsView::RunsView(std::function<QString()> storePath, QWidget* parent) : QWidge
   v->addWidget(split, 1);
 }
 
+void RunsView::resizeEvent(QResizeEvent* e) {
+  QWidget::resizeEvent(e);
+  fitRunColumns();
+}
+
+// Thirteen columns do not fit a 1024 px window with a readable name: where they would not, the
+// columns that repeat another go (Replicas: Devices says it; Created: the ID orders the runs), so
+// that no header is cut and the name keeps 120 px.
+void RunsView::fitRunColumns() {
+  auto* h = table_->horizontalHeader();
+  const int room = table_->viewport()->width() > 0 ? width() - 32 - 2 * table_->frameWidth() - 16 : 0;
+  auto width = [&](int c) {  // as ResizeToContents sizes it (over the first rows: the same formats)
+    int w = h->sectionSizeHint(c);
+    for (int r = 0; r < std::min(proxy_->rowCount(), 200); ++r)
+      w = std::max(w, table_->sizeHintForIndex(proxy_->index(r, c)).width());
+    return w;
+  };
+  int need = 120;
+  for (int c = 0; c < h->count(); ++c)
+    if (c != RunTableModel::Name) need += width(c);
+  const bool narrow = room > 0 && need > room;
+  table_->setColumnHidden(RunTableModel::Created, narrow);
+  table_->setColumnHidden(RunTableModel::Replicas, narrow && need - width(RunTableModel::Created) > room);
+}
+
 void RunsView::refresh() {
   const std::string path = storePath_().toStdString();
   storeLabel_->setText(tr("Every run started in the studio or the CLI is stored in %1. Select several runs to "
@@ -241,6 +299,7 @@ void RunsView::refresh() {
           return;
         }
         model_->setRuns(*r.value);
+        fitRunColumns();
         // Keep the selection; on first sight select the newest run so the chart is not empty.
         if (keep.empty() && !r.value->empty()) {
           int64_t newest = 0;
@@ -281,8 +340,14 @@ void RunsView::onSelectionChanged() {
     resume_->setEnabled(it != runs.end() && ml::canResume(storePath_().toStdString(), *it));
   }
   const int generation = ++compareGeneration_;
-  if (ids.empty()) {
+  if (ids.empty()) {  // nothing selected (a filter hid the selection): no chart or baseline left behind
     compared_.clear();
+    {
+      QSignalBlocker block(baseline_);
+      baseline_->clear();
+    }
+    overlay_->setRuns(compared_);
+    updateOverlayAxes();
     showComparison();
     return;
   }
@@ -365,12 +430,13 @@ void RunsView::showComparison() {
   // Scaling against the baseline.
   scaling_->setRowCount(static_cast<int>(compared_.size()));
   const int base = std::clamp(baseline_->currentIndex(), 0, std::max(0, static_cast<int>(compared_.size()) - 1));
-  ml::Throughput baseTp;
-  if (!compared_.empty()) baseTp = ml::throughputOf(compared_[static_cast<size_t>(base)].detail);
+  ml::RunFigures baseFig;
+  if (!compared_.empty())
+    baseFig = ml::figuresOf(compared_[static_cast<size_t>(base)].detail, compared_[static_cast<size_t>(base)].steps);
   for (size_t i = 0; i < compared_.size(); ++i) {
     const auto& d = compared_[i].detail;
-    const auto tp = ml::throughputOf(d);
-    const auto sc = ml::scalingVs(baseTp, tp);
+    const auto fig = ml::figuresOf(d, compared_[i].steps);
+    const auto sc = ml::scalingVs(baseFig, fig);
     const bool isBase = static_cast<int>(i) == base;
     const QStringList cells = {
         QStringLiteral("#%1 %2%3%4%5")
@@ -378,10 +444,12 @@ void RunsView::showComparison() {
             .arg(q(d.summary.name), isBase ? tr(" (baseline)") : QString(),
                  d.workers > 1 ? QStringLiteral(" · ") + workersText(d) : QString(),
                  d.pausedSeconds() > 0 ? tr(" · paused %1 s").arg(d.pausedSeconds(), 0, 'f', 1) : QString()),
-        QString::number(tp.replicas),
-        tp.samplesPerSec > 0 ? QString::number(tp.samplesPerSec, 'f', 0) : QStringLiteral("—"),
-        tp.secondsPerEpoch > 0 ? QString::number(tp.secondsPerEpoch, 'f', 2) : QStringLiteral("—"),
-        sc.speedup > 0 ? QStringLiteral("%1×").arg(sc.speedup, 0, 'f', 2) : QStringLiteral("—"),
+        QString::number(fig.replicas),
+        fig.samplesPerSec() > 0 ? QString::number(fig.samplesPerSec(), 'f', 0) : QStringLiteral("—"),
+        fig.steps > 0 ? QString::number(fig.secondsPerStep() * 1e3, 'g', 3) : QStringLiteral("—"),
+        sc.speedup > 0
+            ? QStringLiteral("%1×%2").arg(sc.speedup, 0, 'f', 2).arg(sc.note.empty() ? QString() : QStringLiteral(" *"))
+            : QStringLiteral("—"),
         sc.efficiency > 0 ? QStringLiteral("%1%").arg(sc.efficiency * 100, 0, 'f', 0) : QStringLiteral("—"),
         uiCostText(d)};
     for (int c = 0; c < cells.size(); ++c) {
@@ -390,6 +458,7 @@ void RunsView::showComparison() {
       item->setForeground(c == 0 ? OverlayChart::runColor(static_cast<int>(i)) : QColor(0x1f, 0x2d, 0x3d));
       if (c == 0) item->setToolTip(eventsText(d));
       if (c == 1) item->setToolTip(workersText(d));
+      if ((c == 4 || c == 5) && !sc.note.empty()) item->setToolTip(q(sc.note));
       scaling_->setItem(static_cast<int>(i), c, item);
     }
   }

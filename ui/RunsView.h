@@ -53,7 +53,11 @@ class RunsView : public QWidget {
   void resumeRequested(int64_t runId);
   void errorOccurred(const QString& title, const QString& message);
 
+ protected:
+  void resizeEvent(QResizeEvent* e) override;
+
  private:
+  void fitRunColumns();
   void onSelectionChanged();
   void showComparison();
   void renameSelected();

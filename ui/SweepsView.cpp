@@ -12,6 +12,7 @@
 #include <QProgressBar>
 #include <QPushButton>
 #include <QResizeEvent>
+#include <QScrollBar>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableWidget>
@@ -138,7 +139,7 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   auto* bar = new QHBoxLayout;
   bar->addWidget(new QLabel(tr("Sweep"), this));
   sweepList_ = new QComboBox(this);
-  sweepList_->setMinimumWidth(240);
+  sweepList_->setSizeAdjustPolicy(QComboBox::AdjustToContents);  // a sweep's whole name and state
   sweepList_->setAccessibleName(tr("Stored sweeps"));
   bar->addWidget(sweepList_);
   resume_ = new QPushButton(icon(QStringLiteral("play")), tr("Resume"), this);
@@ -146,7 +147,13 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   export_ = new QPushButton(icon(QStringLiteral("export")), tr("Export CSV…"), this);
   bar->addWidget(resume_);
   bar->addWidget(export_);
-  bar->addSpacing(16);
+  bar->addStretch(1);
+  v->addLayout(bar);
+  // What the heatmaps show, on the status's row: beside the sweep's whole name it cut that at 1024 px.
+  bar = new QHBoxLayout;
+  status_ = new QLabel(tr("No sweep yet."), this);
+  status_->setWordWrap(true);  // a long status must not widen the window
+  bar->addWidget(status_, 1);
   bar->addWidget(new QLabel(tr("Show"), this));
   measure_ = new QComboBox(this);
   measure_->addItem(tr("final validation metric"), static_cast<int>(SweepMeasure::FinalMetric));
@@ -154,11 +161,7 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   measure_->addItem(tr("samples to target"), static_cast<int>(SweepMeasure::SamplesToTarget));
   measure_->addItem(tr("samples/s"), static_cast<int>(SweepMeasure::SamplesPerSec));
   bar->addWidget(measure_);
-  bar->addStretch(1);
   v->addLayout(bar);
-  status_ = new QLabel(tr("No sweep yet."), this);
-  status_->setWordWrap(true);  // on its own line: a long status must not widen the window
-  v->addWidget(status_);
 
   best_ = new QLabel(this);
   best_->setWordWrap(true);
@@ -176,9 +179,7 @@ SweepsView::SweepsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, s
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
   table_->setToolTip(tr("Double-click a point to open its run in the Runs screen"));
-  int columns = 2 * table_->frameWidth() + 6;  // + the header's own frame
-  for (int c = 0; c < ColCount; ++c) columns += table_->horizontalHeader()->sectionSizeHint(c);
-  table_->setMinimumWidth(columns);  // every column in view; on a narrow window the heatmaps go below
+  fitTableWidth();
   charts_ = new SweepCharts(split);
   split->addWidget(table_);
   split->addWidget(charts_);
@@ -468,14 +469,19 @@ void SweepsView::showResults() {
       bar->setMaximumHeight(18);
       table_->setCellWidget(i, ColProgress, bar);
     }
+    // A point that ended shows the steps it took (its run's), not the live "step / total" format.
     if (p.point.status == "finished" || p.point.status == "diverged" || p.point.status == "failed") {
-      bar->setRange(0, 1);
-      bar->setValue(1);
+      const int steps = static_cast<int>(p.steps.value_or(0));
+      bar->setRange(0, std::max(1, steps));
+      bar->setValue(std::max(1, steps));
+      bar->setFormat(steps > 0 ? tr("%1 steps").arg(steps) : QString::fromStdString(p.point.status));
     } else if (p.point.status != "running") {
       bar->setRange(0, 1);
       bar->setValue(0);
+      bar->setFormat(QString::fromStdString(p.point.status));
     }
   }
+  fitTableWidth();
   charts_->show(r, static_cast<SweepMeasure>(measure_->currentData().toInt()));
   if (r.best) {
     const auto& b = r.points[*r.best];
@@ -545,6 +551,16 @@ void SweepsView::updateButtons() {
                       results_.sweep.finishedPoints() < static_cast<int>(results_.sweep.points.size()));
   export_->setEnabled(shown_ != 0);
   sweepList_->setEnabled(!running_);
+}
+
+// Every column in view, at the width its contents take (the header's alone was narrower than a
+// filled table, which then scrolled sideways); on a narrow window the heatmaps go below.
+void SweepsView::fitTableWidth() {
+  table_->resizeColumnsToContents();
+  int columns = 2 * table_->frameWidth() + table_->verticalScrollBar()->sizeHint().width();
+  for (int c = 0; c < ColCount; ++c)
+    columns += std::max(table_->horizontalHeader()->sectionSize(c), table_->horizontalHeader()->sectionSizeHint(c));
+  table_->setMinimumWidth(columns);
 }
 
 // Table beside the heatmaps on a wide window, above them on a narrow one (1024 px).

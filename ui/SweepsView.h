@@ -85,6 +85,7 @@ class SweepsView : public QWidget {
 
  protected:
   void resizeEvent(QResizeEvent* e) override;
+  void fitTableWidth();
 
  private:
   QSplitter* split_ = nullptr;

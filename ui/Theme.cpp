@@ -1,6 +1,8 @@
 // Colours, fonts and chart styling shared by every screen.
 #include "Theme.h"
 
+#include <algorithm>
+
 #include <qcustomplot.h>
 #include <QApplication>
 #include <QFile>
@@ -78,6 +80,34 @@ QIcon icon(const QString& name) {
   return *it;
 }
 
+namespace {
+// Fits a chart's axes to its size as the window changes: about one tick label per 70 px across and
+// per 45 px up (at 1024 px the wall-time labels ran into each other), and a y label longer than
+// the axis ("ms per step (last 20 steps)" on a short chart) elided instead of cut at the edges.
+// A label the code sets later is the new full one.
+class ChartFitter : public QObject {
+ public:
+  explicit ChartFitter(QCustomPlot* plot) : QObject(plot), plot_(plot) { plot->installEventFilter(this); }
+  bool eventFilter(QObject*, QEvent* e) override {
+    if (e->type() == QEvent::Resize) fit();
+    return false;
+  }
+
+ private:
+  void fit() {
+    plot_->xAxis->ticker()->setTickCount(std::clamp(plot_->width() / 70, 2, 8));
+    plot_->yAxis->ticker()->setTickCount(std::clamp(plot_->height() / 45, 2, 8));
+    QCPAxis* y = plot_->yAxis;
+    if (y->label() != elided_) full_ = y->label();
+    const int room = std::max(40, plot_->height() - 70);  // less the title and the x axis
+    elided_ = QFontMetrics(y->labelFont()).elidedText(full_, Qt::ElideRight, room);
+    if (y->label() != elided_) y->setLabel(elided_);
+  }
+  QCustomPlot* plot_;
+  QString full_, elided_;
+};
+}  // namespace
+
 void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, const QString& yLabel) {
   plot->setBackground(Qt::white);
   plot->setNotAntialiasedElements(QCP::aeAll);
@@ -127,6 +157,10 @@ void styleChart(QCustomPlot* plot, const QString& title, const QString& xLabel, 
   plot->legend->setBorderPen(QPen(QColor(0xdd, 0xe3, 0xea)));
   plot->legend->setIconSize(14, 8);
   plot->legend->setRowSpacing(-2);
+  if (!plot->property("axesFitted").toBool()) {  // once, though a chart may be styled again
+    plot->setProperty("axesFitted", true);
+    new ChartFitter(plot);
+  }
 }
 
 void setSteadyText(QLabel* label, const QString& text) {

@@ -20,6 +20,7 @@
 #include "ProjectDocument.h"
 #include "Theme.h"
 #include "nn/Summary.h"
+#include "train/FitCheck.h"
 #include "train/Trainer.h"
 
 namespace mlui {
@@ -93,6 +94,10 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   scaling_->addItem(tr("none — keep the rate"), QStringLiteral("none"));
   scaling_->addItem(tr("linear — × global batch / reference (Goyal et al.)"), QStringLiteral("linear"));
   scaling_->addItem(tr("square root — × √(global batch / reference)"), QStringLiteral("sqrt"));
+  // The closed combo shows the start of the longest choice; its list shows them whole. The two
+  // columns then fit a 1024 px window.
+  scaling_->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  scaling_->setMinimumContentsLength(26);
   refBatch_ = new QSpinBox(page);
   refBatch_->setObjectName(QStringLiteral("ReferenceBatch"));
   refBatch_->setRange(0, 1 << 24);
@@ -124,6 +129,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   left->addRow(tr("Warm-up"), warmup_);
   left->addRow(tr("Decay after"), decayEpochs_);
   left->addRow(tr("Decay factor"), decayFactor_);
+  buildCheckpointRows(left, page);
 
   optimizer_ = new QComboBox(page);
   optimizer_->addItem(QStringLiteral("Adam"), QStringLiteral("adam"));
@@ -135,6 +141,7 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   beta2_ = dspin(0, 0.99999, 5, 0.001, page);
   rho_ = dspin(0, 0.9999, 4, 0.01, page);
   epsilon_ = dspin(0, 1, 10, 1e-7, page);
+  buildLossRows(right, page);
   right->addRow(sectionTitle(tr("Optimizer")));
   right->addRow(tr("Optimizer"), optimizer_);
   right->addRow(tr("Momentum"), momentum_);
@@ -181,6 +188,9 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   bindSpin(seed_, tr("seed"));
   bindSpin(refBatch_, tr("reference batch"));
   bindSpin(lossGrowth_, tr("loss scale growth"));
+  bindSpin(checkpointEvery_, tr("checkpoint interval"));
+  bindSpin(checkpointKeep_, tr("checkpoints kept"));
+  connect(fromLogits_, &QCheckBox::toggled, this, [this] { write(tr("loss from logits"), QString()); });
   setToolTips();
   for (auto [s, w] : {std::pair{lr_, tr("learning rate")},
                       {warmup_, tr("warm-up")},
@@ -195,7 +205,10 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   for (auto [c, w] : {std::pair{batchMode_, tr("batch mode")},
                       {scaling_, tr("scaling rule")},
                       {optimizer_, tr("optimizer")},
-                      {precision_, tr("precision")}})
+                      {precision_, tr("precision")},
+                      {loss_, tr("loss")},
+                      {metric_, tr("metric")},
+                      {checkpointUnit_, tr("checkpoint interval")}})
     connect(c, &QComboBox::currentIndexChanged, this, [this, w = w] { write(w, QString()); });
   connect(decayEpochs_, &QLineEdit::editingFinished, this,
           [this] { write(tr("rate decay epochs"), QStringLiteral("lr_decay_epochs")); });
@@ -203,6 +216,91 @@ TrainingSettingsView::TrainingSettingsView(ProjectDocument* doc, std::shared_ptr
   connect(lossScaling_, &QCheckBox::toggled, this, [this] { write(tr("loss scaling"), QString()); });
   connect(doc_, &ProjectDocument::changed, this, &TrainingSettingsView::refresh);
   refresh();
+}
+
+// Loss and metrics, in Keras' names, beside what the data's labels are: the loss is chosen here,
+// the last layer on the Model screen, and Fit to data there chooses both together.
+void TrainingSettingsView::buildLossRows(QFormLayout* form, QWidget* page) {
+  loss_ = new QComboBox(page);
+  loss_->setObjectName(QStringLiteral("Loss"));
+  for (const char* name :
+       {"sparse_categorical_crossentropy", "binary_crossentropy", "categorical_crossentropy", "mean_squared_error"})
+    loss_->addItem(QString::fromLatin1(name), QString::fromLatin1(name));
+  fromLogits_ = new QCheckBox(tr("Loss from logits"), page);
+  fromLogits_->setObjectName(QStringLiteral("FromLogits"));
+  fromLogits_->setToolTip(
+      tr("The last layer gives raw scores (no softmax or sigmoid) and the loss applies it, as Keras' "
+         "from_logits=True: numerically safer for large scores."));
+  metric_ = new QComboBox(page);
+  metric_->setObjectName(QStringLiteral("Metric"));
+  metric_->addItem(tr("accuracy"), QStringLiteral("accuracy"));
+  metric_->addItem(tr("mae (mean absolute error)"), QStringLiteral("mae"));
+  metric_->setToolTip(
+      tr("The metric the dashboard charts and validation reports. With binary_crossentropy, accuracy is "
+         "Keras' binary_accuracy (an output above 0.5 is class 1)."));
+  lossFit_ = new QLabel(page);
+  lossFit_->setObjectName(QStringLiteral("LossFit"));
+  lossFit_->setWordWrap(true);
+  lossFit_->setMaximumWidth(460);
+  lossFit_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  form->addRow(sectionTitle(tr("Loss and metrics")));
+  form->addRow(tr("Loss"), loss_);
+  form->addRow(QString(), fromLogits_);
+  form->addRow(tr("Metrics"), metric_);
+  form->addRow(lossFit_);
+}
+
+void TrainingSettingsView::buildCheckpointRows(QFormLayout* form, QWidget* page) {
+  checkpointEvery_ = new QSpinBox(page);
+  checkpointEvery_->setObjectName(QStringLiteral("CheckpointEvery"));
+  checkpointEvery_->setRange(1, 1000000);
+  checkpointUnit_ = new QComboBox(page);
+  checkpointUnit_->setObjectName(QStringLiteral("CheckpointUnit"));
+  checkpointUnit_->addItem(tr("epochs"));
+  checkpointUnit_->addItem(tr("steps"));
+  auto* row = new QHBoxLayout;
+  row->addWidget(checkpointEvery_);
+  row->addWidget(checkpointUnit_);
+  row->addStretch(1);
+  checkpointKeep_ = new QSpinBox(page);
+  checkpointKeep_->setObjectName(QStringLiteral("CheckpointKeep"));
+  checkpointKeep_->setRange(1, 1000);
+  checkpointKeep_->setSuffix(tr(" newest"));
+  checkpointEvery_->setToolTip(
+      tr("How often the run saves a checkpoint (weights, optimizer state, data position): Resume on "
+         "the Runs screen goes on from the newest one exactly."));
+  checkpointKeep_->setToolTip(tr("Older checkpoints are deleted as new ones are written; the final weights are kept anyway."));
+  form->addRow(sectionTitle(tr("Checkpoints")));
+  form->addRow(tr("Checkpoint every"), row);
+  form->addRow(tr("Checkpoints kept"), checkpointKeep_);
+}
+
+// The labels the data gives and whether the loss and the model's last layer take them: the fit
+// check's words (the Model screen's banner shows the same).
+void TrainingSettingsView::refreshLossFit() {
+  const auto& p = doc_->project();
+  const auto facts = cache_->facts(p);
+  for (int i = 0; i < loss_->count(); ++i) loss_->setItemData(i, QVariant(), Qt::ToolTipRole);
+  if (!facts) {
+    setRole(lossFit_, "caption");
+    lossFit_->setText(tr("Load the data set on the Data screen to see which losses its labels fit."));
+    return;
+  }
+  for (const auto& o : ml::lossOptions(*facts))
+    if (const int i = loss_->findData(q(o.name)); i >= 0)
+      loss_->setItemData(i, q(o.takes + (o.misfit.empty() ? "" : "; does not fit: " + o.misfit)), Qt::ToolTipRole);
+  const ml::FitCheck fc = ml::checkFit(p, *facts);
+  QString text = tr("%1 gives %2.").arg(q(facts->name), q(ml::labelsInWords(*facts)));
+  if (fc.fits()) {
+    setRole(lossFit_, "caption");
+    lossFit_->setText(text + tr(" ✓ The loss and the last layer take them."));
+    return;
+  }
+  QStringList problems;
+  for (const auto& pr : fc.problems)
+    if (pr.where != ml::FitProblem::Where::Input) problems << q(pr.message);
+  setRole(lossFit_, problems.isEmpty() ? "caption" : "error");
+  lossFit_->setText(problems.isEmpty() ? text : text + QLatin1Char(' ') + problems.join(QLatin1Char(' ')));
 }
 
 void TrainingSettingsView::setToolTips() {
@@ -274,6 +372,17 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.lossScaling = lossScaling_->isChecked();
   t.lossScale = lossScale_->value();
   t.lossScaleGrowthSteps = lossGrowth_->value();
+  t.loss = loss_->currentData().toString().toStdString();
+  t.fromLogits = fromLogits_->isChecked();
+  // The first metric is the one the screens chart; any others in the file stay.
+  const std::string metric = metric_->currentData().toString().toStdString();
+  if (t.metrics.empty())
+    t.metrics = {metric};
+  else
+    t.metrics.front() = metric;
+  t.checkpointEvery = checkpointEvery_->value();
+  t.checkpointInSteps = checkpointUnit_->currentIndex() == 1;
+  t.checkpointKeep = checkpointKeep_->value();
   doc_->edit(tr("Change %1").arg(what), p, key.isEmpty() ? QString() : QStringLiteral("training.") + key);
 }
 
@@ -307,6 +416,15 @@ void TrainingSettingsView::refresh() {
   lossScaling_->setChecked(t.lossScaling);
   lossScale_->setValue(t.lossScale);
   lossGrowth_->setValue(static_cast<int>(std::min<int64_t>(t.lossScaleGrowthSteps, std::numeric_limits<int>::max())));
+  if (loss_->findData(q(t.loss)) < 0) loss_->addItem(q(t.loss), q(t.loss));  // an alias the file used ("mse")
+  loss_->setCurrentIndex(loss_->findData(q(t.loss)));
+  fromLogits_->setChecked(t.fromLogits);
+  const QString metric = t.metrics.empty() ? QStringLiteral("accuracy") : q(t.metrics.front());
+  if (metric_->findData(metric) < 0) metric_->addItem(metric, metric);
+  metric_->setCurrentIndex(metric_->findData(metric));
+  checkpointEvery_->setValue(static_cast<int>(std::min<int64_t>(t.checkpointEvery, checkpointEvery_->maximum())));
+  checkpointUnit_->setCurrentIndex(t.checkpointInSteps ? 1 : 0);
+  checkpointKeep_->setValue(t.checkpointKeep);
   const bool half = t.precision == "mixed_float16";
   optForm_->setRowVisible(lossScaling_, half);
   optForm_->setRowVisible(lossScale_, half);
@@ -321,6 +439,7 @@ void TrainingSettingsView::refresh() {
   optForm_->setRowVisible(rho_, opt == QLatin1String("rmsprop"));
   optForm_->setRowVisible(epsilon_, opt != QLatin1String("sgd"));
   refreshing_ = false;
+  refreshLossFit();
 
   const auto [samples, known] = trainSamples(p, *cache_);
   samplesNote_->setText(known ? tr("Planned for %1 training samples.").arg(q(ml::withThousands(samples)))

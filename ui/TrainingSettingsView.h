@@ -25,6 +25,14 @@ class TrainingSettingsView : public QWidget {
  public:
   TrainingSettingsView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidget* parent = nullptr);
   QLabel* sentenceLabel() const { return sentence_; }
+  QComboBox* lossBox() const { return loss_; }
+  QComboBox* metricBox() const { return metric_; }
+  QCheckBox* fromLogitsBox() const { return fromLogits_; }
+  // What the data's labels are and whether the loss and the last layer take them.
+  QLabel* lossFitLabel() const { return lossFit_; }
+  QSpinBox* checkpointEveryBox() const { return checkpointEvery_; }
+  QComboBox* checkpointUnitBox() const { return checkpointUnit_; }
+  QSpinBox* checkpointKeepBox() const { return checkpointKeep_; }
   QLabel* warningsLabel() const { return warnings_; }
   void refresh();
 
@@ -34,6 +42,9 @@ class TrainingSettingsView : public QWidget {
   ProjectDocument* doc_;
   std::shared_ptr<DataCache> cache_;
   void setToolTips();
+  void buildLossRows(QFormLayout* form, QWidget* page);
+  void buildCheckpointRows(QFormLayout* form, QWidget* page);
+  void refreshLossFit();
   bool refreshing_ = false;
   QSpinBox *epochs_, *batch_, *accumulate_, *seed_, *refBatch_, *lossGrowth_;
   QComboBox *batchMode_, *scaling_, *optimizer_, *precision_;
@@ -45,6 +56,10 @@ class TrainingSettingsView : public QWidget {
   QLabel* sentence_;
   QLabel* warnings_;
   QLabel* samplesNote_;
+  QComboBox *loss_, *metric_, *checkpointUnit_;
+  QCheckBox* fromLogits_;
+  QLabel* lossFit_;
+  QSpinBox *checkpointEvery_, *checkpointKeep_;
 };
 
 }  // namespace mlui

@@ -6,6 +6,19 @@
 
 namespace mlcli {
 
+// The exit codes of every command (--help's table, the man page, docs/CLI.md).
+inline constexpr int kExitDone = 0;           // the command did what it was asked
+inline constexpr int kExitFailed = 1;         // a run failed (diverged, hung, a worker lost, an internal error)
+inline constexpr int kExitRefused = 2;        // refused input or usage; nothing was changed
+inline constexpr int kExitInterrupted = 130;  // stopped by Ctrl-C (a run is recorded as cancelled)
+inline constexpr const char* kExitStatusHelp =
+    "Exit status:\n"
+    "  0    done\n"
+    "  1    the run failed (diverged, a hang, a lost worker, a store write that failed)\n"
+    "  2    refused input or usage: a bad option or value, a missing, damaged or foreign file,\n"
+    "       NaN weights, an impossible setting; nothing was changed\n"
+    "  130  interrupted by Ctrl-C (a training run is recorded as cancelled)";
+
 void addTrainCommand(CLI::App& app, int& exitCode);
 void addScaleCommand(CLI::App& app, int& exitCode);
 void addSweepCommand(CLI::App& app, int& exitCode);   // sweep (SweepCommand.cpp)
@@ -17,7 +30,8 @@ void addImportCommand(CLI::App& app, int& exitCode);  // import MODEL.keras (Imp
 const std::vector<std::string>& commandLine();
 void setCommandLine(int argc, char** argv);
 
-// Runs f, printing a UserError (or any exception) as "error: ..." and returning 1.
+// Runs f, printing a UserError as "error: ..." and returning kExitRefused (any other exception:
+// kExitFailed).
 int guarded(const std::function<int()>& f);
 
 }  // namespace mlcli

@@ -74,24 +74,32 @@ ml::Lesson findLesson(const LearnArgs& a) {
     const fs::path dir = fs::path(a.lesson).parent_path();
     return ml::loadLesson(a.lesson, (dir.empty() ? fs::path(".") : dir).parent_path().string());
   }
-  const auto lessons = ml::loadLessons(lessonsDir(a));
+  // A broken lesson elsewhere in the folder does not stop this one; it is named when this one is not found.
+  const auto folder = ml::scanLessons(lessonsDir(a));
+  const auto& lessons = folder.lessons;
   std::string ids;
   for (size_t i = 0; i < lessons.size(); ++i) {
     if (lessons[i].id == a.lesson || (allDigits(a.lesson) && std::stoul(a.lesson) == i + 1)) return lessons[i];
     ids += (ids.empty() ? "" : ", ") + lessons[i].id;
   }
+  std::string broken;
+  for (const auto& p : folder.problems) broken += "; a lesson file could not be read: " + p;
   throw ml::UserError("no lesson '" + a.lesson + "' in " + lessonsDir(a) + " (lessons: " + ids +
-                      "; or give its number from `learn list`)");
+                      "; or give its number from `learn list`)" + broken);
 }
 
+// Every lesson that loads is listed; each broken file is named on stderr, and the exit status says so.
 int learnList(const LearnArgs& a) {
-  const auto lessons = ml::loadLessons(lessonsDir(a));
+  const auto folder = ml::scanLessons(lessonsDir(a));
+  const auto& lessons = folder.lessons;
   for (size_t i = 0; i < lessons.size(); ++i) {
     const auto& l = lessons[i];
     std::printf("%2zu  %-28s %s\n    %s\n", i + 1, l.id.c_str(), l.title.c_str(), l.idea.c_str());
   }
-  if (lessons.empty()) std::printf("no lessons in %s\n", lessonsDir(a).c_str());
-  return 0;
+  if (lessons.empty() && folder.problems.empty()) std::printf("no lessons in %s\n", lessonsDir(a).c_str());
+  std::fflush(stdout);
+  for (const auto& p : folder.problems) std::fprintf(stderr, "error: lesson not listed: %s\n", p.c_str());
+  return folder.problems.empty() ? kExitDone : kExitRefused;
 }
 
 int askQuestion(const ml::Lesson& l, const std::optional<int>& given) {

@@ -21,6 +21,7 @@
 #include "JsonFile.h"
 #include "export/TensorBoardExport.h"
 #include "store/RunCompare.h"
+#include "store/RunFigures.h"
 #include "store/RunStore.h"
 
 namespace mlcli {
@@ -38,6 +39,8 @@ struct RunsArgs {
 };
 
 ml::RunStore openStore(const RunsArgs& a) { return ml::RunStore::open(a.db.empty() ? ml::defaultStorePath() : a.db); }
+// list, show, compare and export only read: a store on a read-only file or medium serves them.
+ml::RunStore openToRead(const RunsArgs& a) { return ml::RunStore::openForReading(a.db.empty() ? ml::defaultStorePath() : a.db); }
 
 // ---- formatting -------------------------------------------------------------------------------
 
@@ -138,7 +141,7 @@ nlohmann::json toJson(const ml::RunSummary& s) {
 }
 
 int list(const RunsArgs& a) {
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   auto runs = store.listRuns({a.status, a.tag, a.name});
   if (a.json) {
     nlohmann::json out = nlohmann::json::array();
@@ -213,7 +216,7 @@ std::string workersText(const ml::RunDetail& d) {
 }
 
 int show(const RunsArgs& a) {
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   ml::RunDetail d = store.loadRun(a.id);
   const ml::RunSummary& s = d.summary;
   std::printf("Run %lld \"%s\" — %s\n", static_cast<long long>(s.id), s.name.c_str(), s.status.c_str());
@@ -271,7 +274,7 @@ int show(const RunsArgs& a) {
 
 int compare(const RunsArgs& a) {
   if (a.ids.size() < 2) throw ml::UserError("compare needs at least two run ids, e.g. `runs compare 3 5`");
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   std::vector<ml::RunDetail> runs;
   for (int64_t id : a.ids) runs.push_back(store.loadRun(id));
 
@@ -307,10 +310,10 @@ int compare(const RunsArgs& a) {
     for (size_t k = 0; k < runs.size(); ++k) cells.push_back(cell(k));
     t.add(cells);
   };
-  std::vector<ml::Throughput> tp;
+  std::vector<ml::RunFigures> fig;
   std::vector<std::optional<ml::TargetReached>> reached;
   for (const auto& r : runs) {
-    tp.push_back(ml::throughputOf(r));
+    fig.push_back(ml::figuresOf(r, store.loadCurves(r.summary.id)));
     reached.push_back(ml::reachTarget(store, r, a.target));
   }
   auto sum = [&](size_t k) -> const ml::RunSummary& { return runs[k].summary; };
@@ -323,8 +326,9 @@ int compare(const RunsArgs& a) {
   row("epochs", [&](size_t k) { return std::to_string(sum(k).epochsDone); });
   row("final val loss", [&](size_t k) { return fmt("%.4f", sum(k).finalValLoss); });
   row("final val acc", [&](size_t k) { return fmt("%.4f", sum(k).finalValMetric); });
-  row("seconds / epoch", [&](size_t k) { return tp[k].secondsPerEpoch > 0 ? fmt("%.2f", tp[k].secondsPerEpoch) : "-"; });
-  row("samples / s", [&](size_t k) { return tp[k].samplesPerSec > 0 ? fmt("%.0f", tp[k].samplesPerSec) : "-"; });
+  row("seconds / epoch", [&](size_t k) { return sum(k).secondsPerEpoch ? fmt("%.3g", *sum(k).secondsPerEpoch) : "-"; });
+  row("ms / step", [&](size_t k) { return fig[k].steps > 0 ? fmt("%.3g", 1e3 * fig[k].secondsPerStep()) : "-"; });
+  row("samples / s", [&](size_t k) { return fig[k].samplesPerSec() > 0 ? fmt("%.0f", fig[k].samplesPerSec()) : "-"; });
   const std::string target = fmt("%g", a.target);
   row("time to " + target, [&](size_t k) {
     const auto& x = reached[k];
@@ -332,13 +336,15 @@ int compare(const RunsArgs& a) {
   });
   row("samples to " + target, [&](size_t k) { return reached[k] ? std::to_string(reached[k]->samples) : "-"; });
   auto ratio = [](double v) { return v > 0 ? fmt("%.2fx", v) : std::string("-"); };
-  row("speed-up (samples/s)", [&](size_t k) { return ratio(ml::scalingVs(tp[0], tp[k]).speedup); });
-  row("speed-up (epoch time)", [&](size_t k) { return ratio(ml::scalingVs(tp[0], tp[k]).epochTimeRatio); });
+  row("speed-up (samples/s)", [&](size_t k) { return ratio(ml::scalingVs(fig[0], fig[k]).speedup); });
   row("scaling efficiency", [&](size_t k) {
-    double e = ml::scalingVs(tp[0], tp[k]).efficiency;
+    double e = ml::scalingVs(fig[0], fig[k]).efficiency;
     return e > 0 ? pct(e) : "-";
   });
   t.print("  ");
+  for (size_t k = 1; k < runs.size(); ++k)
+    if (const auto sc = ml::scalingVs(fig[0], fig[k]); !sc.note.empty())
+      std::printf("  run %lld: %s\n", static_cast<long long>(sum(k).id), sc.note.c_str());
   return 0;
 }
 
@@ -348,7 +354,7 @@ int compare(const RunsArgs& a) {
 int exportRuns(const RunsArgs& a) {
   if (a.csvDir.empty() == a.tensorboardDir.empty())
     throw ml::UserError("runs export: pass --csv DIR (one run's tables) or --tensorboard DIR (TensorBoard logs), one of them");
-  ml::RunStore store = openStore(a);
+  ml::RunStore store = openToRead(a);
   if (!a.csvDir.empty()) {
     if (a.ids.size() != 1)
       throw ml::UserError("runs export --csv writes one run's tables: name one run (or use --tensorboard for several)");

@@ -19,10 +19,13 @@ int main(int argc, char** argv) {
   mlcli::addImportCommand(app, exitCode);
   addRunsCommand(app, exitCode);
   mlcli::addLearnCommands(app, exitCode);
+  app.footer(mlcli::kExitStatusHelp);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 prints the message (or the help); its own codes (105, 106, 109...) become the table's.
+    const int cli11 = app.exit(e);
+    return cli11 == 0 ? mlcli::kExitDone : mlcli::kExitRefused;
   }
   return exitCode;
 }

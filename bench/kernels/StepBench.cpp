@@ -14,7 +14,9 @@
 #include "distribute/MirroredStrategy.h"
 #include "nn/Optimizer.h"
 #include "nn/Sgemm.h"
+#include "nn/TeamSize.h"
 #include "nn/ThreadTeam.h"
+#include "random/Rng.h"
 
 namespace {
 
@@ -73,6 +75,43 @@ void BM_MirroredStep(benchmark::State& s) {
   s.counters["opt_ms"] = sum.optimizer * k;
   s.counters["gather_ms"] = sum.allgather * k;
   s.counters["start_skew_ms"] = skew * k;
+}
+
+// The crossover of one replica's thread team (nn/TeamSize.h): one device, 1 or 2 threads, an MLP
+// features -> hidden (relu) -> classes (softmax) at a global batch, from a step of a few thousand
+// multiply-adds (a wine-like CSV: 13 -> 32 -> 3 at batch 32) to the wide Fashion MLP's. The counter
+// macs_per_step is the work the team decides by (nn::forwardMacsPerSample x rows, forward only).
+// args: features, hidden, classes, batch, threads.
+void BM_TeamCrossover(benchmark::State& s) {
+  const int64_t features = s.range(0), hidden = s.range(1), classes = s.range(2), B = s.range(3);
+  ml::Dataset data;
+  data.sampleShape = {features};
+  data.size = 2048;
+  data.numClasses = static_cast<int>(classes);
+  ml::Rng rng(3);
+  data.x.resize(static_cast<size_t>(data.size * features));
+  for (auto& v : data.x) v = static_cast<float>(rng.uniform());
+  for (int64_t i = 0; i < data.size; ++i) data.y.push_back(static_cast<float>(i % classes));
+  ml::ModelSpec m;
+  m.inputShape = {features};
+  m.layers.push_back({"Dense", "", {{"units", hidden}, {"activation", "relu"}}});
+  m.layers.push_back({"Dense", "", {{"units", classes}, {"activation", "softmax"}}});
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices("cpu:1");
+  so.threadsPerDevice = static_cast<int>(s.range(4));
+  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             ml::OptimizerSpec{}, so);
+  strat.initialize(1);
+  std::vector<int64_t> idx(static_cast<size_t>(B));
+  int64_t off = 0;
+  uint64_t step = 0;
+  for (auto _ : s) {
+    std::iota(idx.begin(), idx.end(), off);
+    off = (off + B) % (data.size - B);
+    benchmark::DoNotOptimize(strat.trainStep(data, idx, 1, 0.001f, ++step));
+  }
+  s.SetItemsProcessed(s.iterations() * B);
+  s.counters["macs_per_step"] = ml::forwardMacsPerSample(ml::Sequential(m)) * static_cast<double>(B);
 }
 
 extern "C" void openblas_set_num_threads(int);
@@ -209,5 +248,14 @@ BENCHMARK(BM_MirroredStep)
     ->Args({1, 2, 128, 0, 0, 0, 0})
     ->UseRealTime()
     ->MinTime(1.0);
+BENCHMARK(BM_TeamCrossover)
+    ->ArgNames({"features", "hidden", "classes", "batch", "threads"})
+    ->ArgsProduct({{13}, {32}, {3}, {32, 256}, {1, 2}})
+    ->ArgsProduct({{64}, {64}, {10}, {64}, {1, 2}})
+    ->ArgsProduct({{784}, {32}, {10}, {32, 128}, {1, 2}})
+    ->ArgsProduct({{784}, {128}, {10}, {32, 128, 512}, {1, 2}})
+    ->ArgsProduct({{784}, {512}, {10}, {128, 512}, {1, 2}})
+    ->UseRealTime()
+    ->MinTime(0.3);
 BENCHMARK(BM_Sgemm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

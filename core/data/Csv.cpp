@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include "Error.h"
 #include "FieldNames.h"
@@ -54,6 +55,40 @@ bool parseNumber(std::string_view c, float& out) {
   if (c.empty()) return false;
   const auto [p, ec] = std::from_chars(c.data(), c.data() + c.size(), out);
   return ec == std::errc() && p == c.data() + c.size() && std::isfinite(out);
+}
+
+// Why a cell is not a number, and the fix: an empty cell is filled in or its row removed; a column
+// that holds text in most rows (names, categories) is dropped or encoded as numbers, since fixing
+// row after row would never end. Only on the error path: the file is read once more to decide.
+std::string cellError(const std::string& path, std::string_view text, const std::vector<std::string>& header, size_t column,
+                      size_t labelIndex, int64_t row, std::string_view cell) {
+  const std::string where =
+      "CSV file '" + path + "', row " + std::to_string(row) + ", column '" + clipText(header[column], 40) + "'";
+  if (cell.empty()) return where + " is empty: fill it in (every cell needs a number) or remove the row";
+  int64_t numbers = 0, words = 0;
+  std::vector<std::string_view> cells;
+  bool first = true;
+  for (std::string_view rest = text; !rest.empty();) {
+    const size_t nl = rest.find('\n');
+    const std::string_view line = trim(rest.substr(0, nl));
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (line.empty()) continue;
+    if (std::exchange(first, false)) continue;  // the header
+    splitCells(line, cells);
+    if (column >= cells.size() || cells[column].empty()) continue;
+    float v = 0;
+    (parseNumber(cells[column], v) ? numbers : words) += 1;
+  }
+  const std::string sample = "'" + clipText(std::string(cell), 40) + "'";
+  if (words > numbers) {
+    if (column == labelIndex)
+      return where + " is the label column and holds text (" + sample + "): Mirrorlab needs class numbers 0, 1, 2, ... " +
+             "Replace each class name with its number in the file";
+    return where + " holds text (" + sample + " and " + std::to_string(words - 1) +
+           " more): Mirrorlab reads numbers only. Drop the column '" + clipText(header[column], 40) +
+           "' from the file, or turn its values into numbers";
+  }
+  return where + ": " + sample + " is not a number. Fix the cell or remove the row";
 }
 
 }  // namespace
@@ -130,6 +165,15 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
     splitCells(line, cells);
     if (header.empty()) {
       for (std::string_view c : cells) header.emplace_back(c);
+      // Two columns of one name: the label column (or a reader of the exported model) would pick one silently.
+      std::set<std::string_view> seen;
+      for (size_t c = 0; c < header.size(); ++c)
+        if (!seen.insert(header[c]).second) {
+          const size_t first = static_cast<size_t>(std::find(header.begin(), header.end(), header[c]) - header.begin());
+          throw UserError("CSV file '" + path + "' has two columns named '" + clipText(header[c], 40) + "' (columns " +
+                          std::to_string(first + 1) + " and " + std::to_string(c + 1) +
+                          "): give every column of the header row its own name");
+        }
       const auto it = std::find(header.begin(), header.end(), labelColumn);
       if (it == header.end()) {
         std::string cols;
@@ -147,9 +191,7 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
                       " cells, but the header has " + std::to_string(header.size()) + " columns");
     for (size_t c = 0; c < cells.size(); ++c) {
       float v = 0.0f;
-      if (!parseNumber(cells[c], v))
-        throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + clipText(header[c], 40) + "': '" +
-                        clipText(cells[c], 40) + "' is not a number. Fix the cell or remove the row");
+      if (!parseNumber(cells[c], v)) throw UserError(cellError(path, text, header, c, labelIndex, row, cells[c]));
       if (c == labelIndex) {
         if (classification && (v < 0.0f || v != std::floor(v)))
           throw UserError("CSV file '" + path + "', row " + std::to_string(row) + ", column '" + clipText(header[c], 40) +

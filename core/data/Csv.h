@@ -25,12 +25,9 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
 // The classification rule loadData applies to a CSV label column (see above).
 bool looksLikeClassLabels(const std::vector<float>& labels);
 
-// Per-feature z-score statistics. Computed on the training set and applied to both training and
-// test sets, so the test set is scaled exactly like the data the model learned from.
-struct FeatureStats {
-  std::vector<double> mean;
-  std::vector<double> stddev;  // 0 marks a constant column: it maps to 0
-};
+// Per-feature z-score statistics (FeatureStats, Dataset.h): computed on the training set and
+// applied to both training and test sets, so the test set is scaled exactly like the data the
+// model learned from.
 FeatureStats computeFeatureStats(const Dataset& d);
 void applyFeatureStats(Dataset& d, const FeatureStats& stats);
 

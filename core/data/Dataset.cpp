@@ -146,6 +146,7 @@ DataSplit loadCsv(const DataSpec& spec) {
     const FeatureStats stats = computeFeatureStats(split.train);
     applyFeatureStats(split.train, stats);
     if (split.validation) applyFeatureStats(*split.validation, stats);
+    split.standardization = stats;
   }
   return split;
 }

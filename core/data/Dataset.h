@@ -27,9 +27,18 @@ struct Dataset {
   const float* target(int64_t i) const { return y.data() + i * targetDim; }
 };
 
+// Per-feature z-score statistics (data/Csv.h computes and applies them).
+struct FeatureStats {
+  std::vector<double> mean;
+  std::vector<double> stddev;  // 0 marks a constant column: it maps to 0
+};
+
 struct DataSplit {
   Dataset train;
   std::optional<Dataset> validation;  // the test set, or a held-out split of train
+  // A standardized CSV: the statistics its features were scaled with (the training part's). An
+  // exported model puts them in front of its layers so that it takes the file's raw rows.
+  std::optional<FeatureStats> standardization;
 };
 
 // Reserves n floats for a data set's samples, asking the kernel for huge pages where it has them

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -77,6 +78,9 @@ Dataset readFeatures(const std::string& path) {
         numeric = false;
         break;
       }
+      if (!std::isfinite(v))
+        throw UserError("input file '" + path + "': row " + std::to_string(row) + " holds '" + clipText(cell, 40) +
+                        "', which is not a finite number: fix the cell or remove the row");
       vals.push_back(v);
     }
     if (!numeric) {

@@ -99,6 +99,30 @@ size_t checkHeader(const std::string& d, const std::string& path, uint32_t magic
   return header;
 }
 
+// A label far above the labels nearly every sample has (one 200 among 0..9) is a damaged byte,
+// not a class: the model would need 201 outputs for it. Refused when at most 1% of the samples
+// lie more than twice (plus 10) above all the others.
+void checkLabelsPlausible(const unsigned char* labels, size_t n, const std::string& path) {
+  std::array<size_t, 256> count{};
+  for (size_t i = 0; i < n; ++i) ++count[labels[i]];
+  size_t below = 0;  // samples with a label up to v
+  int lowest = 0;
+  while (count[static_cast<size_t>(lowest)] == 0 && lowest < 255) ++lowest;
+  for (int v = 0; v < 256; ++v) {
+    below += count[static_cast<size_t>(v)];
+    if (count[static_cast<size_t>(v)] == 0 || below == n) continue;
+    int next = v + 1;
+    while (count[static_cast<size_t>(next)] == 0) ++next;
+    if (next <= 2 * (v + 1) + 10 || (n - below) * 100 > n) continue;
+    const size_t at = static_cast<size_t>(std::find(labels, labels + n, next) - labels);
+    throw UserError("labels file '" + path + "' is damaged: sample " + std::to_string(at + 1) + " has label " +
+                    std::to_string(next) + ", far outside the labels " + std::to_string(lowest) + ".." + std::to_string(v) +
+                    " of " + std::to_string(below) + " of its " + std::to_string(n) +
+                    " samples (a class index this far from the rest is a damaged byte, not a class): download the file "
+                    "again or fix that label");
+  }
+}
+
 const std::vector<std::string>& fashionClassNames() {
   static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                                  "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
@@ -140,6 +164,7 @@ Dataset readIdxPair(const std::string& imagesPath, const std::string& labelsPath
     ds.y[i] = static_cast<float>(lb[i]);
     maxLabel = std::max(maxLabel, static_cast<int>(lb[i]));
   }
+  checkLabelsPlausible(lb, ds.y.size(), labelsPath);
   ds.numClasses = maxLabel + 1;
   if (name.find("Fashion") != std::string::npos && ds.numClasses <= 10) {
     ds.numClasses = 10;  // a small subset may miss the last class; the model still has 10 outputs

@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "Error.h"
+#include "data/Dataset.h"
 #include "export/WeightsNpz.h"
 #include "nn/WeightsFile.h"
 #include "store/RunStore.h"
@@ -18,8 +19,11 @@ namespace ml {
 namespace {
 
 // What a user of the exported model must feed it: the preparation Mirrorlab applied in training.
-std::string inputNote(const DataSpec& d) {
+std::string inputNote(const DataSpec& d, ExportFormat f) {
   if (d.kind == "fashion-mnist" || d.kind == "idx") return "float32 image pixels divided by 255 (values in [0, 1])";
+  if (d.kind == "csv" && d.standardize && f == ExportFormat::Onnx)
+    return "float32 CSV feature columns as they are in the file: the model standardizes them itself (its first two nodes, "
+           "the training set's mean and standard deviation)";
   if (d.kind == "csv")
     return d.standardize ? "float32 CSV feature columns, standardized with the training set's mean and standard deviation"
                          : "float32 CSV feature columns, as they are in the file";
@@ -45,7 +49,26 @@ ExportResult runExport(const ExportRequest& r) {
   info.projectName = r.project.name;
   info.runId = r.runId;
   info.weightsFile = fs::path(r.weights).filename().string();
-  info.inputNote = inputNote(r.project.data);
+  info.inputNote = inputNote(r.project.data, r.format);
+  if (r.format == ExportFormat::Onnx && r.project.data.kind == "csv" && r.project.data.standardize) {
+    // The statistics are the training part's, as loadData computed them for the run: read again.
+    std::optional<FeatureStats> stats;
+    try {
+      stats = loadData(r.project.data).standardization;
+    } catch (const UserError& e) {
+      throw UserError("the model was trained on standardized columns of '" + r.project.data.path +
+                      "', and the ONNX file must hold that standardization to take raw rows, but the file cannot be "
+                      "read now: " +
+                      e.what() +
+                      ". Put it back where it was, or export PyTorch or Keras weights (their "
+                      "programs standardize the data themselves)");
+    }
+    if (stats)
+      for (size_t j = 0; j < stats->mean.size(); ++j) {
+        info.inputMean.push_back(static_cast<float>(stats->mean[j]));
+        info.inputScale.push_back(stats->stddev[j] > 0 ? static_cast<float>(1.0 / stats->stddev[j]) : 0.0f);
+      }
+  }
   return exportModel(model, r.format, r.output, info);
 }
 

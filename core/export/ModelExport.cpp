@@ -12,6 +12,7 @@
 #include "nn/Dense.h"
 #include "nn/Pooling.h"
 #include "nn/SimpleLayers.h"
+#include "nn/WeightsFile.h"
 
 namespace ml {
 
@@ -168,6 +169,9 @@ void checkExportPath(ExportFormat f, const std::string& path) {
 
 ExportResult exportModel(const Sequential& model, ExportFormat f, const std::string& path, const ExportInfo& info) {
   checkExportPath(f, path);
+  // The weights however they came (a file, the studio's run): a model holding NaN is never written.
+  requireFiniteParameters(model, model.params(), "the model to export to '" + path + "'",
+                          "nothing was written; these weights come from a diverged run");
   f = resolveFormat(f, path);
   const auto layers = exportLayers(model, f);
   ExportResult r;

@@ -40,6 +40,10 @@ struct ExportInfo {
   std::optional<int64_t> runId;
   std::string weightsFile;  // the .mlw the weights were read from
   std::string inputNote;    // how the inputs were prepared in training ("pixels / 255"), for users of the file
+  // A model trained on standardized features: (x - mean) x scale in front of its layers (scale =
+  // 1 / standard deviation, 0 for a constant column), so the exported model takes raw rows.
+  // ONNX only: the PyTorch and Keras programs standardize in their own data code.
+  std::vector<float> inputMean, inputScale;
   // The project's training settings: a .keras archive compiles the model with its loss, metric and
   // optimizer. Without them the archive holds an uncompiled model.
   std::optional<TrainingSpec> training;

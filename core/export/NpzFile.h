@@ -28,5 +28,7 @@ void writeNpz(const std::string& path, const std::vector<NpyArray>& arrays,
 // Reads an archive written by writeNpz or by numpy (np.savez / np.savez_compressed) holding
 // little-endian float32 arrays in C order. Throws UserError naming the file and what is wrong.
 std::vector<NpyArray> readNpz(const std::string& path);
+// One .npy array from its bytes (as an archive entry holds them); what names it in messages.
+NpyArray readNpy(const std::string& bytes, const std::string& name, const std::string& what);
 
 }  // namespace ml

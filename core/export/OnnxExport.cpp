@@ -144,8 +144,15 @@ void addMetadata(onnx::ModelProto& m, const std::string& key, const std::string&
 
 // Long: one switch case per layer kind, each a few ONNX nodes; the channels-first state they
 // share is why they stay in one function.
-void buildGraph(onnx::GraphProto* g, const std::vector<ExportLayer>& layers) {
+void buildGraph(onnx::GraphProto* g, const std::vector<ExportLayer>& layers, const ExportInfo& info) {
   GraphBuilder b(g);
+  if (!info.inputMean.empty()) {  // the training set's standardization, before the first layer
+    const std::vector<int64_t> dims{static_cast<int64_t>(info.inputMean.size())};
+    addFloats(g, "standardize/mean", dims, info.inputMean.data());
+    addFloats(g, "standardize/scale", dims, info.inputScale.data());
+    b.add("Sub", "standardize/center", {"standardize/mean"});
+    b.add("Mul", "standardize/scale_by", {"standardize/scale"});
+  }
   bool channelsFirst = false;  // the current tensor is (batch, c, h, w) where Keras has (batch, h, w, c)
   auto toChannelsFirst = [&](const ExportLayer& l) {
     if (channelsFirst) return;
@@ -273,7 +280,7 @@ std::string onnxModelBytes(const std::vector<ExportLayer>& layers, const Shape& 
   auto* g = m.mutable_graph();
   g->set_name("mirrorlab_sequential");
   setShape(g->add_input(), "input", input);
-  buildGraph(g, layers);
+  buildGraph(g, layers, info);
   setShape(g->add_output(), "output", output);
 
   try {

@@ -2,9 +2,11 @@
 #include "export/WeightsNpz.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "Error.h"
+#include "nn/WeightsFile.h"
 
 namespace ml {
 namespace {
@@ -66,7 +68,12 @@ std::vector<NpyArray> weightArrays(const Sequential& model) {
   return arrays;
 }
 
-void saveWeightsNpz(const Sequential& model, const std::string& path) { writeNpz(path, weightArrays(model)); }
+void saveWeightsNpz(const Sequential& model, const std::string& path) {
+  requireFiniteParameters(model, model.params(), "the model whose weights were to be written to '" + path + "'",
+                          "nothing was written; these weights come from a diverged run (lower the learning rate and train "
+                          "again)");
+  writeNpz(path, weightArrays(model));
+}
 
 void loadWeightsNpz(Sequential& model, const std::string& path) {
   std::map<std::string, NpyArray> byName;
@@ -92,6 +99,19 @@ void loadWeightsNpz(Sequential& model, const std::string& path) {
         throw UserError("npz file '" + path + "' holds array '" + name +
                         "', which this model does not have: it belongs to another model");
     }
+  }
+  // NaN or infinite weights only ever give NaN: refused, naming the array (its layer), before the model changes.
+  for (const auto& s : want) {
+    const auto& data = byName[s.name].data;
+    const auto bad = std::find_if(data.begin(), data.end(), [](float v) { return !std::isfinite(v); });
+    if (bad != data.end())
+      throw UserError("array '" + s.name + "' in npz file '" + path + "' holds " +
+                      (std::isnan(*bad) ? "NaN"
+                       : *bad > 0       ? "+inf"
+                                        : "-inf") +
+                      " (value " + std::to_string(bad - data.begin() + 1) + " of its " + std::to_string(data.size()) +
+                      "): these weights come from a diverged run and would only give NaN; train again with a lower "
+                      "learning rate");
   }
   auto p = model.params();
   for (const auto& s : want) std::copy(byName[s.name].data.begin(), byName[s.name].data.end(), p.begin() + s.offset);

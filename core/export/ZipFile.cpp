@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "Error.h"
+#include "Limits.h"
 
 namespace ml {
 namespace {
@@ -139,41 +140,59 @@ std::string zipBytes(const std::vector<ZipEntry>& entries, ZipCompression compre
   return zip;
 }
 
+// Every offset and size is checked against the archive's real size before it is used, in
+// arithmetic that cannot wrap (zip64 fields reach 2^64), and the inflated sizes of all entries
+// together against the memory there is: a damaged or hostile archive ends in a message.
 std::vector<ZipEntry> readZip(const std::string& z, const std::string& what) {
   const size_t end = findEndRecord(z);
   if (end == std::string::npos) throw UserError(what + " is not a zip archive (no end-of-archive record)");
   const uint16_t count = get16(z, end + 10);
-  size_t at = get32(z, end + 16);
+  uint64_t at = get32(z, end + 16);
+  double inflated = 0;  // entries may share their data: a small file can claim terabytes
   std::vector<ZipEntry> entries;
   for (uint16_t e = 0; e < count; ++e) {
-    if (at + 46 > z.size() || get32(z, at) != kCentralSig) throw UserError(what + " is damaged (central directory)");
+    if (at > z.size() || z.size() - at < 46 || get32(z, at) != kCentralSig)
+      throw UserError(what + " is damaged (central directory)");
     const uint16_t flags = get16(z, at + 8), method = get16(z, at + 10), nameLen = get16(z, at + 28),
                    extraLen = get16(z, at + 30), commentLen = get16(z, at + 32);
     const uint32_t wantCrc = get32(z, at + 16);
     uint64_t csize = get32(z, at + 20), usize = get32(z, at + 24), offset = get32(z, at + 42);
-    if (at + 46 + nameLen + extraLen > z.size()) throw UserError(what + " is damaged (central directory)");
+    if (z.size() - at - 46 < uint64_t{nameLen} + extraLen + commentLen)
+      throw UserError(what + " is damaged (central directory runs past the end)");
     ZipEntry entry;
     entry.name = z.substr(at + 46, nameLen);
-    // Zip64 (numpy's force_zip64): the real sizes sit in extra field 0x0001.
-    for (size_t x = at + 46 + nameLen; x + 4 <= at + 46 + nameLen + extraLen;) {
+    const std::string where = "entry '" + clipText(entry.name) + "' in " + what;
+    // Zip64 (numpy's force_zip64): the real sizes sit in extra field 0x0001, inside this entry.
+    const uint64_t extraEnd = at + 46 + nameLen + extraLen;
+    for (uint64_t x = at + 46 + nameLen; x + 4 <= extraEnd;) {
       const uint16_t id = get16(z, x), len = get16(z, x + 2);
+      if (x + 4 + len > extraEnd) throw UserError(where + " is damaged (an extra field runs past its entry)");
       if (id == 1) {
-        size_t f = x + 4;
-        if (usize == 0xffffffffu && f + 8 <= z.size()) usize = get64(z, f), f += 8;
-        if (csize == 0xffffffffu && f + 8 <= z.size()) csize = get64(z, f), f += 8;
-        if (offset == 0xffffffffu && f + 8 <= z.size()) offset = get64(z, f);
+        uint64_t f = x + 4;
+        auto next64 = [&](uint64_t& v) {
+          if (f + 8 > x + 4 + len) throw UserError(where + " is damaged (its zip64 field is too short)");
+          v = get64(z, f);
+          f += 8;
+        };
+        if (usize == 0xffffffffu) next64(usize);
+        if (csize == 0xffffffffu) next64(csize);
+        if (offset == 0xffffffffu) next64(offset);
       }
       x += 4 + len;
     }
-    at += 46 + nameLen + extraLen + commentLen;
-    const std::string where = "entry '" + entry.name + "' in " + what;
+    at = extraEnd + commentLen;
     if (flags & 1) throw UserError(where + " is encrypted: save it without a password");
-    if (offset + 30 > z.size() || get32(z, offset) != kLocalSig) throw UserError(where + " is damaged (local header)");
+    if (offset > z.size() || z.size() - offset < 30 || get32(z, offset) != kLocalSig)
+      throw UserError(where + " is damaged (local header)");
     const uint64_t data = offset + 30 + get16(z, offset + 26) + get16(z, offset + 28);
-    if (data + csize > z.size()) throw UserError(where + " is truncated");
+    if (data > z.size() || csize > z.size() - data) throw UserError(where + " is truncated");
     // Deflate never packs more than ~1032:1: a larger claimed size is a damaged header, not memory to reserve.
-    if ((method == 0 && usize != csize) || (method == 8 && usize > csize * 1100 + 1024))
-      throw UserError(where + " is damaged (its sizes disagree)");
+    if (method == 0 && usize != csize) throw UserError(where + " is damaged (its sizes disagree)");
+    if (method == 8 && usize / 1100 > csize + 1)
+      throw UserError(where + " is damaged (it claims " + std::to_string(usize) + " bytes from " + std::to_string(csize) +
+                      " compressed ones)");
+    inflated += static_cast<double>(usize);
+    requireMemory(inflated, what, "it is damaged, or too large for this machine");
     if (method == 0)
       entry.bytes = z.substr(data, csize);
     else if (method == 8)

@@ -163,11 +163,25 @@ Project parseLessonProject(const LessonReader& r, const json& j, const std::stri
   const json& pj = r.need(j, "", "project", "a project file name relative to projects/ (\"spirals.json\") or an inline project");
   if (pj.is_string()) {
     ref = pj.get<std::string>();
-    const fs::path path = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(projectsDir) / ref;
+    // Where the project may be: the lesson folder's projects, then beside the lesson file, then the
+    // shipped projects (a copied shipped lesson names "spirals.json" and still finds it).
+    std::vector<fs::path> places;
+    if (fs::path(ref).is_absolute()) {
+      places.push_back(ref);
+    } else {
+      places.push_back(fs::path(projectsDir) / ref);
+      places.push_back(fs::path(r.source).parent_path() / ref);
+      places.push_back(fs::path(findSharedData().projectsDir) / ref);
+    }
     std::error_code ec;  // a name too long or an unreadable folder is "not there", not an exception
-    if (!fs::exists(path, ec))
-      r.fail("project",
-             "names '" + clipText(ref, 80) + "', which is not at " + clipText(path.string(), 200) + ": give a file in projects/");
+    const auto found = std::find_if(places.begin(), places.end(), [&](const fs::path& p) { return fs::is_regular_file(p, ec); });
+    if (found == places.end()) {
+      std::string tried;
+      for (const auto& p : places) tried += (tried.empty() ? "" : ", ") + clipText(p.lexically_normal().string(), 200);
+      r.fail("project", "names '" + clipText(ref, 80) + "', which is not at " + tried +
+                            ": give a file in projects/, beside the lesson, or its full path");
+    }
+    const fs::path path = *found;
     try {
       return Project::load(path.string());
     } catch (const UserError& e) {
@@ -254,7 +268,7 @@ static std::string lessonProjectsDir(const std::string& dir) {
   return parent.string();
 }
 
-std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
+LessonFolder scanLessons(const std::string& dir, const std::string& projectsDir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw UserError("lesson folder '" + dir +
@@ -267,16 +281,26 @@ std::vector<Lesson> loadLessons(const std::string& dir, const std::string& proje
   if (ec)
     throw UserError("lesson folder '" + dir + "' cannot be read (" + ec.message() + "): check its permissions or give --dir");
   std::sort(files.begin(), files.end());
-  std::vector<Lesson> lessons;
+  LessonFolder out;
   std::set<std::string> ids;
   for (const auto& f : files) {
-    lessons.push_back(loadLesson(f.string(), projects));
-    if (!ids.insert(lessons.back().id).second)
-      throw UserError(f.string() + ": id '" + lessons.back().id + "' is already used by another lesson in " + dir +
-                      ": ids must be unique");
+    try {
+      Lesson l = loadLesson(f.string(), projects);
+      if (!ids.insert(l.id).second)
+        throw UserError(f.string() + ": id '" + l.id + "' is already used by another lesson in " + dir + ": ids must be unique");
+      out.lessons.push_back(std::move(l));
+    } catch (const UserError& e) {
+      out.problems.push_back(e.what());
+    }
   }
-  std::stable_sort(lessons.begin(), lessons.end(), [](const Lesson& a, const Lesson& b) { return a.order < b.order; });
-  return lessons;
+  std::stable_sort(out.lessons.begin(), out.lessons.end(), [](const Lesson& a, const Lesson& b) { return a.order < b.order; });
+  return out;
+}
+
+std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir) {
+  LessonFolder f = scanLessons(dir, projectsDir);
+  if (!f.problems.empty()) throw UserError(f.problems.front());
+  return std::move(f.lessons);
 }
 
 std::string defaultLessonsDir() {

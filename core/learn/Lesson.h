@@ -58,13 +58,21 @@ struct Lesson {
 };
 
 // Parses and validates; errors are UserError "<source>: <field> <what is wrong and allowed>".
-// projectsDir resolves a project given as a path ("spirals.json" -> projectsDir/spirals.json).
+// projectsDir resolves a project given as a path ("spirals.json" -> projectsDir/spirals.json); when
+// it is not there, the lesson file's own folder and the shipped projects are tried.
 Lesson parseLesson(const nlohmann::json& j, const std::string& source, const std::string& projectsDir);
 Lesson loadLesson(const std::string& path, const std::string& projectsDir);
 // Every *.json in dir, sorted by order then id; a bad file throws naming it. projectsDir defaults
 // to the projects beside an installed lesson folder (share/mirrorlab/lessons -> share/mirrorlab/projects),
 // else to the parent of dir (projects/lessons -> projects).
 std::vector<Lesson> loadLessons(const std::string& dir, const std::string& projectsDir = "");
+// The same folder read whole: every lesson that loads, and one message per file that does not
+// (naming it), so that one broken lesson does not hide the others.
+struct LessonFolder {
+  std::vector<Lesson> lessons;
+  std::vector<std::string> problems;
+};
+LessonFolder scanLessons(const std::string& dir, const std::string& projectsDir = "");
 // The lesson folder: $MIRRORLAB_LESSONS, else the one beside the example projects that
 // findSharedData() finds (build tree, install prefix, XDG data folders).
 std::string defaultLessonsDir();

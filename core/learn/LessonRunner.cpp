@@ -2,7 +2,9 @@
 // events are collected from the hub and turned into named figures. Timing figures skip each
 // run's first step, which pays for first-touch allocations and thread start-up.
 #include "learn/LessonRunner.h"
+
 #include "Format.h"
+#include "store/RunFigures.h"
 
 #include <algorithm>
 #include <cctype>
@@ -23,30 +25,13 @@ LessonFigure percent(double share) { return {share, formatNumber("%.1f%%", 100.0
 LessonFigure integer(int64_t v) { return {static_cast<double>(v), std::to_string(v)}; }
 LessonFigure yesNo(bool b) { return {b ? 1.0 : 0.0, b ? "yes" : "no"}; }
 
-// Sums over an experiment's steps, the first one left out when there are more.
-struct Timing {
-  double stepSeconds = 0, samples = 0, phaseTotal = 0, allreduce = 0, wait = 0;
-  int64_t steps = 0;
-  double samplesPerSec() const { return stepSeconds > 0 ? samples / stepSeconds : 0; }
-  double stepMs() const { return steps ? 1000.0 * stepSeconds / static_cast<double>(steps) : 0; }
-  double share(double part) const { return phaseTotal > 0 ? part / phaseTotal : 0; }
-};
-
-Timing timingOf(const ExperimentOutcome& o) {
-  Timing t;
-  const size_t first = o.steps.size() > 1 ? 1 : 0;
-  for (size_t i = first; i < o.steps.size(); ++i) {
-    const StepEvent& s = o.steps[i];
-    ++t.steps;
-    t.stepSeconds += s.stepTime;
-    t.samples += static_cast<double>(s.samples);
-    for (const auto& r : s.replicas) {
-      t.phaseTotal += r.phases.total();
-      t.allreduce += r.phases.allreduce;
-      t.wait += r.phases.wait;
-    }
-  }
-  return t;
+// An experiment's figures (store/RunFigures.h, as every screen's), the first step left out when
+// there are more: it pays for first-touch allocations.
+RunFigures timingOf(const ExperimentOutcome& o) {
+  RunFigures f = figuresFor(o.started, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  f.replicas = std::max(1, o.plan.replicas);
+  for (size_t i = o.steps.size() > 1 ? 1 : 0; i < o.steps.size(); ++i) f.addStep(o.steps[i]);
+  return f;
 }
 
 double finalAccuracy(const ExperimentOutcome& o) {
@@ -75,7 +60,7 @@ bool checksumsEqual(const ExperimentOutcome& o) {
 // read which names exist.
 void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   const std::string s = "_" + o.experiment.label;
-  const Timing t = timingOf(o);
+  const RunFigures t = timingOf(o);
   f["final_acc" + s] = percent(finalAccuracy(o));
   f["final_loss" + s] = {finalLoss(o), formatNumber("%.4f", finalLoss(o))};
   const double trainLoss = o.epochs.empty() ? finalLoss(o) : o.epochs.back().trainLoss;
@@ -85,10 +70,10 @@ void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   for (const auto& e : o.epochs) seconds += e.seconds;
   f["seconds" + s] = {seconds, formatNumber("%.2f", seconds)};
   f["samples_per_sec" + s] = {t.samplesPerSec(), formatNumber("%.0f", t.samplesPerSec())};
-  f["step_ms" + s] = {t.stepMs(), formatNumber("%.2f", t.stepMs())};
-  f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
-  f["allreduce_share" + s] = percent(t.share(t.allreduce));
-  f["wait_share" + s] = percent(t.share(t.wait));
+  f["step_ms" + s] = {1e3 * t.secondsPerStep(), formatNumber("%.2f", 1e3 * t.secondsPerStep())};
+  f["sync_share" + s] = percent(t.phases.share(t.phases.sum.allreduce + t.phases.sum.wait));
+  f["allreduce_share" + s] = percent(t.phases.share(t.phases.sum.allreduce));
+  f["wait_share" + s] = percent(t.phases.share(t.phases.sum.wait));
   // Per replica, its mean wait per step: the fast ones wait for the slowest, which waits for nobody.
   std::vector<double> waits;
   for (size_t i = o.steps.size() > 1 ? 1 : 0; i < o.steps.size(); ++i)
@@ -204,13 +189,13 @@ LessonFigures computeLessonFigures(const Lesson& lesson, const std::vector<Exper
   for (const auto& o : outcomes) {
     const int n = o.plan.replicas;
     if (!seen.insert(n).second) continue;
-    const Timing t = timingOf(o), tr = timingOf(*ref);
+    const RunFigures t = timingOf(o), tr = timingOf(*ref);
     const std::string s = "_" + std::to_string(n);
-    const double speedup = tr.samplesPerSec() > 0 ? t.samplesPerSec() / tr.samplesPerSec() : 0;
-    f["speedup" + s] = {speedup, formatNumber("%.2f", speedup)};
-    f["efficiency" + s] = percent(speedup * ref->plan.replicas / n);
-    f["sync_share" + s] = percent(t.share(t.allreduce + t.wait));
-    f["step_ms" + s] = {t.stepMs(), formatNumber("%.2f", t.stepMs())};
+    const Scaling sc = scalingVs(tr, t);
+    f["speedup" + s] = {sc.speedup, formatNumber("%.2f", sc.speedup)};
+    f["efficiency" + s] = percent(sc.efficiency);
+    f["sync_share" + s] = percent(t.phases.share(t.phases.sum.allreduce + t.phases.sum.wait));
+    f["step_ms" + s] = {1e3 * t.secondsPerStep(), formatNumber("%.2f", 1e3 * t.secondsPerStep())};
     f["samples_per_sec" + s] = {t.samplesPerSec(), formatNumber("%.0f", t.samplesPerSec())};
   }
 

@@ -9,6 +9,7 @@
 
 #include "Error.h"
 #include "backend/DeviceList.h"
+#include "store/RunFigures.h"
 #include "store/RunStore.h"
 
 namespace ml {
@@ -77,12 +78,26 @@ ScalingRow scalingRowFromSteps(const std::string& devices, const RunPlan& plan, 
   return row;
 }
 
+// Through store/RunFigures' scalingVs, as every speed-up the studio shows: a row is one global
+// batch in its median step.
 void computeSpeedups(std::vector<ScalingRow>& rows) {
   if (rows.empty()) return;
-  const ScalingRow ref = rows.front();
+  auto figures = [](const ScalingRow& r) {
+    RunFigures f;
+    f.replicas = r.replicas;
+    f.threadsPerReplica = r.threadsPerReplica;
+    f.hostCores = r.hostCores;
+    f.steps = 1;
+    f.samples = r.samplesPerSecond > 0 ? std::max<int64_t>(1, r.globalBatch) : 0;
+    f.stepSeconds = r.samplesPerSecond > 0 ? static_cast<double>(f.samples) / r.samplesPerSecond : 0;
+    return f;
+  };
+  const RunFigures ref = figures(rows.front());
   for (auto& r : rows) {
-    r.speedup = ref.samplesPerSecond > 0 ? r.samplesPerSecond / ref.samplesPerSecond : 0;
-    r.efficiency = r.speedup / (static_cast<double>(r.replicas) / ref.replicas);
+    const Scaling s = scalingVs(ref, figures(r));
+    r.speedup = s.speedup;
+    r.efficiency = s.efficiency;
+    r.note = s.note;
   }
 }
 
@@ -113,6 +128,7 @@ std::string explainScaling(const std::vector<ScalingRow>& rows, BatchPolicy keep
     s += "the compute per device did not shrink as fast as the shard did (small shards use the cores less well, and "
          "the optimizer update is the same on every replica).";
   }
+  if (!b.note.empty()) s += " Note: " + b.note + ".";
   if (hostCores > 0 && b.replicas > hostCores)
     s += " This machine has " + std::to_string(hostCores) + (hostCores == 1 ? " core" : " cores") + ", so " +
          std::to_string(b.replicas) + " simulated devices share them: beyond " + std::to_string(hostCores) +
@@ -158,6 +174,8 @@ ScalingResult ScalingExperiment::run() {
     }
     ScalingRow row = scalingRowFromSteps(p.distribute.devices, run.plan(), steps);
     row.runId = result.runId;
+    row.threadsPerReplica = run.trainer().strategy().blasThreads();
+    row.hostCores = static_cast<int>(std::thread::hardware_concurrency());
     out.rows.push_back(row);
     computeSpeedups(out.rows);
     if (onRowFinished) onRowFinished(i, out.rows.back());

@@ -43,6 +43,9 @@ struct ScalingRow {
   double waitShare = 0;
   double speedup = 1;            // samples/s against the first row
   double efficiency = 1;         // speed-up / (replicas / replicas of the first row)
+  int threadsPerReplica = 1;     // one replica's thread team; several replicas: 1 each
+  int hostCores = 0;             // this machine's logical cores (0: unknown)
+  std::string note;              // why the speed-up is above what the cores allow (store/RunFigures.h)
   int64_t steps = 0;             // steps run
   std::optional<int64_t> runId;  // when recorded
 };

@@ -9,6 +9,7 @@
 #include "Error.h"
 #include "Format.h"
 #include "store/RunCompare.h"
+#include "store/RunFigures.h"
 
 namespace ml {
 
@@ -35,10 +36,11 @@ SweepResults loadSweepResults(RunStore& store, int64_t sweepId) {
       res.finalValMetric = d.summary.finalValMetric;
       res.finalValLoss = d.summary.finalValLoss;
       res.seconds = d.seconds;
+      res.steps = d.steps;
       res.epochs = d.summary.epochsDone;
       res.runStatus = d.summary.status;
-      const Throughput t = throughputOf(d);
-      if (t.samplesPerSec > 0) res.samplesPerSec = t.samplesPerSec;
+      const RunFigures f = figuresOf(d, store.loadCurves(*pt.runId));
+      if (f.samplesPerSec() > 0) res.samplesPerSec = f.samplesPerSec();
       if (r.sweep.target)
         if (auto hit = reachTarget(store, d, *r.sweep.target)) {
           res.secondsToTarget = hit->seconds;

@@ -21,6 +21,7 @@ struct SweepPointResult {
   std::optional<int> epochToTarget;
   std::optional<double> samplesPerSec;
   std::optional<double> seconds;  // the whole run
+  std::optional<int64_t> steps;   // optimizer steps the run took
   int epochs = 0;                 // epochs run
   std::string runStatus;          // the run's own status ("" when no run)
 };

@@ -2,12 +2,24 @@
 // Sums are taken in double: the variance is E[x^2] - E[x]^2 over sums that are all-reduced.
 #include "nn/BatchNorm.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "Error.h"
 #include "tensor/Finite.h"
 
 namespace ml {
+
+double movingStatsStartShare(double momentum, int64_t updates) {
+  return std::pow(momentum, static_cast<double>(std::max<int64_t>(0, updates)));
+}
+
+int64_t movingStatsSettleUpdates(double momentum, double share) {
+  if (momentum <= 0) return 1;
+  if (momentum >= 1) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(std::ceil(std::log(share) / std::log(momentum)));
+}
 
 Shape BatchNorm::build(const Shape& input) {
   if (input.empty() || input.back() <= 0)

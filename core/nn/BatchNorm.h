@@ -16,6 +16,13 @@
 
 namespace ml {
 
+// The moving mean and variance start at 0 and 1 and move towards each batch's statistics by
+// (1 - momentum) per training pass: after `updates` passes they still hold momentum^updates of
+// their start values, which evaluation uses. With Keras' 0.99, 200 steps leave 13%.
+double movingStatsStartShare(double momentum, int64_t updates);
+// The passes after which that share falls below `share` (0.01: 459 at momentum 0.99).
+int64_t movingStatsSettleUpdates(double momentum, double share = 0.01);
+
 class BatchNorm : public Layer {
  public:
   BatchNorm(double momentum, double epsilon, bool center, bool scale, bool synchronized)

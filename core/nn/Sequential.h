@@ -102,6 +102,10 @@ class Sequential {
   bool discarded_ = false;  // discardGrads() since the last backward
 };
 
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603ull);
+// FNV-1a 64: the standard offset basis, and the one files written before it (weights version 1,
+// checkpoints version 1) were checksummed with, a digit short; kept so that they still load.
+inline constexpr uint64_t kFnvOffsetBasis = 14695981039346656037ull;
+inline constexpr uint64_t kFnvLegacyBasis = 1469598103934665603ull;
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = kFnvOffsetBasis);
 
 }  // namespace ml

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -28,6 +29,33 @@ using nlohmann::json;
 
 namespace {
 
+// The allowed range of every whole-number field: validate() checks it, and the reader names it
+// when a value does not even fit the field's type (epochs 1e20), instead of the type's limits.
+struct CountRange {
+  int64_t lo, hi;
+};
+const std::map<std::string, CountRange>& countRanges() {
+  static const std::map<std::string, CountRange> ranges = {
+      {"training.epochs", {1, 1000000}},
+      {"training.batch_size", {1, kMaxBatch}},
+      {"training.accumulate", {1, 65536}},
+      {"training.loss_scale_growth_steps", {1, int64_t{1} << 40}},
+      {"training.checkpoint_every", {1, int64_t{1} << 40}},
+      {"training.checkpoint_keep", {1, 1000}},
+      {"data.samples", {1, int64_t{1} << 28}},
+      {"data.classes", {1, 1000}},
+      {"data.features", {1, 100000}},
+      {"distribute.bucket_bytes", {4, int64_t{1} << 32}},
+      {"distribute.threads_per_device", {0, 1024}},
+      {"distribute.workers", {1, 1024}},
+  };
+  return ranges;
+}
+
+std::string countRangeText(int64_t lo, int64_t hi) {
+  return "must be at least " + std::to_string(lo) + " and at most " + std::to_string(hi);
+}
+
 struct Reader : JsonFieldReader {
   // Fields are named as the screens name them, the key in parentheses (FieldNames.h).
   template <typename T>
@@ -43,25 +71,31 @@ struct Reader : JsonFieldReader {
       // Refuse values the field cannot hold instead of letting them wrap (-1 as a seed, 2^32+1
       // epochs) or be cut (2.7 epochs); 3.0 and 1e3 are whole numbers and accepted.
       using L = std::numeric_limits<T>;
+      const auto known = countRanges().find(field);
+      auto outOfRange = [&](const char* tooWhat) {
+        if (known != countRanges().end())
+          fail(field, "is out of range: " + countRangeText(known->second.lo, known->second.hi) + ", got " + shortDump(v));
+        fail(field, std::string(tooWhat) + what + " from " + std::to_string(L::min()) + " to " + std::to_string(L::max()) +
+                        ", got " + shortDump(v));
+      };
       if (v.is_number_unsigned()) {
-        if (v.get<uint64_t>() > static_cast<uint64_t>(L::max()))
+        if (v.get<uint64_t>() > static_cast<uint64_t>(L::max())) {
+          if (known != countRanges().end()) outOfRange("");
           fail(field,
                std::string("is too large: must be ") + what + " up to " + std::to_string(L::max()) + ", got " + shortDump(v));
+        }
         out = static_cast<T>(v.get<uint64_t>());
       } else if (v.is_number_integer()) {
         const int64_t x = v.get<int64_t>();
         if (x < static_cast<int64_t>(L::min()) || (x > 0 && static_cast<uint64_t>(x) > static_cast<uint64_t>(L::max())))
-          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " +
-                          std::to_string(L::max()) + ", got " + shortDump(v));
+          outOfRange("is out of range: must be ");
         out = static_cast<T>(x);
       } else if (v.is_number_float()) {
         const double d = v.get<double>();
         if (d != std::floor(d)) fail(field, std::string("must be a whole number (") + what + "), got " + shortDump(v));
         const double hi = std::ldexp(1.0, L::digits);  // exclusive: 2^63 for int64_t
         const double lo = L::is_signed ? -hi : 0.0;
-        if (!(d >= lo && d < hi))
-          fail(field, std::string("is out of range: must be ") + what + " from " + std::to_string(L::min()) + " to " +
-                          std::to_string(L::max()) + ", got " + shortDump(v));
+        if (!(d >= lo && d < hi)) outOfRange("is out of range: must be ");
         out = static_cast<T>(d);
       } else {
         refuse();
@@ -367,13 +401,16 @@ void validate(const Project& p, const std::string& source) {
     if (!(v > 0 && std::isfinite(v))) fail(field, std::string("must be a positive finite number") + why + ", got " + num(v));
   };
   auto count = [&](const std::string& field, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi)
-      fail(field, "must be at least " + std::to_string(lo) + " and at most " + std::to_string(hi) + ", got " + std::to_string(v));
+    if (v < lo || v > hi) fail(field, countRangeText(lo, hi) + ", got " + std::to_string(v));
+  };
+  auto counted = [&](const std::string& field, int64_t v) {
+    const CountRange& r = countRanges().at(field);
+    count(field, v, r.lo, r.hi);
   };
   const auto& t = p.training;
-  count("training.epochs", t.epochs, 1, 1000000);
-  count("training.batch_size", t.batchSize, 1, kMaxBatch);
-  count("training.accumulate", t.accumulate, 1, 65536);
+  counted("training.epochs", t.epochs);
+  counted("training.batch_size", t.batchSize);
+  counted("training.accumulate", t.accumulate);
   const auto& o = t.optimizer;
   const auto& on = o.name;
   if (on != "sgd" && on != "adam" && on != "rmsprop")
@@ -398,7 +435,7 @@ void validate(const Project& p, const std::string& source) {
   if (t.lossScaling)
     positive("training.loss_scale", t.lossScale,
              " (the initial loss scale of mixed_float16, 32768 by default; \"none\" turns loss scaling off)");
-  count("training.loss_scale_growth_steps", t.lossScaleGrowthSteps, 1, int64_t{1} << 40);
+  counted("training.loss_scale_growth_steps", t.lossScaleGrowthSteps);
   if (t.lrReferenceBatch < 0) fail("training.lr_reference_batch", "must be 0 (the batch_size field) or a global batch size");
   for (size_t i = 0; i < p.model.inputShape.size(); ++i)
     count("model.input_shape[" + std::to_string(i) + "]", p.model.inputShape[i], 1, kMaxFeatures);
@@ -415,9 +452,9 @@ void validate(const Project& p, const std::string& source) {
     fail("data.kind", "is '" + clipText(k, 40) + "' (allowed: fashion-mnist, idx, csv, spirals, blobs)");
   range("data.validation_split", p.data.validationSplit, 0, 1, true, " (the share held out for validation)");
   if (k == "spirals" || k == "blobs") {
-    count("data.samples", p.data.samples, 1, int64_t{1} << 28);
-    count("data.classes", p.data.classes, 1, 1000);
-    if (k == "blobs") count("data.features", p.data.features, 1, 100000);
+    counted("data.samples", p.data.samples);
+    counted("data.classes", p.data.classes);
+    if (k == "blobs") counted("data.features", p.data.features);
     range("data.noise", p.data.noise, 0, 1e6, false, "");
   }
   const auto& a = p.distribute.allreduce;
@@ -431,11 +468,11 @@ void validate(const Project& p, const std::string& source) {
   if (p.distribute.devices.size() > 256)
     fail("distribute.devices",
          "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
-  count("distribute.bucket_bytes", p.distribute.bucketBytes, 4, int64_t{1} << 32);
-  count("distribute.threads_per_device", p.distribute.threadsPerDevice, 0, 1024);
-  count("distribute.workers", p.distribute.workers, 1, 1024);
-  count("training.checkpoint_every", t.checkpointEvery, 1, int64_t{1} << 40);
-  count("training.checkpoint_keep", t.checkpointKeep, 1, 1000);
+  counted("distribute.bucket_bytes", p.distribute.bucketBytes);
+  counted("distribute.threads_per_device", p.distribute.threadsPerDevice);
+  counted("distribute.workers", p.distribute.workers);
+  counted("training.checkpoint_every", t.checkpointEvery);
+  counted("training.checkpoint_keep", t.checkpointKeep);
   range("distribute.hang_seconds", p.distribute.hangSeconds, 0.05, 1e6, false,
         " (no replica progress for this long stops the run)");
   range("distribute.straggler_factor", p.distribute.stragglerFactor, 0.01, 1e6, false,

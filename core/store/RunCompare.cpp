@@ -64,26 +64,4 @@ std::optional<TargetReached> reachTarget(RunStore& store, const RunDetail& run, 
   return std::nullopt;
 }
 
-Throughput throughputOf(const RunDetail& run) {
-  Throughput t;
-  t.replicas = run.summary.replicas;
-  double seconds = 0, samples = 0;
-  for (const EpochEvent& e : run.epochs) {
-    seconds += e.seconds;
-    samples += e.samplesPerSec * e.seconds;
-  }
-  if (!run.epochs.empty()) t.secondsPerEpoch = seconds / static_cast<double>(run.epochs.size());
-  if (seconds > 0) t.samplesPerSec = samples / seconds;
-  return t;
-}
-
-Scaling scalingVs(const Throughput& base, const Throughput& run) {
-  Scaling s;
-  if (base.samplesPerSec > 0) s.speedup = run.samplesPerSec / base.samplesPerSec;
-  if (run.secondsPerEpoch > 0) s.epochTimeRatio = base.secondsPerEpoch / run.secondsPerEpoch;
-  double replicaRatio = base.replicas > 0 ? double(run.replicas) / base.replicas : 1.0;
-  if (replicaRatio > 0) s.efficiency = s.speedup / replicaRatio;
-  return s;
-}
-
 }  // namespace ml

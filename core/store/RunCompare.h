@@ -1,5 +1,5 @@
 // Comparing stored runs: which configuration keys differ, when each run reached a target metric,
-// and the speed-up and scaling efficiency of each run relative to a first (baseline) run.
+// (speed-up and scaling efficiency: store/RunFigures.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -36,20 +36,5 @@ struct TargetReached {
   int64_t samples = 0;
 };
 std::optional<TargetReached> reachTarget(RunStore& store, const RunDetail& run, double target);
-
-// Training throughput over the stored epochs.
-struct Throughput {
-  int replicas = 1;
-  double samplesPerSec = 0;    // total samples / total training seconds
-  double secondsPerEpoch = 0;  // mean
-};
-Throughput throughputOf(const RunDetail& run);
-
-struct Scaling {
-  double speedup = 0;         // samples/s relative to the baseline
-  double epochTimeRatio = 0;  // baseline seconds per epoch / this run's
-  double efficiency = 0;      // speedup / (replicas / baseline replicas)
-};
-Scaling scalingVs(const Throughput& baseline, const Throughput& run);
 
 }  // namespace ml

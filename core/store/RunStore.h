@@ -111,6 +111,10 @@ class RunStore {
   // runs whose writing process is gone as interrupted. Throws UserError naming the file when it
   // is not SQLite, not a Mirrorlab store, from a newer Mirrorlab, damaged, or not writable.
   static RunStore open(const std::string& path);
+  // For commands that only read (runs list, show, compare, export): open() where the store can
+  // be written; a store on a read-only file, folder or medium is opened read-only after the same
+  // checks, and nothing is written (dead runs are not marked interrupted, no WAL is created).
+  static RunStore openForReading(const std::string& path);
 
   RunStore(RunStore&&) noexcept;
   RunStore& operator=(RunStore&&) noexcept;
@@ -134,6 +138,10 @@ class RunStore {
   void addEvent(int64_t run, const RunEvent& event);  // numbered after the run's last one
   // Runs still "running" whose process (on this host) is gone become "interrupted".
   int markInterruptedRuns();
+  // The temporary checkpoint files (.step-N.mlck.tmp-*) a kill left in the folders of runs that
+  // are not running; open() calls it, so a resume or the next run of the store cleans them.
+  // Returns how many were removed.
+  int removeStaleCheckpointTemps();
 
   // Reading.
   std::vector<RunSummary> listRuns(const RunFilter& filter = {});

@@ -78,13 +78,13 @@ std::string Stmt::getText(int c) const {
   return std::string(reinterpret_cast<const char*>(t), static_cast<size_t>(sqlite3_column_bytes(stmt_.get(), c)));
 }
 
-Db Db::open(const std::string& path, int flags) {
+Db Db::open(const std::string& path, int flags, const std::string& name) {
   Db d;
-  d.path_ = std::make_unique<std::string>(path);
+  d.path_ = std::make_unique<std::string>(name.empty() ? path : name);
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags | SQLITE_OPEN_NOMUTEX, nullptr);
   d.db_.reset(raw);  // sqlite3_open_v2 may hand back a handle even on failure
-  if (rc != SQLITE_OK) throw Error(rc & 0xff, message(raw, path, rc, "open"));
+  if (rc != SQLITE_OK) throw Error(rc & 0xff, message(raw, *d.path_, rc, "open"));
   sqlite3_extended_result_codes(raw, 0);
   // Every connection waits on a lock (another process creating, migrating or recording) instead
   // of failing at once with "database is locked".

@@ -78,8 +78,9 @@ class Stmt {
 class Db {
  public:
   Db() = default;
-  // flags: SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE [| SQLITE_OPEN_CREATE].
-  static Db open(const std::string& path, int flags);
+  // flags: SQLITE_OPEN_READONLY or SQLITE_OPEN_READWRITE [| SQLITE_OPEN_CREATE]. name: the path
+  // that path() and messages give when path is a URI ("file:...?mode=ro"); default path itself.
+  static Db open(const std::string& path, int flags, const std::string& name = "");
 
   void exec(const char* sql);  // one or more statements without results
   Stmt prepare(std::string_view sql) { return Stmt(db_.get(), path_.get(), sql); }

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -268,7 +269,73 @@ RunStore RunStore::open(const std::string& path) {
   // the dead runs are marked by the next opening that can write.
   try {
     s.markInterruptedRuns();
+    s.removeStaleCheckpointTemps();
   } catch (const sql::Error&) {
+  }
+  return s;
+}
+
+int RunStore::removeStaleCheckpointTemps() {
+  // A checkpoint is written to .step-N.mlck.tmp-PID-K and renamed; a kill in between leaves the
+  // temporary file. Only runs that are not running can have such leftovers: a running one may be
+  // writing its temporary file right now (on this or, with a shared folder, another host).
+  const std::string root = checkpointFolder(path(), 0);
+  if (root.empty()) return 0;
+  const fs::path base = fs::path(root).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(base, ec)) return 0;
+  std::set<int64_t> running;
+  auto q = db_.prepare("SELECT id FROM runs WHERE status='running'");
+  while (q.step()) running.insert(q.getInt(0));
+  int removed = 0;
+  for (const auto& runDir : fs::directory_iterator(base, ec)) {
+    const std::string name = runDir.path().filename().string();
+    if (name.rfind("run-", 0) != 0 || !runDir.is_directory(ec)) continue;
+    int64_t id = 0;
+    try {
+      id = std::stoll(name.substr(4));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (running.count(id)) continue;
+    for (const auto& f : fs::directory_iterator(runDir.path(), ec)) {
+      const std::string file = f.path().filename().string();
+      if (file.rfind(".step-", 0) == 0 && file.find(".mlck.tmp-") != std::string::npos && fs::remove(f.path(), ec)) ++removed;
+    }
+  }
+  return removed;
+}
+
+RunStore RunStore::openForReading(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  const bool exists = fs::is_regular_file(path, ec);
+  const uintmax_t size = exists ? fs::file_size(path, ec) : 0;
+  const bool writable = ::access(dir.c_str(), W_OK | X_OK) == 0 && (!exists || ::access(path.c_str(), W_OK) == 0);
+  if (!exists || size == 0 || writable) return open(path);
+  const uintmax_t walSize = fs::file_size(path + "-wal", ec);
+  const bool walHasFrames = !ec && walSize > 32;
+  const bool walHeader = checkHeader(path, size, walHasFrames);
+  checkContents(path, size, walHeader);
+  // As checkContents reads it: immutable when no -wal or -shm is beside it (SQLite could not
+  // create them in a read-only folder), else through the WAL.
+  const bool walInUse = fs::exists(path + "-wal", ec) || fs::exists(path + "-shm", ec);
+  const std::string uri = "file:" + uriEscape(path) + (walHeader && !walInUse ? "?mode=ro&immutable=1" : "?mode=ro");
+  RunStore s;
+  try {
+    s.db_ = sql::Db::open(uri, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, path);
+    sqlite3_busy_timeout(s.db_.handle(), sql::kBusyTimeoutMs);
+    s.db_.exec("PRAGMA foreign_keys=ON;");
+    if (s.db_.queryInt("PRAGMA user_version") < kSchemaVersion)
+      throw UserError("run store " + path + " was written by an older Mirrorlab (schema version " +
+                      std::to_string(s.db_.queryInt("PRAGMA user_version")) +
+                      ") and is read-only here: it is upgraded when it is opened with write access once; nothing was "
+                      "changed");
+    (void)s.db_.queryInt("SELECT count(*) FROM runs");
+  } catch (const sql::Error& e) {
+    throw UserError("run store " + path + " cannot be read (" + e.what() +
+                    "); nothing was changed — check the file's permissions and the disk, then try again");
   }
   return s;
 }

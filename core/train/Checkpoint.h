@@ -5,6 +5,8 @@
 // over every byte, so a damaged or foreign file is refused with the reason before anything changes.
 //   8 bytes "MLCHKPT1" | u32 version | u32 L | L bytes JSON header | u64 P | P x f32 parameters |
 //   u32 S | S x (u64 n | n x f32 slot) | u64 FNV-1a of every byte between the magic and itself
+// (from version 2 with the standard offset basis, so any FNV-1a tool verifies it). A checkpoint
+// whose header values no run can have, or whose weights hold NaN or infinity, is refused.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -15,7 +17,7 @@
 
 namespace ml {
 
-inline constexpr uint32_t kCheckpointVersion = 1;
+inline constexpr uint32_t kCheckpointVersion = 2;  // 1: the FNV-1a checksum started from kFnvLegacyBasis
 inline constexpr int kCheckpointsKept = 3;
 
 // Where the training loop is and its running figures, so a resumed run reports what an
@@ -52,9 +54,11 @@ struct Checkpoint {
   int64_t lossScaleGoodSteps = 0;
 };
 
-// Returns the checksum written. Throws UserError naming the file when it cannot be written.
+// Returns the checksum written. Throws UserError naming the file when it cannot be written, or
+// naming the layer when the weights hold NaN or infinity.
 uint64_t saveCheckpoint(const Checkpoint& c, const std::string& path);
-// Throws UserError: missing file, not a checkpoint, other version, truncated, damaged (checksum).
+// Throws UserError: missing file, not a checkpoint, other version, truncated, damaged (checksum,
+// header values), NaN or infinite weights or optimizer state (naming the layer).
 Checkpoint loadCheckpoint(const std::string& path);
 
 // Files of a run live in checkpointFolder(store, id) (store/RunStore.h).

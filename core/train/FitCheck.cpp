@@ -50,6 +50,60 @@ static std::string lastActivation(const ModelSpec& m) {
   return "linear";
 }
 
+LabelKind labelKindOf(const DataFacts& d) {
+  if (d.numClasses <= 0) return LabelKind::Numeric;
+  if (d.targetDim > 1) return LabelKind::OneHot;
+  return d.numClasses == 2 ? LabelKind::Binary : LabelKind::Integer;
+}
+
+std::string labelsInWords(const DataFacts& d) {
+  switch (labelKindOf(d)) {
+    case LabelKind::Binary: return "0/1 labels (2 classes)";
+    case LabelKind::Integer:
+      return "integer class labels 0-" + std::to_string(d.numClasses - 1) + " (" + std::to_string(d.numClasses) + " classes)";
+    case LabelKind::OneHot: return "one-hot rows of " + std::to_string(d.targetDim) + " values";
+    case LabelKind::Numeric: break;
+  }
+  return "numeric targets (" + std::to_string(d.targetDim) + (d.targetDim == 1 ? " value" : " values") + " each)";
+}
+
+std::vector<LossOption> lossOptions(const DataFacts& d) {
+  const LabelKind k = labelKindOf(d);
+  const std::string given = d.name + " gives " + labelsInWords(d);
+  auto unless = [&](bool fits) { return fits ? std::string() : given; };
+  return {{"sparse_categorical_crossentropy", "integer class labels, a softmax output per class",
+           unless(k == LabelKind::Integer || k == LabelKind::Binary)},
+          {"binary_crossentropy", "0/1 labels, one sigmoid output", unless(k == LabelKind::Binary)},
+          {"categorical_crossentropy", "one-hot label rows, a softmax output per class", unless(k == LabelKind::OneHot)},
+          {"mean_squared_error", "numeric targets, a linear output per value", unless(k == LabelKind::Numeric)}};
+}
+
+namespace {
+
+std::string lossField(const std::string& loss) { return "Training screen, Loss: " + loss; }
+
+// A loss that cannot take these labels, whatever the last layer: the loss is what to change.
+std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const DataFacts& data) {
+  const LabelKind k = labelKindOf(data);
+  const std::string given = data.name + " gives " + labelsInWords(data);
+  const std::string fix = " (or click Fit to data on the Model screen).";
+  if (loss.isClassification() && k == LabelKind::Numeric)
+    return lossField(p.training.loss) + " needs class labels, but " + given + ": choose mean_squared_error" + fix;
+  if (!loss.isClassification() && k != LabelKind::Numeric)
+    return lossField(p.training.loss) + " regresses numbers, but " + given + ": choose sparse_categorical_crossentropy" +
+           (k == LabelKind::Binary ? " or binary_crossentropy" : "") + fix;
+  if (loss.kind() == LossKind::CategoricalCrossentropy && k != LabelKind::OneHot)
+    return lossField(p.training.loss) + " takes one-hot label rows, but " + given +
+           ": choose sparse_categorical_crossentropy, which takes class indices" + fix;
+  if (loss.kind() == LossKind::BinaryCrossentropy && k == LabelKind::Integer)
+    return lossField(p.training.loss) + " takes 0/1 labels, but " + given + ": choose sparse_categorical_crossentropy" + fix;
+  if (loss.kind() == LossKind::SparseCategoricalCrossentropy && k == LabelKind::OneHot)
+    return lossField(p.training.loss) + " takes class indices, but " + given + ": choose categorical_crossentropy" + fix;
+  return std::nullopt;
+}
+
+}  // namespace
+
 FitCheck checkFit(const Project& p, const DataFacts& data) {
   FitCheck fc;
   std::optional<Sequential> m;
@@ -67,37 +121,47 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
                                " features per sample; the model expects " + dims(m->inputShape()) + ". Set Input shape to " +
                                commas(data.sampleShape) + " (or click Fit to data)."});
   const Loss loss = Loss::make(p.training.loss, p.training.fromLogits);
+  if (auto why = lossMisfit(p, loss, data)) {
+    fc.problems.push_back({FitProblem::Where::Loss, last, *why});
+    return fc;  // the last layer's problem depends on which loss is chosen
+  }
   const std::string lastName = last >= 0 ? m->layer(static_cast<size_t>(last)).name : "";
-  if (loss.isClassification() && data.numClasses <= 0) {
-    fc.problems.push_back({FitProblem::Where::Loss, last,
-                           "Training screen, Loss: " + p.training.loss + " needs class labels, but " + data.name +
-                               " has numeric targets. Click Fit to data on the Model screen to use mean squared error."});
-  } else if (loss.kind() == LossKind::BinaryCrossentropy) {
-    const int64_t want = data.targetDim == 1 && data.numClasses == 2 ? 1 : data.targetDim;
-    if (m->outFeatures() != want)
+  const std::string layer = "Model screen, last layer '" + lastName + "': ";
+  const int64_t outputs = m->outFeatures();
+  const std::string gives = "it gives " + std::to_string(outputs) + (outputs == 1 ? " output" : " outputs");
+  const std::string act = lastActivation(p.model);
+  const bool binaryData = labelKindOf(data) == LabelKind::Binary;
+  if (loss.kind() == LossKind::BinaryCrossentropy) {
+    if (outputs != 1)
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
-                                 " outputs but binary_crossentropy needs one per 0/1 target (" + std::to_string(want) +
-                                 "). Set its Units to " + std::to_string(want) + "."});
-    else if (!p.training.fromLogits && lastActivation(p.model) != "sigmoid")
+                             layer + gives +
+                                 " but binary_crossentropy takes one output, the probability of class 1. Set its "
+                                 "Units to 1 with Activation sigmoid, or keep " +
+                                 std::to_string(outputs) +
+                                 " softmax outputs and set Training screen › Loss to sparse_categorical_crossentropy (Fit to "
+                                 "data does the first)."});
+    else if (!p.training.fromLogits && act != "sigmoid")
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
-                                 " but binary_crossentropy expects probabilities. Set its Activation to sigmoid."});
+                             layer + "its Activation is " + act +
+                                 " but binary_crossentropy expects a probability. Set its Activation to sigmoid (or click Fit to "
+                                 "data)."});
   } else if (loss.isClassification()) {
-    if (m->outFeatures() != data.numClasses)
+    if (outputs != data.numClasses) {
+      std::string msg = layer + gives + " but the data has " + std::to_string(data.numClasses) + " classes. Set its Units to " +
+                        std::to_string(data.numClasses) + " with Activation softmax";
+      if (binaryData && outputs == 1)
+        msg += ", or keep the one" + std::string(act == "sigmoid" ? " sigmoid" : "") +
+               " output and set Training screen › Loss to binary_crossentropy (Fit to data does this)";
+      fc.problems.push_back({FitProblem::Where::Output, last, msg + "."});
+    } else if (!p.training.fromLogits && act != "softmax") {
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
-                                 " outputs but the data has " + std::to_string(data.numClasses) + " classes. Set its Units to " +
-                                 std::to_string(data.numClasses) + " (or click Fit to data)."});
-    else if (!p.training.fromLogits && lastActivation(p.model) != "softmax")
-      fc.problems.push_back(
-          {FitProblem::Where::Output, last,
-           "Model screen, last layer '" + lastName + "': its Activation is " + lastActivation(p.model) +
-               " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to data)."});
-  } else if (m->outFeatures() != data.targetDim) {
+                             layer + "its Activation is " + act +
+                                 " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to "
+                                 "data)."});
+    }
+  } else if (outputs != data.targetDim) {
     fc.problems.push_back({FitProblem::Where::Output, last,
-                           "Model screen, last layer '" + lastName + "': it gives " + std::to_string(m->outFeatures()) +
-                               " outputs but each target has " + std::to_string(data.targetDim) + " value" +
+                           layer + gives + " but each target has " + std::to_string(data.targetDim) + " value" +
                                (data.targetDim == 1 ? "" : "s") + ". Set its Units to " + std::to_string(data.targetDim) +
                                " (or click Fit to data)."});
   }
@@ -106,28 +170,44 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
 
 Project fitToData(const Project& in, const DataFacts& data) {
   Project p = in;
-  p.model.inputShape = data.sampleShape;
-  const bool classes = data.numClasses > 0;
-  if (classes && !Loss::make(p.training.loss, p.training.fromLogits).isClassification()) {
-    p.training.loss = "sparse_categorical_crossentropy";
-    p.training.fromLogits = false;
-    p.training.metrics = {"accuracy"};
-  } else if (!classes && Loss::make(p.training.loss, p.training.fromLogits).isClassification()) {
-    p.training.loss = "mean_squared_error";
-    p.training.metrics = {"mae"};
-  }
+  auto& t = p.training;
+  // The same values in another layout (28, 28, 1 for a convolution over 28x28 images) already fit.
+  if (numel(p.model.inputShape) != numel(data.sampleShape)) p.model.inputShape = data.sampleShape;
+  const LabelKind kind = labelKindOf(data);
+  const Loss current = Loss::make(t.loss, t.fromLogits);
   const int d = lastDense(p.model);
-  if (d < 0) {
-    p.model.layers.push_back({"Dense", "", {{"units", classes ? data.numClasses : data.targetDim}}});
+  const int64_t lastUnits = d < 0 ? -1 : p.model.layers[static_cast<size_t>(d)].args.value("units", int64_t{-1});
+  // A binary model (one output, a sigmoid, or binary_crossentropy chosen) stays binary.
+  const bool binary = kind == LabelKind::Binary &&
+                      (current.kind() == LossKind::BinaryCrossentropy || lastUnits == 1 || lastActivation(p.model) == "sigmoid");
+  int64_t units = data.targetDim;
+  std::string activation = "linear";
+  if (kind == LabelKind::Numeric) {
+    t.loss = "mean_squared_error";
+  } else if (binary) {
+    t.loss = "binary_crossentropy";
+    units = 1;
+    activation = "sigmoid";
   } else {
-    auto& args = p.model.layers[static_cast<size_t>(d)].args;
-    args["units"] = classes ? static_cast<int64_t>(data.numClasses) : data.targetDim;
-    if (classes && !p.training.fromLogits) args["activation"] = "softmax";
-    if (!classes && args.value("activation", std::string("linear")) == "softmax") args["activation"] = "linear";
-    // A separate Activation layer after it would override the choice: drop it.
-    if (static_cast<size_t>(d) + 1 < p.model.layers.size() && p.model.layers.back().type == "Activation")
-      p.model.layers.pop_back();
+    t.loss = kind == LabelKind::OneHot ? "categorical_crossentropy" : "sparse_categorical_crossentropy";
+    units = data.numClasses;
+    activation = "softmax";
   }
+  if (t.fromLogits && kind != LabelKind::Numeric) activation = "linear";  // the loss applies the softmax/sigmoid
+  if (kind == LabelKind::Numeric) t.fromLogits = false;
+  const std::string metric = t.metrics.empty() ? "" : t.metrics.front();
+  if (kind == LabelKind::Numeric && metric != "mae" && metric != "mean_absolute_error") t.metrics = {"mae"};
+  if (kind != LabelKind::Numeric && (metric.empty() || metric == "mae" || metric == "mean_absolute_error"))
+    t.metrics = {"accuracy"};
+  if (d < 0) {
+    p.model.layers.push_back({"Dense", "", {{"units", units}, {"activation", activation}}});
+    return p;
+  }
+  auto& args = p.model.layers[static_cast<size_t>(d)].args;
+  args["units"] = units;
+  args["activation"] = activation;
+  // A separate Activation layer after it would override the choice: drop it.
+  if (static_cast<size_t>(d) + 1 < p.model.layers.size() && p.model.layers.back().type == "Activation") p.model.layers.pop_back();
   return p;
 }
 

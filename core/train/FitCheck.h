@@ -26,6 +26,23 @@ DataFacts factsOf(const Dataset& d);
 // The facts a project's data section fixes without reading files; nullopt for CSV / IDX files.
 std::optional<DataFacts> knownFacts(const DataSpec& d);
 
+// The labels a data set gives, as Keras' losses name them: integer class indices (sparse_*), the
+// two classes 0 and 1 (binary_crossentropy with one sigmoid output, or sparse_* with two softmax
+// ones), one-hot rows (categorical_crossentropy), numbers to regress (mean_squared_error).
+enum class LabelKind { Integer, Binary, OneHot, Numeric };
+LabelKind labelKindOf(const DataFacts& d);
+// "integer class labels 0-2 (3 classes)", "0/1 labels (2 classes)", "numeric targets (1 value each)"
+std::string labelsInWords(const DataFacts& d);
+
+// The losses the Training screen offers (Keras' names), each with what it takes and, for these
+// labels, why it does not fit ("" when it does).
+struct LossOption {
+  std::string name;   // "sparse_categorical_crossentropy"
+  std::string takes;  // "integer class labels"
+  std::string misfit;
+};
+std::vector<LossOption> lossOptions(const DataFacts& d);
+
 struct FitProblem {
   enum class Where { Input, Output, Loss, Model } where = Where::Model;
   int layer = -1;       // the layer to mark: 0 for the input, the last layer for the output
@@ -39,8 +56,10 @@ struct FitCheck {
 };
 
 FitCheck checkFit(const Project& p, const DataFacts& data);
-// The project with the input shape, the last layer's units (and activation) and the loss set so
-// that the model fits the data; unchanged when it already fits.
+// The project with the input shape, and the last layer (units, activation) and the loss chosen
+// together so that the model fits the data: 0/1 labels keep one sigmoid output with
+// binary_crossentropy when the model or the loss already says binary, else get a softmax per class
+// with sparse_categorical_crossentropy. Fitting a fitted project changes nothing.
 Project fitToData(const Project& p, const DataFacts& data);
 
 // Refuses (UserError) a loss, metric or input shape that does not fit the data: sparse vs one-hot

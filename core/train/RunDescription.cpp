@@ -128,7 +128,7 @@ std::vector<std::string> Trainer::startLines() const {
                     " replicas in all on " + std::to_string(distinct) + " host" + (distinct == 1 ? "" : "s") + " (" +
                     w->engine() + ")");
   }
-  lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + ")");
+  lines.push_back(s.options().devices.describe() + " (" + s.threadPolicy() + (teamNote_.empty() ? "" : "; " + teamNote_) + ")");
   std::string batch = "global batch " + std::to_string(plan_.globalBatch);
   if (plan_.replicas > 1 || plan_.accumulate > 1) {
     batch += ", per-replica batch " + (plan_.smallestShard == plan_.perReplicaBatch

@@ -14,6 +14,7 @@
 #include "JsonFile.h"
 #include "Limits.h"
 #include "distribute/Workers.h"
+#include "nn/TeamSize.h"
 #include "nn/WeightsFile.h"
 #include "project/LrScaling.h"
 #include "random/Rng.h"
@@ -75,6 +76,11 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
   // Every worker's replicas share each batch: the plan is of all of them.
   plan_ = planRun(project_, so.devices.size() * (so.workers ? so.workers->size() : 1), train.size);
+  if (so.threadsPerDevice == 0 && so.devices.size() == 1 && so.devices.kind == DeviceKind::Cpu && !so.workers) {
+    const TeamChoice team = chooseTeam(project_.model, plan_.perReplicaBatch);  // nn/TeamSize.h
+    so.threadsPerDevice = team.threads;
+    teamNote_ = team.why;
+  }
   strategy_ = std::make_unique<MirroredStrategy>(project_.model, loss, metric, project_.training.optimizer, so);
   checkFitsData(loss, metric);
   strategy_->initialize(project_.training.seed);
@@ -99,6 +105,7 @@ void Trainer::checkFitsData(const Loss& loss, MetricKind metric) const {
   const bool wrongKind =
       (classLabels && (loss.kind() == LossKind::MeanSquaredError || loss.kind() == LossKind::CategoricalCrossentropy ||
                        metric == MetricKind::MeanAbsoluteError)) ||
+      (classLabels && train.numClasses > 2 && loss.kind() == LossKind::BinaryCrossentropy) ||
       (loss.kind() == LossKind::SparseCategoricalCrossentropy && train.numClasses <= 0);
   if (wrongKind) checkLossFitsData(loss, metric, strategy_->model(0), train);
   const FitCheck fit = checkFit(project_, factsOf(train));

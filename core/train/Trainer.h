@@ -154,6 +154,7 @@ class Trainer {
   void stopGpuTelemetry();
   bool nvmlSampling() const;  // NVML samples replace the computed ones (until NVML fails)
   std::string telemetryLine_;
+  std::string teamNote_;                    // why a single CPU replica runs on one thread (nn/TeamSize.h); "" otherwise
   std::unique_ptr<GpuSampler> gpuSampler_;  // last: stopped before the members its thread uses
 };
 

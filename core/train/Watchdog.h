@@ -2,8 +2,11 @@
 // on its own thread, and names a hang — no replica progress for hangSeconds while a step is in
 // flight — in plain words ("replica 2 (cpu:2) has not finished backward of step 412 for 60 s; the
 // other 3 replicas are waiting in the all-reduce of bucket 5"). From the trainer's thread it reads
-// each step's timings and names a straggler: a replica whose median lateness at the all-reduce
-// over the last steps exceeds stragglerFactor x the replicas' median compute time.
+// each step's timings and names a straggler: a replica whose compute (input, forward, backward) was
+// the slowest at all but one of the last stragglerWindow steps, longer than the others' by a median
+// above both stragglerFactor x the replicas' (lower) median compute time and stragglerShare of the
+// median step time. Every test is relative, so a small model's straggler is named as surely as a
+// large one's (docs/LONG_RUNS.md).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -24,8 +27,10 @@ struct WatchdogOptions {
   double hangSeconds = 60;
   double firstStepFactor = 10;  // the first step (allocation, warm-up, a GPU's first kernels) gets this x longer
   double stragglerFactor = 1.0;
-  int stragglerWindow = 8;        // steps whose median lateness is compared
-  double minLateSeconds = 0.005;  // below this, lateness is scheduling noise, not a slow device
+  int stragglerWindow = 16;  // steps whose median lateness is compared
+  // The others must wait for it this share of a step at least: a replica late by a sliver of a
+  // step costs little and is not named.
+  double stragglerShare = 0.1;
 };
 
 class Watchdog {
@@ -51,6 +56,7 @@ class Watchdog {
   std::function<void(const std::string&)> onHang_;
   std::vector<std::deque<double>> late_;  // per replica, its lateness over the window
   std::deque<double> compute_;            // median replica compute time per step
+  std::deque<double> stepTime_;           // the step's wall time
   std::vector<bool> flagged_;
   std::atomic<bool> fired_{false};
   std::mutex mu_;

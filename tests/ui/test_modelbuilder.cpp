@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QClipboard>
+#include <QFileInfo>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -209,8 +210,17 @@ class ModelBuilderTest : public QObject {
     QApplication::clipboard()->clear();
     copy->click();
     const QString line = QApplication::clipboard()->text();
-    QVERIFY2(line.startsWith(QStringLiteral("mpirun -np 3 --hostfile hosts --bind-to none mirrorlab-cli train ")),
+    // The project's whole path (the shell may start anywhere) and a HOSTFILE the text explains; Train
+    // itself starts the workers on this machine, as the text says.
+    QVERIFY2(line.startsWith(QStringLiteral("mpirun -np 3 --hostfile HOSTFILE --bind-to none mirrorlab-cli train '%1'")
+                                 .arg(QFileInfo(w.document()->path()).absoluteFilePath())),
              qPrintable(line));
+    QVERIFY2(QFileInfo(w.document()->path()).isAbsolute() && QFileInfo::exists(w.document()->path()),
+             qPrintable(w.document()->path()));
+    QVERIFY2(info->text().contains(QStringLiteral("Train starts the workers on this machine")) &&
+                 info->text().contains(QStringLiteral("HOSTFILE naming the machines")) &&
+                 !info->text().contains(QStringLiteral("from the command line")),
+             qPrintable(info->text()));
     QVERIFY2(line.endsWith(QStringLiteral(" --devices cpu:2")), qPrintable(line));
     w.document()->undoStack()->undo();
     QCOMPARE(workers->value(), 1);

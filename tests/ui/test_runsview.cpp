@@ -15,10 +15,12 @@
 #include <QTableWidget>
 
 #include "MainWindow.h"
+#include "RunHeadline.h"
 #include "RunTableModel.h"
 #include "RunsView.h"
 #include "TrainingSession.h"
 #include "UiTestUtil.h"
+#include "charts/MetricChart.h"
 
 class RunsViewTest : public QObject {
   Q_OBJECT
@@ -179,6 +181,14 @@ class RunsViewTest : public QObject {
     qputenv("MIRRORLAB_DB", old);
     QCOMPARE(int(fin.status), int(ml::RunStatus::Finished));
     QVERIFY(resumedId == id);
+    // The dashboard shows the whole run, the stored steps before the checkpoint included: every
+    // step's loss, the three epochs' validation, and figures over all 114 steps.
+    auto* dash = w.dashboard();
+    QCOMPARE(dash->lossChart()->stepCount(), size_t(114));
+    QCOMPARE(dash->lossChart()->validationGraph()->dataCount(), 3);
+    QCOMPARE(dash->headline()->figures().steps, int64_t(114));
+    QVERIFY2(dash->headline()->title()->text().contains(QStringLiteral("resumed after step 38")),
+             qPrintable(dash->headline()->title()->text()));
     auto store = ml::RunStore::open(db.toStdString());
     const auto detail = store.loadRun(*id);
     QCOMPARE(detail.summary.status, std::string("finished"));

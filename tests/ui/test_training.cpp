@@ -78,7 +78,10 @@ class TrainingTest : public QObject {
     // Stored in whole microseconds: the shares agree to a fraction of a percent.
     QVERIFY2(qAbs(b->allgatherShare() - ag / total) < 0.005,
              qPrintable(QStringLiteral("%1 against %2").arg(b->allgatherShare()).arg(ag / total)));
-    QVERIFY(in > 0);  // the rows each micro-batch gathers, timed on their own
+    // The rows each micro-batch gathers are timed on their own. The store keeps whole microseconds,
+    // and 16 rows of 2 features gather in less than half of one on a fast machine, so the stored sum
+    // may be 0: the chart's unrounded share is the one that must show the input.
+    QVERIFY2(b->inputShare() > 0, qPrintable(QString::number(b->inputShare())));
     QVERIFY(qAbs(b->inputShare() - in / total) < 0.005);
     QVERIFY(qAbs(b->computeShare() - (1 - (in + ag + ar + wait) / total)) < 0.005);
     QVERIFY(b->legend->hasItemWithPlottable(b->inputBars()));

@@ -6,6 +6,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QListWidget>
+#include <QMouseEvent>
 #include <QProgressBar>
 #include <QPushButton>
 #include <QRadioButton>
@@ -31,6 +32,20 @@ QColor experimentColor(int i) {
                              QColor(0xCC, 0x79, 0xA7), QColor(0xE6, 0x9F, 0x00)};
   return c[i % 5];
 }
+// An answer's text: clicking it chooses the answer, as a radio button's own text would.
+class ClickableLabel : public QLabel {
+  Q_OBJECT
+ public:
+  using QLabel::QLabel;
+ Q_SIGNALS:
+  void clicked();
+
+ protected:
+  void mouseReleaseEvent(QMouseEvent* e) override {
+    QLabel::mouseReleaseEvent(e);
+    if (rect().contains(e->position().toPoint())) Q_EMIT clicked();
+  }
+};
 }  // namespace
 
 LessonsPanel::LessonsPanel(std::function<QString()> storePath, QWidget* parent)
@@ -206,14 +221,27 @@ void LessonsPanel::showLesson() {
   }
   setup_->setText(tr("Project: %1 · experiments: %2").arg(q(l.project.name), exps.join(QStringLiteral("; "))));
   question_->setText(q(l.question.text));
-  for (auto* b : choices_->buttons()) {
-    choices_->removeButton(b);
-    delete b;
+  for (auto* b : choices_->buttons()) choices_->removeButton(b);
+  while (QLayoutItem* item = choicesLayout_->takeAt(0)) {
+    delete item->widget();
+    delete item;
   }
+  // A radio button beside a word-wrapped label: a radio button's own text never wraps, and a long
+  // answer (lesson 9's) made the page scroll sideways with its end cut.
   for (size_t i = 0; i < l.question.choices.size(); ++i) {
-    auto* b = new QRadioButton(q(l.question.choices[i]), choicesBox_);
+    auto* row = new QWidget(choicesBox_);
+    auto* h = new QHBoxLayout(row);
+    h->setContentsMargins(0, 0, 0, 0);
+    auto* b = new QRadioButton(row);
+    b->setAccessibleName(q(l.question.choices[i]));
+    auto* text = new ClickableLabel(q(l.question.choices[i]), row);
+    text->setObjectName(QStringLiteral("AnswerText"));
+    text->setWordWrap(true);
+    connect(text, &ClickableLabel::clicked, b, &QRadioButton::click);
+    h->addWidget(b, 0, Qt::AlignTop);
+    h->addWidget(text, 1);
     choices_->addButton(b, static_cast<int>(i));
-    choicesLayout_->addWidget(b);
+    choicesLayout_->addWidget(row);
   }
   choice_ = -1;
   status_->setText(tr("Choose an answer, then run the experiment to find out."));
@@ -221,6 +249,9 @@ void LessonsPanel::showLesson() {
   progress_->setValue(0);
   loss_->clearGraphs();
   loss_->legend->setVisible(false);
+  // An empty chart for a new lesson: the last lesson's step and loss ranges would say it had data.
+  loss_->xAxis->setRange(0, 1);
+  loss_->yAxis->setRange(0, 1);
   loss_->replot();
   diagram_->clear();
   verdict_->setVisible(false);
@@ -396,3 +427,5 @@ QString LessonsPanel::revealText() const { return reveal_->isVisible() ? reveal_
 QString LessonsPanel::verdictText() const { return verdict_->isVisible() ? verdict_->text() : QString(); }
 
 }  // namespace mlui
+
+#include "LessonsPanel.moc"

@@ -70,6 +70,7 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   statusRow->addWidget(run_);
   statusRow->addWidget(stop_);
   status_ = new QLabel(tr("Not run yet."), this);
+  status_->setWordWrap(true);  // a long status must not widen the page
   statusRow->addWidget(status_, 1);
   progress_ = new QProgressBar(this);
   progress_->setFixedWidth(220);
@@ -125,8 +126,8 @@ ScalingPanel::ScalingPanel(std::function<ml::Project()> project, std::shared_ptr
   v->addWidget(explanation_);
 
   table_ = new QTableWidget(0, 9, this);
-  table_->setHorizontalHeaderLabels({tr("devices"), tr("global batch"), tr("per replica"), tr("step (ms, median)"),
-                                     tr("samples/s"), tr("speed-up"), tr("efficiency"), tr("sync share"), tr("stored run")});
+  table_->setHorizontalHeaderLabels({tr("devices"), tr("global\nbatch"), tr("per\nreplica"), tr("step (ms,\nmedian)"),
+                                     tr("samples/s"), tr("speed-up"), tr("efficiency"), tr("sync\nshare"), tr("stored\nrun")});
   table_->verticalHeader()->setVisible(false);
   table_->setEditTriggers(QAbstractItemView::NoEditTriggers);
   table_->horizontalHeader()->setSectionResizeMode(QHeaderView::Stretch);
@@ -309,6 +310,7 @@ void ScalingPanel::rebuildCharts() {
   speedup_->yAxis->setRange(0, top);
   double etop = 110;
   for (double v : eff) etop = std::max(etop, v * 1.1);
+  etop *= 1.3;  // room above the bars for the legend, which covered the tallest ones
   efficiency_->yAxis->setRange(0, etop);
   speedup_->replot(QCustomPlot::rpQueuedReplot);
   efficiency_->replot(QCustomPlot::rpQueuedReplot);
@@ -316,18 +318,20 @@ void ScalingPanel::rebuildCharts() {
   table_->setRowCount(static_cast<int>(rows_.size()));
   for (int i = 0; i < static_cast<int>(rows_.size()); ++i) {
     const auto& r = rows_[static_cast<size_t>(i)];
-    const QStringList cells = {QString::fromStdString(r.devices),
-                               QString::number(r.globalBatch),
-                               QString::number(r.perReplicaBatch),
-                               QString::number(r.stepSeconds * 1e3, 'f', 2),
-                               QString::number(r.samplesPerSecond, 'f', 0),
-                               QStringLiteral("%1x").arg(r.speedup, 0, 'f', 2),
-                               pct(r.efficiency),
-                               QStringLiteral("%1%").arg(100 * r.syncShare, 0, 'f', 1),
-                               r.runId ? tr("run %1").arg(*r.runId) : tr("not stored")};
+    const QStringList cells = {
+        QString::fromStdString(r.devices),
+        QString::number(r.globalBatch),
+        QString::number(r.perReplicaBatch),
+        QString::number(r.stepSeconds * 1e3, 'f', 2),
+        QString::number(r.samplesPerSecond, 'f', 0),
+        QStringLiteral("%1x%2").arg(r.speedup, 0, 'f', 2).arg(r.note.empty() ? QString() : QStringLiteral(" *")),
+        pct(r.efficiency),
+        QStringLiteral("%1%").arg(100 * r.syncShare, 0, 'f', 1),
+        r.runId ? tr("run %1").arg(*r.runId) : tr("not stored")};
     for (int c = 0; c < cells.size(); ++c) {
       auto* item = new QTableWidgetItem(cells[c]);
       item->setTextAlignment(c == 0 ? Qt::AlignLeft | Qt::AlignVCenter : Qt::AlignRight | Qt::AlignVCenter);
+      if ((c == 5 || c == 6) && !r.note.empty()) item->setToolTip(QString::fromStdString(r.note));
       table_->setItem(i, c, item);
     }
   }

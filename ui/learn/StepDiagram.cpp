@@ -428,17 +428,22 @@ void StepDiagram::paintEvent(QPaintEvent*) {
   const double px = area.left() + t_ * pixelsPerSecond();
   p.setPen(QPen(accentColor(), 2));
   p.drawLine(QPointF(px, kBatchTop + kBatchH + 6), QPointF(px, axisY));
-  // Legend.
+  // Legend, on a second line where the lanes are too narrow for one (a 1024 px window cut it).
   double lx = area.left();
-  const double ly = axisY + 26;
+  double ly = axisY + 26;
   for (Phase ph : kOrder) {
+    const QString name = phaseName(ph);
+    const double w = 26 + p.fontMetrics().horizontalAdvance(name);
+    if (lx > area.left() && lx + w > area.right() + 10) {
+      lx = area.left();
+      ly += 20;
+    }
     p.setPen(Qt::NoPen);
     p.setBrush(phaseColor(ph));
     p.drawRect(QRectF(lx, ly + 3, 12, 12));
     p.setPen(text);
-    const QString name = phaseName(ph);
     p.drawText(QRectF(lx + 16, ly, 110, 18), Qt::AlignLeft | Qt::AlignVCenter, name);
-    lx += 26 + p.fontMetrics().horizontalAdvance(name);
+    lx += w;
   }
   // Caption.
   p.setPen(text);

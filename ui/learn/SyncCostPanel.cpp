@@ -66,6 +66,9 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   algo_->addItem(QStringLiteral("ring"), QStringLiteral("ring"));
   algo_->addItem(QStringLiteral("reduce-to-one"), QStringLiteral("reduce-to-one"));
   row->addWidget(algo_);
+  row->addStretch(1);
+  v->addLayout(row);
+  row = new QHBoxLayout;  // and the wire format on a row of its own: the three side by side were 820 px
   row->addWidget(new QLabel(tr("Gradients on the wire"), this));
   wire_ = new QComboBox(this);
   wire_->setObjectName(QStringLiteral("wireDtype"));
@@ -203,25 +206,12 @@ void SyncCostPanel::loadRun(int64_t runId) {
         const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
         m.profile = ml::profileFromSteps(steps, grad, "run " + std::to_string(runId));
         m.wire = ml::parseAllReduceDtype(project.distribute.allreduceDtype);
-        std::vector<double> times;
-        double ar = 0, wait = 0;
-        int64_t counted = 0;
-        for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) {
-          times.push_back(steps[i].stepTime);
-          for (const auto& r : steps[i].replicas) {
-            ar += r.phases.allreduce;
-            wait += r.phases.wait;
-            ++counted;
-          }
-        }
-        if (counted) {
-          m.allreducePerStep = ar / static_cast<double>(counted);
-          m.waitPerStep = wait / static_cast<double>(counted);
-        }
-        if (!times.empty()) {
-          std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2), times.end());
-          m.stepSeconds = times[times.size() / 2];
-        }
+        // The parts and the whole from the same steps and replicas (store/RunFigures.h): the whole
+        // was the median step against the parts' means, and a few slow steps made the parts larger.
+        ml::RunFigures figures;
+        for (size_t i = steps.size() > 1 ? 1 : 0; i < steps.size(); ++i) figures.addStep(steps[i]);
+        m.sync = figures.sync();
+        m.stepSeconds = m.sync.whole;
         m.host = ml::measureHostAllReduce(std::max(2, m.replicas), std::max<int64_t>(4, grad), 15);
         return m;
       },
@@ -293,13 +283,13 @@ void SyncCostPanel::recompute() {
                 .arg(m.runId)
                 .arg(q(ml::toString(m.wire)), q(ml::toString(wire)));
   if (m.replicas > 1)
-    text += tr("<br>In run %1 (%2 replicas), per step: all-reduce not hidden behind backward <b>%3</b>, waiting for the slowest "
-               "replica <b>%4</b>, whole step <b>%5</b> <i>(measured)</i>.")
+    text += tr("<br>In run %1 (%2 replicas), per replica and step: all-reduce not hidden behind backward <b>%3</b>, waiting "
+               "for the slowest replica <b>%4</b>, of a whole step of <b>%5</b> <i>(measured, means over the same steps)</i>.")
                 .arg(m.runId)
                 .arg(m.replicas)
-                .arg(ms(m.allreducePerStep))
-                .arg(ms(m.waitPerStep))
-                .arg(ms(m.stepSeconds));
+                .arg(ms(m.sync.allreduce))
+                .arg(ms(m.sync.wait))
+                .arg(ms(m.sync.whole));
   else
     text += tr("<br>Run %1 trained on one replica, so it never communicated; its step took <b>%2</b> <i>(measured)</i>.")
                 .arg(m.runId)

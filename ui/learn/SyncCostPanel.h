@@ -11,6 +11,7 @@
 
 #include "distribute/AllReduce.h"
 #include "learn/CostModel.h"
+#include "store/RunFigures.h"
 
 class QComboBox;
 class QCPGraph;
@@ -37,9 +38,8 @@ class SyncCostPanel : public QWidget {
     QString runName;
     int replicas = 1;
     ml::ComputeProfile profile;
-    double allreducePerStep = 0;  // exposed, mean over the replicas and steps (measured in the run)
-    double waitPerStep = 0;
-    double stepSeconds = 0;             // median step time of the run (measured)
+    ml::SyncCost sync;                  // per replica and step, means over the run's steps (measured)
+    double stepSeconds = 0;             // a replica's step, the same mean (sync.whole)
     ml::HostAllReduceMeasurement host;  // timed now on this machine
     int64_t globalBatch = 0;
     bool perDeviceBatch = false;

@@ -8,6 +8,7 @@
 #include "Error.h"
 #include "ProjectDocument.h"
 #include "data/Csv.h"
+#include "train/FitCheck.h"
 
 namespace mlui {
 
@@ -42,14 +43,12 @@ ml::Project csvProject(const QString& path) {
   p.data.standardize = true;
   p.data.validationSplit = 0.2;
   p.model.inputShape = {d.featureCount()};
-  const nlohmann::json out = classes ? nlohmann::json{{"units", numClasses}, {"activation", "softmax"}}
-                                     : nlohmann::json{{"units", 1}, {"activation", "linear"}};
-  p.model.layers = {{"Dense", "", {{"units", 64}, {"activation", "relu"}}}, {"Dense", "", out}};
-  if (!classes) {
-    p.training.loss = "mean_squared_error";
-    p.training.metrics = {"mae"};
-  }
-  return p;
+  p.model.layers = {{"Dense", "", {{"units", 64}, {"activation", "relu"}}}, {"Dense", "", {{"units", 1}}}};
+  // The last layer and the loss as Fit to data chooses them (train/FitCheck.h): one sigmoid output
+  // with binary_crossentropy for 0/1 labels, a softmax per class, or a linear output to regress.
+  ml::DataFacts facts{QFileInfo(path).fileName().toStdString(), {d.featureCount()}, classes ? numClasses : 0, 1};
+  if (classes && numClasses == 2) p.training.loss = "binary_crossentropy";
+  return ml::fitToData(p, facts);
 }
 
 }  // namespace mlui

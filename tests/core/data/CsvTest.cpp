@@ -69,8 +69,28 @@ TEST(Csv, NonNumericCellNamesRowAndColumn) {
   EXPECT_NE(msg.find("'width'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("abc"), std::string::npos) << msg;
 
+  EXPECT_NE(msg.find("'abc' is not a number. Fix the cell or remove the row"), std::string::npos) << msg;
+
+  // An empty cell says so (it read "'' is not a number").
   writeText(dir.file("e.csv"), "label,width\n1,\n");
-  EXPECT_NE(userErrorOf([&] { ml::readCsv(dir.file("e.csv"), "label", false, false); }).find("row 2"), std::string::npos);
+  EXPECT_EQ(userErrorOf([&] { ml::readCsv(dir.file("e.csv"), "label", false, false); }),
+            "CSV file '" + dir.file("e.csv") +
+                "', row 2, column 'width' is empty: fill it in (every cell needs a number) or "
+                "remove the row");
+}
+
+// A column of text (names, categories) is dropped, not fixed row by row.
+TEST(Csv, ATextColumnIsToBeDroppedNotFixedRowByRow) {
+  TempDir dir;
+  writeText(dir.file("t.csv"), "name,age,label\nAlice,31,1\nBob,45,0\nCarol,,1\n");
+  std::string msg = userErrorOf([&] { ml::readCsv(dir.file("t.csv"), "label", false, false); });
+  EXPECT_EQ(msg, "CSV file '" + dir.file("t.csv") +
+                     "', row 2, column 'name' holds text ('Alice' and 2 more): Mirrorlab reads numbers only. Drop the column "
+                     "'name' from the file, or turn its values into numbers");
+  writeText(dir.file("l.csv"), "x,species\n1.5,setosa\n2.5,virginica\n");
+  msg = userErrorOf([&] { ml::readCsv(dir.file("l.csv"), "species", true, false); });
+  EXPECT_NE(msg.find("is the label column and holds text ('setosa'): Mirrorlab needs class numbers 0, 1, 2"), std::string::npos)
+      << msg;
 }
 
 TEST(Csv, RaggedRowIsAnError) {

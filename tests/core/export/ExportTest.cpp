@@ -11,6 +11,8 @@
 #include "AtomicFile.h"
 #include "Error.h"
 #include "LearnTestUtil.h"
+#include "data/Csv.h"
+#include "data/Dataset.h"
 #include "export/ExportJob.h"
 #include "export/ModelExport.h"
 #include "learn/CodeGen.h"
@@ -204,6 +206,59 @@ TEST(OnnxExport, OneSampleAndAThousandThroughTheSameFile) {
     EXPECT_NE(c.output.find("samples=" + std::to_string(n) + " "), std::string::npos) << c.output;
     EXPECT_NE(c.output.find("'run_id': ''"), std::string::npos) << "no run: the key is there, empty: " << c.output;
     EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+  }
+}
+
+// A model trained on a standardized CSV takes the file's raw rows once exported: the training
+// set's standardization is the ONNX graph's first two nodes (it was missing, and the model was
+// unusable on raw data). Columns of very different scales, one of them constant.
+TEST(OnnxExport, AStandardizedCsvModelTakesRawRows) {
+  std::string why;
+  if (!pythonHas("onnx, numpy", &why)) GTEST_SKIP() << why;
+  TempDir dir("onnx-standardized");
+  std::string csv = "area,ratio,flag,label\n";
+  std::mt19937 gen(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int i = 0; i < 40; ++i)
+    csv += std::to_string(1500 + 400 * dist(gen)) + "," + std::to_string(0.02 + 0.005 * dist(gen)) + ",7," +
+           std::to_string(i % 2) + "\n";
+  writeFile(dir.path() / "houses.csv", csv);
+  ExportRequest r;
+  r.project.data.kind = "csv";
+  r.project.data.path = (dir.path() / "houses.csv").string();
+  r.project.data.standardize = true;
+  r.project.model.inputShape = {3};
+  r.project.model.layers = {layer("Dense", {{"units", 5}, {"activation", "tanh"}}),
+                            layer("Dense", {{"units", 1}, {"activation", "sigmoid"}})};
+  Sequential model(r.project.model);
+  model.initialize(3);
+  perturb(model, 4);
+  r.weights = (dir.path() / "w.mlw").string();
+  saveWeights(model, r.weights);
+  r.output = (dir.path() / "m.onnx").string();
+  runExport(r);
+  // Mirrorlab's outputs on the rows it trained on (standardized), the file's raw rows as input.
+  const DataSplit standardized = loadData(r.project.data);
+  ASSERT_TRUE(standardized.standardization);
+  StepContext ctx;
+  const float* y = model.forward(standardized.train.x.data(), standardized.train.size, ctx);
+  const Dataset raw = readCsv(r.project.data.path, "label", false, false);
+  writeFloats(dir.path() / "x.f32", raw.x);
+  writeFile(dir.path() / "x.f32.shape", "3");
+  writeFloats(dir.path() / "y.f32", std::vector<float>(y, y + raw.size));
+  const CommandResult c = runCommand(std::string(kPython) + " " + script("onnx_reference.py") + " " + r.output + " " +
+                                     (dir.path() / "x.f32").string() + " " + (dir.path() / "y.f32").string());
+  ASSERT_EQ(c.exitCode, 0) << c.output;
+  EXPECT_LE(maxAbsDiff(c.output), 1e-5) << c.output;
+  EXPECT_NE(c.output.find("the model standardizes them itself"), std::string::npos) << c.output;
+  // The CSV moved away: the export says what it needs instead of writing a model that needs
+  // standardized rows.
+  fs::remove(dir.path() / "houses.csv");
+  try {
+    runExport(r);
+    ADD_FAILURE() << "exported without the standardization";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("must hold that standardization"), std::string::npos) << e.what();
   }
 }
 

@@ -75,6 +75,10 @@ def run_node(node, v):
         return x[0] @ x[1]
     if op == "Add":
         return x[0] + x[1]
+    if op == "Sub":
+        return x[0] - x[1]
+    if op == "Mul":
+        return x[0] * x[1]
     if op == "Relu":
         return np.maximum(x[0], 0)
     if op == "Sigmoid":

@@ -169,10 +169,10 @@ TEST_F(WeightsFileTest, NewerFormatVersionIsRefused) {
   Sequential a(smallModel());
   saveWeights(a, path("w.mlw"));
   std::string bytes = readAll(path("w.mlw"));
-  bytes[8] = 2;
-  writeAll(path("v2.mlw"), bytes);
-  const std::string msg = loadError(a, path("v2.mlw"));
-  EXPECT_NE(msg.find("format version 2"), std::string::npos) << msg;
+  bytes[8] = static_cast<char>(kWeightsVersion + 1);
+  writeAll(path("newer.mlw"), bytes);
+  const std::string msg = loadError(a, path("newer.mlw"));
+  EXPECT_NE(msg.find("format version " + std::to_string(kWeightsVersion + 1)), std::string::npos) << msg;
 }
 
 TEST_F(WeightsFileTest, MissingFileAndUnwritableFolder) {

@@ -69,7 +69,7 @@ TEST(FieldWords, EveryKindOfMistakeNamesScreenFieldAndFile) {
       {"/training/optimizer/lr", 0.1, "'lr' in the file's training › optimizer section"},
       {"/name", 5, "Model screen › Project name (name at the top of the file)"},
       {"/training/checkpoint_every", "often",
-       "Checkpoint interval (checkpoint_every in the file's training section) is 'often': write a whole number"},
+       "Training screen › Checkpoint every (checkpoint_every in the file's training section) is 'often': write a whole number"},
   };
   // A dotted path (training.batch_size, model.layers[0]) outside the parentheses that explain it.
   const std::regex bareDotted(R"(\b(model|data|training|distribute)\.[a-z_]+)");
@@ -231,8 +231,8 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
       {"Fashion-MNIST folder", [] { ml::loadData(spec("fashion-mnist", [](D& d) { d.path = "/nonexistent"; })); },
        "Data screen › Folder / Training file", "(path in the file's data section) to the folder"},
       // project/: the one key the reader named bare.
-      {"checkpoint interval", [] { trainable([](json& j) { j["training"]["checkpoint_every"] = true; }); }, "Checkpoint interval",
-       "(checkpoint_every in the file's training section) must be a text"},
+      {"checkpoint interval", [] { trainable([](json& j) { j["training"]["checkpoint_every"] = true; }); },
+       "Training screen › Checkpoint every", "(checkpoint_every in the file's training section) must be a text"},
   };
   const std::regex bareDotted(R"(\b(model|data|training|distribute)\.[a-z_]+)");
   const std::regex camelKey(R"(\b[a-z]+[A-Z][A-Za-z]*\b)");  // validationSplit, labelColumn, trainImages

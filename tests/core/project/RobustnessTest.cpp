@@ -119,6 +119,19 @@ TEST(NumericRanges, IntegersMustBeWholeAndInRange) {
   j["training"]["batch_size"] = 1e300;
   EXPECT_MENTIONS(projectError(j), "Training screen › Batch size (batch_size in the file's training section) is out of range",
                   "1e+300");
+  // Beyond the field's type, the message gives the field's own range, not the type's.
+  for (const json& v : {json(1e20), json(int64_t{1} << 40), json(-(int64_t{1} << 40)), json(uint64_t{1} << 63)}) {
+    j = valid();
+    j["training"]["epochs"] = v;
+    const std::string m = projectError(j);
+    EXPECT_MENTIONS(m,
+                    "Training screen › Epochs (epochs in the file's training section) is out of range: must be at least 1 and "
+                    "at most 1000000, got");
+    EXPECT_EQ(m.find("2147483647"), std::string::npos) << m;
+  }
+  j = valid();
+  j["training"]["epochs"] = 1e20;
+  EXPECT_MENTIONS(projectError(j), "got 1e+20");
   j = valid();
   j["training"]["seed"] = -1;
   EXPECT_MENTIONS(projectError(j), "Training screen › Seed (seed in the file's training section)");

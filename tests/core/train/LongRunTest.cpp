@@ -141,17 +141,16 @@ TEST(Watchdog, AHangStopsTheRunWithAPlainDiagnosis) {
 
 // A replica whose compute takes 20x longer arrives at the all-reduce ~19 compute times late: the
 // warning names it, its device and the phase its extra time is in; the fast replicas' waiting
-// share shows it. (6x was too close to the watchdog's 5 ms noise floor: ~1.4 ms of compute here
-// made it ~8 ms late, and a faster CI machine's ~0.9 ms fell under the floor.)
+// share shows it. (StragglerTest.cpp checks the rule itself, with timings made by hand.)
 TEST(Watchdog, AStragglerIsNamedWithItsDeviceAndPhase) {
-  auto p = project("cpu:2", 256);  // a few ms of compute per step: lateness well above scheduling noise
-  p.training.epochs = 8;
+  auto p = project("cpu:2", 256);
+  p.training.epochs = 12;
   p.training.batchSize = 480;
   p.distribute.faults = {"slow:cpu:1=20x"};
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;
-  o.maxSteps = 10;
+  o.maxSteps = 22;  // the watchdog judges a window of 16 steps
   ml::Trainer t(p, data(960), hub, o);
   ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
   std::vector<ml::WatchdogWarning> warnings;
