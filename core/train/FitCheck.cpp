@@ -104,6 +104,8 @@ std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const 
 
 }  // namespace
 
+// Long: one message per misfit (input, loss, last layer for each kind of loss), each naming the
+// screen and the fix, tried in the order a user fixes them.
 FitCheck checkFit(const Project& p, const DataFacts& data) {
   FitCheck fc;
   std::optional<Sequential> m;
