@@ -265,7 +265,12 @@ void TrainingSession::poll() {
   }
   if (ch) {
     batch_.clear();
-    if (ch->drain(batch_) > 0) Q_EMIT eventsArrived(batch_);
+    if (ch->drain(batch_) > 0) {
+      // The run's events are here: it runs, even if the queued "running" from its thread is not
+      // delivered yet (a loaded machine can train many steps before the UI thread looks).
+      if (state_ == State::Preparing) setState(State::Running);
+      Q_EMIT eventsArrived(batch_);
+    }
   }
   if (!stuck.empty()) abandon(stuck);
 }
