@@ -154,9 +154,7 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         options.runId = [&rec]() -> std::optional<int64_t> {
           return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
         };
-        options.awaitRecorded = [&rec](int64_t step) {
-          if (rec) rec->waitForStep(step, std::chrono::seconds(10));
-        };
+        options.awaitRecorded = [&rec](int64_t step) { return !rec || rec->waitForStep(step, std::chrono::seconds(60)); };
         // An injected kill would take the studio with it: the run stops as failed instead, resumable.
         ml::Trainer* self = nullptr;
         options.onKill = [&self] {

@@ -373,8 +373,10 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   opts.runId = [&recordingPtr]() -> std::optional<int64_t> {
     return recordingPtr ? recordingPtr->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
   };
+  // Each step and checkpoint waits for the store (Trainer.h); a store that stays silent for a
+  // minute fails the checkpoint rather than leave one ahead of the stored steps.
   opts.awaitRecorded = [&recordingPtr](int64_t step) {
-    if (recordingPtr) recordingPtr->waitForStep(step, std::chrono::seconds(10));
+    return !recordingPtr || recordingPtr->waitForStep(step, std::chrono::seconds(60));
   };
   // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
   std::unique_ptr<ml::Trainer> trainer;

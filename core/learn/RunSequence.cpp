@@ -1,5 +1,6 @@
 #include "learn/RunSequence.h"
 
+#include <chrono>
 #include <memory>
 
 #include "store/Recorder.h"
@@ -20,6 +21,8 @@ RunSequence::Result RunSequence::run(Trainer& trainer, TelemetryHub& hub, const 
     RecorderOptions options;
     options.onFailure = [&trainer](const std::string& why) { trainer.abort(why); };  // nothing unrecorded goes on
     recorder = std::make_unique<Recorder>(storePath, recordCh, std::move(options));
+    // A failed write stops the run within one step (Trainer.h).
+    trainer.setAwaitRecorded([rec = recorder.get()](int64_t step) { return rec->waitForStep(step, std::chrono::seconds(60)); });
   }
   {
     std::lock_guard lock(mu_);
@@ -28,6 +31,7 @@ RunSequence::Result RunSequence::run(Trainer& trainer, TelemetryHub& hub, const 
   if (cancel_.load()) trainer.requestCancel();
   Result r;
   r.finished = trainer.run();
+  trainer.setAwaitRecorded({});  // the recorder goes below
   {
     std::lock_guard lock(mu_);
     trainer_ = nullptr;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "Error.h"
 #include "FieldNames.h"
@@ -255,6 +256,16 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   c.replicas = plan_.replicas;
   c.devices = project_.distribute.devices;
   c.at = at;
+  // The store first: a kill after this point finds every row the checkpoint covers (see awaitRecorded).
+  if (options_.awaitRecorded && !options_.awaitRecorded(at.step)) {
+    std::lock_guard lock(abortMu_);
+    if (!abortReason_.empty()) return;  // the run stops at the next step, with the store's reason
+    throw std::runtime_error("the run store has not confirmed the steps up to " + std::to_string(at.step) +
+                             ", so their checkpoint was not written (it would be ahead of the run's stored history)");
+  }
+  const FaultPlan& faults = strategy_->faults();
+  const bool killHere = faults.killStep == at.step;
+  if (killHere && faults.killPoint == FaultPlan::KillPoint::BeforeCheckpoint) killNow();
   const auto params = s.model(0).params();
   c.params.assign(params.begin(), params.end());
   for (const auto& slot : s.optimizerSlots(0)) c.optimizerSlots.emplace_back(slot.begin(), slot.end());
@@ -268,6 +279,7 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   ev.epoch = at.epoch;
   ev.path = checkpointFile(folder, at.step);
   ev.checksum = saveCheckpoint(c, ev.path);
+  if (killHere && faults.killPoint == FaultPlan::KillPoint::AfterCheckpoint) killNow();
   ev.bytes = static_cast<int64_t>(std::filesystem::file_size(ev.path, ec));
   // Keep the newest K: the names sort by step.
   std::vector<std::string> files;
@@ -281,10 +293,16 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   }
   ev.wallTime = wall();
   hub_.publish(ev);
-  if (options_.awaitRecorded) options_.awaitRecorded(at.step);
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::killNow() {
+  if (options_.onKill)
+    options_.onKill();
+  else
+    std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
+}
 
 double Trainer::wall() const { return static_cast<double>(steadyNs() - t0_ - pausedNs_) * 1e-9; }
 
@@ -513,6 +531,10 @@ RunFinished Trainer::run() {
         if (watchdog)
           if (auto warning = watchdog->afterStep(ev)) hub_.publish(*warning);
         hub_.publish(ev);
+        // The next step starts once the store holds this one: a write that fails stops the run
+        // with the step whose row failed (the recorder's abort), not a commit interval of steps
+        // later. It costs a small model a commit per step (bench/RESULTS.md).
+        if (options_.awaitRecorded) options_.awaitRecorded(step);
         // A sample per interval, and one at every epoch's end so that short runs show utilization too;
         // none while NVML's samples of the GPUs stand in for them.
         const bool epochEnd = i + 1 == spe || step == totalSteps;
@@ -531,12 +553,7 @@ RunFinished Trainer::run() {
           lastSample = t2;
         }
         if (tr.checkpointInSteps && step % every == 0 && step < totalSteps) writeCheckpoint(position(i + 1));
-        if (faults.killStep == step) {
-          if (options_.onKill)
-            options_.onKill();
-          else
-            std::raise(SIGKILL);  // as a power cut or kill -9 would: no cleanup, nothing flushed
-        }
+        if (faults.killStep == step && faults.killPoint == FaultPlan::KillPoint::AfterStep) killNow();
       }
       EpochEvent ep;
       ep.epoch = epoch;

@@ -65,9 +65,13 @@ struct TrainerOptions {
   // store (the recorder's; it may wait for the recorder to commit the run).
   std::string checkpointStore;
   std::function<std::optional<int64_t>()> runId;
-  // Called after each checkpoint with its step: returns once the store holds every step up to it
-  // (the recorder commits asynchronously), so a resume never leaves a hole in the curves.
-  std::function<void(int64_t step)> awaitRecorded;
+  // Returns once the store holds every event published so far (through `step`); false when it
+  // cannot say so (a failed write: the recorder aborts the run; or a timeout). Called after each
+  // step, so a store that fails stops the run within one step, and before each checkpoint is
+  // written, so that a checkpoint is never ahead of the stored steps: a process killed between
+  // the two writes resumes from an older checkpoint (and the store drops the rows after it),
+  // never with a hole in its history. A checkpoint the store cannot confirm is not written.
+  std::function<bool(int64_t step)> awaitRecorded;
   // Go on from this checkpoint (checked against the model, the run and the global batch: a
   // UserError says why it does not fit). The run keeps the checkpoint's run id.
   std::optional<Checkpoint> resume;
@@ -94,6 +98,8 @@ class Trainer {
   // Ends the run at the next step as failed with this reason (the recorder calls it, from its
   // thread, when the store cannot be written: a run nobody can record must not go on as if).
   void abort(const std::string& reason);
+  // Sets TrainerOptions::awaitRecorded for a recorder made after the trainer; before run().
+  void setAwaitRecorded(std::function<bool(int64_t step)> await) { options_.awaitRecorded = std::move(await); }
   void setPaused(bool paused);
   void resume() { setPaused(false); }
   bool paused() const { return paused_.load(); }
@@ -113,6 +119,7 @@ class Trainer {
   double wall() const;
   void restore(const Checkpoint& c);
   void writeCheckpoint(const TrainPosition& at);
+  void killNow();  // an injected kill (FaultPlan::killStep)
 
   Project project_;
   std::shared_ptr<const DataSplit> data_;

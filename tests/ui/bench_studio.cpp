@@ -50,9 +50,7 @@ static double headlessSamplesPerSec(const ml::Project& p, int64_t steps, const s
   ml::Recorder* rec = nullptr;
   o.checkpointStore = db;
   o.runId = [&rec]() -> std::optional<int64_t> { return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt; };
-  o.awaitRecorded = [&rec](int64_t step) {
-    if (rec) rec->waitForStep(step, std::chrono::seconds(10));
-  };
+  o.awaitRecorded = [&rec](int64_t step) { return !rec || rec->waitForStep(step, std::chrono::seconds(60)); };
   ml::Trainer t(p, data, hub, o);
   ml::Recorder recorder(db, hub.subscribe(1 << 18));
   rec = &recorder;
