@@ -86,6 +86,21 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
   return model.checksum();
 }
 
+// --report of a resumed run holds the whole run: the steps and epochs before the checkpoint come
+// from the store (this process trained only the rest).
+void prependStoredRows(const std::string& storePath, const ml::Checkpoint& from, std::vector<ml::EpochEvent>& epochs,
+                       std::vector<ml::StepEvent>& steps) {
+  auto store = ml::RunStore::open(storePath);
+  std::vector<ml::StepEvent> before;
+  for (auto& st : store.loadCurves(from.runId))
+    if (st.step <= from.at.step) before.push_back(std::move(st));
+  steps.insert(steps.begin(), before.begin(), before.end());
+  std::vector<ml::EpochEvent> earlier;
+  for (auto& e : store.loadRun(from.runId).epochs)
+    if (e.epoch < from.at.epoch) earlier.push_back(std::move(e));
+  epochs.insert(epochs.begin(), earlier.begin(), earlier.end());
+}
+
 // Runs one training to the end with progress on stdout; returns the finish event.
 // With several workers (silent: not worker 1, which alone prints and records) a signal means
 // mpirun is stopping the job (Ctrl-C, or a worker died): the waits between workers end at once
@@ -419,6 +434,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   }
   if (recording && recorded && !a.quiet && recording->runId())
     std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
+  if (!a.report.empty() && opts.resume) prependStoredRows(a.rec.storePath(), *opts.resume, epochs, steps);
   if (!a.report.empty()) {
     nlohmann::json r{{"status", ml::toString(fin.status)},
                      {"seconds", fin.seconds},
