@@ -1,5 +1,5 @@
-// Help menu contents that work offline: the README's user guide (built into the program) and the
-// keyboard shortcuts of every menu action.
+// Help menu contents that work offline: the user guide (the README, docs/ and bench/RESULTS.md,
+// built into the program, their links followed inside it) and the keyboard shortcuts of every menu action.
 #pragma once
 #include <QString>
 
@@ -8,7 +8,7 @@ class QMenuBar;
 
 namespace mlui {
 
-// The README as shipped in the resources, without the build/benchmark sections a user does not need.
+// The README as shipped in the resources, without its pictures (they live in the source tree).
 QString userGuideMarkdown();
 void showUserGuide(QWidget* parent);
 // Lists "Menu > Action — shortcut" for every action with a shortcut in the menu bar.

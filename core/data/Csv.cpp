@@ -84,9 +84,9 @@ std::string cellError(const std::string& path, std::string_view text, const std:
     if (column == labelIndex)
       return where + " is the label column and holds text (" + sample + "): Mirrorlab needs class numbers 0, 1, 2, ... " +
              "Replace each class name with its number in the file";
-    return where + " holds text (" + sample + " and " + std::to_string(words - 1) +
-           " more): Mirrorlab reads numbers only. Drop the column '" + clipText(header[column], 40) +
-           "' from the file, or turn its values into numbers";
+    const std::string others = words > 1 ? " and " + std::to_string(words - 1) + " more" : "";
+    return where + " holds text (" + sample + others + "): Mirrorlab reads numbers only. Drop the column '" +
+           clipText(header[column], 40) + "' from the file, or turn its values into numbers";
   }
   return where + ": " + sample + " is not a number. Fix the cell or remove the row";
 }

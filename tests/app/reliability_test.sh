@@ -183,7 +183,7 @@ expect 2 "has two columns named 'a' (columns 2 and 4)" "duplicate CSV header nam
 printf 'label,x\n1,ab\000cd\n' > "$T/nul.csv"
 csvproj "$T/nul.csv" > "$T/nul.json"
 out=$("$CLI" train "$T/nul.json" --no-record 2>&1); rc=$?
-expect 2 "'ab\\x00cd' is not a number" "a NUL byte in a CSV cell"
+expect 2 "holds text ('ab\\x00cd')" "a NUL byte in a CSV cell"
 sed 's/"epochs": 3/"epochs": 1e20/' "$T/sp.json" > "$T/e20.json"
 out=$("$CLI" train "$T/e20.json" --no-record 2>&1); rc=$?
 expect 2 "must be at least 1 and at most 1000000, got 1e+20" "epochs 1e20"

@@ -186,7 +186,7 @@ w('idx/label-200.bin', bytes([first]) + img + lbl, 'sample 58 has label 200, far
 
 # CSV: a header naming a column twice; a NUL inside a quoted cell is escaped, not the message's end.
 w('csv/duplicate-header.csv', 'label,a,b,a\n0,1,2,3\n1,4,5,6\n', "has two columns named 'a' (columns 2 and 4)")
-w('csv/nul-in-cell.csv', b'label,x\n1,ab\x00cd\n', "'ab\\x00cd' is not a number")
+w('csv/nul-in-cell.csv', b'label,x\n1,ab\x00cd\n', "holds text ('ab\\x00cd')")
 
 # Projects: a count beyond the field's type names the field's real range.
 w('project/epochs-1e20.json', proj(setk('training', 'epochs', 1e20)), 'must be at least 1 and at most 1000000, got 1e+20')

@@ -1,11 +1,15 @@
 // The main window opens on the example project with its model summary, and the dashboard can be
 // saved as a picture; its timeline and step breakdown draw the network phase of a multi-worker run
-// only when a step spent time on it.
+// only when a step spent time on it. The user guide follows its links into docs/ and back.
 #include <QLabel>
 #include <QListWidget>
+#include <QPushButton>
+#include <QTextBlock>
+#include <QTextBrowser>
 #include <QTableWidget>
 
 #include "DashboardView.h"
+#include "HelpDialogs.h"
 #include "MainWindow.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
@@ -117,6 +121,64 @@ class MainWindowTest : public QObject {
     QVERIFY(dash->phaseLegend()->text().contains(QStringLiteral("all-reduce")));
     QCOMPARE(breakdown->networkShare(), 0.0);
     QVERIFY(!breakdown->legend->hasItemWithPlottable(breakdown->networkBars()));
+  }
+
+  // Help › User Guide shows the README; a click on its link to the command-line reference opens that
+  // page of docs/ inside the guide, Back returns, and a link to a source file says where it lives.
+  void theUserGuideFollowsItsLinksIntoTheDocs() {
+    mlui::MainWindow w;
+    w.show();
+    mlui::showUserGuide(&w);
+    auto* d = w.findChild<QDialog*>(QStringLiteral("UserGuide"));
+    QVERIFY(d);
+    QVERIFY(QTest::qWaitForWindowExposed(d));
+    auto* text = d->findChild<QTextBrowser*>(QStringLiteral("guideText"));
+    auto* back = d->findChild<QPushButton*>(QStringLiteral("guideBack"));
+    QVERIFY(text && back);
+    QVERIFY(!back->isEnabled());
+    QFile readme(QStringLiteral(MIRRORLAB_SOURCE_DIR "/README.md"));
+    QVERIFY(readme.open(QIODevice::ReadOnly));
+    const QString firstLine = QString::fromUtf8(readme.readLine()).remove(QLatin1Char('#')).trimmed();
+    QVERIFY2(text->toPlainText().startsWith(firstLine), qPrintable(text->toPlainText().left(80)));
+    // Find the README's link to docs/CLI.md and click it where it is drawn.
+    QTextCursor link;
+    for (QTextBlock b = text->document()->begin(); b.isValid() && link.isNull(); b = b.next())
+      for (auto it = b.begin(); !it.atEnd(); ++it)
+        if (it.fragment().charFormat().anchorHref() == QLatin1String("docs/CLI.md")) {
+          link = QTextCursor(text->document());
+          link.setPosition(it.fragment().position() + 1);
+          break;
+        }
+    QVERIFY2(!link.isNull(), "the README links to docs/CLI.md");
+    text->setTextCursor(link);
+    text->ensureCursorVisible();
+    QTest::mouseClick(text->viewport(), Qt::LeftButton, {}, text->cursorRect(link).center());
+    QTRY_COMPARE(text->source().path(), QStringLiteral("/guide/docs/CLI.md"));
+    QFile cli(QStringLiteral(MIRRORLAB_SOURCE_DIR "/docs/CLI.md"));
+    QVERIFY(cli.open(QIODevice::ReadOnly));
+    const QString cliTitle = QString::fromUtf8(cli.readLine()).remove(QLatin1Char('#')).trimmed();
+    QVERIFY2(text->toPlainText().startsWith(cliTitle), qPrintable(text->toPlainText().left(80)));
+    QVERIFY(d->windowTitle().endsWith(QStringLiteral("docs/CLI.md")));
+    QVERIFY(back->isEnabled());
+    QTest::mouseClick(back, Qt::LeftButton);
+    QCOMPARE(text->source().path(), QStringLiteral("/guide/README.md"));
+    QVERIFY(text->toPlainText().startsWith(firstLine));
+    // Every page the README links to is in the guide (none falls back to "Not in this guide").
+    QStringList pages;
+    for (QTextBlock b = text->document()->begin(); b.isValid(); b = b.next())
+      for (auto it = b.begin(); !it.atEnd(); ++it) {
+        const QString href = it.fragment().charFormat().anchorHref();
+        if (href.endsWith(QLatin1String(".md")) && !href.contains(QLatin1Char(':'))) pages << href;
+      }
+    QVERIFY2(pages.size() >= 12, qPrintable(pages.join(QLatin1Char(' '))));
+    for (const QString& page : pages) {
+      text->setSource(QUrl(QStringLiteral("qrc:/guide/README.md")).resolved(QUrl(page)));
+      QVERIFY2(!text->toPlainText().startsWith(QStringLiteral("Not in this guide")), qPrintable(page));
+      text->backward();
+    }
+    text->setSource(QUrl(QStringLiteral("qrc:/guide/docs/CLI.md")).resolved(QUrl(QStringLiteral("../core/Format.h"))));
+    QVERIFY2(text->toPlainText().contains(QStringLiteral("core/Format.h")), qPrintable(text->toPlainText()));
+    d->close();
   }
 
   void dashboardSavesAPicture() {
