@@ -7,7 +7,7 @@ PKGS=(cmake ninja-build openbox g++ pkg-config qt6-base-dev qt6-base-dev-tools l
       libgtest-dev libbenchmark-dev nlohmann-json3-dev libcli11-dev dataset-fashion-mnist
       xvfb xauth x11-apps x11-utils imagemagick fonts-dejavu-core libqt6svg6 clang-format
       libonnx-dev libprotobuf-dev libhdf5-dev help2man desktop-file-utils appstream dpkg-dev man-db
-      openmpi-bin libopenmpi-dev libdnnl-dev)
+      openmpi-bin libopenmpi-dev libdnnl-dev iptables)
 EXTRA=("$@")
 missing=()
 for p in "${PKGS[@]}" "${EXTRA[@]}"; do

@@ -24,8 +24,9 @@ QString guidePage(const QUrl& url) {
   const QString path = QLatin1Char(':') + url.path();
   QFile f(path);
   if (!f.open(QIODevice::ReadOnly))
-    return QObject::tr("# Not in this guide\n\n`%1` is a file of Mirrorlab's source tree; the studio carries only "
-                       "the README, docs/ and bench/RESULTS.md. Read it in the source tree, or go **Back**.")
+    return QObject::tr(
+               "# Not in this guide\n\n`%1` is a file of Mirrorlab's source tree; the studio carries only "
+               "the README, docs/ and bench/RESULTS.md. Read it in the source tree, or go **Back**.")
         .arg(url.path().mid(QStringLiteral("/guide/").size()));
   QString md = QString::fromUtf8(f.readAll());
   // Images point into the source tree, which an installed studio does not have: leave them out.

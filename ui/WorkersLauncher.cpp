@@ -50,6 +50,26 @@ int64_t newestRun(const std::string& store) {
 
 }  // namespace
 
+ml::RunStarted startedFromStore(const ml::RunDetail& d) {
+  ml::RunStarted s;
+  s.runName = d.summary.name;
+  s.projectJson = d.projectJson;
+  s.configJson = d.configJson;
+  s.devices = d.deviceNames;
+  s.replicas = d.summary.replicas;
+  s.workers = d.workers;
+  s.hosts = d.hosts;
+  s.globalBatch = d.summary.globalBatch;
+  s.perReplicaBatch = d.perReplicaBatch;
+  s.baseLr = d.baseLr.value_or(0);
+  s.lr = d.summary.lr.value_or(0);
+  s.epochs = d.epochsPlanned;
+  s.stepsPerEpoch = d.stepsPerEpoch;
+  s.totalSteps = d.totalSteps;
+  s.description = d.description;
+  return s;
+}
+
 WorkersRun runWorkersFollowingStore(const std::string& cli, const ml::Project& project, const std::string& store,
                                     int64_t maxSteps, ml::TelemetryHub& hub, const std::atomic<bool>& cancel) {
   namespace fs = std::filesystem;
@@ -99,23 +119,7 @@ WorkersRun runWorkersFollowingStore(const std::string& cli, const ml::Project& p
     auto rs = ml::RunStore::open(store);
     const ml::RunDetail d = rs.loadRun(*out.runId);
     if (!started) {
-      ml::RunStarted s;
-      s.runName = d.summary.name;
-      s.projectJson = d.projectJson;
-      s.configJson = d.configJson;
-      s.devices = d.deviceNames;
-      s.replicas = d.summary.replicas;
-      s.workers = d.workers;
-      s.hosts = d.hosts;
-      s.globalBatch = d.summary.globalBatch;
-      s.perReplicaBatch = d.perReplicaBatch;
-      s.baseLr = d.baseLr.value_or(0);
-      s.lr = d.summary.lr.value_or(0);
-      s.epochs = d.epochsPlanned;
-      s.stepsPerEpoch = d.stepsPerEpoch;
-      s.totalSteps = d.totalSteps;
-      s.description = d.description;
-      hub.publish(s);
+      hub.publish(startedFromStore(d));
       started = true;
     }
     // Utilization per device over the steps of this look (compute time / step time), as the

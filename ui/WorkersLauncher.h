@@ -8,6 +8,7 @@
 #include <string>
 
 #include "project/Project.h"
+#include "store/RunStore.h"
 #include "telemetry/Channel.h"
 
 namespace mlui {
@@ -16,6 +17,10 @@ struct WorkersRun {
   ml::RunFinished finished;
   std::optional<int64_t> runId;
 };
+
+// The RunStarted a stored run began with, as the dashboard needs it (its devices named by host and
+// worker, its hosts, its plan), read back from the store.
+ml::RunStarted startedFromStore(const ml::RunDetail& d);
 
 // Runs `cli` (the mirrorlab-cli beside the studio) on the project, recording into `store`, and
 // publishes RunStarted, every StepEvent and EpochEvent, then RunFinished on `hub` as worker 1

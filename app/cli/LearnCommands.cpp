@@ -25,6 +25,7 @@
 #include "learn/CostModel.h"
 #include "learn/Lesson.h"
 #include "learn/LessonRunner.h"
+#include "learn/LinkCalibration.h"
 #include "learn/TraceExport.h"
 #include "nn/Sequential.h"
 #include "store/RunStore.h"
@@ -252,6 +253,17 @@ ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
                               std::to_string(steps.size()) + " steps of '" + project.name + "' on cpu:1");
 }
 
+// A preset by id, else a rate ("10gbit") as a link with the shipped calibration's overheads.
+ml::Link crossLinkFor(const std::string& text) {
+  for (const auto& l : ml::linkPresets())
+    if (l.id == text) return l;
+  try {
+    return ml::calibratedLink(ml::parseLinkRate(text), ml::shippedLinkCalibration());
+  } catch (const ml::UserError&) {
+    throw ml::UserError("--cross-link: '" + text + "' is neither ib-hdr, 100gbe, 10gbe nor a rate such as 10gbit or 500mbit");
+  }
+}
+
 int whatIf(LearnArgs& a) {
   ml::Project project;
   ml::ComputeProfile prof = profileFor(a, project);
@@ -275,12 +287,23 @@ int whatIf(LearnArgs& a) {
     o.link = ml::linkPreset(a.link);
   }
   o.workers = workers;
-  if (workers > 1) o.crossLink = ml::linkPreset(a.crossLink);
+  if (workers > 1) o.crossLink = crossLinkFor(a.crossLink);
+  o.crossBuckets = static_cast<int>((prof.gradientBytes + project.distribute.bucketBytes - 1) /
+                                    std::max<int64_t>(1, project.distribute.bucketBytes));
   const ml::WhatIfResult r = ml::predictScaling(prof, o);
   std::printf("What-if for '%s' (MODELLED, not measured)\n", project.name.c_str());
   if (workers > 1)
     std::printf("%d workers (machines), each with the device counts below, joined by %s (%.3g GB/s, %.3g us per message)\n",
                 workers, o.crossLink.name.c_str(), o.crossLink.bandwidth / 1e9, o.crossLink.latency * 1e6);
+  if (workers > 1 && o.crossLink.id.ends_with("mbit")) {
+    const auto& c = ml::shippedLinkCalibration();
+    char ceiling[64] = "no hosts' ceiling (none measured)";
+    if (c.hostBytesPerSecond > 0) std::snprintf(ceiling, sizeof ceiling, "hosts' ceiling %.3g GB/s", c.hostBytesPerSecond / 1e9);
+    std::printf(
+        "calibrated %s on %s: %.3g us per message, %.0f%% of the link's rate, %s; the latency term is that message "
+        "overhead (those links add no delay): on a network with a longer round trip it is larger\n",
+        c.date.c_str(), c.source.c_str(), c.messageSeconds * 1e6, c.linkFraction * 100, ceiling);
+  }
   std::printf("link: %s, %.3g GB/s, %.3g us per message; %s all-reduce of %.1f KiB of %s gradients\n", r.link.name.c_str(),
               r.link.bandwidth / 1e9, r.link.latency * 1e6, ml::toString(r.algo),
               static_cast<double>(prof.gradientBytes) / 1024.0, ml::toString(dtype));
@@ -350,8 +373,9 @@ void addLearnCommands(CLI::App& app, int& exitCode) {
                 "Workers (machines): --devices are then per worker and the all-reduce hierarchical, its cross-worker "
                 "ring over --cross-link (default: the stored run's workers, else 1)")
       ->check(CLI::Range(1, 4096));
-  w->add_option("--cross-link", a->crossLink, "Between the workers: ib-hdr | 100gbe | 10gbe (default 100gbe)")
-      ->check(CLI::IsMember({"ib-hdr", "100gbe", "10gbe"}));
+  w->add_option("--cross-link", a->crossLink,
+                "Between the workers: ib-hdr | 100gbe | 10gbe (nominal), or a rate such as 2.5gbit or 500mbit (Ethernet "
+                "with the measured overheads of the shipped calibration) (default 100gbe)");
   w->add_option("--devices", a->devices, "Device counts, e.g. 1,2,4,8");
   w->add_option("--algo", a->algo, "ring | reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
   w->add_option("--overlap", a->overlap, "Share of the all-reduce hidden behind backward, 0..1 (default 0)")

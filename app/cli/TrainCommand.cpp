@@ -1,10 +1,12 @@
 // `train` and `scale`: run the mirrored training loop with live terminal output.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include <sys/wait.h>
@@ -16,9 +18,11 @@
 #include "Commands.h"
 #include "Error.h"
 #include "FieldNames.h"
+#include "Mpirun.h"
 #include "Overrides.h"
 #include "Progress.h"
 #include "RunRecording.h"
+#include "WorkerHosts.h"
 #include "data/Dataset.h"
 #include "distribute/MpiWorkers.h"
 #include "export/WeightsNpz.h"
@@ -44,6 +48,7 @@ struct TrainArgs {
   std::optional<int64_t> resume;
   RecordingArgs rec;
   int workers = 0;            // --workers W: start W workers under mpirun
+  std::string hostfile;       // --hostfile: the hosts mpirun starts them on
   double workerTimeout = 30;  // --worker-timeout
   bool abortAfter = false;    // several workers: the run failed, some may still wait in a collective
 };
@@ -168,64 +173,6 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
   return fin;
 }
 
-// --workers W: this command again, as W workers under mpirun (as root, with Open MPI's consent).
-// --workers W: this command again as W workers under mpirun, as a child: mpirun started with
-// --enable-recovery exits 0 whatever its workers did, so worker 1 writes its exit status to a file
-// this process reads back (MIRRORLAB_WORKERS_STATUS).
-int relaunchUnderMpirun(int workers) {
-  const auto& argv = commandLine();
-  char statusPath[] = "/tmp/mirrorlab-workers-XXXXXX";
-  const int fd = mkstemp(statusPath);
-  if (fd < 0) throw ml::UserError("--workers: cannot create a temporary file in /tmp for the workers' exit status");
-  close(fd);
-  setenv("MIRRORLAB_WORKERS_STATUS", statusPath, 1);
-  // --enable-recovery: a worker that dies does not take the others down at once, so they name it
-  // (after --worker-timeout) and worker 1 records the run failed with that reason.
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers), "--enable-recovery", "-x",
-                                   "MIRRORLAB_WORKERS_STATUS",
-                                   // A worker's replicas are threads: not all bound to one core (Open MPI binds each process to a
-                                   // core when there are two or fewer).
-                                   "--bind-to", "none"};
-  // A slot per hardware thread; more workers than that only when asked for: oversubscribed, Open
-  // MPI yields the core in every wait, which made a 2.7 MB sum 2-5x slower here.
-  args.push_back(workers > static_cast<int>(std::thread::hardware_concurrency()) ? "--oversubscribe" : "--use-hwthread-cpus");
-  if (geteuid() == 0) args.push_back("--allow-run-as-root");
-  char exe[4096];
-  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  args.push_back(n > 0 ? std::string(exe, static_cast<size_t>(n)) : argv.at(0));
-  // --workers stays: under mpirun it is checked against the number of workers started.
-  for (size_t i = 1; i < argv.size(); ++i) args.push_back(argv[i]);
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
-  std::fflush(stdout);
-  std::fflush(stderr);
-  const pid_t child = fork();
-  if (child == 0) {
-    execvp("mpirun", cargs.data());
-    std::fprintf(stderr,
-                 "error: --workers %d starts the workers with mpirun, which was not found: install Open MPI "
-                 "(scripts/deps.sh installs openmpi-bin) or start them yourself with mpirun -np W mirrorlab-cli train ...\n",
-                 workers);
-    std::_Exit(127);
-  }
-  // Ctrl-C reaches mpirun and the workers (one process group): mpirun stops them; this one waits.
-  auto oldInt = std::signal(SIGINT, SIG_IGN);
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::signal(SIGINT, oldInt);
-  std::ifstream in(statusPath);
-  int rc = -1;
-  in >> rc;
-  std::remove(statusPath);
-  const int mpirunRc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-  if (mpirunRc == 127 && rc < 0) return 2;  // mpirun missing: said above
-  if (rc >= 0) return rc != 0 ? rc : mpirunRc;
-  std::fprintf(stderr, "error: worker 1 ended without an exit status (killed?); mpirun exited %d\n", mpirunRc);
-  return mpirunRc != 0 ? mpirunRc : 1;
-}
-
 // Worker 1 under --workers: its exit status, for the process that started mpirun.
 void reportWorkersStatus(int rc) {
   const char* path = std::getenv("MIRRORLAB_WORKERS_STATUS");
@@ -248,7 +195,7 @@ void agree(ml::WorkerGroup& group, const std::string& mine, const std::string& w
   const auto all = group.allGather(mine, what);
   std::string msg;
   for (size_t w = 0; w < all.size(); ++w)
-    if (!all[w].empty()) msg += (msg.empty() ? "" : "; ") + ml::workerName(static_cast<int>(w), group.size()) + ": " + all[w];
+    if (!all[w].empty()) msg += (msg.empty() ? "" : "; ") + workerOnHost(group, static_cast<int>(w)) + ": " + all[w];
   if (!msg.empty()) throw AgreedError(msg);
 }
 
@@ -273,16 +220,28 @@ int train(TrainArgs& a) {
       want = 1;  // trainOne reports the project's error
     }
   }
-  if (want > 1 && !underMpi) return relaunchUnderMpirun(want);
+  // A resumed run goes on with the workers it had: this command again under mpirun.
+  if (want == 0 && a.resume && !underMpi) {
+    try {
+      want = ml::RunStore::open(a.rec.storePath()).loadRun(*a.resume).workers;
+    } catch (const ml::UserError&) {
+      want = 1;  // trainOne reports the store's or the run's error
+    }
+  }
+  if (want > 1 && !underMpi)
+    return relaunchUnderMpirun(want, {a.hostfile, a.workerTimeout, a.rec.noRecord ? std::string() : a.rec.storePath(), a.resume});
   if (!underMpi) return trainOne(a, nullptr);
   std::unique_ptr<ml::MpiWorkers> group;
   try {
     group = ml::startMpiWorkers(a.workerTimeout);
-  } catch (const ml::UserError&) {
-    // Every worker fails alike here (no MPI to agree through): the first prints it.
+  } catch (const ml::UserError& e) {
+    // Every worker fails alike here (no MPI to agree through): the first prints it, and tells
+    // --workers, which reads its status.
     const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
     if (rank && std::string(rank) != "0") return 2;
-    throw;
+    std::fprintf(stderr, "error: %s\n", e.what());
+    reportWorkersStatus(2);
+    return 2;
   }
   if (a.workers > 1 && group->size() != a.workers)
     throw ml::UserError("--workers " + std::to_string(a.workers) + " but mpirun started " + std::to_string(group->size()) +
@@ -305,7 +264,7 @@ int train(TrainArgs& a) {
     return 2;
   } catch (const std::exception& e) {
     // This worker alone: say which, then stop the others (they may be waiting for it).
-    std::fprintf(stderr, "error: %s%s\n", lead ? "" : (ml::workerName(group->rank(), group->size()) + ": ").c_str(), e.what());
+    std::fprintf(stderr, "error: %s%s\n", lead ? "" : (workerOnHost(*group, group->rank()) + ": ").c_str(), e.what());
     rc = dynamic_cast<const ml::UserError*>(&e) && !dynamic_cast<const ml::WorkerLost*>(&e) ? 2 : 1;
     if (lead) reportWorkersStatus(rc);
     if (!lead) std::this_thread::sleep_for(std::chrono::seconds(5));  // worker 1 records first
@@ -335,13 +294,26 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     a.saveInitialWeights.clear();
     a.report.clear();
   }
-  if (group && a.resume) throw ml::UserError("resuming a run across workers is not built yet: resume it without mpirun");
   if (a.resume) {
     if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
-    if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
     refuseTrainingOverrides(a.o);
-    auto store = ml::RunStore::open(a.rec.storePath());
-    ml::ResumeSource src = ml::findResume(store, *a.resume);
+    // Worker 1 (or the one process) finds the run; several workers receive it from worker 1.
+    auto find = [&a] {
+      if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
+      auto store = ml::RunStore::open(a.rec.storePath());
+      return ml::findResume(store, *a.resume);
+    };
+    ml::ResumeSource src;
+    if (group) {
+      try {
+        src = resumeAcrossWorkers(*group, find);
+      } catch (const ml::UserError& e) {
+        throw AgreedError(e.what());
+      }
+    } else {
+      src = find();
+      src.project.distribute.workers = 1;  // a run of several workers resumed in one process (--workers 1)
+    }
     p = src.project;
     source = "run " + std::to_string(*a.resume);
     opts.resume = std::move(src.checkpoint);
@@ -361,16 +333,12 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   }
   if (group) {
     agree(*group, loadError, "the start-up check of the project and data");
-    // Every worker must train the same project on the same data: compare what each loaded.
-    const std::string mine = "devices " + p.distribute.devices + ", " + std::to_string(data->train.size) +
-                             " training samples, project fingerprint " +
-                             std::to_string(std::hash<std::string>{}(p.toJson().dump()));
-    const auto all = group->allGather(mine, "the comparison of the workers' projects");
-    for (size_t w = 1; w < all.size(); ++w)
-      if (all[w] != all[0])
-        throw AgreedError("the workers do not train the same thing: " + ml::workerName(0, group->size()) + " has " + all[0] +
-                          ", " + ml::workerName(static_cast<int>(w), group->size()) + " has " + all[w] +
-                          ": run the same command with the same project and data on every worker");
+    // Every worker must run the same Mirrorlab and train the same project on the same data.
+    try {
+      checkWorkersAgree(*group, p, static_cast<int64_t>(data->train.size), a.project);
+    } catch (const ml::UserError& e) {
+      throw AgreedError(e.what());
+    }
     const int asked = a.workers > 0 ? a.workers : p.distribute.workers;
     if (asked > 1 && asked != group->size())
       throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
@@ -383,7 +351,7 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   ml::TelemetryHub hub;
   opts.maxSteps = a.steps.value_or(0);
   opts.runName = a.name;
-  opts.checkpointStore = a.rec.storePath();
+  opts.checkpointStore = lead ? a.rec.storePath() : std::string();  // worker 1 records, and checkpoints
   RunRecording* recordingPtr = nullptr;
   opts.runId = [&recordingPtr]() -> std::optional<int64_t> {
     return recordingPtr ? recordingPtr->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
@@ -574,6 +542,9 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
                 "Train as W workers (processes) under mpirun, each with the devices of --devices as its local replicas: "
                 "one run of W x N replicas (same as mpirun -np W mirrorlab-cli train ...)")
       ->check(CLI::Range(1, 1024));
+  c->add_option("--hostfile", a->hostfile,
+                "With --workers: the hosts to start the workers on (Open MPI's hostfile: `node1 slots=1` a line); each is "
+                "checked first (reachable with ssh or OMPI_MCA_plm_rsh_agent, the same Mirrorlab)");
   c->add_option("--worker-timeout", a->workerTimeout,
                 "Several workers: seconds a worker waits for the others in a collective before it names the one that did not "
                 "come and stops the run")

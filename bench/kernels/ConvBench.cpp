@@ -14,8 +14,10 @@
 
 #include <cstdlib>
 #include <memory>
+#include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "distribute/MirroredStrategy.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/Conv2D.h"
 #include "nn/OneDnnConv.h"
@@ -207,6 +209,66 @@ void BM_Conv2DOneDnn(benchmark::State& st) {
   ompThreads(1);
 }
 
+// One whole mirrored step of projects/fashion-cnn.json (Conv2D 32 -> MaxPool -> Conv2D 64 -> MaxPool
+// -> Dense 128 -> Dense 10, Adam) on random 28x28x1 images at the global batch of 64, as the CLI
+// trains it: args devices, threads per device, precision (0 float32, 1 mixed_bfloat16). GFLOP/s
+// counts forward and both gradients (the first convolution's input gradient left out), as
+// bench/e2e/compare.sh does; with --benchmark_counters_tabular the step's phases show beside it.
+void BM_CnnStep(benchmark::State& st) {
+  static const ml::Dataset data = [] {
+    ml::Dataset d;
+    d.sampleShape = {28, 28, 1};
+    d.size = 2048;
+    d.numClasses = 10;
+    d.x.resize(static_cast<size_t>(d.size * 784));
+    ml::Rng r(1);
+    for (auto& v : d.x) v = static_cast<float>(r.uniform());
+    for (int64_t i = 0; i < d.size; ++i) d.y.push_back(static_cast<float>(i % 10));
+    return d;
+  }();
+  ml::ModelSpec m;
+  m.inputShape = {28, 28, 1};
+  m.layers = {{"Conv2D", "", {{"filters", 32}, {"kernel_size", 3}, {"activation", "relu"}}},
+              {"MaxPooling2D", "", {{"pool_size", 2}}},
+              {"Conv2D", "", {{"filters", 64}, {"kernel_size", 3}, {"activation", "relu"}}},
+              {"MaxPooling2D", "", {{"pool_size", 2}}},
+              {"Flatten", "", nlohmann::json::object()},
+              {"Dense", "", {{"units", 128}, {"activation", "relu"}}},
+              {"Dense", "", {{"units", 10}, {"activation", "softmax"}}}};
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices("cpu:" + std::to_string(st.range(0)));
+  so.threadsPerDevice = static_cast<int>(st.range(1));
+  so.precision = st.range(2) ? ml::Precision::MixedBfloat16 : ml::Precision::Float32;
+  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             ml::OptimizerSpec{}, so);
+  strat.initialize(1);
+  constexpr int64_t B = 64;
+  std::vector<int64_t> idx(static_cast<size_t>(B));
+  int64_t off = 0;
+  uint64_t step = 0;
+  ml::PhaseTimes sum;
+  for (auto _ : st) {
+    std::iota(idx.begin(), idx.end(), off);
+    off = (off + B) % (data.size - B);
+    const auto r = strat.trainStep(data, idx, 1, 0.001f, ++step);
+    const auto& p = r.replicas.front().phases;
+    sum.input += p.input;
+    sum.forward += p.forward;
+    sum.backward += p.backward;
+    sum.allreduce += p.allreduce + p.wait;
+    sum.optimizer += p.optimizer;
+  }
+  const double macs = 26 * 26 * 9 * 32 + 11 * 11 * 9 * 32 * 64 + 1600 * 128 + 128 * 10;
+  st.counters["GFLOP/s"] =
+      benchmark::Counter((6 * macs - 2 * 26 * 26 * 9 * 32) * B, benchmark::Counter::kIsIterationInvariantRate);
+  const double k = st.iterations() > 0 ? 1e3 / static_cast<double>(st.iterations()) : 0;
+  st.counters["in_ms"] = sum.input * k;
+  st.counters["fwd_ms"] = sum.forward * k;
+  st.counters["bwd_ms"] = sum.backward * k;
+  st.counters["sync_ms"] = sum.allreduce * k;
+  st.counters["opt_ms"] = sum.optimizer * k;
+}
+
 void args(benchmark::internal::Benchmark* b) {
   for (int layer : {0, 1})
     for (int threads : {1, 2})
@@ -218,4 +280,11 @@ void args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_Conv2DIm2col)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Conv2DOneDnn)->Apply(args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Conv2DMixedBf16)->ArgsProduct({{0, 1}, {0, 1}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CnnStep)
+    ->ArgNames({"devices", "threads", "bf16"})
+    ->ArgsProduct({{1}, {1, 2}, {0, 1}})
+    ->ArgsProduct({{2}, {1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MinTime(1.0);
 BENCHMARK_MAIN();

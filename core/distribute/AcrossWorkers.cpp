@@ -35,7 +35,7 @@ void MirroredStrategy::refuseAcrossWorkers() const {
                       "in one process use ring or reduce-to-one");
     return;
   }
-  const std::string who = workerName(worker_, workerCount_) + ": ";
+  const std::string who = workerOnHost(*workers_, worker_) + ": ";
   const bool device = caps_.collectives != nullptr;  // their own collectives cross the workers (DeviceCollectives)
   if (device && algo == "mpi")
     throw UserError(who + "all-reduce 'mpi' sums in host memory; GPUs across workers all-reduce with NCCL: " +
@@ -175,7 +175,7 @@ void MirroredStrategy::throwFailure(const std::string& localFailure, const std::
   for (size_t w = 0; w < messages.size(); ++w)
     if (!messages[w].empty())
       throw UserError(w == static_cast<size_t>(worker_) ? messages[w]
-                                                        : workerName(static_cast<int>(w), workerCount_) + ": " + messages[w]);
+                                                        : workerOnHost(*workers_, static_cast<int>(w)) + ": " + messages[w]);
   throw UserError("a worker failed in " + what);
 }
 

@@ -32,6 +32,7 @@ struct Api {
   mlmpi_interrupt_fn interrupt = nullptr;
   mlmpi_abort_fn abort = nullptr;
   mlmpi_finalize_fn finalize = nullptr;
+  mlmpi_waiting_seconds_fn waiting = nullptr;
 };
 
 class PluginWorkers : public MpiWorkers {
@@ -70,6 +71,7 @@ class PluginWorkers : public MpiWorkers {
   }
   void setProgress(int64_t step, const char* phase) override { api_.progress(step, phase); }
   void interrupt(const std::string& reason) override { api_.interrupt(reason.c_str()); }
+  double waitingSeconds() const override { return api_.waiting(); }
   void finish() override {
     if (finished_) return;
     finished_ = true;
@@ -161,6 +163,7 @@ std::unique_ptr<MpiWorkers> startMpiWorkers(double timeoutSeconds) {
   resolve(api.interrupt, "mlmpi_interrupt");
   resolve(api.abort, "mlmpi_abort");
   resolve(api.finalize, "mlmpi_finalize");
+  resolve(api.waiting, "mlmpi_waiting_seconds");
   if (!missing.empty())
     throw UserError("the MPI plugin " + path + " lacks " + missing + ": install the plugin of the same build");
   char err[1024] = {};

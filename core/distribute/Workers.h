@@ -47,9 +47,22 @@ class WorkerGroup {
   virtual void setProgress(int64_t /*step*/, const char* /*phase*/) {}
   // Makes a waiting call throw WorkerLost(reason) at once (SIGTERM from mpirun, a cancelled run).
   virtual void interrupt(const std::string& reason) = 0;
+  // How long this worker has been waiting in a collective call for the others (0: in none). The
+  // watchdog leaves such a wait to the group, which names the worker that did not come.
+  virtual double waitingSeconds() const { return 0; }
 };
 
 // "worker 2 of 3" (1-based, as people count).
 inline std::string workerName(int rank, int size) { return "worker " + std::to_string(rank + 1) + " of " + std::to_string(size); }
+
+// "worker 2 of 3 on host node2": what a message about one worker says, so the fault is looked for
+// on the right machine.
+inline std::string workerOnHost(const WorkerGroup& group, int rank) {
+  const auto hosts = group.hosts();
+  std::string name = workerName(rank, group.size());
+  if (rank >= 0 && static_cast<size_t>(rank) < hosts.size() && !hosts[static_cast<size_t>(rank)].empty())
+    name += " on host " + hosts[static_cast<size_t>(rank)];
+  return name;
+}
 
 }  // namespace ml

@@ -182,7 +182,8 @@ WhatIfResult predictScaling(const ComputeProfile& profile, const WhatIfOptions& 
     const double bytes = static_cast<double>(profile.gradientBytes);
     r.allreduceSeconds = estimateAllReduce(o.algo, local, bytes, o.link).seconds;
     if (W > 1) {
-      r.crossSeconds = estimateAllReduce(CollectiveAlgo::Ring, W, bytes, o.crossLink).seconds;
+      const auto cross = estimateAllReduce(CollectiveAlgo::Ring, W, bytes, o.crossLink);
+      r.crossSeconds = cross.transferSeconds + cross.latencySeconds * std::max(1, o.crossBuckets);
       r.allreduceSeconds += r.crossSeconds;
     }
     const double hidden = std::min(res.overlap * r.allreduceSeconds, shard * profile.backwardPerSample);
@@ -202,8 +203,8 @@ WhatIfResult predictScaling(const ComputeProfile& profile, const WhatIfOptions& 
   s << "Modelled, not measured: compute per sample from " << profile.source << ", " << toString(o.algo) << " all-reduce of "
     << profile.gradientBytes << " bytes over " << o.link.name;
   if (W > 1)
-    s << " on each of " << W << " workers, then a ring across the workers over " << o.crossLink.name
-      << " (hierarchical; device counts are per worker)";
+    s << " on each of " << W << " workers, then a ring across the workers over " << o.crossLink.name << " in "
+      << std::max(1, o.crossBuckets) << " bucket(s) (hierarchical; device counts are per worker)";
   s << " (alpha-beta model), " << (o.perDeviceBatch ? "per-device batch " : "global batch ") << o.batch << ", "
     << static_cast<int>(std::lround(res.overlap * 100)) << "% of the all-reduce hidden behind backward.";
   res.assumptions = s.str();

@@ -98,6 +98,8 @@ struct WhatIfOptions {
   // the workers over `crossLink` (the network between machines).
   int workers = 1;
   Link crossLink;
+  // The buckets the gradients cross in (distribute.bucket_bytes): each pays the ring's messages.
+  int crossBuckets = 1;
 };
 
 struct WhatIfRow {

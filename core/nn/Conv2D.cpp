@@ -11,8 +11,10 @@
 #include "Error.h"
 #include "Limits.h"
 #include "nn/Bf16Gemm.h"
+#include "nn/ConvPool.h"
 #include "nn/Initializers.h"
 #include "nn/OneDnnConv.h"
+#include "nn/Pooling.h"
 #include "nn/ThreadTeam.h"
 #include "tensor/Finite.h"
 
@@ -149,8 +151,86 @@ void forColumns(ThreadTeam* team, int64_t columns, const std::function<void(int6
 }
 }  // namespace
 
+bool Conv2D::fusePoolAbove(Pool2D* pool) {
+  const bool fits =
+      pool && pool->isMax() && act_ == Act::Relu && convpool::fits({g_, win_, pool->geometry(), pool->window(), filters_});
+  pool_ = fits ? pool : nullptr;
+  return fits;
+}
+
+// Fused with the pooling above: this layer's forward only keeps its input; the pooling's forward
+// computes both layers here. On a team each thread takes its own samples. mixed_bfloat16: the
+// input and kernel rounded first (the products of bfloat16 values are exact in float32).
+void Conv2D::forwardPooled(float* pooled, int32_t* argmax, int64_t n) {
+  const convpool::Shapes s{g_, win_, pool_->geometry(), pool_->window(), filters_};
+  const int64_t in = inFeatures(), out = pool_->outFeatures();
+  const bool bf = precision_ == Precision::MixedBfloat16;
+  const float* x = fusedX_;
+  const float* w = w_;
+  if (bf) {
+    wq_.resize(static_cast<size_t>(kernelSize()));
+    roundCopy(precision_, w_, wq_.data(), wq_.size());
+    w = wq_.data();
+    xr_.resize(static_cast<size_t>(n * in));
+  }
+  forRows(anyTeam(), n, [&](int64_t lo, int64_t hi) {
+    const float* xs = x + lo * in;
+    if (bf) {
+      roundCopy(precision_, xs, xr_.data() + lo * in, static_cast<size_t>((hi - lo) * in));
+      xs = xr_.data() + lo * in;
+    }
+    convpool::forward(s, hi - lo, xs, w, useBias_ ? b_ : nullptr, pooled + lo * out, argmax + lo * out, bf);
+  });
+}
+
+// Fused with the pooling above: the kernel and bias gradients from the pooling's gradient, its
+// output and argmax, by parts of the samples (one per team thread) added in part order, as
+// backwardOneDnn adds them; mixed_bfloat16 rounds the summed gradients once, as its other paths.
+void Conv2D::backwardPooled(const float* x, int64_t n) {
+  const convpool::Shapes s{g_, win_, pool_->geometry(), pool_->window(), filters_};
+  const int64_t K = kernelSize(), F = filters_, in = inFeatures(), out = pool_->outFeatures();
+  const bool bf = precision_ == Precision::MixedBfloat16;
+  ThreadTeam* team = anyTeam();
+  const int parts = team && n >= team->size() ? team->size() : 1;
+  dwParts_.assign(static_cast<size_t>(parts * K), 0.0f);
+  dbParts_.assign(static_cast<size_t>(parts * F), 0.0f);
+  const float* xs = bf ? xr_.data() : x;
+  const float *g = pool_->pendingGradient(), *pooled = pool_->pendingOutput();
+  const int32_t* argmax = pool_->argmax().data();
+  auto part = [&](int t) {
+    const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
+    convpool::backward(s, hi - lo, xs + lo * in, pooled + lo * out, argmax + lo * out, g + lo * out, dwParts_.data() + t * K,
+                       useBias_ ? dbParts_.data() + t * F : nullptr);
+  };
+  if (parts > 1)
+    team->run(parts, part);
+  else
+    part(0);
+  float *dw = dw_, *db = db_;
+  if (bf) {
+    dwq_.assign(static_cast<size_t>(K), 0.0f);
+    dbq_.assign(static_cast<size_t>(F), 0.0f);
+    dw = dwq_.data();
+    db = dbq_.data();
+  }
+  for (int t = 0; t < parts; ++t) {
+    const float* dwp = dwParts_.data() + t * K;
+    for (int64_t i = 0; i < K; ++i) dw[i] += dwp[i];
+    if (useBias_)
+      for (int64_t f = 0; f < F; ++f) db[f] += dbParts_[static_cast<size_t>(t * F + f)];
+  }
+  if (!bf) return;
+  bf16::addRounded(dwq_.data(), dw_, dwq_.size());
+  if (useBias_)
+    for (int64_t f = 0; f < F; ++f) db_[f] += roundOne(precision_, dbq_[static_cast<size_t>(f)]);
+}
+
 // x (n, h, w, c) -> y (n, oh, ow, filters)
 void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
+  if (poolFused()) {
+    fusedX_ = x;  // the pooling's forward computes both layers (forwardPooled)
+    return;
+  }
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   const bool low = precision_ != Precision::Float32, bf = precision_ == Precision::MixedBfloat16;
   ThreadTeam* team = floatTeam(precision_);
@@ -195,11 +275,13 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
 
 // dy (n, oh, ow, filters) -> dz (in place); dW += cols^T dz, db += sum dz, dx = col2im(dz W^T)
 void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
+  if (poolFused()) return backwardPooled(x, n);
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);
   ThreadTeam* team = floatTeam(precision_);
   const bool bfDnn = precision_ == Precision::MixedBfloat16 && dnnconv::availableBf16(g_, win_, F);
-  forRows(bfDnn ? anyTeam() : team, n * pos,
-          [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * F, dy + lo * F, dy + lo * F, hi - lo, F); });
+  if (!maskedBy_)
+    forRows(bfDnn ? anyTeam() : team, n * pos,
+            [&](int64_t lo, int64_t hi) { activationBackward(act_, y + lo * F, dy + lo * F, dy + lo * F, hi - lo, F); });
   if (precision_ == Precision::Float32 && dnnconv::available(g_, win_, F)) return backwardOneDnn(x, dy, dx, n, team);
   if (bfDnn) return backwardOneDnnBf16(x, dy, dx, n, anyTeam());
   // Low precision: dz rounded, the kernel and bias gradients summed over the chunks into scratch,
@@ -299,9 +381,11 @@ void Conv2D::backwardChunkOnTeam(ThreadTeam& team, const float* dz, int64_t rows
 // one thread), then the activation by rows.
 void Conv2D::forwardOneDnn(const float* x, float* y, int64_t n, ThreadTeam* team) {
   const int64_t F = filters_, pos = g_.oh * g_.ow;
+  const bool relu = act_ == Act::Relu;  // a post-op of the convolution: no pass of its own over y
   forRows(team, n, [&](int64_t lo, int64_t hi) {
-    dnnconv::forward(g_, win_, F, hi - lo, x + lo * inFeatures(), w_, useBias_ ? b_ : nullptr, y + lo * pos * F);
+    dnnconv::forward(g_, win_, F, hi - lo, x + lo * inFeatures(), w_, useBias_ ? b_ : nullptr, y + lo * pos * F, relu);
   });
+  if (relu || act_ == Act::Linear) return;
   forRows(team, n * pos, [&](int64_t lo, int64_t hi) { activationForward(act_, y + lo * F, hi - lo, F); });
 }
 
@@ -311,6 +395,7 @@ void Conv2D::forwardOneDnn(const float* x, float* y, int64_t n, ThreadTeam* team
 // run to run for a given number of threads.
 void Conv2D::backwardOneDnn(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team) {
   const int64_t K = kernelSize(), F = filters_, pos = g_.oh * g_.ow;
+  const bool poolBias = biasFromPool();
   const int parts = team && n >= team->size() ? team->size() : 1;
   dwParts_.resize(static_cast<size_t>(parts * K));
   dbParts_.resize(static_cast<size_t>(parts * F));
@@ -323,7 +408,8 @@ void Conv2D::backwardOneDnn(const float* x, const float* dz, float* dx, int64_t 
       std::fill(db, db + F, 0.0f);
       return;
     }
-    dnnconv::backwardWeights(g_, win_, F, hi - lo, x + lo * inFeatures(), dz + lo * pos * F, dw, useBias_ ? db : nullptr);
+    dnnconv::backwardWeights(g_, win_, F, hi - lo, x + lo * inFeatures(), dz + lo * pos * F, dw,
+                             useBias_ && !poolBias ? db : nullptr);
     if (dx) dnnconv::backwardData(g_, win_, F, hi - lo, dz + lo * pos * F, w_, dx + lo * inFeatures());
   };
   if (parts > 1)
@@ -333,9 +419,24 @@ void Conv2D::backwardOneDnn(const float* x, const float* dz, float* dx, int64_t 
   for (int t = 0; t < parts; ++t) {
     const float* dw = dwParts_.data() + t * K;
     for (int64_t i = 0; i < K; ++i) dw_[i] += dw[i];
-    if (useBias_)
+    if (useBias_ && !poolBias)
       for (int64_t f = 0; f < F; ++f) db_[f] += dbParts_[static_cast<size_t>(t * F + f)];
   }
+  if (poolBias) addPartSums(maskedBy_->biasGradientParts(), db_);
+}
+
+// The pooling above computed the bias gradient (Pool2D::givesBiasGradient) while it wrote dz.
+// float32 only: a mixed policy's bias gradient is of dz rounded to the low format, which the
+// pooling (that knows no precision) does not round; oneDNN's bfloat16 pass sums it in its kernel.
+bool Conv2D::biasFromPool() const {
+  return useBias_ && precision_ == Precision::Float32 && maskedBy_ && maskedBy_->givesBiasGradient();
+}
+
+// db[f] += each part's sum, in part order.
+void Conv2D::addPartSums(const std::vector<float>& parts, float* db) const {
+  const int64_t F = filters_;
+  for (size_t t = 0; t + static_cast<size_t>(F) <= parts.size(); t += static_cast<size_t>(F))
+    for (int64_t f = 0; f < F; ++f) db[f] += parts[t + static_cast<size_t>(f)];
 }
 
 // mixed_bfloat16 on oneDNN's bfloat16 convolutions: the input and kernel packed to bfloat16, the
@@ -346,16 +447,20 @@ void Conv2D::forwardOneDnnBf16(const float* x, float* y, int64_t n, ThreadTeam* 
   wb_.resize(static_cast<size_t>(kernelSize()));
   bf16::pack(w_, wb_.data(), wb_.size());
   xb_.resize(static_cast<size_t>(n * in));
+  // ReLU as the convolution's post-op: relu(round(v)) = round(relu(v)), rounding to nearest keeps
+  // the sign and 0, so rounding after it gives the bits of rounding first.
+  const bool relu = act_ == Act::Relu;
   forRows(team, n, [&](int64_t lo, int64_t hi) {
     bf16::pack(x + lo * in, xb_.data() + lo * in, static_cast<size_t>((hi - lo) * in));
-    dnnconv::forward(g_, win_, F, hi - lo, xb_.data() + lo * in, wb_.data(), useBias_ ? b_ : nullptr, y + lo * pos * F);
+    dnnconv::forward(g_, win_, F, hi - lo, xb_.data() + lo * in, wb_.data(), useBias_ ? b_ : nullptr, y + lo * pos * F, relu);
   });
   forRows(team, n * pos, [&](int64_t lo, int64_t hi) {
     float* rows = y + lo * F;
     const auto count = static_cast<size_t>((hi - lo) * F);
     bf16::roundInPlace(rows, count);
+    if (relu || act_ == Act::Linear) return;
     activationForward(act_, rows, hi - lo, F);
-    if (act_ != Act::Relu && act_ != Act::Linear) bf16::roundInPlace(rows, count);  // ReLU of a bfloat16 value is one
+    bf16::roundInPlace(rows, count);
   });
 }
 
@@ -415,6 +520,7 @@ int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {
   switch (precision_) {
     case Precision::Float32: return 0;
     case Precision::MixedBfloat16:
+      if (pool_) return common + 4 * (K + batch * inFeatures());  // wq, xr: the rounded kernel and input
       if (bf16OnOneDnn()) return common + 2 * (K + batch * inFeatures() + batch * g_.oh * g_.ow * F);  // wb, xb, dzb
       return common + 4 * K + 2 * (K + rows * patch() + rows * F);                                     // dwChunk; wb, colsb, dzb
     case Precision::MixedFloat16: return common + 4 * K;                                               // wq
@@ -423,7 +529,7 @@ int64_t Conv2D::lowPrecisionBytes(int64_t batch) const {
 }
 
 int64_t Conv2D::lowPrecisionBytesInUse() const {
-  return static_cast<int64_t>(4 * (wq_.size() + dwq_.size() + dbq_.size() + dwChunk_.size()) +
+  return static_cast<int64_t>(4 * (wq_.size() + dwq_.size() + dbq_.size() + dwChunk_.size() + xr_.size()) +
                               2 * (wb_.size() + xb_.size() + colsb_.size() + dzb_.size()));
 }
 

@@ -17,6 +17,7 @@
 
 namespace ml {
 
+class Pool2D;
 class ThreadTeam;
 
 class Conv2D : public Layer {
@@ -47,6 +48,19 @@ class Conv2D : public Layer {
   // mixed_*: as Dense (nn/Precision.h): windows, kernel, outputs and gradients rounded to the low
   // format, float32 sums, the kernel and its gradient buffer float32.
   void setPrecision(Precision p) { precision_ = p; }
+  // Fuses this layer with the max pooling above it (nn/ConvPool.h) when the shapes fit and nothing
+  // below needs an input gradient (Sequential asks): forward then leaves its own output unwritten
+  // and the pooling's forward calls forwardPooled; backward takes the pooling's gradient from it.
+  // Not under mixed_float16 (whose rounding of each product's operands the fused loops do not do).
+  bool fusePoolAbove(Pool2D* pool);
+  bool poolFused() const { return pool_ && precision_ != Precision::MixedFloat16; }
+  // The pooled output (n, ph, pw, F) and its argmax from the input of the last forward.
+  void forwardPooled(float* pooled, int32_t* argmax, int64_t n);
+  // The gradient that reaches backward is already ReLU's (the max pooling above applied the mask:
+  // Pool2D::setReluBelow), so backward skips that pass. Only with a ReLU activation.
+  // With the pooling given, its backward's channel sums are this layer's bias gradient too
+  // (Pool2D::givesBiasGradient), which the oneDNN passes then leave out.
+  void setGradientMasked(Pool2D* by) { maskedBy_ = act_ == Act::Relu ? by : nullptr; }
 
  private:
   int64_t patch() const { return win_.kh * win_.kw * g_.c; }
@@ -58,6 +72,9 @@ class Conv2D : public Layer {
   void forwardOneDnnBf16(const float* x, float* y, int64_t n, ThreadTeam* team);
   void backwardOneDnnBf16(const float* x, const float* dz, float* dx, int64_t n, ThreadTeam* team);
   bool bf16OnOneDnn() const;  // mixed_bfloat16 with oneDNN's bfloat16 convolutions for this shape
+  void backwardPooled(const float* x, int64_t n);
+  bool biasFromPool() const;
+  void addPartSums(const std::vector<float>& parts, float* db) const;
 
   int64_t filters_;
   Window win_;
@@ -69,6 +86,9 @@ class Conv2D : public Layer {
   std::vector<float> cols_, dcols_;       // im2col scratch of one chunk of samples
   std::vector<float> dwParts_, dbParts_;  // oneDNN: each part's kernel and bias gradients
   Precision precision_ = Precision::Float32;
+  Pool2D* maskedBy_ = nullptr;     // the max pooling above that applies ReLU's gradient, if any
+  Pool2D* pool_ = nullptr;         // the fused max pooling above, if any
+  const float* fusedX_ = nullptr;  // its forward's input, kept by forward for forwardPooled
   // Low precision: the rounded kernel of the last forward (backward uses it), and the micro-batch's
   // kernel and bias gradients, summed over the chunks in float32 and rounded once.
   std::vector<float> wq_, dwq_, dbq_;
@@ -76,6 +96,7 @@ class Conv2D : public Layer {
   // chunk's kernel gradient before it joins the sum over chunks.
   std::vector<uint16_t> wb_, colsb_, dzb_;
   std::vector<uint16_t> xb_;  // oneDNN bfloat16: the batch's input packed
+  std::vector<float> xr_;     // fused with pooling, mixed_bfloat16: the batch's input rounded
   std::vector<float> dwChunk_;
 };
 

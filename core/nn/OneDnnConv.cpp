@@ -35,20 +35,20 @@ using onednn::oneOpenMpThread;
 
 struct Key {
   int64_t h, w, c, oh, ow, kh, kw, sh, sw, padTop, padLeft, f, n;
-  bool bias, bf16;
+  bool bias, bf16, relu = false;
   bool operator==(const Key&) const = default;
 };
 struct KeyHash {
   size_t operator()(const Key& k) const {
-    size_t h = (k.bias ? 1u : 0u) | (k.bf16 ? 2u : 0u);
+    size_t h = (k.bias ? 1u : 0u) | (k.bf16 ? 2u : 0u) | (k.relu ? 4u : 0u);
     for (int64_t v : {k.h, k.w, k.c, k.oh, k.ow, k.kh, k.kw, k.sh, k.sw, k.padTop, k.padLeft, k.f, k.n})
       h = h * 1000003u ^ static_cast<size_t>(v);
     return h;
   }
 };
 
-Key keyOf(const Geometry& g, const Window& win, int64_t f, int64_t n, bool bias, bool bf16) {
-  return {g.h, g.w, g.c, g.oh, g.ow, win.kh, win.kw, win.sh, win.sw, g.padTop, g.padLeft, f, n, bias, bf16};
+Key keyOf(const Geometry& g, const Window& win, int64_t f, int64_t n, bool bias, bool bf16, bool relu = false) {
+  return {g.h, g.w, g.c, g.oh, g.ow, win.kh, win.kw, win.sh, win.sw, g.padTop, g.padLeft, f, n, bias, bf16, relu};
 }
 
 // The descriptors of one shape: channels-last activations, Keras' kernel, any (blocked) kernel.
@@ -57,7 +57,7 @@ Key keyOf(const Geometry& g, const Window& win, int64_t f, int64_t n, bool bias,
 struct Descs {
   dnnl::memory::desc src, diffSrc, dst, diffDst, bias, kerasWeights, kerasDiffWeights, anyWeights, anyDiffWeights;
   dims strides, padL, padR;
-  explicit Descs(const Key& k) : withBias(k.bias) {
+  explicit Descs(const Key& k) : withBias(k.bias), relu(k.relu) {
     const dt op = k.bf16 ? dt::bf16 : dt::f32;
     src = dnnl::memory::desc(dims{k.n, k.c, k.h, k.w}, op, tag::nhwc);
     diffSrc = dnnl::memory::desc(dims{k.n, k.c, k.h, k.w}, dt::f32, tag::nhwc);
@@ -74,15 +74,23 @@ struct Descs {
     padR = {std::max<int64_t>(0, (k.oh - 1) * k.sh + k.kh - k.h - k.padTop),
             std::max<int64_t>(0, (k.ow - 1) * k.sw + k.kw - k.w - k.padLeft)};
   }
-  bool withBias;
-  // The forward pass (output float32); with out = diffDst, the hint the backward passes are made from.
+  bool withBias, relu;
+  // The forward pass (output float32), with ReLU as a post-op when asked (relu(x) = max(x, 0) is
+  // exact, so the bits are those of the separate pass; oneDNN gives -0 where it gives +0, which
+  // compares, adds and multiplies alike); with out = diffDst, the hint the backward passes are made from.
   dnnl::convolution_forward::primitive_desc forwardPd(const dnnl::memory::desc& out) const {
     using desc = dnnl::convolution_forward::desc;
     const auto prop = dnnl::prop_kind::forward_training;
     const auto algo = dnnl::algorithm::convolution_direct;
+    dnnl::primitive_attr attr;
+    if (relu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+      attr.set_post_ops(ops);
+    }
     return dnnl::convolution_forward::primitive_desc(withBias ? desc(prop, algo, src, anyWeights, bias, out, strides, padL, padR)
                                                               : desc(prop, algo, src, anyWeights, out, strides, padL, padR),
-                                                     engine());
+                                                     attr, engine());
   }
   dnnl::convolution_forward::primitive_desc forwardPd() const { return forwardPd(dst); }
   dnnl::convolution_backward_weights::primitive_desc backwardWeightsPd(
@@ -102,17 +110,90 @@ struct Descs {
   }
 };
 
+// A memory object over caller-owned data, its pointer set on every call.
+dnnl::memory view(const dnnl::memory::desc& md) { return dnnl::memory(md, engine(), DNNL_MEMORY_NONE); }
+void point(dnnl::memory& m, const void* p) { m.set_data_handle(const_cast<void*>(p)); }
+
+// Everything one shape's passes need, made once per thread: the primitives, the reorders of the
+// kernel between Keras' layout and oneDNN's (the process-wide primitive cache is off, so a reorder
+// made per call was created, and JIT-compiled, on every call: 12% of a CNN step), and the memory
+// objects that wrap the caller's buffers.
 struct Plan {
   explicit Plan(const Key& k) : d(k), fwdPd(d.forwardPd()), hintPd(k.bf16 ? d.forwardPd(d.diffDst) : fwdPd) {}
   Descs d;
   dnnl::convolution_forward::primitive_desc fwdPd, hintPd;
+  struct Forward {
+    dnnl::convolution_forward conv;
+    dnnl::memory src, keras, weights, bias, dst;
+    dnnl::reorder toBlocked;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  struct Weights {
+    dnnl::convolution_backward_weights conv;
+    dnnl::memory src, diffDst, diffWeights, diffBias, keras;
+    dnnl::reorder toKeras;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  struct Data {
+    dnnl::convolution_backward_data conv;
+    dnnl::memory diffDst, keras, weights, diffSrc;
+    dnnl::reorder toBlocked;
+    std::unordered_map<int, dnnl::memory> args;
+  };
   // Built on first use of each pass.
-  std::unique_ptr<dnnl::convolution_forward> fwd;
-  std::unique_ptr<dnnl::memory> fwdWeights;
-  std::unique_ptr<dnnl::convolution_backward_weights> bwdW;
-  std::unique_ptr<dnnl::memory> bwdWeights;  // the kernel gradient in oneDNN's layout
-  std::unique_ptr<dnnl::convolution_backward_data> bwdD;
-  std::unique_ptr<dnnl::memory> dataWeights;
+  std::unique_ptr<Forward> fwd;
+  std::unique_ptr<Weights> bwdW;
+  std::unique_ptr<Data> bwdD;
+
+  Forward& forward() {
+    if (fwd) return *fwd;
+    fwd = std::make_unique<Forward>();
+    Forward& f = *fwd;
+    f.conv = dnnl::convolution_forward(fwdPd);
+    f.src = view(d.src);
+    f.keras = view(d.kerasWeights);
+    f.weights = dnnl::memory(fwdPd.weights_desc(), engine());
+    f.dst = view(d.dst);
+    f.toBlocked = dnnl::reorder(f.keras, f.weights);
+    f.args = {{DNNL_ARG_SRC, f.src}, {DNNL_ARG_WEIGHTS, f.weights}, {DNNL_ARG_DST, f.dst}};
+    if (d.withBias) {
+      f.bias = view(d.bias);
+      f.args.emplace(DNNL_ARG_BIAS, f.bias);
+    }
+    return f;
+  }
+  Weights& weights() {
+    if (bwdW) return *bwdW;
+    bwdW = std::make_unique<Weights>();
+    Weights& w = *bwdW;
+    const auto pd = d.backwardWeightsPd(hintPd);
+    w.conv = dnnl::convolution_backward_weights(pd);
+    w.src = view(d.src);
+    w.diffDst = view(d.diffDst);
+    w.diffWeights = dnnl::memory(pd.diff_weights_desc(), engine());
+    w.keras = view(d.kerasDiffWeights);
+    w.toKeras = dnnl::reorder(w.diffWeights, w.keras);
+    w.args = {{DNNL_ARG_SRC, w.src}, {DNNL_ARG_DIFF_DST, w.diffDst}, {DNNL_ARG_DIFF_WEIGHTS, w.diffWeights}};
+    if (d.withBias) {
+      w.diffBias = view(d.bias);
+      w.args.emplace(DNNL_ARG_DIFF_BIAS, w.diffBias);
+    }
+    return w;
+  }
+  Data& data() {
+    if (bwdD) return *bwdD;
+    bwdD = std::make_unique<Data>();
+    Data& b = *bwdD;
+    const auto pd = d.backwardDataPd(hintPd);
+    b.conv = dnnl::convolution_backward_data(pd);
+    b.diffDst = view(d.diffDst);
+    b.keras = view(d.kerasWeights);
+    b.weights = dnnl::memory(pd.weights_desc(), engine());
+    b.diffSrc = view(d.diffSrc);
+    b.toBlocked = dnnl::reorder(b.keras, b.weights);
+    b.args = {{DNNL_ARG_DIFF_DST, b.diffDst}, {DNNL_ARG_WEIGHTS, b.weights}, {DNNL_ARG_DIFF_SRC, b.diffSrc}};
+    return b;
+  }
 };
 
 Plan& plan(const Key& k) {
@@ -126,8 +207,6 @@ dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
 }
-
-dnnl::memory wrap(const dnnl::memory::desc& md, const void* p) { return dnnl::memory(md, engine(), const_cast<void*>(p)); }
 
 // Its reference kernel, or its own im2col + gemm ("gemm:jit", what it falls back to without a
 // direct kernel for channels-last data), measured slower than Conv2D's im2col path.
@@ -211,20 +290,16 @@ bool shapeDirect(const Geometry& g, const Window& win, int64_t filters, bool bf1
 // Shared by both types: Op is float or uint16_t (bfloat16 bits).
 template <class Op>
 void forwardImpl(const Geometry& g, const Window& win, int64_t filters, int64_t n, const Op* x, const Op* w, const float* bias,
-                 float* y) {
+                 float* y, bool relu) {
   oneOpenMpThread();
-  Plan& p = plan(keyOf(g, win, filters, n, bias != nullptr, std::is_same_v<Op, uint16_t>));
-  if (!p.fwd) {
-    p.fwd = std::make_unique<dnnl::convolution_forward>(p.fwdPd);
-    p.fwdWeights = std::make_unique<dnnl::memory>(p.fwdPd.weights_desc(), engine());
-  }
+  Plan::Forward& f = plan(keyOf(g, win, filters, n, bias != nullptr, std::is_same_v<Op, uint16_t>, relu)).forward();
   auto& s = stream();
-  auto keras = wrap(p.d.kerasWeights, w);
-  dnnl::reorder(keras, *p.fwdWeights).execute(s, keras, *p.fwdWeights);
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, wrap(p.d.src, x)}, {DNNL_ARG_WEIGHTS, *p.fwdWeights}, {DNNL_ARG_DST, wrap(p.d.dst, y)}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, wrap(p.d.bias, bias));
-  p.fwd->execute(s, args);
+  point(f.keras, w);
+  f.toBlocked.execute(s, f.keras, f.weights);
+  point(f.src, x);
+  point(f.dst, y);
+  if (bias) point(f.bias, bias);
+  f.conv.execute(s, f.args);
   s.wait();
 }
 
@@ -232,37 +307,27 @@ template <class Op>
 void backwardWeightsImpl(const Geometry& g, const Window& win, int64_t filters, int64_t n, const Op* x, const Op* dz, float* dw,
                          float* db) {
   oneOpenMpThread();
-  Plan& p = plan(keyOf(g, win, filters, n, db != nullptr, std::is_same_v<Op, uint16_t>));
-  if (!p.bwdW) {
-    const auto pd = p.d.backwardWeightsPd(p.hintPd);
-    p.bwdW = std::make_unique<dnnl::convolution_backward_weights>(pd);
-    p.bwdWeights = std::make_unique<dnnl::memory>(pd.diff_weights_desc(), engine());
-  }
+  Plan::Weights& p = plan(keyOf(g, win, filters, n, db != nullptr, std::is_same_v<Op, uint16_t>)).weights();
   auto& s = stream();
-  std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, wrap(p.d.src, x)}, {DNNL_ARG_DIFF_DST, wrap(p.d.diffDst, dz)}, {DNNL_ARG_DIFF_WEIGHTS, *p.bwdWeights}};
-  if (db) args.emplace(DNNL_ARG_DIFF_BIAS, wrap(p.d.bias, db));
-  p.bwdW->execute(s, args);
-  auto keras = wrap(p.d.kerasDiffWeights, dw);
-  dnnl::reorder(*p.bwdWeights, keras).execute(s, *p.bwdWeights, keras);
+  point(p.src, x);
+  point(p.diffDst, dz);
+  if (db) point(p.diffBias, db);
+  p.conv.execute(s, p.args);
+  point(p.keras, dw);
+  p.toKeras.execute(s, p.diffWeights, p.keras);
   s.wait();
 }
 
 template <class Op>
 void backwardDataImpl(const Geometry& g, const Window& win, int64_t filters, int64_t n, const Op* dz, const Op* w, float* dx) {
   oneOpenMpThread();
-  Plan& p = plan(keyOf(g, win, filters, n, true, std::is_same_v<Op, uint16_t>));
-  if (!p.bwdD) {
-    const auto pd = p.d.backwardDataPd(p.hintPd);
-    p.bwdD = std::make_unique<dnnl::convolution_backward_data>(pd);
-    p.dataWeights = std::make_unique<dnnl::memory>(pd.weights_desc(), engine());
-  }
+  Plan::Data& p = plan(keyOf(g, win, filters, n, true, std::is_same_v<Op, uint16_t>)).data();
   auto& s = stream();
-  auto keras = wrap(p.d.kerasWeights, w);
-  dnnl::reorder(keras, *p.dataWeights).execute(s, keras, *p.dataWeights);
-  p.bwdD->execute(s, {{DNNL_ARG_DIFF_DST, wrap(p.d.diffDst, dz)},
-                      {DNNL_ARG_WEIGHTS, *p.dataWeights},
-                      {DNNL_ARG_DIFF_SRC, wrap(p.d.diffSrc, dx)}});
+  point(p.keras, w);
+  p.toBlocked.execute(s, p.keras, p.weights);
+  point(p.diffDst, dz);
+  point(p.diffSrc, dx);
+  p.conv.execute(s, p.args);
   s.wait();
 }
 
@@ -287,12 +352,12 @@ std::string descriptionBf16() {
 }
 
 void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* w, const float* bias,
-             float* y) {
-  forwardImpl(g, win, filters, n, x, w, bias, y);
+             float* y, bool relu) {
+  forwardImpl(g, win, filters, n, x, w, bias, y, relu);
 }
 void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* x, const uint16_t* w,
-             const float* bias, float* y) {
-  forwardImpl(g, win, filters, n, x, w, bias, y);
+             const float* bias, float* y, bool relu) {
+  forwardImpl(g, win, filters, n, x, w, bias, y, relu);
 }
 void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* dz, float* dw,
                      float* db) {
@@ -321,10 +386,10 @@ std::string description() { return "im2col + OpenBLAS sgemm: this Mirrorlab was 
 std::string descriptionBf16() {
   return "im2col + bfloat16 products on " + bf16::kernelDescription() + ": this Mirrorlab was built without oneDNN (libdnnl-dev)";
 }
-void forward(const Geometry&, const Window&, int64_t, int64_t, const float*, const float*, const float*, float*) {
+void forward(const Geometry&, const Window&, int64_t, int64_t, const float*, const float*, const float*, float*, bool) {
   throw std::logic_error("dnnconv::forward without oneDNN");
 }
-void forward(const Geometry&, const Window&, int64_t, int64_t, const uint16_t*, const uint16_t*, const float*, float*) {
+void forward(const Geometry&, const Window&, int64_t, int64_t, const uint16_t*, const uint16_t*, const float*, float*, bool) {
   throw std::logic_error("dnnconv::forward without oneDNN");
 }
 void backwardWeights(const Geometry&, const Window&, int64_t, int64_t, const float*, const float*, float*, float*) {

@@ -1,8 +1,8 @@
 // Float32 convolutions on oneDNN (Debian's libdnnl): forward, backward weights (with the bias) and
 // backward data, on channels-last activations and Keras' (kh, kw, c, filters) kernel, which is
 // reordered to and from the blocked layout oneDNN's fast kernels want on every call (the kernel
-// changes every step; the reorder is a few microseconds). Measured against im2col + OpenBLAS with
-// bench_conv (README, issue 14): 2.3x to 4.4x faster per pass on one thread on fashion-cnn's layers.
+// changes every step; the reorder, made once per shape and thread, runs in a few microseconds). Measured against im2col +
+// OpenBLAS with bench_conv (README, issue 14): 2.3x to 4.4x faster per pass on one thread on fashion-cnn's layers.
 //
 // Used only where oneDNN was built in and picks a direct (JIT) convolution on this CPU: brgconv or
 // jit:avx512_core, jit:avx2 (measured faster than im2col too, with ONEDNN_MAX_CPU_ISA=AVX2); its
@@ -33,9 +33,9 @@ std::string descriptionBf16();
 // Tests and benchmarks: run im2col even where oneDNN could, both types (false: back to available()).
 void forceOff(bool on);
 
-// x (n, h, w, c) -> y (n, oh, ow, f) = conv(x, w) [+ bias]; y overwritten.
+// x (n, h, w, c) -> y (n, oh, ow, f) = conv(x, w) [+ bias], then max(y, 0) when relu; y overwritten.
 void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* w, const float* bias,
-             float* y);
+             float* y, bool relu = false);
 // dw (kh, kw, c, f) and db (f, or null) overwritten with the gradients of this batch.
 void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const float* x, const float* dz, float* dw,
                      float* db);
@@ -46,7 +46,7 @@ void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t
 // bfloat16 values is exact in float32, so these agree with im2col + Bf16Gemm up to the order of the
 // float32 sums.
 void forward(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* x, const uint16_t* w,
-             const float* bias, float* y);
+             const float* bias, float* y, bool relu = false);
 void backwardWeights(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* x, const uint16_t* dz,
                      float* dw, float* db);
 void backwardData(const Geometry& g, const Window& win, int64_t filters, int64_t n, const uint16_t* dz, const uint16_t* w,

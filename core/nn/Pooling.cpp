@@ -2,12 +2,15 @@
 // the forward pass (the first one on ties, as TensorFlow's CPU kernel) and routes the gradient there.
 #include "nn/Pooling.h"
 
+#include <cstring>
 #include <functional>
 #include <limits>
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "nn/Conv2D.h"
 #include "nn/ThreadTeam.h"
+#include "tensor/Dispatch.h"
 
 namespace ml {
 
@@ -39,7 +42,82 @@ inline void maxStep(const float* __restrict v, float* __restrict best, int32_t* 
     at[ch] = (at[ch] & ~wins) | ((base + ch) & wins);
   }
 }
+
+// Max pooling of one output row where every window lies inside the image (valid padding), with
+// maxStep's comparisons in maxStep's order (the same bits, the same first winner); compiled for
+// AVX2 too, where the channels run 8 at a time.
+ML_DISPATCH_X86 void maxPoolRow(const float* __restrict img, float* __restrict out, int32_t* __restrict at, int64_t oy,
+                                const Geometry& g, const Window& win) {
+  const auto C = static_cast<int32_t>(g.c);
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const int64_t y0 = oy * win.sh, x0 = ox * win.sw;
+    float* __restrict best = out + ox * C;
+    int32_t* __restrict arg = at + ox * C;
+    const auto first = static_cast<int32_t>((y0 * g.w + x0) * C);
+    for (int32_t ch = 0; ch < C; ++ch) {
+      best[ch] = -std::numeric_limits<float>::infinity();
+      arg[ch] = first + ch;
+    }
+    for (int64_t ky = 0; ky < win.kh; ++ky)
+      for (int64_t kx = 0; kx < win.kw; ++kx) {
+        const auto base = static_cast<int32_t>(((y0 + ky) * g.w + x0 + kx) * C);
+        const float* __restrict v = img + base;
+        for (int32_t ch = 0; ch < C; ++ch) {
+          const float value = v[ch], current = best[ch];
+          const int32_t wins = -static_cast<int32_t>(value > current);
+          best[ch] = value > current ? value : current;
+          arg[ch] = (arg[ch] & ~wins) | ((base + ch) & wins);
+        }
+      }
+  }
+}
+
+// Max pooling's gradient for one output row when the windows tile the image (strides = pool
+// size, valid padding): every input position of the row's windows is written once, the output's
+// gradient where it won and 0 elsewhere, so dx needs no zeroing pass first. With reluBelow the
+// pooled value decides too: where it is not positive, the ReLU below passed no gradient.
+ML_DISPATCH_X86 void maxPoolBackRow(const float* __restrict go, const float* __restrict yo, const int32_t* __restrict at,
+                                    float* __restrict img, int64_t oy, const Geometry& g, const Window& win, bool reluBelow,
+                                    float* __restrict sums) {
+  const auto C = static_cast<int32_t>(g.c);
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    const float* gr = go + ox * C;
+    const float* yr = yo + ox * C;
+    const int32_t* ar = at + ox * C;
+    if (reluBelow)  // the bias gradient of the convolution below: the kept gradients' sum
+      for (int32_t ch = 0; ch < C; ++ch) sums[ch] += yr[ch] > 0.0f ? gr[ch] : 0.0f;
+    for (int64_t ky = 0; ky < win.kh; ++ky)
+      for (int64_t kx = 0; kx < win.kw; ++kx) {
+        const auto base = static_cast<int32_t>(((oy * win.sh + ky) * g.w + ox * win.sw + kx) * C);
+        float* d = img + base;
+        // Selects by bit masks on both operands read unconditionally, so that GCC vectorizes them.
+        if (reluBelow) {
+          for (int32_t ch = 0; ch < C; ++ch) {
+            const int32_t keep = -static_cast<int32_t>(ar[ch] == base + ch) & -static_cast<int32_t>(yr[ch] > 0.0f);
+            int32_t bits;
+            std::memcpy(&bits, gr + ch, sizeof bits);
+            bits &= keep;
+            std::memcpy(d + ch, &bits, sizeof bits);
+          }
+        } else {
+          for (int32_t ch = 0; ch < C; ++ch) {
+            const int32_t keep = -static_cast<int32_t>(ar[ch] == base + ch);
+            int32_t bits;
+            std::memcpy(&bits, gr + ch, sizeof bits);
+            bits &= keep;
+            std::memcpy(d + ch, &bits, sizeof bits);
+          }
+        }
+      }
+  }
+}
 }  // namespace
+
+bool Pool2D::windowsInside() const {
+  return g_.padTop == 0 && g_.padLeft == 0 && (g_.oh - 1) * win_.sh + win_.kh <= g_.h && (g_.ow - 1) * win_.sw + win_.kw <= g_.w;
+}
+bool Pool2D::fused() const { return fusedBelow_ && fusedBelow_->poolFused(); }
+bool Pool2D::windowsTile() const { return max_ && windowsInside() && win_.sh == win_.kh && win_.sw == win_.kw; }
 
 // x (n, h, w, c) -> y (n, oh, ow, c). Each output position's window is visited position by
 // position with the channels innermost (contiguous, so the compiler vectorizes them); the maximum
@@ -47,6 +125,15 @@ inline void maxStep(const float* __restrict v, float* __restrict best, int32_t* 
 void Pool2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
   if (max_) argmax_.resize(static_cast<size_t>(n * outF));
+  if (fused()) return fusedBelow_->forwardPooled(y, argmax_.data(), n);
+  if (max_ && windowsInside())
+    return forSamples(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        for (int64_t oy = 0; oy < g_.oh; ++oy) {
+          const int64_t o = i * outF + oy * g_.ow * C;
+          maxPoolRow(x + i * inF, y + o, argmax_.data() + o, oy, g_, win_);
+        }
+    });
   forSamples(n, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       const float* img = x + i * inF;
@@ -85,16 +172,49 @@ void Pool2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
 }
 
 // dy (n, oh, ow, c) -> dx (n, h, w, c)
-void Pool2D::backward(const float*, const float*, float* dy, float* dx, int64_t n, const StepContext&) {
+void Pool2D::backward(const float*, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
+  if (fused()) {
+    pendingGrad_ = dy;
+    pendingOut_ = y;
+    return;
+  }
   if (!dx) return;
   const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
+  if (windowsTile()) {
+    // By parts of the samples (one per team thread), each with its own channel sums.
+    ThreadTeam* team = ThreadTeam::current();
+    const int parts = team && team->size() > 1 && n >= team->size() ? team->size() : 1;
+    biasParts_.assign(reluBelow_ ? static_cast<size_t>(parts * C) : 0, 0.0f);
+    auto part = [&](int t) {
+      const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
+      float* sums = reluBelow_ ? biasParts_.data() + t * C : nullptr;
+      for (int64_t i = lo; i < hi; ++i) {
+        float* img = dx + i * inF;
+        for (int64_t oy = 0; oy < g_.oh; ++oy) {
+          const int64_t o = i * outF + oy * g_.ow * C;
+          maxPoolBackRow(dy + o, y + o, argmax_.data() + o, img, oy, g_, win_, reluBelow_, sums);
+          // The columns right of the last window (an odd width) get no gradient.
+          for (int64_t iy = oy * win_.sh; iy < (oy + 1) * win_.sh; ++iy)
+            std::fill(img + (iy * g_.w + g_.ow * win_.sw) * C, img + (iy + 1) * g_.w * C, 0.0f);
+        }
+        std::fill(img + g_.oh * win_.sh * g_.w * C, img + inF, 0.0f);  // and the rows below the last
+      }
+    };
+    if (parts > 1)
+      team->run(parts, part);
+    else
+      part(0);
+    return;
+  }
   forSamples(n, [&](int64_t lo, int64_t hi) {
     std::fill(dx + lo * inF, dx + hi * inF, 0.0f);
     for (int64_t i = lo; i < hi; ++i) {
       float* img = dx + i * inF;
       const float* g = dy + i * outF;
       if (max_) {
-        for (int64_t o = 0; o < outF; ++o) img[argmax_[static_cast<size_t>(i * outF + o)]] += g[o];
+        const float* yi = y + i * outF;
+        for (int64_t o = 0; o < outF; ++o)
+          if (!reluBelow_ || yi[o] > 0.0f) img[argmax_[static_cast<size_t>(i * outF + o)]] += g[o];
         continue;
       }
       for (int64_t oy = 0; oy < g_.oh; ++oy)

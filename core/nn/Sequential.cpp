@@ -10,8 +10,10 @@
 #include "Error.h"
 #include "FieldNames.h"
 #include "Limits.h"
+#include "nn/Conv2D.h"
 #include "nn/Dense.h"
 #include "nn/LayerFactory.h"
+#include "nn/Pooling.h"
 #include "nn/SimpleLayers.h"
 #include "random/Rng.h"
 
@@ -98,6 +100,26 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     needsInputGrad_[i] = below;
     if (layers_[i]->paramCount() > 0) below = true;
+  }
+  maskReluUnderPooling();
+}
+
+// A ReLU convolution under max pooling. Where nothing below the convolution needs an input
+// gradient (the first layer with parameters) and the shapes fit, the two run fused (nn/ConvPool.h:
+// the convolution's output is never written). Otherwise the pooling's backward applies ReLU's
+// gradient at the one position each output came from (where the pooled value is positive), so the
+// convolution does not read its whole output again to mask a gradient that is zero almost everywhere.
+void Sequential::maskReluUnderPooling() {
+  for (size_t i = 1; i < layers_.size(); ++i) {
+    auto* pool = dynamic_cast<Pool2D*>(layers_[i].get());
+    auto* conv = dynamic_cast<Conv2D*>(layers_[i - 1].get());
+    if (!pool || !conv || !pool->isMax() || conv->activation() != Act::Relu) continue;
+    if (!needsInputGrad_[i - 1] && conv->fusePoolAbove(pool)) {
+      pool->setFusedBelow(conv);
+      continue;
+    }
+    pool->setReluBelow(true);
+    conv->setGradientMasked(pool);
   }
 }
 

@@ -89,6 +89,7 @@ class Sequential {
  private:
   void ensureCapacity(int64_t n);      // activations for n samples
   void ensureGradCapacity(int64_t n);  // and their gradients
+  void maskReluUnderPooling();
 
   ModelSpec spec_;
   std::vector<std::unique_ptr<Layer>> layers_;

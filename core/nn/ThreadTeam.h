@@ -22,8 +22,11 @@ class ThreadTeam {
   ThreadTeam& operator=(const ThreadTeam&) = delete;
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
-  // Calls task(0) .. task(tasks - 1), tasks <= size(): task 0 on the caller, the others on the
-  // workers; returns when all are done. Not reentrant (a task must not call run()).
+  // Calls task(0) .. task(tasks - 1), tasks <= size(), in parallel; returns when all are done.
+  // Tasks are claimed: the caller and the workers each take the next unclaimed one, so a worker
+  // that is asleep or descheduled (another program on the core) holds nothing up; the caller then
+  // runs its tasks itself. A task's work depends on its index alone, never on the thread that
+  // runs it, so the bits are the same either way. Not reentrant (a task must not call run()).
   void run(int tasks, const std::function<void(int)>& task);
   // Splits [0, count) into size() parts of sizes differing by at most one and calls part(lo, hi)
   // for each non-empty one in parallel.
@@ -38,13 +41,17 @@ class ThreadTeam {
   };
 
  private:
-  void work(int index);
+  void work();
+  // Claims and runs tasks of generation gen until none is left unclaimed.
+  void claim(uint32_t gen);
 
   std::vector<std::thread> workers_;
   const std::function<void(int)>* task_ = nullptr;
-  int tasks_ = 0;
-  std::atomic<uint32_t> gen_{0};
-  std::atomic<int> pending_{0};
+  // The generation (high 32 bits), the number of tasks (bits 16-31) and the next unclaimed task
+  // (low 16 bits) in one word, so that a claim is one compare-and-swap that fails for a worker
+  // that woke after its generation ended.
+  std::atomic<uint64_t> state_{0};
+  std::atomic<int> done_{0};
   std::atomic<bool> quit_{false};
 };
 

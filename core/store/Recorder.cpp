@@ -244,7 +244,11 @@ void Recorder::write(Event& e, std::optional<int64_t>& run, bool& finished) {
         } else if constexpr (std::is_same_v<T, WatchdogWarning>) {
           store_.addEvent(*run, RunEvent{"straggler", ev.step, ev.wallTime, ev.lateSeconds, ev.replica, ev.message});
         } else if constexpr (std::is_same_v<T, RunFinished>) {
-          store_.finishRun(*run, ev);
+          // The run's step count is what the store holds: the last step row (a failed step, or
+          // one of another worker that never reached the store, is not counted).
+          RunFinished f = ev;
+          f.steps = lastStepSeen_;
+          store_.finishRun(*run, f);
           store_.setDroppedEvents(*run, channel_->dropped());
           finished = true;
         }

@@ -95,7 +95,7 @@ class Recorder {
   int64_t committedStep_ = 0;
   bool failureMarked_ = false;
   std::atomic<uint64_t> written_{0};
-  int64_t lastStepSeen_ = 0;  // the recorder thread's: the step a pause follows
+  int64_t lastStepSeen_ = 0;  // the recorder thread's: the last step row (a pause follows it; the run's steps)
   std::thread thread_;
 };
 

@@ -156,8 +156,6 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
                     (processes == 1 ? std::string("this is one process: train it with mirrorlab-cli train (it starts the workers "
                                                   "under mpirun), or set it to 1 to train in one process")
                                     : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
-  if (so.workers && options_.resume)
-    throw UserError("resuming a run across workers is not built yet: resume it in one process (without mpirun)");
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
@@ -473,6 +471,13 @@ RunFinished Trainer::run() {
           {
             std::lock_guard lock(abortMu_);
             reason = abortReason_;
+          }
+          // Every worker stops here after the same votes: one that voted because it failed (its
+          // watchdog, say) gives every worker its reason, with its name and host.
+          if (WorkerGroup* w = s.workers()) {
+            const auto why = w->allGather(reason, "the reasons for stopping");
+            for (size_t k = 0; k < why.size() && reason.empty(); ++k)
+              if (!why[k].empty()) reason = workerOnHost(*w, static_cast<int>(k)) + ": " + why[k];
           }
           if (!reason.empty())
             return finish(RunStatus::Failed, reason + " (training stopped after step " + std::to_string(step) + ")");

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "distribute/Workers.h"
+
 namespace ml {
 
 // The lower median: of two replicas, the faster one's time is the typical one.
@@ -40,7 +42,11 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-std::string Watchdog::label(int r) const { return "replica " + std::to_string(r) + " (" + s_.replicaLabel(r) + ")"; }
+// Local replica r by its number across every worker's replicas, as the run names it.
+std::string Watchdog::label(int r) const {
+  const int g = s_.worker() * s_.replicas() + r;
+  return "replica " + std::to_string(g) + " (" + s_.replicaLabel(g) + ")";
+}
 
 // The replicas not in the all-reduce are the ones holding the others up; the waiting ones wait for
 // the first bucket the slowest of them has not handed in yet.
@@ -59,6 +65,11 @@ std::string Watchdog::diagnose(double stalledFor) const {
   int bucket = s_.bucketCount();
   if (stuck.empty()) {
     const auto& q = p[static_cast<size_t>(waiting.front())];
+    if (const WorkerGroup* w = s_.workers())
+      return "all " + std::to_string(waiting.size()) + " local replicas of " + workerOnHost(*w, w->rank()) +
+             " have been in the all-reduce of step " + std::to_string(q.step) + " for " + seconds(stalledFor) +
+             " waiting for the other workers, and the wait across workers did not end after --worker-timeout (" +
+             seconds(w->timeoutSeconds()) + ")";
     return "all " + std::to_string(waiting.size()) + " replicas have been in the all-reduce of step " + std::to_string(q.step) +
            " for " + seconds(stalledFor) + " without progress";
   }
@@ -101,7 +112,10 @@ void Watchdog::loop() {
       lastChange = now;
       continue;
     }
-    const double limit = o_.hangSeconds * (done == 0 ? o_.firstStepFactor : 1.0);
+    double limit = o_.hangSeconds * (done == 0 ? o_.firstStepFactor : 1.0);
+    // This worker waits in a collective for the others: the worker group names the one that did not
+    // come, with its host, after --worker-timeout; this watchdog speaks only if that wait hangs.
+    if (const WorkerGroup* w = s_.workers(); w && w->waitingSeconds() > 0) limit = std::max(limit, w->timeoutSeconds() + 5.0);
     if (now - lastChange < limit) continue;
     fired_.store(true);
     const std::string why = diagnose(now - lastChange);

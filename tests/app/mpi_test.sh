@@ -147,9 +147,9 @@ rc=$?
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/f.sqlite" --inject fail:cpu:1@step=4@worker=2 2>&1)
 rc=$?
 [ $rc -ne 0 ] && ok || bad "a failing worker exited 0"
-has "$out" "worker 2 of 2: an injected failure on cpu:1 in step 4" && ok || bad "the failure does not name worker 2: $out"
-# The run's step count is the step that failed; the store holds the 3 steps before it.
-[ "$(runs "$T/f.sqlite")" = "1 failed 4 3" ] && ok || bad "the store after a failure: $(runs "$T/f.sqlite")"
+has "$out" "worker 2 of 2 on host $(hostname): an injected failure on cpu:1 in step 4" && ok || bad "the failure does not name worker 2: $out"
+# The store holds the 3 steps before the one that failed, and the run says 3 steps.
+[ "$(runs "$T/f.sqlite")" = "1 failed 3 3" ] && ok || bad "the store after a failure: $(runs "$T/f.sqlite")"
 
 start=$(date +%s)
 out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h.sqlite" --hang-seconds 120 --worker-timeout 2 \
@@ -157,11 +157,24 @@ out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h.sql
 rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && ok || bad "a hanging worker: exit 0"
-has "$out" "worker 2 of 2 is alive but has not reached the all-reduce of step 3" && ok || bad "the hang does not name worker 2: $out"
+has "$out" "worker 2 of 2 on host $(hostname) is alive but has not reached the all-reduce of step 3" && ok || bad "the hang does not name worker 2: $out"
 has "$out" "stuck in backward of step 3" && ok || bad "the hang does not say where worker 2 is: $out"
 [ $took -lt 60 ] && ok || bad "the hang took $took s to end with --worker-timeout 2"
 r=$(runs "$T/h.sqlite")
 [ "${r%% *}" = 1 ] && has "$r" "failed" && ok || bad "the store after a hang: $r"
+
+# The hang on worker 2 found by its own watchdog first (--hang-seconds shorter than
+# --worker-timeout): worker 2 votes to stop, and every worker ends failed with its reason, named
+# with worker and host; worker 1's watchdog leaves the wait across workers to the worker group.
+out=$("${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/h2.sqlite" --hang-seconds 2 --worker-timeout 5 \
+      --inject hang:cpu:0@step=3@worker=2 2>&1)
+rc=$?
+[ $rc -eq 1 ] && ok || bad "a hang found by worker 2's watchdog: exit $rc"
+has "$out" "worker 2 of 2 on host $(hostname): replica 1 (" && has "$out" "has not finished backward of step 3" && ok ||
+  bad "the hang found by worker 2's watchdog is not named with its worker and host: $out"
+r=$(runs "$T/h2.sqlite")
+read -r id status steps rows <<<"$r"
+[ "$status" = failed ] && [ "$steps" = "$rows" ] && ok || bad "the store after worker 2's watchdog: $r"
 
 # A worker killed (SIGKILL) after step 3. Under --workers (mpirun --enable-recovery) the
 # survivor names it after --worker-timeout and records the run failed; with a plain mpirun, which
@@ -173,7 +186,7 @@ out=$("$CLI" train "$T/sp.json" --workers 2 --devices cpu:1 --db "$T/k.sqlite" -
 rc=$?
 took=$(( $(date +%s) - start ))
 [ $rc -ne 0 ] && ok || bad "a killed worker: exit 0"
-has "$out" "worker 2 of 2 stopped answering" && ok || bad "the killed worker is not named: $out"
+has "$out" "worker 2 of 2 on host $(hostname) stopped answering" && ok || bad "the killed worker is not named: $out"
 [ $took -lt 60 ] && ok || bad "a killed worker took $took s to end with --worker-timeout 3"
 r=$(runs "$T/k.sqlite")
 has "$r" "1 failed" && ok || bad "the store after a killed worker: $r"
@@ -188,14 +201,14 @@ out=$("${MPI[@]}" -np 1 "$CLI" train "$T/sp.json" --devices cpu:1 --db "$T/b.sql
       -np 1 "$CLI" train "$T/sp.json" --devices cpu:2 --db "$T/b.sqlite" 2>&1)
 rc=$?
 [ $rc -ne 0 ] && ok || bad "workers with different devices: exit 0"
-has "$out" "the workers do not train the same thing: worker 1 of 2 has devices cpu:1" && ok || bad "different devices: $out"
+has "$out" "the workers do not train the same thing: worker 1 of 2 on host $(hostname) has devices cpu:1" && ok || bad "different devices: $out"
 [ "$(grep -c "error:" <<<"$out")" = 1 ] && ok || bad "the error is not printed once: $out"
 [ ! -s "$T/b.sqlite" ] || [ -z "$(runs "$T/b.sqlite")" ] && ok || bad "a refused start stored a run"
 
 out=$("${MPI[@]}" -np 1 "$CLI" train "$T/sp.json" --no-record : -np 1 "$CLI" train "$T/missing.json" --no-record 2>&1)
 rc=$?
 [ $rc -eq 2 ] && ok || bad "a project missing on worker 2: exit $rc"
-has "$out" "worker 2 of 2: " && has "$out" "missing.json" && ok || bad "a project missing on worker 2: $out"
+has "$out" "worker 2 of 2 on host $(hostname): " && has "$out" "missing.json" && ok || bad "a project missing on worker 2: $out"
 
 out=$(MIRRORLAB_MPI_PLUGIN=$T/nothing.so "${MPI[@]}" -np 2 "$CLI" train "$T/sp.json" --no-record 2>&1)
 rc=$?

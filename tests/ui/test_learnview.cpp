@@ -33,6 +33,7 @@
 #include "learn/CodePanel.h"
 #include "learn/LearnView.h"
 #include "learn/LessonsPanel.h"
+#include "learn/LinkCalibration.h"
 #include "learn/ScalingPanel.h"
 #include "learn/StepDiagram.h"
 #include "learn/StepReplayPanel.h"
@@ -396,6 +397,23 @@ class LearnTest : public QObject {
     QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("bfloat16 gradients")));
     QVERIFY(panel.comparisonLabel()->text().contains(QStringLiteral("sent its gradients as float32")));
     wire->setCurrentIndex(0);
+    // Across hosts: 2 hosts joined by calibrated 10 Gbit/s Ethernet add the calibrated ring, and
+    // the calibration's figures, source and date are in view, with its latency called a parameter.
+    const auto& cal = ml::shippedLinkCalibration();
+    QVERIFY2(panel.calibrationLabel()->text().contains(QString::fromStdString(cal.date)),
+             qPrintable(panel.calibrationLabel()->text()));
+    QVERIFY(panel.calibrationLabel()->text().contains(QStringLiteral("bench/workers/cluster.sh")));
+    QVERIFY(panel.calibrationLabel()->text().contains(QStringLiteral("parameter")));
+    const double oneHost = panel.whatIf()->rows.front().allreduceSeconds;
+    panel.setHosts(2, QStringLiteral("10gbit"));
+    QVERIFY(panel.calibrationLabel()->text().startsWith(QStringLiteral("In use")));
+    const auto& two = panel.whatIf()->rows.front();
+    QCOMPARE(two.devices, 2);  // 1 device per host x 2 hosts
+    const ml::LinkSample s{2, static_cast<double>(m.profile.gradientBytes), 1, 10e9, 0};
+    QVERIFY(std::abs(two.crossSeconds - ml::predictCrossAllReduce(s, cal)) < 1e-12);
+    QVERIFY(two.allreduceSeconds > oneHost);
+    panel.setHosts(1, QStringLiteral("10gbit"));
+    QVERIFY(!panel.calibrationLabel()->text().startsWith(QStringLiteral("In use")));
     shot(&panel, "learn-sync");
   }
 

@@ -1,12 +1,13 @@
 // The main window opens on the example project with its model summary, and the dashboard can be
 // saved as a picture; its timeline and step breakdown draw the network phase of a multi-worker run
-// only when a step spent time on it. The user guide follows its links into docs/ and back.
+// only when a step spent time on it, and a run stored across two hosts has one lane group per host.
+// The user guide follows its links into docs/ and back.
 #include <QLabel>
 #include <QListWidget>
 #include <QPushButton>
+#include <QTableWidget>
 #include <QTextBlock>
 #include <QTextBrowser>
-#include <QTableWidget>
 
 #include "DashboardView.h"
 #include "HelpDialogs.h"
@@ -14,8 +15,11 @@
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"
 #include "UiTestUtil.h"
+#include "WorkersLauncher.h"
 #include "charts/DeviceCharts.h"
 #include "charts/TimelineChart.h"
+#include "store/Recorder.h"
+#include "store/RunStore.h"
 
 class MainWindowTest : public QObject {
   Q_OBJECT
@@ -181,6 +185,61 @@ class MainWindowTest : public QObject {
     d->close();
   }
 
+  // A run of 2 hosts x 1 worker x 2 replicas, recorded as worker 1 records it and read back from the
+  // store as the studio follows a multi-worker run: the timeline has one lane group per host, each
+  // named, with its two lanes labelled by worker and device and a gap between the groups.
+  void timelineHasOneLaneGroupPerHostOfAStoredRun() {
+    const std::string db = dir_.filePath(QStringLiteral("hosts.sqlite")).toStdString();
+    recordTwoHostRun(db);
+    auto store = ml::RunStore::open(db);
+    const ml::RunDetail detail = store.loadRun(1);
+    std::vector<ml::Event> events{mlui::startedFromStore(detail)};
+    for (const auto& st : store.loadSteps(1, 1, 3)) events.push_back(st);
+    QCOMPARE(events.size(), size_t(4));
+
+    mlui::MainWindow w;
+    w.openInitialProject();
+    w.resize(1400, 900);
+    w.show();
+    w.showPage(mlui::MainWindow::DashboardPage);
+    QVERIFY(QTest::qWaitForWindowExposed(&w));
+    auto* dash = w.dashboard();
+    dash->onEvents(events);
+    dash->render();
+    auto* timeline = dash->timelineChart();
+    QCOMPARE(timeline->hostGroups(), QStringList({QStringLiteral("mlhost1"), QStringLiteral("mlhost2")}));
+    QCOMPARE(timeline->laneGroup(0), 0);
+    QCOMPARE(timeline->laneGroup(1), 0);
+    QCOMPARE(timeline->laneGroup(2), 1);
+    QCOMPARE(timeline->laneGroup(3), 1);
+    // Lanes within a host one apart, the two hosts' groups further apart.
+    QCOMPARE(timeline->lanePosition(1) - timeline->lanePosition(0), 1.0);
+    QVERIFY(timeline->lanePosition(2) - timeline->lanePosition(1) > 1.5);
+    auto* ticker = dynamic_cast<QCPAxisTickerText*>(timeline->yAxis->ticker().data());
+    QVERIFY(ticker);
+    QCOMPARE(ticker->ticks().value(timeline->lanePosition(3)), QStringLiteral("worker2/cpu:1"));
+    QCOMPARE(timeline->barCount(), 3 * 4 * 5);
+    QCOMPARE(timeline->barCount(mlui::Phase::Network), 3 * 2);  // one hop per host and step
+    // The groups are drawn: a name per host, over its band.
+    int names = 0;
+    for (int i = 0; i < timeline->itemCount(); ++i)
+      if (auto* text = qobject_cast<QCPItemText*>(timeline->item(i)))
+        names += text->text() == QStringLiteral("host mlhost1") || text->text() == QStringLiteral("host mlhost2");
+    QCOMPARE(names, 2);
+    const QImage img = timeline->grab().toImage();
+    QVERIFY(img.width() > 300);
+    QVERIFY(uitest::distinctColors(img) > 5);
+
+    // A run on one host keeps one group and the lanes without the host.
+    ml::RunStarted one = mlui::startedFromStore(detail);
+    one.hosts = {"vm", "vm"};
+    for (auto& d : one.devices) d = "vm" + d.substr(d.find('/'));
+    dash->onEvents({one});
+    dash->render();
+    QVERIFY(timeline->hostGroups().isEmpty());
+    QCOMPARE(timeline->lanePosition(2), 2.0);
+  }
+
   void dashboardSavesAPicture() {
     mlui::MainWindow w;
     w.openInitialProject();
@@ -196,6 +255,50 @@ class MainWindowTest : public QObject {
     const QImage img(path);
     QVERIFY(img.width() > 800);
     QVERIFY(uitest::distinctColors(img) > 10);
+  }
+
+ private:
+  // 3 steps of 2 hosts x 1 worker x 2 replicas through the Recorder, as worker 1 records them.
+  static void recordTwoHostRun(const std::string& db) {
+    auto ch = std::make_shared<ml::Channel>();
+    ml::Recorder rec(db, ch);
+    ml::RunStarted s;
+    s.runName = "two hosts";
+    s.projectJson = R"({"name":"two hosts"})";
+    s.configJson = R"({"devices":"cpu:2","workers":2})";
+    s.replicas = 4;
+    s.workers = 2;
+    s.hosts = {"mlhost1", "mlhost2"};
+    for (int r = 0; r < 4; ++r)
+      s.devices.push_back(s.hosts[static_cast<size_t>(r / 2)] + "/worker" + std::to_string(r / 2 + 1) +
+                          "/cpu:" + std::to_string(r % 2) + " (simulated)");
+    s.globalBatch = 64;
+    s.perReplicaBatch = 16;
+    s.epochs = 1;
+    s.stepsPerEpoch = s.totalSteps = 3;
+    ch->tryPush(s);
+    for (int i = 1; i <= 3; ++i) {
+      ml::StepEvent e;
+      e.step = e.stepInEpoch = i;
+      e.epoch = 1;
+      e.stepsPerEpoch = 3;
+      e.samples = 64;
+      e.stepTime = 0.02;
+      e.wallTime = 0.02 * i;
+      for (int r = 0; r < 4; ++r) {
+        ml::ReplicaStep rs;
+        rs.replica = r;
+        rs.samples = 16;
+        rs.start = e.wallTime - e.stepTime;
+        const bool hop = r % 2 == 0;  // local replica 0 of each host carries the cross-host hop
+        rs.phases = {0.005, 0.007, 0.002, hop ? 0.0 : 0.004, 0.002, 0.0, hop ? 0.004 : 0.0};
+        e.replicas.push_back(rs);
+      }
+      ch->tryPush(e);
+    }
+    ch->tryPush(ml::RunFinished{ml::RunStatus::Finished, "", 0.06, 3, 0.5, 0.75});
+    rec.stop();
+    QVERIFY2(rec.error().empty() && rec.runId(), rec.error().c_str());
   }
 };
 

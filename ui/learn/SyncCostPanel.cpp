@@ -10,6 +10,7 @@
 #include <QPushButton>
 #include <QSignalBlocker>
 #include <QSlider>
+#include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
 
@@ -22,6 +23,7 @@
 #include "JsonFile.h"
 #include "Theme.h"
 #include "distribute/AllReduce.h"
+#include "learn/LinkCalibration.h"
 #include "learn/RunChooser.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
@@ -33,6 +35,23 @@ namespace {
 QString q(const std::string& s) { return QString::fromStdString(s); }
 QString ms(double s) { return QStringLiteral("%1 ms").arg(s * 1e3, 0, 'f', s < 0.01 ? 3 : 2); }
 const QColor kModelledColor(0x93, 0x6F, 0xC9);
+
+// Where the calibrated links between hosts come from, always in view: its figures, source and date,
+// and that its latency is a parameter (the links it was measured on add no delay).
+QString calibrationText(bool inUse) {
+  const auto& c = ml::shippedLinkCalibration();
+  const QString ceiling = c.hostBytesPerSecond > 0
+                              ? QObject::tr("hosts' ceiling %1 GB/s").arg(c.hostBytesPerSecond / 1e9, 0, 'g', 3)
+                              : QObject::tr("no hosts' ceiling (none measured)");
+  return QObject::tr(
+             "%1Links between hosts marked calibrated: %2 µs per message, %3% of the link's rate, %4, measured %5 "
+             "on %6. Its latency is that message overhead: those links add no delay, so on a network with a longer "
+             "round trip it is a parameter, and larger.")
+      .arg(inUse ? QObject::tr("In use: ") : QString())
+      .arg(c.messageSeconds * 1e6, 0, 'f', 0)
+      .arg(c.linkFraction * 100, 0, 'f', 0)
+      .arg(ceiling, q(c.date), q(c.source).toHtmlEscaped());
+}
 }  // namespace
 
 SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent)
@@ -98,8 +117,31 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   overlapLabel_ = new QLabel(this);
   overlapLabel_->setMinimumWidth(40);
   row2->addWidget(overlapLabel_);
+  row2->addSpacing(10);
+  // Several hosts (machines): the device counts are per host, a ring across them on this link.
+  row2->addWidget(new QLabel(tr("Hosts"), this));
+  hosts_ = new QSpinBox(this);
+  hosts_->setRange(1, 4096);
+  hosts_->setAccessibleName(tr("Hosts (machines) for the what-if"));
+  row2->addWidget(hosts_);
+  row2->addWidget(new QLabel(tr("joined by"), this));
+  crossLink_ = new QComboBox(this);
+  crossLink_->setObjectName(QStringLiteral("crossLink"));
+  for (const char* id : {"25gbit", "10gbit", "5gbit", "1gbit"}) {
+    const ml::Link l = ml::calibratedLink(ml::parseLinkRate(id), ml::shippedLinkCalibration());
+    crossLink_->addItem(q(l.name), QString::fromLatin1(id));
+  }
+  for (const auto& l : ml::linkPresets())
+    if (l.id == "ib-hdr" || l.id == "100gbe" || l.id == "10gbe") crossLink_->addItem(tr("%1 (nominal)").arg(q(l.name)), q(l.id));
+  crossLink_->setCurrentIndex(1);
+  row2->addWidget(crossLink_);
   row2->addStretch(1);
   v->addLayout(row2);
+  calibration_ = new QLabel(this);
+  calibration_->setObjectName(QStringLiteral("calibration"));
+  calibration_->setWordWrap(true);
+  setRole(calibration_, "caption");
+  v->addWidget(calibration_);
 
   compare_ = new QLabel(tr("Choose a stored run (any run with per-replica timings)."), this);
   compare_->setWordWrap(true);
@@ -152,7 +194,9 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
     const qlonglong id = source_->currentData().toLongLong();
     if (id > 0) loadRun(id);
   });
-  for (QComboBox* c : {link_, algo_, wire_}) connect(c, &QComboBox::currentIndexChanged, this, &SyncCostPanel::recompute);
+  for (QComboBox* c : {link_, algo_, wire_, crossLink_})
+    connect(c, &QComboBox::currentIndexChanged, this, &SyncCostPanel::recompute);
+  connect(hosts_, &QSpinBox::valueChanged, this, &SyncCostPanel::recompute);
   connect(counts_, &QLineEdit::editingFinished, this, &SyncCostPanel::recompute);
   connect(overlap_, &QSlider::valueChanged, this, &SyncCostPanel::recompute);
   recompute();
@@ -165,6 +209,14 @@ void SyncCostPanel::setLink(const QString& id) {
 
 void SyncCostPanel::setDeviceCounts(const QString& counts) {
   counts_->setText(counts);
+  recompute();
+}
+
+void SyncCostPanel::setHosts(int hosts, const QString& crossLink) {
+  const QSignalBlocker quiet(hosts_);
+  hosts_->setValue(hosts);
+  const int at = crossLink_->findData(crossLink);
+  if (at >= 0) crossLink_->setCurrentIndex(at);
   recompute();
 }
 
@@ -202,6 +254,8 @@ void SyncCostPanel::loadRun(int64_t runId) {
         m.runId = runId;
         m.runName = q(run.summary.name);
         m.replicas = run.summary.replicas;
+        m.workers = std::max(1, run.workers);
+        m.bucketBytes = project.distribute.bucketBytes;
         m.globalBatch = run.summary.globalBatch;
         const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
         m.profile = ml::profileFromSteps(steps, grad, "run " + std::to_string(runId));
@@ -226,8 +280,10 @@ void SyncCostPanel::loadRun(int64_t runId) {
         }
         measured_ = *r.value;
         {
-          const QSignalBlocker quiet(wire_);  // the run's format, then one recompute
+          const QSignalBlocker quiet(wire_);  // the run's format and hosts, then one recompute
+          const QSignalBlocker quietHosts(hosts_);
           wire_->setCurrentIndex(measured_->wire == ml::AllReduceDtype::Bfloat16 ? 1 : 0);
+          hosts_->setValue(measured_->workers);
         }
         recompute();
         Q_EMIT runLoaded();
@@ -242,6 +298,7 @@ void SyncCostPanel::recompute() {
   ideal_->data()->clear();
   modelled_->data()->clear();
   measuredPoint_->data()->clear();
+  calibration_->setText(calibrationText(false));
   if (!measured_) {
     assumptions_->clear();
     chart_->replot(QCustomPlot::rpQueuedReplot);
@@ -298,6 +355,15 @@ void SyncCostPanel::recompute() {
 
   ml::WhatIfOptions o;
   o.link = link;
+  o.workers = hosts_->value();
+  const QString crossId = crossLink_->currentData().toString();
+  const bool calibrated = crossId.endsWith(QLatin1String("bit"));
+  if (o.workers > 1) {
+    o.crossLink = calibrated ? ml::calibratedLink(ml::parseLinkRate(crossId.toStdString()), ml::shippedLinkCalibration())
+                             : ml::linkPreset(crossId.toStdString());
+    o.crossBuckets = static_cast<int>((profile.gradientBytes + m.bucketBytes - 1) / std::max<int64_t>(1, m.bucketBytes));
+  }
+  calibration_->setText(calibrationText(o.workers > 1 && calibrated));
   o.algo = algo;
   o.overlap = overlap_->value() / 100.0;
   o.batch = std::max<int64_t>(1, m.globalBatch);

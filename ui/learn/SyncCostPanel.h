@@ -19,6 +19,7 @@ class QCustomPlot;
 class QLabel;
 class QLineEdit;
 class QSlider;
+class QSpinBox;
 class QTableWidget;
 
 namespace mlui {
@@ -32,11 +33,17 @@ class SyncCostPanel : public QWidget {
   void loadRun(int64_t runId);      // async: profile, measured sync, host all-reduce timing
   void setLink(const QString& id);  // nvlink | pcie4 | 100gbe | 10gbe | host
   void setDeviceCounts(const QString& counts);
+  // Several hosts: device counts are then per host, joined by `crossLink` (a preset id, or a rate
+  // such as "10gbit": Ethernet with the shipped calibration's overheads).
+  void setHosts(int hosts, const QString& crossLink);
+  QLabel* calibrationLabel() const { return calibration_; }
 
   struct Measured {
     int64_t runId = 0;
     QString runName;
     int replicas = 1;
+    int workers = 1;  // the run's
+    int64_t bucketBytes = 1 << 20;
     ml::ComputeProfile profile;
     ml::SyncCost sync;                  // per replica and step, means over the run's steps (measured)
     double stepSeconds = 0;             // a replica's step, the same mean (sync.whole)
@@ -67,6 +74,9 @@ class SyncCostPanel : public QWidget {
   QComboBox* algo_;
   QLineEdit* counts_;
   QSlider* overlap_;
+  QSpinBox* hosts_;
+  QComboBox* crossLink_;
+  QLabel* calibration_;
   QLabel* overlapLabel_;
   QLabel* compare_;
   QLabel* assumptions_;

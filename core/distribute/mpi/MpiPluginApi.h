@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MLMPI_API_VERSION 1
+#define MLMPI_API_VERSION 2
 
 extern "C" {
 typedef void (*mlmpi_sink)(void* ctx, int rank, const char* bytes, int len);
@@ -24,4 +24,5 @@ typedef void (*mlmpi_set_progress_fn)(int64_t step, const char* phase);
 typedef void (*mlmpi_interrupt_fn)(const char* reason);
 typedef void (*mlmpi_abort_fn)(int code);
 typedef void (*mlmpi_finalize_fn)();
+typedef double (*mlmpi_waiting_seconds_fn)();
 }

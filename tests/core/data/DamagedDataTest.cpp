@@ -86,7 +86,9 @@ TEST_F(DamagedData, BinaryBytesInMessagesAreEscapedNotCut) {
   mltest::writeText(dir_.file("nul.csv"), std::string("label,x\n1,ab\0cd\x1b[2J\n", 20));
   const std::string msg = userErrorOf([&] { (void)ml::readCsv(dir_.file("nul.csv"), "label", true, false); });
   EXPECT_EQ(msg.find('\0'), std::string::npos);
-  EXPECT_NE(msg.find("column 'x' holds text ('ab\\x00cd\\x1B[2J'): Mirrorlab reads numbers only. Drop the column 'x'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("column 'x' holds text ('ab\\x00cd\\x1B[2J'): Mirrorlab reads numbers only. Drop the column 'x'"),
+            std::string::npos)
+      << msg;
   // clipText escapes and still cuts long values, counting the original characters.
   EXPECT_EQ(ml::clipText(std::string("a\0b\n", 4)), "a\\x00b\\x0A");
   const std::string cut = ml::clipText(std::string(100, '\0'), 10);

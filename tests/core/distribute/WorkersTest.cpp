@@ -229,7 +229,7 @@ TEST(AcrossWorkers, AFailureOnOneWorkerStopsEveryWorkerWithItsMessage) {
       }
     });
   for (auto& t : threads) t.join();
-  EXPECT_EQ(msg[0], "worker 2 of 2: an injected failure on cpu:1 in step 2 (fail fault)");
+  EXPECT_EQ(msg[0], "worker 2 of 2 on host localhost: an injected failure on cpu:1 in step 2 (fail fault)");
   EXPECT_EQ(msg[1], "an injected failure on cpu:1 in step 2 (fail fault)");
   EXPECT_EQ(stepsDone, (std::vector<int>{1, 1}));
 }

@@ -119,6 +119,10 @@ TEST(CostModel, WhatIfAcrossWorkersAddsTheCrossWorkerRing) {
   EXPECT_NEAR(r.rows[1].allreduceSeconds, 0.00326 + 32e-6, 1e-12);
   EXPECT_NEAR(r.rows[1].computeSeconds, 32 * 3e-4 + 1e-3, 1e-12);
   EXPECT_NE(r.assumptions.find("across the workers over 10 Gb/s Ethernet"), std::string::npos) << r.assumptions;
+  // The gradients cross in 3 buckets: each pays the ring's 2 messages, the bytes are the same.
+  o.crossBuckets = 3;
+  EXPECT_NEAR(predictScaling(prof, o).rows[0].crossSeconds, 0.00326 + 2 * 2 * 30e-6, 1e-12);
+  o.crossBuckets = 1;
   // InfiniBand HDR between the machines makes the same step faster.
   o.crossLink = linkPreset("ib-hdr");
   EXPECT_LT(predictScaling(prof, o).rows[1].stepSeconds, r.rows[1].stepSeconds);

@@ -89,6 +89,29 @@ TEST(ThreadTeam, RunsEveryTaskOnceAndSplitsCoverTheRange) {
   }
 }
 
+// Tasks are claimed by whichever thread is free: on more threads than cores (5 on this machine's
+// 2) workers often wake after the caller has run every task of a generation, or in the middle of
+// the next one. Every task must still run exactly once, in its own generation (a late worker must
+// never run a finished generation's task), and a task that waits for no one finishes on the caller
+// alone when the workers are slow.
+TEST(ThreadTeam, EveryTaskRunsOnceInItsGenerationWhateverThreadClaimsIt) {
+  ml::ThreadTeam team(5);
+  std::vector<std::atomic<int>> runs(5);
+  for (int gen = 0; gen < 3000; ++gen) {
+    const int tasks = 2 + gen % 4;
+    for (auto& r : runs) r.store(0);
+    std::atomic<int> current{gen}, stale{0};
+    team.run(tasks, [&, gen](int i) {
+      if (current.load() != gen) stale.fetch_add(1);
+      runs[static_cast<size_t>(i)].fetch_add(1);
+    });
+    current.store(-1);
+    ASSERT_EQ(stale.load(), 0) << "generation " << gen;
+    for (int i = 0; i < 5; ++i)
+      ASSERT_EQ(runs[static_cast<size_t>(i)].load(), i < tasks ? 1 : 0) << "task " << i << ", gen " << gen;
+  }
+}
+
 // The gradient check between backward's layers reads the kernel gradient in blocks on a team: one
 // inf or NaN anywhere in it (uneven blocks: 37 x 29 on 2 and 3 threads), or in the bias gradient,
 // is found, and a finite gradient passes, serially and on the team alike.
