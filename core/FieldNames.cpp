@@ -13,6 +13,7 @@ struct Place {
 };
 
 // Section.key -> where the studio shows it. Kept next to the screens' labels.
+// Long: a table, one line per project key.
 const std::map<std::string, Place>& places() {
   static const std::map<std::string, Place> m = {
       {"name", {"Model screen", "Project name"}},

@@ -232,7 +232,10 @@ void DashboardView::onStateChanged(TrainingSession::State s) {
   train_->setEnabled(!active && !externalBusy_ && blocked_.isEmpty());
   updateTrainTip();
   updateIdleReason();
-  pause_->setEnabled(s == TrainingSession::State::Running || s == TrainingSession::State::Paused);
+  // A run that cannot pause (a multi-worker run) says why on the button and in the status bar.
+  const QString noPause = session_->pauseUnavailable();
+  pause_->setEnabled((s == TrainingSession::State::Running || s == TrainingSession::State::Paused) && noPause.isEmpty());
+  pause_->setToolTip(noPause);  // "": the action's own text
   stop_->setEnabled(active && s != TrainingSession::State::Stopping);
   {
     QSignalBlocker block(pause_);

@@ -11,11 +11,10 @@
 #include "Error.h"
 #include "WorkersLauncher.h"
 #include "export/ExportJob.h"
-#include "store/Recorder.h"
 #include "store/RunStore.h"
 #include "telemetry/Channel.h"
+#include "train/RecordedRun.h"
 #include "train/Resume.h"
-#include "train/Trainer.h"
 
 namespace mlui {
 
@@ -35,7 +34,7 @@ TrainingSession::~TrainingSession() {
   cancel_.store(true);
   {
     std::lock_guard lock(mu_);
-    if (trainer_) trainer_->requestCancel();
+    if (run_) run_->requestCancel();
   }
   if (worker_.joinable()) worker_.join();
 }
@@ -67,6 +66,11 @@ uint64_t TrainingSession::droppedEvents() const {
   return channel_ ? channel_->dropped() : 0;
 }
 
+bool TrainingSession::current(const std::shared_ptr<Link>& link, uint64_t gen) {
+  std::lock_guard lock(link->mu);
+  return link->self != nullptr && link->self->gen_.load() == gen;
+}
+
 bool TrainingSession::start(const ml::Project& project, const QString& storePath, int64_t maxSteps) {
   return launch(project, std::nullopt, storePath, maxSteps);
 }
@@ -79,7 +83,9 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
   if (worker_.joinable()) worker_.join();  // the previous worker has already posted its end
   cancel_.store(false);
   paused_.store(false);
-  workersRun_.store(false);
+  // A project of several workers is trained by mirrorlab-cli (it starts mpirun); a resumed run
+  // goes on in this process.
+  workersRun_.store(projectIn && projectIn->distribute.workers > 1 && !resumeId);
   lastRunId_.reset();
   uiFrames_.store(0);
   uiDrawUs_.store(0);
@@ -90,21 +96,13 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
   setState(State::Preparing);
   Q_EMIT statusMessage(tr("Loading data…"));
   const std::string store = storePath.toStdString();
-  // A project of several workers is trained by mirrorlab-cli (it starts mpirun): the one beside
-  // the studio, or $MIRRORLAB_CLI.
+  // The mirrorlab-cli beside the studio, or $MIRRORLAB_CLI.
   QString cliPath = qEnvironmentVariable("MIRRORLAB_CLI");
   if (cliPath.isEmpty()) cliPath = QCoreApplication::applicationDirPath() + QStringLiteral("/mirrorlab-cli");
   const std::string cli = cliPath.toStdString();
   const uint64_t gen = ++gen_;
-  worker_ = std::thread([this, gen, link = link_, projectIn, resumeId, store, maxSteps, cli, cache = cache_] {
-    // After run() returns: whether this session still waits for this thread (not let go, not destroyed).
-    auto live = [&] {
-      std::lock_guard lock(link->mu);
-      return link->self != nullptr && gen_.load() == gen;
-    };
-    std::optional<ml::RunFinished> finished;
-    std::optional<int64_t> runId;
-    QString error;
+  worker_ = std::thread([this, gen, link = link_, projectIn, resumeId, store, maxSteps, cli] {
+    Outcome out;
     try {
       ml::TrainerOptions options;
       ml::Project project;
@@ -115,120 +113,105 @@ bool TrainingSession::launch(std::optional<ml::Project> projectIn, std::optional
         project = src.project;
         options.resume = std::move(src.checkpoint);
       }
-      if (project.distribute.workers > 1 && !resumeId) {
-        // Local MPI workers: their run is followed in the store and shown like any other.
-        ml::TelemetryHub hub;
-        auto uiChannel = hub.subscribe(1 << 16);
-        {
-          std::lock_guard lock(mu_);
-          channel_ = uiChannel;
-        }
-        const int workers = project.distribute.workers;
-        workersRun_.store(true);
-        QMetaObject::invokeMethod(
-            this,
-            [this, workers] {
-              Q_EMIT statusMessage(tr("Training as %1 workers under mpirun (mirrorlab-cli)…").arg(workers));
-              if (state_ == State::Preparing) setState(State::Running);
-            },
-            Qt::QueuedConnection);
-        const WorkersRun r = runWorkersFollowingStore(cli, project, store, maxSteps, hub, cancel_);
-        hub.closeAll();
-        finished = r.finished;
-        runId = r.runId;
-        QMetaObject::invokeMethod(
-            this, [this, gen, finished, runId, error] { onWorkerDone(gen, finished, runId, error); }, Qt::QueuedConnection);
-        return;
-      }
-      auto data = cache->get(project);
-      if (!cancel_.load()) {
-        QMetaObject::invokeMethod(
-            this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
-        ml::TelemetryHub hub;
-        auto uiChannel = hub.subscribe(1 << 16);
-        options.maxSteps = maxSteps;
-        options.sampleInterval = 0.05;  // two utilization points per frame-pair: smooth lines
-        // Checkpoints beside the store, as on the command line; the run's id is the recorder's.
-        ml::Recorder* rec = nullptr;
-        options.checkpointStore = store;
-        options.runId = [&rec]() -> std::optional<int64_t> {
-          return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
-        };
-        options.awaitRecorded = [&rec](int64_t step) { return !rec || rec->waitForStep(step, std::chrono::seconds(60)); };
-        // An injected kill would take the studio with it: the run stops as failed instead, resumable.
-        ml::Trainer* self = nullptr;
-        options.onKill = [&self] {
-          if (self)
-            self->abort(
-                "an injected kill stopped the run (a command-line process would have died here); resume it from the Runs screen");
-        };
-        ml::Trainer trainer(project, data, hub, options);
-        self = &trainer;
-        // The recorder opens its own connection here, off the UI thread; a bad store fails now.
-        // A store that cannot be written stops the run with the reason (shown, and on the run's row).
-        ml::RecorderOptions recorderOptions;
-        recorderOptions.onFailure = [&trainer](const std::string& why) { trainer.abort(why); };
-        ml::Recorder recorder(store, hub.subscribe(1 << 18), std::move(recorderOptions));
-        rec = &recorder;
-        {
-          std::lock_guard lock(mu_);
-          channel_ = uiChannel;
-          trainer_ = &trainer;
-          hub_ = &hub;
-          recorder_ = &recorder;
-        }
-        if (paused_.load()) trainer.setPaused(true);
-        if (cancel_.load()) trainer.requestCancel();
-        QMetaObject::invokeMethod(
-            this,
-            [this] {
-              if (state_ == State::Preparing) setState(State::Running);
-            },
-            Qt::QueuedConnection);
-        finished = trainer.run();
-        if (!live()) {  // let go while stuck (abandon recorded the run): touch nothing of the session
-          hub.closeAll();
-          recorder.stop();
-          return;
-        }
-        {
-          std::lock_guard lock(mu_);
-          trainer_ = nullptr;
-          hub_ = nullptr;
-          recorder_ = nullptr;
-        }
-        hub.closeAll();
-        recorder.stop();
-        runId = recorder.runId();
-        if (!recorder.error().empty())
-          error = QString::fromStdString("The run store reported: " + recorder.error());
-        else if (runId)
-          storeUiCost(store, *runId);
-        // A finished run keeps its weights, so the Runs screen can export the trained model.
-        if (runId && finished->status == ml::RunStatus::Finished) {
-          try {
-            ml::keepRunWeights(store, *runId, trainer.strategy().model(0));
-          } catch (const std::exception& e) {
-            error = QString::fromStdString(std::string("The run's weights were not kept: ") + e.what());
-          }
-        }
+      if (workersRun_.load()) {
+        out = trainWorkers(project, store, maxSteps, cli);
+      } else if (auto here = trainHere(project, std::move(options), store, maxSteps, link, gen)) {
+        out = std::move(*here);
+      } else {
+        return;  // let go while stuck: abandon() ended the run
       }
     } catch (const std::exception& e) {  // ml::UserError and anything unexpected: shown, never a crash
-      if (!live()) return;
+      if (!current(link, gen)) return;
       std::lock_guard lock(mu_);
-      trainer_ = nullptr;
-      hub_ = nullptr;
-      recorder_ = nullptr;
-      error = QString::fromStdString(e.what());
+      run_ = nullptr;
+      out.error = QString::fromStdString(e.what());
     }
     std::lock_guard lock(link->mu);  // the session cannot go away while the end is posted
     if (link->self)
       QMetaObject::invokeMethod(
-          link->self, [s = link->self, gen, finished, runId, error] { s->onWorkerDone(gen, finished, runId, error); },
-          Qt::QueuedConnection);
+          link->self, [s = link->self, gen, out] { s->onWorkerDone(gen, out); }, Qt::QueuedConnection);
   });
   timer_.start();
   return true;
+}
+
+std::optional<TrainingSession::Outcome> TrainingSession::trainHere(const ml::Project& project, ml::TrainerOptions options,
+                                                                   const std::string& store, int64_t maxSteps,
+                                                                   const std::shared_ptr<Link>& link, uint64_t gen) {
+  auto data = cache_->get(project);
+  if (cancel_.load()) return Outcome{};  // stopped before training started
+  QMetaObject::invokeMethod(
+      this, [this] { Q_EMIT statusMessage(tr("Building the replicas…")); }, Qt::QueuedConnection);
+  ml::RecordedRunOptions ro;
+  ro.storePath = store;  // recorded, with its checkpoints beside the store, as on the command line
+  ro.trainer = std::move(options);
+  ro.trainer.maxSteps = maxSteps;
+  ro.trainer.sampleInterval = 0.05;  // two utilization points per frame-pair: smooth lines
+  // An injected kill would take the studio with it: the run stops as failed instead, resumable.
+  ro.trainer.killEndsRunWith =
+      "an injected kill stopped the run (a command-line process would have died here); resume it from the Runs screen";
+  // Built here, off the UI thread: a project that does not fit or a bad store fails now.
+  ml::RecordedRun run(project, data, std::move(ro));
+  auto uiChannel = run.subscribe(1 << 16);
+  {
+    std::lock_guard lock(mu_);
+    channel_ = uiChannel;
+    run_ = &run;
+  }
+  if (paused_.load()) run.setPaused(true);
+  if (cancel_.load()) run.requestCancel();
+  QMetaObject::invokeMethod(
+      this,
+      [this] {
+        if (state_ == State::Preparing) setState(State::Running);
+      },
+      Qt::QueuedConnection);
+  const ml::RecordedRun::Result r = run.run();
+  if (!current(link, gen)) return std::nullopt;  // `this` may be gone: touch nothing of it
+  {
+    std::lock_guard lock(mu_);
+    run_ = nullptr;
+  }
+  Outcome out{r.finished, r.runId, {}};
+  if (!r.recordingError.empty())
+    out.error = QString::fromStdString("The run store reported: " + r.recordingError);
+  else if (r.runId)
+    storeUiCost(store, *r.runId);
+  if (r.runId && r.finished.status == ml::RunStatus::Finished) keepWeights(run, store, *r.runId, out);
+  return out;
+}
+
+// A finished run keeps its weights, so the Runs screen can export the trained model.
+void TrainingSession::keepWeights(ml::RecordedRun& run, const std::string& store, int64_t runId, Outcome& out) {
+  try {
+    ml::keepRunWeights(store, runId, run.trainer().strategy().model(0));
+  } catch (const std::exception& e) {
+    out.error = QString::fromStdString(std::string("The run's weights were not kept: ") + e.what());
+  }
+}
+
+// Worker 1 records the run and keeps its weights (mirrorlab-cli train --keep-weights); its events
+// arrive here as they happen and go to the dashboard like a local run's.
+TrainingSession::Outcome TrainingSession::trainWorkers(const ml::Project& project, const std::string& store, int64_t maxSteps,
+                                                       const std::string& cli) {
+  ml::TelemetryHub hub;
+  {
+    std::lock_guard lock(mu_);
+    channel_ = hub.subscribe(1 << 16);
+  }
+  const int workers = project.distribute.workers;
+  QMetaObject::invokeMethod(
+      this,
+      [this, workers] {
+        if (state_ == State::Preparing) setState(State::Running);
+        Q_EMIT statusMessage(tr("Training as %1 workers under mpirun (mirrorlab-cli). %2").arg(workers).arg(pauseUnavailable()));
+      },
+      Qt::QueuedConnection);
+  const WorkersRun r = runWorkers(cli, project, store, maxSteps, hub, cancel_);
+  hub.closeAll();
+  Outcome out{r.finished, r.runId, QString::fromStdString(r.error)};
+  if (r.runId) storeUiCost(store, *r.runId);
+  return out;
 }
 
 // On the worker thread, after the recorder closed: the frames drawn while the run trained.
@@ -240,17 +223,23 @@ void TrainingSession::storeUiCost(const std::string& store, int64_t runId) {
   }
 }
 
+QString TrainingSession::pauseUnavailable() const {
+  if (workersRun_.load() && isActive())
+    return tr("Pause is off for a multi-worker run: its workers cannot pause together. Stop ends the run.");
+  return {};
+}
+
 void TrainingSession::setPaused(bool paused) {
   if (state_ != State::Running && state_ != State::Paused && state_ != State::Preparing) return;
-  if (workersRun_.load()) {
-    Q_EMIT statusMessage(tr("Pausing does not reach the workers of a multi-worker run: Stop ends it"));
+  if (const QString why = pauseUnavailable(); !why.isEmpty()) {
+    Q_EMIT statusMessage(why);
     Q_EMIT stateChanged(state_);  // the Pause button shows the state again
     return;
   }
   paused_.store(paused);
   {
     std::lock_guard lock(mu_);
-    if (trainer_) trainer_->setPaused(paused);
+    if (run_) run_->setPaused(paused);
   }
   if (state_ != State::Preparing) setState(paused ? State::Paused : State::Running);
 }
@@ -260,7 +249,7 @@ void TrainingSession::stop() {
   cancel_.store(true);
   {
     std::lock_guard lock(mu_);
-    if (trainer_) trainer_->requestCancel();
+    if (run_) run_->requestCancel();
   }
   setState(State::Stopping);
   Q_EMIT statusMessage(tr("Stopping after the current step…"));
@@ -272,29 +261,29 @@ void TrainingSession::poll() {
   {
     std::lock_guard lock(mu_);
     ch = channel_;
-    if (trainer_) stuck = trainer_->stuckFor(5.0);
+    if (run_) stuck = run_->stuckFor(5.0);
   }
   if (ch) {
     batch_.clear();
-    if (ch->drain(batch_) > 0) Q_EMIT eventsArrived(batch_);
+    if (ch->drain(batch_) > 0) {
+      // The run's events are here: it runs, even if the queued "running" from its thread is not
+      // delivered yet (a loaded machine can train many steps before the UI thread looks).
+      if (state_ == State::Preparing) setState(State::Running);
+      Q_EMIT eventsArrived(batch_);
+    }
   }
   if (!stuck.empty()) abandon(stuck);
 }
 
 void TrainingSession::abandon(const std::string& why) {
-  ml::RunFinished f;
-  f.status = ml::RunStatus::Failed;
-  f.message = why + " (the stuck replica did not return: its thread is left behind and the studio can train again)";
-  std::optional<int64_t> runId;
+  ml::RecordedRun::Result r;
   {
     std::lock_guard lock(mu_);
-    if (!trainer_) return;
+    if (!run_) return;
     gen_.fetch_add(1);  // from now on the thread is a stranger to this session
-    if (recorder_) runId = recorder_->waitForRunId(std::chrono::milliseconds(500));
-    if (hub_) hub_->publish(f);  // the recorder (still running there) marks the run failed
-    trainer_ = nullptr;
-    hub_ = nullptr;
-    recorder_ = nullptr;
+    // Recorded failed (the recorder's last write) and the channels closed; the thread stays stuck.
+    r = run_->abandon(why + " (the stuck replica did not return: its thread is left behind and the studio can train again)");
+    run_ = nullptr;
   }
   poll();  // the events up to the end, then this channel is done
   {
@@ -303,28 +292,27 @@ void TrainingSession::abandon(const std::string& why) {
   }
   timer_.stop();
   worker_.detach();
-  lastRunId_ = runId;
+  lastRunId_ = r.runId;
   setState(State::Idle);
-  Q_EMIT runEnded(f, runId);
+  Q_EMIT runEnded(r.finished, r.runId);
 }
 
-void TrainingSession::onWorkerDone(uint64_t gen, std::optional<ml::RunFinished> finished, std::optional<int64_t> runId,
-                                   QString error) {
+void TrainingSession::onWorkerDone(uint64_t gen, Outcome out) {
   if (gen != gen_.load()) return;  // a thread left behind by abandon()
   {
     std::lock_guard lock(mu_);
-    trainer_ = nullptr;  // already null: keeps poll() from looking at a finished run
+    run_ = nullptr;  // already null: keeps poll() from looking at a finished run
   }
   poll();  // the last events (RunFinished) before saying it ended
   timer_.stop();
   if (worker_.joinable()) worker_.join();  // it has finished: this returns at once
-  lastRunId_ = runId;
+  lastRunId_ = out.runId;
   setState(State::Idle);
-  if (finished) {
-    Q_EMIT runEnded(*finished, runId);
-    if (!error.isEmpty()) Q_EMIT runFailed(error);
-  } else if (!error.isEmpty()) {
-    Q_EMIT runFailed(error);
+  if (out.finished) {
+    Q_EMIT runEnded(*out.finished, out.runId);
+    if (!out.error.isEmpty()) Q_EMIT runFailed(out.error);
+  } else if (!out.error.isEmpty()) {
+    Q_EMIT runFailed(out.error);
   } else {
     ml::RunFinished f;
     f.status = ml::RunStatus::Cancelled;

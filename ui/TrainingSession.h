@@ -1,7 +1,8 @@
-// Runs one training at a time on a worker thread (load data, build the trainer, open the
-// recorder, train) and hands the telemetry to the UI: a 40 ms timer drains the UI's channel and
-// emits the batch once, so charts redraw at display rate whatever the step rate. The UI thread
-// never waits on training or on disk; cancel and pause are flags the trainer checks between steps.
+// Runs one training at a time on a worker thread (load data, build an ml::RecordedRun, train; or,
+// for a project of several workers, have mirrorlab-cli train it and relay worker 1's events) and
+// hands the telemetry to the UI: a 40 ms timer drains the UI's channel and emits the batch once,
+// so charts redraw at display rate whatever the step rate. The UI thread never waits on training
+// or on disk; cancel and pause are flags the trainer checks between steps.
 #pragma once
 #include <atomic>
 #include <memory>
@@ -19,9 +20,8 @@
 
 namespace ml {
 class Channel;
-class Recorder;
-class TelemetryHub;
-class Trainer;
+class RecordedRun;
+struct TrainerOptions;
 }  // namespace ml
 
 namespace mlui {
@@ -43,6 +43,9 @@ class TrainingSession : public QObject {
   // as runFailed with the reason, and nothing is changed).
   bool resume(int64_t runId, const QString& storePath);
   void setPaused(bool paused);
+  // Why Pause cannot hold the current run, for the Pause button's tooltip and the status bar;
+  // "" when it can. The workers of a multi-worker run cannot pause together: Stop ends it.
+  QString pauseUnavailable() const;
   void stop();
   State state() const { return state_; }
   bool isActive() const { return state_ != State::Idle; }
@@ -64,11 +67,24 @@ class TrainingSession : public QObject {
   void runEnded(const ml::RunFinished& finished, std::optional<int64_t> runId);
 
  private:
+  // What a training thread hands back: the run's end and id, or the error that stopped it.
+  struct Outcome {
+    std::optional<ml::RunFinished> finished;
+    std::optional<int64_t> runId;
+    QString error;
+  };
   bool launch(std::optional<ml::Project> project, std::optional<int64_t> resumeId, const QString& storePath, int64_t maxSteps);
+  // On the worker thread. trainHere: nullopt when the session let the run go while it was stuck
+  // (abandon()), after which the thread touches nothing of the session.
+  struct Link;
+  std::optional<Outcome> trainHere(const ml::Project& project, ml::TrainerOptions options, const std::string& store,
+                                   int64_t maxSteps, const std::shared_ptr<Link>& link, uint64_t gen);
+  Outcome trainWorkers(const ml::Project& project, const std::string& store, int64_t maxSteps, const std::string& cli);
+  void keepWeights(ml::RecordedRun& run, const std::string& store, int64_t runId, Outcome& out);
   void poll();
   void storeUiCost(const std::string& store, int64_t runId);
   void setState(State s);
-  void onWorkerDone(uint64_t gen, std::optional<ml::RunFinished> finished, std::optional<int64_t> runId, QString error);
+  void onWorkerDone(uint64_t gen, Outcome outcome);
   // A replica that no release reaches (the watchdog stopped the run and run() has not returned 5 s
   // later): the run is recorded failed with the diagnosis, its thread is left behind, and the
   // studio can train again.
@@ -80,6 +96,9 @@ class TrainingSession : public QObject {
     std::mutex mu;
     TrainingSession* self = nullptr;
   };
+  // Whether the thread of generation gen is still the session's current one (checked through the
+  // link: the session may be gone).
+  static bool current(const std::shared_ptr<Link>& link, uint64_t gen);
   std::shared_ptr<Link> link_;
   std::atomic<uint64_t> gen_{0};  // the current training thread's number
 
@@ -87,11 +106,9 @@ class TrainingSession : public QObject {
   State state_ = State::Idle;
   QTimer timer_;
   std::thread worker_;
-  mutable std::mutex mu_;  // guards channel_ and trainer_ (set by the worker)
+  mutable std::mutex mu_;  // guards channel_ and run_ (set by the worker)
   std::shared_ptr<ml::Channel> channel_;
-  ml::Trainer* trainer_ = nullptr;
-  ml::TelemetryHub* hub_ = nullptr;  // the running training's, set with trainer_
-  ml::Recorder* recorder_ = nullptr;
+  ml::RecordedRun* run_ = nullptr;  // the run training here, while it trains
   std::atomic<bool> cancel_{false}, paused_{false};
   std::atomic<bool> workersRun_{false};  // mirrorlab-cli trains the project's workers (no pause)
   std::atomic<int64_t> uiFrames_{0};

@@ -1,7 +1,8 @@
 // A project of several workers (distribute.workers > 1) from the studio: mirrorlab-cli trains it
-// as local MPI workers (it starts mpirun itself), and the run it records is followed in the run
-// store as it grows, its steps and epochs published as telemetry, so the dashboard shows the
-// multi-worker run live like any other. No Qt here: it runs on the training session's thread.
+// as local MPI workers (it starts mpirun itself), and worker 1, whose RecordedRun records the run
+// and keeps its final weights, streams its telemetry through a pipe (train --events): the
+// dashboard shows the multi-worker run live from the same events as any other run. No Qt here:
+// it runs on the training session's thread.
 #pragma once
 #include <atomic>
 #include <optional>
@@ -16,6 +17,9 @@ namespace mlui {
 struct WorkersRun {
   ml::RunFinished finished;
   std::optional<int64_t> runId;
+  // What mirrorlab-cli said when it exited with an error after the run ended (the store could not
+  // record it, the weights could not be kept); "" otherwise.
+  std::string error;
 };
 
 // The RunStarted a stored run began with, as the dashboard needs it (its devices named by host and
@@ -23,10 +27,10 @@ struct WorkersRun {
 ml::RunStarted startedFromStore(const ml::RunDetail& d);
 
 // Runs `cli` (the mirrorlab-cli beside the studio) on the project, recording into `store`, and
-// publishes RunStarted, every StepEvent and EpochEvent, then RunFinished on `hub` as worker 1
-// commits them. `cancel` stops the workers (mpirun gets SIGTERM; the run is stored failed with
-// that reason). Throws ml::UserError with the CLI's own message when it records no run.
-WorkersRun runWorkersFollowingStore(const std::string& cli, const ml::Project& project, const std::string& store,
-                                    int64_t maxSteps, ml::TelemetryHub& hub, const std::atomic<bool>& cancel);
+// publishes worker 1's events on `hub` as they happen, ending with RunFinished. `cancel` stops the
+// workers (mpirun gets SIGTERM; the run is stored failed with that reason). Throws ml::UserError
+// with the CLI's own message when the run did not start.
+WorkersRun runWorkers(const std::string& cli, const ml::Project& project, const std::string& store, int64_t maxSteps,
+                      ml::TelemetryHub& hub, const std::atomic<bool>& cancel);
 
 }  // namespace mlui

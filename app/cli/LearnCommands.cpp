@@ -29,7 +29,7 @@
 #include "learn/TraceExport.h"
 #include "nn/Sequential.h"
 #include "store/RunStore.h"
-#include "train/Trainer.h"
+#include "train/RecordedRun.h"
 
 namespace mlcli {
 namespace {
@@ -234,14 +234,15 @@ ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
   ml::Project one = project;
   one.distribute.devices = "cpu:1";
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(one.data));
-  ml::TelemetryHub hub;
-  auto ch = hub.subscribe();
-  ml::TrainerOptions to;
-  to.maxSteps = std::max<int64_t>(2, a.profileSteps);
-  ml::Trainer trainer(one, data, hub, to);
-  std::fprintf(stderr, "measuring compute: %lld steps of '%s' on cpu:1...\n", static_cast<long long>(to.maxSteps),
+  // A measuring run, not a recorded one: no store named, so it leaves no stored run.
+  ml::RecordedRunOptions ro;
+  const int64_t measured = std::max<int64_t>(2, a.profileSteps);
+  ro.trainer.maxSteps = measured;
+  ml::RecordedRun run(one, data, std::move(ro));
+  auto ch = run.subscribe();
+  std::fprintf(stderr, "measuring compute: %lld steps of '%s' on cpu:1...\n", static_cast<long long>(measured),
                project.name.c_str());
-  const ml::RunFinished fin = trainer.run();
+  const ml::RunFinished fin = run.run().finished;
   if (fin.status != ml::RunStatus::Finished)
     throw ml::UserError("the measuring run ended " + std::string(ml::toString(fin.status)) + ": " + fin.message);
   std::vector<ml::Event> events;
@@ -249,7 +250,7 @@ ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
   std::vector<ml::StepEvent> steps;
   for (auto& e : events)
     if (auto* s = std::get_if<ml::StepEvent>(&e)) steps.push_back(std::move(*s));
-  return ml::profileFromSteps(steps, trainer.strategy().model(0).paramCount() * 4,
+  return ml::profileFromSteps(steps, run.trainer().strategy().model(0).paramCount() * 4,
                               std::to_string(steps.size()) + " steps of '" + project.name + "' on cpu:1");
 }
 

@@ -1,10 +1,12 @@
-// `train` and `scale`: run the mirrored training loop with live terminal output.
+// `train`: runs the mirrored training loop, one process or each worker under mpirun, with live
+// terminal output.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <thread>
@@ -25,12 +27,13 @@
 #include "WorkerHosts.h"
 #include "data/Dataset.h"
 #include "distribute/MpiWorkers.h"
+#include "export/ExportJob.h"
 #include "export/WeightsNpz.h"
-#include "learn/ScalingExperiment.h"
 #include "nn/WeightsFile.h"
 #include "store/RunStore.h"
+#include "telemetry/EventJson.h"
+#include "train/RecordedRun.h"
 #include "train/Resume.h"
-#include "train/Trainer.h"
 
 namespace mlcli {
 
@@ -45,6 +48,8 @@ struct TrainArgs {
   std::optional<int64_t> steps;
   bool quiet = false;
   std::string saveWeights, saveInitialWeights, report, name;
+  std::string events;        // --events PATH: every telemetry event, one JSON line each (worker 1)
+  bool keepWeights = false;  // --keep-weights: the final weights kept with the stored run
   std::optional<int64_t> resume;
   RecordingArgs rec;
   int workers = 0;            // --workers W: start W workers under mpirun
@@ -93,53 +98,48 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
 
 // --report of a resumed run holds the whole run: the steps and epochs before the checkpoint come
 // from the store (this process trained only the rest).
-void prependStoredRows(const std::string& storePath, const ml::Checkpoint& from, std::vector<ml::EpochEvent>& epochs,
-                       std::vector<ml::StepEvent>& steps) {
+void prependStoredRows(const std::string& storePath, int64_t runId, const ml::TrainPosition& from,
+                       std::vector<ml::EpochEvent>& epochs, std::vector<ml::StepEvent>& steps) {
   auto store = ml::RunStore::open(storePath);
   std::vector<ml::StepEvent> before;
-  for (auto& st : store.loadCurves(from.runId))
-    if (st.step <= from.at.step) before.push_back(std::move(st));
+  for (auto& st : store.loadCurves(runId))
+    if (st.step <= from.step) before.push_back(std::move(st));
   steps.insert(steps.begin(), before.begin(), before.end());
   std::vector<ml::EpochEvent> earlier;
-  for (auto& e : store.loadRun(from.runId).epochs)
-    if (e.epoch < from.at.epoch) earlier.push_back(std::move(e));
+  for (auto& e : store.loadRun(runId).epochs)
+    if (e.epoch < from.epoch) earlier.push_back(std::move(e));
   epochs.insert(epochs.begin(), earlier.begin(), earlier.end());
 }
 
-// Runs one training to the end with progress on stdout; returns the finish event.
-// With several workers (silent: not worker 1, which alone prints and records) a signal means
-// mpirun is stopping the job (Ctrl-C, or a worker died): the waits between workers end at once
-// and worker 1 records the run failed with the reason before mpirun's SIGKILL a second later.
-ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool quiet, RunRecording* recording,
-                            std::vector<ml::EpochEvent>* epochs, std::vector<ml::StepEvent>* steps, bool silent = false) {
-  auto progressCh = hub.subscribe(1 << 16);
+// Runs one training to the end with progress on stdout (and every event into `events` when
+// given); returns its result. With several workers (silent: not worker 1, which alone prints and
+// records) a signal means mpirun is stopping the job (Ctrl-C, or a worker died): the waits between
+// workers end at once and worker 1 records the run failed with the reason before mpirun's SIGKILL
+// a second later.
+ml::RecordedRun::Result runTraining(ml::RecordedRun& run, bool quiet, std::vector<ml::EpochEvent>* epochs,
+                                    std::vector<ml::StepEvent>* steps, bool silent, std::FILE* events) {
+  auto progressCh = run.subscribe(1 << 16);
+  ml::Trainer& trainer = run.trainer();
   const std::string metric = trainer.project().training.metrics.empty() ? "accuracy" : trainer.project().training.metrics.front();
   Progress progress(stdout, quiet, metric == "acc" ? "accuracy" : metric);
   gInterrupted.store(false);
   auto old = std::signal(SIGINT, onSigint);
   auto oldTerm = std::signal(SIGTERM, trainer.strategy().workers() ? onSigint : SIG_DFL);
-  ml::RunFinished fin;
-  std::thread worker([&] {
-    fin = trainer.run();
-    hub.closeAll();
-  });
+  ml::RecordedRun::Result result;
+  std::thread worker([&] { result = run.run(); });
   std::vector<ml::Event> batch;
   bool cancelSent = false, abandoned = false;
+  ml::RecordedRun::Result gaveUp;
   while (true) {
     const bool open = progressCh->waitFor(std::chrono::milliseconds(50));
     // A hang the watchdog could not release: record the run failed with its diagnosis and leave
     // (exit 1 below) rather than wait for a thread that will never return.
-    if (const std::string why = trainer.stuckFor(5.0); !why.empty() && !abandoned) {
-      ml::RunFinished f;
-      f.status = ml::RunStatus::Failed;
-      f.message = why + " (the stuck replica did not return; the process exits)";
-      hub.publish(f);
-      hub.closeAll();
-      fin = f;
+    if (const std::string why = run.stuckFor(5.0); !why.empty() && !abandoned) {
+      gaveUp = run.abandon(why + " (the stuck replica did not return; the process exits)");
       abandoned = true;
     }
     if (gInterrupted.load() && !cancelSent) {
-      trainer.requestCancel();
+      run.requestCancel();
       // Under mpirun a signal means the job is being stopped (Ctrl-C, or a worker died without
       // --enable-recovery): mpirun kills every worker a second later, so nobody waits any more;
       // worker 1 records the run failed with what it knows.
@@ -153,24 +153,26 @@ ml::RunFinished runTraining(ml::Trainer& trainer, ml::TelemetryHub& hub, bool qu
     progressCh->drain(batch);
     for (const auto& e : batch) {
       if (!silent) progress.onEvent(e);
+      if (events) std::fprintf(events, "%s\n", ml::eventToJson(e).dump().c_str());
       if (epochs)
         if (const auto* ep = std::get_if<ml::EpochEvent>(&e)) epochs->push_back(*ep);
       if (steps)
         if (const auto* st = std::get_if<ml::StepEvent>(&e)) steps->push_back(*st);
     }
+    if (events && !batch.empty()) std::fflush(events);
     if (!open) break;
   }
-  if (abandoned) {
+  if (abandoned) {  // the run is recorded failed; its thread never returns
     worker.detach();
-    if (recording) recording->finish();
+    if (events && gaveUp.runId) std::fprintf(events, "%s\n", ml::recordedRunLine(*gaveUp.runId).dump().c_str());
+    if (events) std::fflush(events);
     std::fflush(stdout);
     std::_Exit(1);
   }
   worker.join();
   std::signal(SIGINT, old);
   std::signal(SIGTERM, oldTerm);
-  if (recording) recording->finish();
-  return fin;
+  return result;
 }
 
 // Worker 1 under --workers: its exit status, for the process that started mpirun.
@@ -207,7 +209,118 @@ int exitCodeFor(const ml::RunFinished& f) {
   }
 }
 
+// --events PATH: worker 1's telemetry, one JSON object a line as it happens (for the studio, which
+// follows a multi-worker run it started this way), ended by a line naming the stored run.
+class EventsFile {
+ public:
+  void open(const std::string& path) {
+    // A reader that went away (a pipe: the studio closed) costs the events, never the run.
+    std::signal(SIGPIPE, SIG_IGN);
+    f_.reset(std::fopen(path.c_str(), "w"));
+    if (!f_) throw ml::UserError("cannot write the events file " + path + ": " + std::strerror(errno));
+  }
+  std::FILE* file() const { return f_.get(); }
+  void recorded(int64_t runId) {
+    if (!f_) return;
+    std::fprintf(f_.get(), "%s\n", ml::recordedRunLine(runId).dump().c_str());
+    std::fflush(f_.get());
+  }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, Close> f_;
+};
+
 int trainOne(TrainArgs& a, ml::MpiWorkers* group);
+
+// --resume: the stored run's project and its newest checkpoint, checked for what may not change.
+// Worker 1 (or the one process) finds the run; several workers receive it from worker 1.
+ml::Project resumeSource(const TrainArgs& a, ml::TrainerOptions& opts, ml::WorkerGroup* group) {
+  if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
+  refuseTrainingOverrides(a.o);
+  auto find = [&a] {
+    if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
+    auto store = ml::RunStore::open(a.rec.storePath());
+    return ml::findResume(store, *a.resume);
+  };
+  ml::ResumeSource src;
+  if (group) {
+    try {
+      src = resumeAcrossWorkers(*group, find);
+    } catch (const ml::UserError& e) {
+      throw AgreedError(e.what());
+    }
+  } else {
+    src = find();
+    src.project.distribute.workers = 1;  // a run of several workers resumed in one process (--workers 1)
+  }
+  opts.resume = std::move(src.checkpoint);
+  if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
+  return src.project;
+}
+
+// Several workers must run the same Mirrorlab and train the same project on the same data, and as
+// many workers as were asked for must have started.
+void checkWorkersMatch(ml::WorkerGroup& group, const ml::Project& p, const ml::DataSplit& data, const TrainArgs& a) {
+  try {
+    checkWorkersAgree(group, p, static_cast<int64_t>(data.train.size), a.project);
+  } catch (const ml::UserError& e) {
+    throw AgreedError(e.what());
+  }
+  const int asked = a.workers > 0 ? a.workers : p.distribute.workers;
+  if (asked > 1 && asked != group.size())
+    throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
+                      (a.workers > 0 ? std::string("--workers") : ml::fieldInWords("distribute.workers")) +
+                      ") but mpirun started " + std::to_string(group.size()) + ": give mpirun -np " + std::to_string(asked) +
+                      " or change the project");
+}
+
+// After the run: the weights written (--save-weights) or kept with the stored run (--keep-weights),
+// and where it was recorded (runId 0: not in the store).
+void keepOutputs(const TrainArgs& a, ml::RecordedRun& run, const ml::RunFinished& fin, int64_t runId, EventsFile& events) {
+  const ml::Sequential& model = run.trainer().strategy().model(0);
+  if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
+    const uint64_t sum = writeWeights(model, a.saveWeights);
+    if (!a.quiet)
+      std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
+    if (runId > 0) addRunArtifact(run.storePath(), runId, a.saveWeights, "weights", sum);
+  }
+  // Kept beside the store, as the studio keeps every finished run's: the Runs screen exports them.
+  if (a.keepWeights && runId > 0 && fin.status == ml::RunStatus::Finished) ml::keepRunWeights(run.storePath(), runId, model);
+  if (runId > 0 && !a.quiet) std::printf("recorded as run %lld in %s\n", static_cast<long long>(runId), run.storePath().c_str());
+  if (runId > 0) events.recorded(runId);
+}
+
+// --report PATH: per-epoch figures and the per-step loss and learning rate, as JSON.
+void writeReport(const std::string& path, const ml::RecordedRun::Result& result, bool recorded, const ml::Trainer& trainer,
+                 const std::vector<ml::EpochEvent>& epochs, const std::vector<ml::StepEvent>& steps) {
+  const ml::RunFinished& fin = result.finished;
+  nlohmann::json r{{"status", ml::toString(fin.status)},
+                   {"seconds", fin.seconds},
+                   {"steps", fin.steps},
+                   {"config", trainer.effectiveConfig()},
+                   {"epochs", nlohmann::json::array()}};
+  if (!recorded) r["recording_error"] = result.recordingError;
+  for (const auto& e : epochs) {
+    nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
+                      {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},
+                      {"wait_share", e.waitShare}};
+    if (e.valLoss) je["val_loss"] = *e.valLoss;
+    if (e.valMetric) je["val_metric"] = *e.valMetric;
+    r["epochs"].push_back(je);
+  }
+  // Per step: the global batch's mean loss and the learning rate used (to compare with other programs).
+  nlohmann::json sl = nlohmann::json::array(), lr = nlohmann::json::array();
+  for (const auto& st : steps) {
+    sl.push_back(st.loss);
+    lr.push_back(st.lr);
+  }
+  r["step_loss"] = sl;
+  r["step_lr"] = lr;
+  ml::writeFileAtomically(path, r.dump(2) + "\n", "report file");
+}
 
 int train(TrainArgs& a) {
   const bool underMpi = ml::launchedByMpi();
@@ -282,6 +395,9 @@ int train(TrainArgs& a) {
   return rc;  // not reached
 }
 
+// The train command of one process (alone, or one worker under mpirun), in the order it goes:
+// the project and data, the workers' agreement, the RecordedRun, training, the outputs. Over 60
+// lines: each step is a few lines, and splitting them further would only pass the same state on.
 int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   ml::Project p;
   ml::TrainerOptions opts;
@@ -293,31 +409,11 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     a.saveWeights.clear();
     a.saveInitialWeights.clear();
     a.report.clear();
+    a.events.clear();
   }
   if (a.resume) {
-    if (!a.project.empty()) throw ml::UserError("--resume goes on with the run's stored project: give no project file");
-    refuseTrainingOverrides(a.o);
-    // Worker 1 (or the one process) finds the run; several workers receive it from worker 1.
-    auto find = [&a] {
-      if (a.rec.noRecord) throw ml::UserError("--resume continues a stored run: it cannot be used with --no-record");
-      auto store = ml::RunStore::open(a.rec.storePath());
-      return ml::findResume(store, *a.resume);
-    };
-    ml::ResumeSource src;
-    if (group) {
-      try {
-        src = resumeAcrossWorkers(*group, find);
-      } catch (const ml::UserError& e) {
-        throw AgreedError(e.what());
-      }
-    } else {
-      src = find();
-      src.project.distribute.workers = 1;  // a run of several workers resumed in one process (--workers 1)
-    }
-    p = src.project;
     source = "run " + std::to_string(*a.resume);
-    opts.resume = std::move(src.checkpoint);
-    if (!a.quiet) std::printf("resuming run %lld from %s\n", static_cast<long long>(*a.resume), src.checkpointPath.c_str());
+    p = resumeSource(a, opts, group);
   } else if (a.project.empty()) {
     throw ml::UserError("give a project file (e.g. projects/spirals.json), or --resume RUN_ID to continue a stored run");
   }
@@ -333,168 +429,54 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   }
   if (group) {
     agree(*group, loadError, "the start-up check of the project and data");
-    // Every worker must run the same Mirrorlab and train the same project on the same data.
-    try {
-      checkWorkersAgree(*group, p, static_cast<int64_t>(data->train.size), a.project);
-    } catch (const ml::UserError& e) {
-      throw AgreedError(e.what());
-    }
-    const int asked = a.workers > 0 ? a.workers : p.distribute.workers;
-    if (asked > 1 && asked != group->size())
-      throw AgreedError("the project asks for " + std::to_string(asked) + " workers (" +
-                        (a.workers > 0 ? std::string("--workers") : ml::fieldInWords("distribute.workers")) +
-                        ") but mpirun started " + std::to_string(group->size()) + ": give mpirun -np " + std::to_string(asked) +
-                        " or change the project");
+    checkWorkersMatch(*group, p, *data, a);
     p.distribute.workers = group->size();  // what runs, as stored with the run
     opts.workers = group;
   }
-  ml::TelemetryHub hub;
-  opts.maxSteps = a.steps.value_or(0);
-  opts.runName = a.name;
-  opts.checkpointStore = lead ? a.rec.storePath() : std::string();  // worker 1 records, and checkpoints
-  RunRecording* recordingPtr = nullptr;
-  opts.runId = [&recordingPtr]() -> std::optional<int64_t> {
-    return recordingPtr ? recordingPtr->waitForRunId(std::chrono::seconds(10)) : std::nullopt;
-  };
-  // Each step and checkpoint waits for the store (Trainer.h); a store that stays silent for a
-  // minute fails the checkpoint rather than leave one ahead of the stored steps.
-  opts.awaitRecorded = [&recordingPtr](int64_t step) {
-    return !recordingPtr || recordingPtr->waitForStep(step, std::chrono::seconds(60));
-  };
-  // The pre-flight checks (loss vs labels, shapes, memory) name the project file they concern.
-  std::unique_ptr<ml::Trainer> trainer;
-  std::unique_ptr<RunRecording> recording;
+  // --report of a resumed run: where this process took it up.
+  std::optional<std::pair<int64_t, ml::TrainPosition>> resumedFrom;
+  if (opts.resume) resumedFrom.emplace(opts.resume->runId, opts.resume->at);
+  ml::RecordedRunOptions ro;
+  ro.trainer = std::move(opts);
+  ro.trainer.maxSteps = a.steps.value_or(0);
+  ro.trainer.runName = a.name;
+  ro.storePath = a.rec.storePath();
+  ro.source = source;  // the pre-flight checks (loss vs labels, shapes, memory) name the project file
+  std::unique_ptr<ml::RecordedRun> run;
+  EventsFile events;
   std::string startError;
   try {
-    try {
-      trainer = std::make_unique<ml::Trainer>(p, data, hub, opts);
-    } catch (const ml::UserError& e) {
-      throw ml::UserError(source + ": " + e.what());
-    }
+    // A bad project or store fails now; a store that fails during the run stops it.
+    run = std::make_unique<ml::RecordedRun>(p, data, std::move(ro));
     // Before training: an output that cannot be written fails now, not after an hour.
     if (!a.saveWeights.empty()) ml::checkCanWrite(a.saveWeights, "weights file");
     if (!a.report.empty()) ml::checkCanWrite(a.report, "report file");
-    // A bad store fails now; a store that fails during the run stops it (nothing unrecorded goes on).
-    recording = RunRecording::open(a.rec, hub, [&t = *trainer](const std::string& why) { t.abort(why); });
+    if (!a.events.empty()) events.open(a.events);
   } catch (const ml::UserError& e) {
     if (!group) throw;
     startError = e.what();
   }
   if (group) agree(*group, startError, "the start-up check of the trainers and the run store");
-  recordingPtr = recording.get();
+  ml::Trainer& trainer = run->trainer();
   if (!a.saveInitialWeights.empty()) {
-    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveInitialWeights);
+    const uint64_t sum = writeWeights(trainer.strategy().model(0), a.saveInitialWeights);
     if (!a.quiet)
       std::printf("initial weights saved to %s (checksum %016llx)\n", a.saveInitialWeights.c_str(),
                   static_cast<unsigned long long>(sum));
   }
   std::vector<ml::EpochEvent> epochs;
   std::vector<ml::StepEvent> steps;
-  const ml::RunFinished fin =
-      runTraining(*trainer, hub, a.quiet, recording.get(), &epochs, a.report.empty() ? nullptr : &steps, !lead);
+  const ml::RecordedRun::Result result =
+      runTraining(*run, a.quiet, &epochs, a.report.empty() ? nullptr : &steps, !lead, events.file());
+  const ml::RunFinished& fin = result.finished;
   if (group && fin.status == ml::RunStatus::Failed) a.abortAfter = true;
-  const bool recorded = !recording || recording->report();
-  if (!a.saveWeights.empty() && fin.status == ml::RunStatus::Finished) {
-    const uint64_t sum = writeWeights(trainer->strategy().model(0), a.saveWeights);
-    if (!a.quiet)
-      std::printf("weights saved to %s (checksum %016llx)\n", a.saveWeights.c_str(), static_cast<unsigned long long>(sum));
-    if (recording && recorded) recording->addArtifact(a.saveWeights, "weights", sum);
-  }
-  if (recording && recorded && !a.quiet && recording->runId())
-    std::printf("recorded as run %lld in %s\n", static_cast<long long>(*recording->runId()), recording->path().c_str());
-  if (!a.report.empty() && opts.resume) prependStoredRows(a.rec.storePath(), *opts.resume, epochs, steps);
-  if (!a.report.empty()) {
-    nlohmann::json r{{"status", ml::toString(fin.status)},
-                     {"seconds", fin.seconds},
-                     {"steps", fin.steps},
-                     {"config", trainer->effectiveConfig()},
-                     {"epochs", nlohmann::json::array()}};
-    if (!recorded) r["recording_error"] = recording->error();
-    for (const auto& e : epochs) {
-      nlohmann::json je{{"epoch", e.epoch},         {"seconds", e.seconds},    {"samples_per_sec", e.samplesPerSec},
-                        {"loss", e.trainLoss},      {"metric", e.trainMetric}, {"allreduce_share", e.allreduceShare},
-                        {"wait_share", e.waitShare}};
-      if (e.valLoss) je["val_loss"] = *e.valLoss;
-      if (e.valMetric) je["val_metric"] = *e.valMetric;
-      r["epochs"].push_back(je);
-    }
-    // Per step: the global batch's mean loss and the learning rate used (to compare with other programs).
-    nlohmann::json sl = nlohmann::json::array(), lr = nlohmann::json::array();
-    for (const auto& st : steps) {
-      sl.push_back(st.loss);
-      lr.push_back(st.lr);
-    }
-    r["step_loss"] = sl;
-    r["step_lr"] = lr;
-    ml::writeFileAtomically(a.report, r.dump(2) + "\n", "report file");
-  }
+  const bool recorded = !run->recorded() || reportRecording(result, run->storePath());
+  keepOutputs(a, *run, fin, recorded && result.runId ? *result.runId : 0, events);
+  if (!a.report.empty() && resumedFrom)
+    prependStoredRows(run->storePath(), resumedFrom->first, resumedFrom->second, epochs, steps);
+  if (!a.report.empty()) writeReport(a.report, result, recorded, trainer, epochs, steps);
   if (!recorded) return 1;
   return exitCodeFor(fin);
-}
-
-struct ScaleArgs {
-  std::string project, devices = "cpu:1,2,4", keep = "global";
-  int64_t steps = 200;
-  Overrides o;
-  RecordingArgs rec;
-};
-
-int scale(ScaleArgs& a) {
-  ml::Project base = ml::Project::load(a.project);
-  a.o.apply(base);
-  auto data = std::make_shared<const ml::DataSplit>(ml::loadData(base.data));
-  ml::ScalingOptions so;
-  so.devices = a.devices;
-  so.keep = ml::parseBatchPolicy(a.keep);
-  so.steps = a.steps;
-  so.storePath = a.rec.storePath();
-  ml::ScalingExperiment experiment(base, data, so);
-  std::printf("scaling %s over %s for %lld steps each, keeping the %s batch\n", base.name.c_str(), a.devices.c_str(),
-              static_cast<long long>(a.steps), a.keep == "global" ? "global" : "per-device");
-  experiment.onRowFinished = [](size_t, const ml::ScalingRow& r) {
-    std::printf("  %s done%s\n", r.devices.c_str(), r.runId ? (" (run " + std::to_string(*r.runId) + ")").c_str() : "");
-    std::fflush(stdout);
-  };
-  gInterrupted.store(false);
-  auto old = std::signal(SIGINT, onSigint);
-  ml::ScalingResult result;
-  std::atomic<bool> done{false};
-  std::exception_ptr failure;
-  std::thread worker([&] {
-    try {
-      result = experiment.run();
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    done.store(true);
-  });
-  bool cancelSent = false;
-  while (!done.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (gInterrupted.load() && !cancelSent) {
-      experiment.requestCancel();
-      cancelSent = true;
-    }
-  }
-  worker.join();
-  std::signal(SIGINT, old);
-  if (failure) std::rethrow_exception(failure);
-  const auto& rows = result.rows;
-  if (!rows.empty()) {
-    std::printf("\n%-10s %8s %10s %10s %12s %9s %11s %10s\n", "devices", "global", "per-rep.", "step ms", "samples/s", "speed-up",
-                "efficiency", "sync share");
-    for (const auto& r : rows)
-      std::printf("%-10s %8lld %10lld %10.2f %12.0f %8.2fx %10.0f%% %9.1f%%\n", r.devices.c_str(),
-                  static_cast<long long>(r.globalBatch), static_cast<long long>(r.perReplicaBatch), r.stepSeconds * 1e3,
-                  r.samplesPerSecond, r.speedup, r.efficiency * 100, r.syncShare * 100);
-    std::printf("(step time: median over %lld steps after warm-up; samples/s = global batch / step time)\n%s\n",
-                static_cast<long long>(a.steps), result.explanation.c_str());
-  }
-  if (!result.completed) {
-    std::fprintf(stderr, "error: the scaling experiment stopped: %s\n", result.message.c_str());
-    return cancelSent ? 130 : 1;
-  }
-  return 0;
 }
 
 }  // namespace
@@ -538,6 +520,12 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
   c->add_option("--report", a->report,
                 "Write a JSON report (per-epoch seconds, samples/s, sync shares; per-step loss and learning rate) to PATH");
   c->add_option("--name", a->name, "Name of the recorded run (default: the project's name)");
+  c->add_flag("--keep-weights", a->keepWeights,
+              "Keep the final weights of a finished run with the recorded run (beside the run store), as the studio does, "
+              "so that export --run ID and the studio's Runs screen can export it");
+  c->add_option("--events", a->events,
+                "Write every telemetry event to PATH as it happens, one JSON object a line, then a line naming the recorded "
+                "run (with several workers, worker 1's); the studio follows the multi-worker runs it starts this way");
   c->add_option("--workers", a->workers,
                 "Train as W workers (processes) under mpirun, each with the devices of --devices as its local replicas: "
                 "one run of W x N replicas (same as mpirun -np W mirrorlab-cli train ...)")
@@ -552,24 +540,6 @@ void addTrainCommand(CLI::App& app, int& exitCode) {
       ->capture_default_str();
   a->rec.addTo(c);
   c->callback([a, &exitCode] { exitCode = guarded([&] { return train(*a); }); });
-}
-
-void addScaleCommand(CLI::App& app, int& exitCode) {
-  auto a = std::make_shared<ScaleArgs>();
-  auto* c = app.add_subcommand("scale", "Run the same model on 1, 2, 4... devices and print speed-up and efficiency");
-  c->add_option("project", a->project, "Project file (JSON)")->required();
-  c->add_option("--devices", a->devices, "Device counts to compare, e.g. cpu:1,2,4")->capture_default_str();
-  c->add_option("--steps", a->steps, "Optimizer steps per device count")->capture_default_str()->check(positiveWhole());
-  c->add_option("--keep", a->keep, "Batch policy: keep the global batch or the per-device batch")
-      ->check(CLI::IsMember({"global", "per-device"}))
-      ->capture_default_str();
-  Overrides& o = a->o;
-  c->add_option("--batch-size", o.batchSize, "Global batch of the first row")->check(positiveWhole());
-  c->add_option("--lr", o.lr, "Base learning rate")->check(positiveFinite());
-  c->add_option("--allreduce", o.allreduce, "ring or reduce-to-one")->check(CLI::IsMember({"ring", "reduce-to-one"}));
-  c->add_option("--data-path", o.dataPath, "Folder or file of the data set");
-  a->rec.addTo(c);
-  c->callback([a, &exitCode] { exitCode = guarded([&] { return scale(*a); }); });
 }
 
 }  // namespace mlcli

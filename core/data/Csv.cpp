@@ -144,6 +144,8 @@ void applyFeatureStats(Dataset& d, const FeatureStats& stats) {
   }
 }
 
+// Long: one pass over the text, the header row and the data rows in one loop, each refusal
+// naming the row, the column and the fix.
 Dataset readCsv(const std::string& path, const std::string& labelColumn, bool classification, bool standardize) {
   const std::string text = readText(path);
   std::string_view rest(text);

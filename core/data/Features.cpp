@@ -38,6 +38,8 @@ static uint32_t be32(const std::string& d, size_t off) {
   return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
 }
 
+// Long: the two formats a features file may have (IDX images, a numeric text table), each read
+// and checked in full where it is recognised.
 Dataset readFeatures(const std::string& path) {
   const std::string d = readAll(path);
   Dataset ds;

@@ -66,6 +66,8 @@ constexpr size_t kFields = 15;
 // After the local step: every worker's replicas' outcomes, its stop vote and whether it failed,
 // summed across the workers (each slot is written by one worker only, so the sums are exact).
 // A failure anywhere is thrown on every worker with the failing worker's message.
+// Long: the packing and the unpacking of the same fixed slot layout sit side by side so that a
+// field added to one is seen missing from the other.
 std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::string& localFailure, uint64_t step) {
   const size_t G = static_cast<size_t>(globalReplicas());
   std::vector<Outcome> out(G);

@@ -142,6 +142,8 @@ void addMetadata(onnx::ModelProto& m, const std::string& key, const std::string&
   p->set_value(value);
 }
 
+// Long: one switch case per layer kind, each a few ONNX nodes; the channels-first state they
+// share is why they stay in one function.
 void buildGraph(onnx::GraphProto* g, const std::vector<ExportLayer>& layers, const ExportInfo& info) {
   GraphBuilder b(g);
   if (!info.inputMean.empty()) {  // the training set's standardization, before the first layer

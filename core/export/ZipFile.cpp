@@ -143,6 +143,8 @@ std::string zipBytes(const std::vector<ZipEntry>& entries, ZipCompression compre
 // Every offset and size is checked against the archive's real size before it is used, in
 // arithmetic that cannot wrap (zip64 fields reach 2^64), and the inflated sizes of all entries
 // together against the memory there is: a damaged or hostile archive ends in a message.
+// Long: the central directory, the zip64 extra field and the local header of an entry are
+// checked in the order they are read; each check guards the next read.
 std::vector<ZipEntry> readZip(const std::string& z, const std::string& what) {
   const size_t end = findEndRecord(z);
   if (end == std::string::npos) throw UserError(what + " is not a zip archive (no end-of-archive record)");

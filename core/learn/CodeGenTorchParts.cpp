@@ -84,6 +84,8 @@ def save_weights(model, path):
 )PY";
 }
 
+// Long: mostly the Python text of each optimizer (Keras' update rules written for PyTorch),
+// one raw string per optimizer kind.
 std::string torchOptimizerPython(const OptimizerSpec& o) {
   if (o.name == "sgd" && o.momentum == 0.0)
     return "\n\ndef make_optimizer(params, learning_rate):\n"

@@ -92,6 +92,7 @@ struct LessonReader : JsonFieldReader {
   }
 };
 
+// Long: one or two lines per key of an experiment, each checked where it is read.
 LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std::string& path) {
   r.onlyKeys(e, path,
              {"label", "title", "devices", "batch_policy", "batch_size", "lr_scaling", "warmup_epochs", "learning_rate", "epochs",

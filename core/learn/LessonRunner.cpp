@@ -56,6 +56,8 @@ bool checksumsEqual(const ExperimentOutcome& o) {
   return true;
 }
 
+// Long: the list of figures a lesson's text may name, each one or a few lines; one place to
+// read which names exist.
 void addExperimentFigures(LessonFigures& f, const ExperimentOutcome& o) {
   const std::string s = "_" + o.experiment.label;
   const RunFigures t = timingOf(o);
@@ -258,14 +260,16 @@ LessonOutcome LessonRunner::run() {
     ExperimentOutcome eo;
     eo.experiment = lesson_.experiments[i];
     eo.project = eo.experiment.apply(lesson_.project);
-    TrainerOptions to;
+    RecordedRunOptions ro;
     const int64_t a = eo.experiment.steps, b = options_.maxSteps;
-    to.maxSteps = a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
-    to.runName = options_.runNamePrefix + " " + lesson_.id + ": " + eo.experiment.title;
-    Trainer trainer(eo.project, data, hub_, to);
-    eo.plan = trainer.plan();
+    ro.trainer.maxSteps = a > 0 && b > 0 ? std::min(a, b) : std::max(a, b);
+    ro.trainer.runName = options_.runNamePrefix + " " + lesson_.id + ": " + eo.experiment.title;
+    ro.storePath = options_.storePath;
+    ro.hub = &hub_;  // one watcher follows every experiment
+    RecordedRun run(eo.project, data, std::move(ro));
+    eo.plan = run.plan();
     if (onExperimentStarted) onExperimentStarted(i, eo);
-    const auto result = runs_.run(trainer, hub_, options_.storePath);
+    const auto result = runs_.run(run);
     eo.finished = result.finished;
     eo.runId = result.runId;
     events.clear();

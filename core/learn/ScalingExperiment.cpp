@@ -154,12 +154,15 @@ ScalingResult ScalingExperiment::run() {
       out.message = "cancelled before " + p.distribute.devices;
       break;
     }
-    TrainerOptions to;
-    to.maxSteps = options_.steps;
-    to.runName = prefix + " " + p.distribute.devices;
-    Trainer trainer(p, data_, hub_, to);
-    if (onRowStarted) onRowStarted(i, p, trainer.plan());
-    const auto [fin, runId] = runs_.run(trainer, hub_, options_.storePath);
+    RecordedRunOptions ro;
+    ro.trainer.maxSteps = options_.steps;
+    ro.trainer.runName = prefix + " " + p.distribute.devices;
+    ro.storePath = options_.storePath;
+    ro.hub = &hub_;  // one watcher follows every row
+    RecordedRun run(p, data_, std::move(ro));
+    if (onRowStarted) onRowStarted(i, p, run.plan());
+    const RecordedRun::Result result = runs_.run(run);
+    const RunFinished& fin = result.finished;
     std::vector<StepEvent> steps;
     events.clear();
     collect->drain(events);
@@ -169,9 +172,9 @@ ScalingResult ScalingExperiment::run() {
       out.message = p.distribute.devices + " ended " + toString(fin.status) + (fin.message.empty() ? "" : ": " + fin.message);
       break;
     }
-    ScalingRow row = scalingRowFromSteps(p.distribute.devices, trainer.plan(), steps);
-    row.runId = runId;
-    row.threadsPerReplica = trainer.strategy().blasThreads();
+    ScalingRow row = scalingRowFromSteps(p.distribute.devices, run.plan(), steps);
+    row.runId = result.runId;
+    row.threadsPerReplica = run.trainer().strategy().blasThreads();
     row.hostCores = static_cast<int>(std::thread::hardware_concurrency());
     out.rows.push_back(row);
     computeSpeedups(out.rows);

@@ -368,24 +368,26 @@ void SweepRunner::runPoint(size_t i, RunSequence& seq) {
     pt = points_[i];
   }
   const Project p = pointProject(base_, pt, options_, data_->train.size);
-  TrainerOptions to;
+  RecordedRunOptions ro;
+  ro.storePath = storePath_;
+  TrainerOptions& to = ro.trainer;
   to.maxSteps = options_.steps.value_or(0);
   to.stopAfterNoImprovement = options_.stopAfterNoImprovement;
   to.runName = (options_.name.empty() ? base_.name + " sweep" : options_.name) + " " + std::to_string(id_) + " #" +
                std::to_string(pt.point + 1) + ": batch " + std::to_string(pt.batchSize) + ", lr " + formatNumber("%g", pt.lr) +
                ", " + pt.devices + (pt.lrScaling == "none" ? "" : ", " + pt.lrScaling + " scaling");
-  TelemetryHub hub;
   std::string status, message;
   std::optional<int64_t> runId;
   try {
-    Trainer trainer(p, data_, hub, to);
-    const int64_t spe = trainer.plan().stepsPerEpoch;
-    const int64_t total = to.maxSteps > 0 ? std::min<int64_t>(to.maxSteps, spe * p.training.epochs) : spe * p.training.epochs;
+    const int64_t maxSteps = to.maxSteps;
+    RecordedRun run(p, data_, std::move(ro));
+    const int64_t spe = run.plan().stepsPerEpoch;
+    const int64_t total = maxSteps > 0 ? std::min<int64_t>(maxSteps, spe * p.training.epochs) : spe * p.training.epochs;
     {
       std::lock_guard lock(mu_);
       points_[i].status = "running";
       progress_[i] = {"running", 0, total, std::nullopt};
-      live_[i] = hub.subscribe(size_t{1} << 14);
+      live_[i] = run.subscribe(size_t{1} << 14);
     }
     {
       RunStore store = RunStore::open(storePath_);
@@ -394,7 +396,7 @@ void SweepRunner::runPoint(size_t i, RunSequence& seq) {
       if (pt.runId) store.untagRun(*pt.runId, sweepTag(id_));
     }
     if (onPointStarted) onPointStarted(pt);
-    const auto r = seq.run(trainer, hub, storePath_);
+    const auto r = seq.run(run);
     status = toString(r.finished.status);
     message = r.finished.message;
     runId = r.runId;
@@ -402,7 +404,6 @@ void SweepRunner::runPoint(size_t i, RunSequence& seq) {
     status = "failed";
     message = e.what();
   }
-  hub.closeAll();
   {
     RunStore store = RunStore::open(storePath_);
     setPointState(store, id_, pt.point, status, runId, message);

@@ -274,6 +274,8 @@ void Conv2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
 }
 
 // dy (n, oh, ow, filters) -> dz (in place); dW += cols^T dz, db += sum dz, dx = col2im(dz W^T)
+// Long: the choice of path (oneDNN, bfloat16, the team, one thread) and the low-precision
+// rounding around it share the chunk loop's scratch; one place shows which path a precision takes.
 void Conv2D::backward(const float* x, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (poolFused()) return backwardPooled(x, n);
   const int64_t P = patch(), F = filters_, pos = g_.oh * g_.ow, chunk = chunkRows(n);

@@ -28,6 +28,8 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
+// Long: the input-shape checks, the Keras-style naming and the building of every layer with its
+// parameter range happen in this order once, and each depends on the one before.
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
     throw UserError(fieldInWords("model.input_shape") + " is missing: give the shape of one sample, e.g. [28, 28] or [2]");

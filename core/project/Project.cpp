@@ -112,6 +112,8 @@ struct Reader : JsonFieldReader {
 
 }  // namespace
 
+// Long for the same reason as fromJson: one line per key, in the file's order, the mirror of
+// the reader (a key written here and not read there is easy to see).
 json Project::toJson() const {
   json layers = json::array();
   for (const auto& l : model.layers) {
@@ -203,6 +205,8 @@ json Project::toJson() const {
   return out;
 }
 
+// Long (one block per section of the file, in the file's order) so that the reader can be
+// checked against docs/PROJECT_FORMAT.md top to bottom; each key is a line or two.
 Project Project::fromJson(const json& j, const std::string& source) {
   Reader r{{source, fieldInWords}};
   Project p;
@@ -384,6 +388,7 @@ std::string num(double v) {
 
 // Every numeric field against its real range (Keras' for the optimizer's arguments): a NaN, an
 // infinity or an impossible value is refused here, before anything is allocated or trained.
+// Long: a flat list of one check per numeric field; splitting it would only scatter the ranges.
 void validate(const Project& p, const std::string& source) {
   auto fail = [&](const std::string& field, const std::string& msg) {
     throw UserError(source + ": " + fieldInWords(field) + " " + msg);

@@ -251,6 +251,8 @@ ORDER BY r.id)sql");
   return out;
 }
 
+// Long: one column per line for the runs row, then one short query per child table (steps,
+// epochs, events, artifacts); a RunDetail is filled in one place.
 RunDetail RunStore::loadRun(int64_t run) {
   RunDetail d;
   {

@@ -124,6 +124,8 @@ void quickCheck(sql::Db& db, const std::string& path, uintmax_t size, const std:
 }
 
 // Everything the read-only connection can tell: is this our store, which version, intact?
+// Long: each way a file can fail to be our store gets its own message naming the fix, in the
+// order SQLite lets us ask (application id, version, tables, integrity).
 void checkContents(const std::string& path, uintmax_t size, bool walHeader) {
   // A WAL-mode file with no -wal/-shm beside it is closed (nobody has it open) and the main file
   // is the whole truth: read it immutable, which creates no files beside a file that may not be

@@ -40,6 +40,7 @@ struct PhaseTimes {
   double input = 0;
   double total() const { return input + forward + backward + allreduce + wait + optimizer + allgather + network; }
   double compute() const { return forward + backward + optimizer; }
+  bool operator==(const PhaseTimes&) const = default;
 };
 
 struct ReplicaStep {
@@ -47,6 +48,7 @@ struct ReplicaStep {
   int64_t samples = 0;  // samples in this replica's shards this step
   PhaseTimes phases;
   double start = 0;  // wall time the replica started the step
+  bool operator==(const ReplicaStep&) const = default;
 };
 
 // Sent once, when training is about to start.
@@ -79,6 +81,7 @@ struct RunStarted {
   int64_t resumeStep = 0;
   int resumeEpochsDone = 0;
   double resumeWall = 0;
+  bool operator==(const RunStarted&) const = default;
 };
 
 struct StepEvent {
@@ -97,6 +100,7 @@ struct StepEvent {
   // loss scaling), and whether its summed gradients overflowed so that the update was skipped.
   double lossScale = 0;
   bool skipped = false;
+  bool operator==(const StepEvent&) const = default;
 };
 
 struct EpochEvent {
@@ -112,6 +116,7 @@ struct EpochEvent {
   std::vector<uint64_t> checksums;  // one per replica
   bool inSync = true;
   double wallTime = 0;
+  bool operator==(const EpochEvent&) const = default;
 };
 
 // Where a device sample's figures come from. Computed: the Trainer's compute time / step time of
@@ -135,6 +140,7 @@ struct DeviceSample {
   double memoryTotalBytes = 0;
   std::optional<double> temperatureC;
   std::optional<double> memoryBusy;
+  bool operator==(const DeviceSample&) const = default;
 };
 
 // Sent when a paused run resumes (or is cancelled while paused). Paused time is not training
@@ -143,6 +149,7 @@ struct DeviceSample {
 struct RunPaused {
   double wallTime = 0;
   double seconds = 0;  // how long it was paused, in real time
+  bool operator==(const RunPaused&) const = default;
 };
 
 struct RunFinished {
@@ -152,6 +159,7 @@ struct RunFinished {
   int64_t steps = 0;
   std::optional<double> finalValLoss;
   std::optional<double> finalValMetric;
+  bool operator==(const RunFinished&) const = default;
 };
 
 // A checkpoint was written (atomically) after `step`; older ones beyond the kept number were
@@ -164,6 +172,7 @@ struct CheckpointSaved {
   int64_t bytes = 0;
   std::vector<std::string> removed;
   double wallTime = 0;
+  bool operator==(const CheckpointSaved&) const = default;
 };
 
 // The watchdog's warning: a replica keeps arriving at the all-reduce late (a straggler).
@@ -176,6 +185,7 @@ struct WatchdogWarning {
   double typicalSeconds = 0;  // median compute time of a replica's step
   std::string message;        // "replica 1 (cpu:1) is a straggler: ..."
   double wallTime = 0;
+  bool operator==(const WatchdogWarning&) const = default;
 };
 
 using Event =

@@ -104,6 +104,8 @@ std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const 
 
 }  // namespace
 
+// Long: one message per misfit (input, loss, last layer for each kind of loss), each naming the
+// screen and the fix, tried in the order a user fixes them.
 FitCheck checkFit(const Project& p, const DataFacts& data) {
   FitCheck fc;
   std::optional<Sequential> m;
@@ -211,6 +213,18 @@ Project fitToData(const Project& in, const DataFacts& data) {
   return p;
 }
 
+namespace {
+// mae compares every output with a target value: the targets must have as many.
+void checkMetricFitsData(MetricKind metric, int64_t k, const std::string& last, const Dataset& data) {
+  const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
+  if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
+    throw UserError(fieldInWords("training.metrics") + " is mae, which compares each of the " + std::to_string(k) +
+                    " outputs of " + last + " with a target value, but '" + data.name + "' has " +
+                    std::to_string(data.targetDim) + " value(s) per sample" +
+                    (classLabels ? " (class labels): use accuracy for classification" : ""));
+}
+}  // namespace
+
 void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m, const Dataset& data) {
   const int64_t k = m.outFeatures();
   // The last layer as the Model screen lists it; its Units where it has them (Dense).
@@ -268,11 +282,7 @@ void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m,
                                      : ": give it " + std::to_string(data.targetDim) + " units"));
       break;
   }
-  if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
-    throw UserError(fieldInWords("training.metrics") + " is mae, which compares each of the " + std::to_string(k) +
-                    " outputs of " + last + " with a target value, but '" + data.name + "' has " +
-                    std::to_string(data.targetDim) + " value(s) per sample" +
-                    (classLabels ? " (class labels): use accuracy for classification" : ""));
+  checkMetricFitsData(metric, k, last, data);
 }
 
 }  // namespace ml

@@ -17,6 +17,57 @@ std::string fmtNum(double v) {
   std::snprintf(buf, sizeof buf, "%.6g", v);
   return buf;
 }
+
+// "precision mixed_float16: Dense and Conv2D layers compute in float16 (...)": a run not in float32.
+std::string precisionLine(const MirroredStrategy& s, const Project& project) {
+  const bool half = s.precision() == Precision::MixedFloat16;
+  const std::string format = half ? "float16" : "bfloat16";
+  const std::string products = s.options().devices.kind != DeviceKind::Cpu
+                                   ? "on " + format + " tensor cores with cublasGemmEx, Conv2D's over its windows (im2col)"
+                               : half ? "in float32 on " + sgemm::kernelDescription()
+                                      : "on " + bf16::kernelDescription();
+  std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " + format +
+                  " (inputs, weights and outputs rounded, float32 accumulation; products " + products +
+                  "); weights, optimizer, softmax and loss stay float32" +
+                  (s.options().allreduceDtype == AllReduceDtype::Float32 ? ", and so does the all-reduce; " : "; ");
+  if (!half)
+    p += "no loss scaling (bfloat16 has float32's range)";
+  else if (s.lossScale() > 0)
+    p += "dynamic loss scale from " + fmtNum(s.lossScale()) +
+         ", halved with the update skipped on an inf/NaN gradient, doubled after " +
+         std::to_string(project.training.lossScaleGrowthSteps) + " finite steps";
+  else
+    p += "no loss scaling (gradients below 2^-24 become 0)";
+  return p;
+}
+
+// How the replicas' gradients are summed: the path, the buckets, the wire format, the sharded update.
+void allReduceLines(const MirroredStrategy& s, const Project& project, std::vector<std::string>& lines) {
+  if (s.globalReplicas() > 1) {
+    char b[96];
+    std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, %s", s.bucketCount(), s.bucketCount() == 1 ? "" : "s",
+                  static_cast<double>(project.distribute.bucketBytes) / (1 << 20),
+                  s.fusedExchange() ? "reduce-scattered by the sharded update itself" : "started during backward");
+    lines.push_back("all-reduce: " + s.allReducePath() + b);
+    if (s.options().allreduceDtype == AllReduceDtype::Bfloat16)
+      lines.push_back(
+          "gradients cross between replicas as bfloat16: half the bytes of float32, and the results change (every value "
+          "sent is rounded to 8 significant bits; the replicas stay identical)");
+    if (s.shardedOptimizer())
+      lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
+                      " of the parameters with 1/" + std::to_string(s.replicas()) +
+                      " of the optimizer state, then the updated parameters are all-gathered" +
+                      (s.fusedExchange()
+                           ? std::string(" (fused: each replica sums its chunks in the ring's order, updates them and "
+                                         "writes them into the others, tile by tile, in one pass after backward)")
+                           : std::string()));
+  } else {
+    lines.push_back(s.options().allreduceDtype == AllReduceDtype::Bfloat16
+                        ? "all-reduce: none (one replica: bfloat16 on the wire changes nothing, as nothing is sent)"
+                        : "all-reduce: none (one replica)");
+  }
+}
+
 }  // namespace
 
 nlohmann::json Trainer::effectiveConfig() const {
@@ -93,27 +144,7 @@ std::vector<std::string> Trainer::startLines() const {
     lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
   if (!plan_.lrDecayEpochs.empty()) lr += "; " + plan_.decayPhrase();
   lines.push_back(lr);
-  if (s.precision() != Precision::Float32) {
-    const bool half = s.precision() == Precision::MixedFloat16;
-    const std::string format = half ? "float16" : "bfloat16";
-    const std::string products = s.options().devices.kind != DeviceKind::Cpu
-                                     ? "on " + format + " tensor cores with cublasGemmEx, Conv2D's over its windows (im2col)"
-                                 : half ? "in float32 on " + sgemm::kernelDescription()
-                                        : "on " + bf16::kernelDescription();
-    std::string p = std::string("precision ") + toString(s.precision()) + ": Dense and Conv2D layers compute in " + format +
-                    " (inputs, weights and outputs rounded, float32 accumulation; products " + products +
-                    "); weights, optimizer, softmax and loss stay float32" +
-                    (s.options().allreduceDtype == AllReduceDtype::Float32 ? ", and so does the all-reduce; " : "; ");
-    if (!half)
-      p += "no loss scaling (bfloat16 has float32's range)";
-    else if (s.lossScale() > 0)
-      p += "dynamic loss scale from " + fmtNum(s.lossScale()) +
-           ", halved with the update skipped on an inf/NaN gradient, doubled after " +
-           std::to_string(project_.training.lossScaleGrowthSteps) + " finite steps";
-    else
-      p += "no loss scaling (gradients below 2^-24 become 0)";
-    lines.push_back(p);
-  }
+  if (s.precision() != Precision::Float32) lines.push_back(precisionLine(s, project_));
   const bool cpu = s.options().devices.kind == DeviceKind::Cpu;
   const bool dense = std::any_of(project_.model.layers.begin(), project_.model.layers.end(),
                                  [](const LayerSpec& l) { return l.type == "Dense"; });
@@ -131,29 +162,7 @@ std::vector<std::string> Trainer::startLines() const {
   if (convolutional && cpu && s.precision() == Precision::Float32) lines.push_back("convolutions on " + dnnconv::description());
   if (convolutional && cpu && s.precision() == Precision::MixedBfloat16)
     lines.push_back("convolutions on " + dnnconv::descriptionBf16());
-  if (s.globalReplicas() > 1) {
-    char b[96];
-    std::snprintf(b, sizeof b, "; %d bucket%s of up to %.2f MiB, %s", s.bucketCount(), s.bucketCount() == 1 ? "" : "s",
-                  static_cast<double>(project_.distribute.bucketBytes) / (1 << 20),
-                  s.fusedExchange() ? "reduce-scattered by the sharded update itself" : "started during backward");
-    lines.push_back("all-reduce: " + s.allReducePath() + b);
-    if (s.options().allreduceDtype == AllReduceDtype::Bfloat16)
-      lines.push_back(
-          "gradients cross between replicas as bfloat16: half the bytes of float32, and the results change (every value "
-          "sent is rounded to 8 significant bits; the replicas stay identical)");
-    if (s.shardedOptimizer())
-      lines.push_back("optimizer sharded (ZeRO stage 1): each replica updates 1/" + std::to_string(s.replicas()) +
-                      " of the parameters with 1/" + std::to_string(s.replicas()) +
-                      " of the optimizer state, then the updated parameters are all-gathered" +
-                      (s.fusedExchange()
-                           ? std::string(" (fused: each replica sums its chunks in the ring's order, updates them and "
-                                         "writes them into the others, tile by tile, in one pass after backward)")
-                           : std::string()));
-  } else {
-    lines.push_back(s.options().allreduceDtype == AllReduceDtype::Bfloat16
-                        ? "all-reduce: none (one replica: bfloat16 on the wire changes nothing, as nothing is sent)"
-                        : "all-reduce: none (one replica)");
-  }
+  allReduceLines(s, project_, lines);
   if (!telemetryLine_.empty()) lines.push_back(telemetryLine_);  // GPU runs: NVML, or why not
   for (const auto& w : plan_.warnings) lines.push_back("warning: " + w);
   return lines;

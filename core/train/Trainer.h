@@ -14,41 +14,34 @@
 
 #include "data/Dataset.h"
 #include "distribute/MirroredStrategy.h"
-#include "project/LrScaling.h"
 #include "project/Project.h"
 #include "telemetry/Channel.h"
 #include "train/Checkpoint.h"
+#include "train/RunPlan.h"
 
 namespace ml {
 
 class GpuSampler;
 
-// The batch / learning-rate arithmetic of a run, computed before it starts (also for the UI's
-// "what will happen" sentence and warnings).
-struct RunPlan {
-  int replicas = 1;
-  int64_t globalBatch = 0;      // samples per optimizer update
-  int64_t microBatch = 0;       // samples per micro-batch (globalBatch / accumulate)
-  int64_t perReplicaBatch = 0;  // largest shard of a micro-batch
-  int64_t smallestShard = 0;
-  int accumulate = 1;
-  int64_t trainSamples = 0;
-  int64_t stepsPerEpoch = 0;
-  int64_t lastBatch = 0;  // samples in the last (partial) update of an epoch
-  double baseLr = 0, lr = 0, lrFactor = 1;
-  std::string lrRule;  // none | linear | sqrt
-  LrScaling scaling;   // the rule applied to this run's global batch
-  double warmupEpochs = 0;
-  std::vector<int64_t> lrDecayEpochs;  // step decay (Project.h)
-  double lrDecayFactor = 0.1;
-  // "multiplied by 0.1 after epochs 3 and 7", or empty without a step decay.
-  std::string decayPhrase() const;
-  std::vector<std::string> warnings;
-  std::string sentence() const;  // "4 replicas x 64 = 256 samples per step; learning rate 0.004 (0.001 was set for ...)"
+// What the trainer asks of the store that records its run (RecordedRun answers from its
+// Recorder): the store's path, beside which checkpoints go; the stored run's id, which names
+// them and which the trainer waits for before its first step (a process killed at any step then
+// leaves a stored run); and a wait until the store holds every event published so far.
+class RunRecord {
+ public:
+  virtual ~RunRecord() = default;
+  virtual const std::string& storePath() const = 0;
+  // The stored run's id, once its start is committed (a bounded wait); nullopt: not stored.
+  virtual std::optional<int64_t> awaitRunId() = 0;
+  // Returns once the store holds every event published so far (through `step`); false when it
+  // cannot say so (a failed write: the recorder aborts the run; or a timeout). The trainer calls
+  // it after each step, so a store that fails stops the run within one step, and before each
+  // checkpoint is written, so that a checkpoint is never ahead of the stored steps: a process
+  // killed between the two writes resumes from an older checkpoint (the store drops the rows
+  // after it), never with a hole in its history. A checkpoint the store cannot confirm is not
+  // written.
+  virtual bool awaitStep(int64_t step) = 0;
 };
-
-// Throws UserError for an impossible configuration (batch larger than the data set, ...).
-RunPlan planRun(const Project& p, int replicas, int64_t trainSamples);
 
 struct TrainerOptions {
   int64_t maxSteps = 0;  // stop after this many updates (0: all epochs)
@@ -60,23 +53,18 @@ struct TrainerOptions {
   // Early stopping (sweeps): end the run, finished, after this many epochs in a row without a
   // lower validation loss (training loss when there is no validation set); 0: never.
   int stopAfterNoImprovement = 0;
-  // Checkpoints (the project's training.checkpoint_every / checkpoint_keep) go beside this run
-  // store, in checkpointFolder(store, run id); "" writes none. runId gives the run's id in that
-  // store (the recorder's; it may wait for the recorder to commit the run).
-  std::string checkpointStore;
-  std::function<std::optional<int64_t>()> runId;
-  // Returns once the store holds every event published so far (through `step`); false when it
-  // cannot say so (a failed write: the recorder aborts the run; or a timeout). Called after each
-  // step, so a store that fails stops the run within one step, and before each checkpoint is
-  // written, so that a checkpoint is never ahead of the stored steps: a process killed between
-  // the two writes resumes from an older checkpoint (and the store drops the rows after it),
-  // never with a hole in its history. A checkpoint the store cannot confirm is not written.
-  std::function<bool(int64_t step)> awaitRecorded;
+  // The run's record in a store (RecordedRun sets it; not owned): checkpoints (the project's
+  // training.checkpoint_every / checkpoint_keep) go beside that store, named by the stored run's
+  // id. Null: not recorded, no checkpoints.
+  RunRecord* record = nullptr;
   // Go on from this checkpoint (checked against the model, the run and the global batch: a
   // UserError says why it does not fit). The run keeps the checkpoint's run id.
   std::optional<Checkpoint> resume;
-  std::function<void()> onKill;  // an injected kill (kill@step=N); default: SIGKILL to this process
-  bool watchdog = true;          // false only to measure what the watchdog costs (bench_telemetry)
+  // An injected kill (kill@step=N) sends SIGKILL to this process, as a power cut would. Where the
+  // process must survive it (the studio, tests), the run ends failed with this reason instead,
+  // resumable from its checkpoints like a killed one.
+  std::string killEndsRunWith;
+  bool watchdog = true;  // false only to measure what the watchdog costs (bench_telemetry)
   // Several workers (mpirun): this process is one of them and trains its devices as local
   // replicas of one run (see MirroredStrategy). Not owned; null: one process.
   WorkerGroup* workers = nullptr;
@@ -98,8 +86,6 @@ class Trainer {
   // Ends the run at the next step as failed with this reason (the recorder calls it, from its
   // thread, when the store cannot be written: a run nobody can record must not go on as if).
   void abort(const std::string& reason);
-  // Sets TrainerOptions::awaitRecorded for a recorder made after the trainer; before run().
-  void setAwaitRecorded(std::function<bool(int64_t step)> await) { options_.awaitRecorded = std::move(await); }
   void setPaused(bool paused);
   void resume() { setPaused(false); }
   bool paused() const { return paused_.load(); }
@@ -117,9 +103,35 @@ class Trainer {
 
  private:
   double wall() const;
+  void checkFitsData(const Loss& loss, MetricKind metric) const;
   void restore(const Checkpoint& c);
   void writeCheckpoint(const TrainPosition& at);
+  std::string abortReason() const;
+
+  // run()'s parts (TrainLoop.cpp), in the order a step meets them. Loop is one run's state.
+  struct Loop;
+  struct Stepped;
+  void startRun(Loop& L);
+  RunStarted startedEvent(const Loop& L) const;
+  void beginEpoch(Loop& L);
+  static void nextEpoch(Loop& L);
+  std::optional<RunFinished> stopVotes(Loop& L);
+  double scheduledLr(const Loop& L) const;
+  Stepped step(Loop& L);
+  RunFinished diverged(const Loop& L, const StepResult& r) const;
+  void publishStep(Loop& L, Stepped& st);
+  void sampleUtilization(Loop& L, double now);
+  TrainPosition position(const Loop& L) const;
+  void checkpointAfterStep(const Loop& L);
+  void checkpointAfterEpoch(const Loop& L);
+  void killFault(int64_t step);
   void killNow();  // an injected kill (FaultPlan::killStep)
+  std::optional<RunFinished> endEpoch(Loop& L);
+  EpochEvent epochFigures(const Loop& L) const;
+  std::optional<RunFinished> syncCheck(const Loop& L, EpochEvent& ep);
+  void evaluateValidation(Loop& L, EpochEvent& ep);
+  std::optional<RunFinished> earlyStop(Loop& L, const EpochEvent& ep);
+  RunFinished finish(const Loop& L, RunFinished end);
 
   Project project_;
   std::shared_ptr<const DataSplit> data_;

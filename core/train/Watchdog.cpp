@@ -125,6 +125,8 @@ void Watchdog::loop() {
   }
 }
 
+// Long: the windows' bookkeeping and the three tests read the same per-replica windows; most of
+// the rest is the warning's one message.
 std::optional<WatchdogWarning> Watchdog::afterStep(const StepEvent& ev) {
   const int n = static_cast<int>(ev.replicas.size());
   if (n < 2 || n > static_cast<int>(late_.size())) return std::nullopt;

@@ -2,8 +2,7 @@
 // ($MIRRORLAB_DB), private settings, the studio's resources, and small project files.
 #pragma once
 #include "data/Dataset.h"
-#include "store/Recorder.h"
-#include "train/Trainer.h"
+#include "train/RecordedRun.h"
 
 #include <optional>
 
@@ -67,16 +66,11 @@ inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epoc
 inline int64_t recordRun(const QString& db, const std::string& devices, int epochs, int64_t maxSteps, const std::string& name) {
   ml::Project p = spiralsProject(devices, epochs);
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
-  ml::TelemetryHub hub;
-  ml::TrainerOptions o;
-  o.runName = name;
-  o.maxSteps = maxSteps;
-  ml::Trainer trainer(p, data, hub, o);
-  ml::Recorder recorder(db.toStdString(), hub.subscribe());
-  trainer.run();
-  hub.closeAll();
-  recorder.stop();
-  return recorder.runId().value_or(-1);
+  ml::RecordedRunOptions o;
+  o.trainer.runName = name;
+  o.trainer.maxSteps = maxSteps;
+  o.storePath = db.toStdString();
+  return ml::RecordedRun(p, data, o).run().runId.value_or(-1);
 }
 
 inline QString writeProject(QTemporaryDir& dir, const ml::Project& p, const QString& name) {

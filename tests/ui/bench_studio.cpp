@@ -35,25 +35,19 @@
 #include "charts/DeviceCharts.h"
 #include "charts/FrameBudget.h"
 #include "charts/MetricChart.h"
-#include "store/Recorder.h"
 #include "store/RunStore.h"
+#include "train/RecordedRun.h"
 
 // The same run as `mirrorlab-cli train` does it: a progress consumer, the run store's recorder (into
 // a store of its own) and the project's checkpoints, each of which waits until the store holds its
 // step, so that the ratio measures what watching adds.
 static double headlessSamplesPerSec(const ml::Project& p, int64_t steps, const std::string& db) {
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
-  ml::TelemetryHub hub;
-  auto ch = hub.subscribe(1 << 16);  // a consumer like the CLI's progress line
-  ml::TrainerOptions o;
-  o.maxSteps = steps;
-  ml::Recorder* rec = nullptr;
-  o.checkpointStore = db;
-  o.runId = [&rec]() -> std::optional<int64_t> { return rec ? rec->waitForRunId(std::chrono::seconds(10)) : std::nullopt; };
-  o.awaitRecorded = [&rec](int64_t step) { return !rec || rec->waitForStep(step, std::chrono::seconds(60)); };
-  ml::Trainer t(p, data, hub, o);
-  ml::Recorder recorder(db, hub.subscribe(1 << 18));
-  rec = &recorder;
+  ml::RecordedRunOptions o;
+  o.trainer.maxSteps = steps;
+  o.storePath = db;
+  ml::RecordedRun run(p, data, o);
+  auto ch = run.subscribe(1 << 16);  // a consumer like the CLI's progress line
   std::atomic<bool> done{false};
   std::thread consumer([&] {
     std::vector<ml::Event> batch;
@@ -63,12 +57,10 @@ static double headlessSamplesPerSec(const ml::Project& p, int64_t steps, const s
       ch->drain(batch);
     }
   });
-  const auto f = t.run();
+  const auto f = run.run().finished;
   done = true;
   consumer.join();
-  hub.closeAll();
-  recorder.stop();
-  return static_cast<double>(f.steps * t.plan().globalBatch) / f.seconds;
+  return static_cast<double>(f.steps * run.plan().globalBatch) / f.seconds;
 }
 
 // MIRRORLAB_BENCH_EVENTS=1: which widgets get layout requests and paints while the studio trains.

@@ -4,8 +4,8 @@
 // and this file also includes qcustomplot.h (which needs the macro).
 #include "data/Dataset.h"
 #include "nn/WeightsFile.h"
-#include "store/Recorder.h"
 #include "store/RunStore.h"
+#include "train/RecordedRun.h"
 #include "train/Trainer.h"
 
 #include <QLineEdit>
@@ -138,22 +138,13 @@ class RunsViewTest : public QObject {
     p.data.samples = 1500;  // 1200 training samples / 32 = 38 steps per epoch
     auto data = std::make_shared<const ml::DataSplit>(ml::loadData(p.data));
     auto train = [&](ml::Project proj, std::optional<int64_t>* id) {
-      ml::TelemetryHub hub;
-      ml::TrainerOptions o;
-      ml::Recorder* rec = nullptr;
-      ml::Trainer* self = nullptr;
-      o.checkpointStore = db.toStdString();
-      o.runId = [&rec] { return rec->waitForRunId(std::chrono::seconds(10)); };
-      o.onKill = [&self] { self->abort("killed"); };
-      ml::Trainer t(proj, data, hub, o);
-      self = &t;
-      ml::Recorder r(db.toStdString(), hub.subscribe(1 << 18));
-      rec = &r;
-      t.run();
-      hub.closeAll();
-      r.stop();
-      if (id) *id = r.runId();
-      const auto w = t.strategy().model(0).params();
+      ml::RecordedRunOptions o;
+      o.storePath = db.toStdString();
+      o.trainer.killEndsRunWith = "killed";
+      ml::RecordedRun run(proj, data, o);
+      const auto r = run.run();
+      if (id) *id = r.runId;
+      const auto w = run.trainer().strategy().model(0).params();
       return std::vector<float>(w.begin(), w.end());
     };
     const std::vector<float> straight = train(p, nullptr);

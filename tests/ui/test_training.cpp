@@ -6,6 +6,7 @@
 #include <QDoubleSpinBox>
 #include <QLabel>
 #include <QSignalSpy>
+#include <QStatusBar>
 #include <QTableView>
 #include <QTableWidget>
 
@@ -20,6 +21,8 @@
 #include "charts/LossScaleChart.h"
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
+#include "export/ExportJob.h"
+#include "nn/WeightsFile.h"
 #include "store/RunStore.h"
 
 Q_DECLARE_METATYPE(ml::RunFinished)
@@ -285,8 +288,10 @@ class TrainingTest : public QObject {
   }
 
   // A project of 2 workers: the studio has mirrorlab-cli start them under mpirun and shows the run
-  // live from the store: 4 replicas named by worker, every step on the charts, the run finished,
-  // its id the stored one, the weights in sync.
+  // live from worker 1's events: 4 replicas named by worker, every step on the charts, the run
+  // finished, its id the stored one, the weights in sync. Pause is off and says why (the workers
+  // cannot pause together), and the run keeps its final weights like any studio run, so Runs >
+  // Export finds the trained model.
   void aProjectOfTwoWorkersTrainsUnderMpirunAndIsShownLive() {
     qputenv("MIRRORLAB_CLI", MIRRORLAB_CLI);
     qputenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none");  // containers: no ptrace
@@ -296,10 +301,31 @@ class TrainingTest : public QObject {
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("workers.json"))));
     w.resize(1400, 900);
     w.show();
+    bool seen = false, pauseEnabled = true;
+    QString pauseTip, status;
+    auto stateAfterPause = mlui::TrainingSession::State::Idle;
+    auto watch = connect(w.session(), &mlui::TrainingSession::eventsArrived, &w, [&](const std::vector<ml::Event>& events) {
+      const bool step =
+          std::any_of(events.begin(), events.end(), [](const ml::Event& e) { return std::holds_alternative<ml::StepEvent>(e); });
+      if (seen || !step || w.session()->state() != mlui::TrainingSession::State::Running) return;
+      seen = true;
+      pauseEnabled = w.dashboard()->pauseAction()->isEnabled();
+      pauseTip = w.dashboard()->pauseAction()->toolTip();
+      status = w.statusBar()->currentMessage();
+      w.session()->setPaused(true);  // as a shortcut would try: refused, the run goes on
+      stateAfterPause = w.session()->state();
+    });
     std::optional<int64_t> runId;
     const auto f = uitest::trainInWindow(w, 0, &runId);
+    disconnect(watch);
     QVERIFY2(f.status == ml::RunStatus::Finished, f.message.c_str());
     QCOMPARE(f.steps, int64_t(120));  // 1920 / 32 = 60 steps per epoch, 2 epochs
+    QVERIFY(seen);
+    QVERIFY(!pauseEnabled);
+    QVERIFY2(pauseTip.contains(QStringLiteral("multi-worker run")), qPrintable(pauseTip));
+    QVERIFY2(status.contains(QStringLiteral("Pause is off")), qPrintable(status));
+    QCOMPARE(stateAfterPause, mlui::TrainingSession::State::Running);
+    QVERIFY(w.dashboard()->pauseAction()->toolTip() == w.dashboard()->pauseAction()->text());  // a local run may pause again
     auto* d = w.dashboard();
     QCOMPARE(d->lossChart()->trainGraph()->dataCount(), 120);
     QCOMPARE(d->lossChart()->validationGraph()->dataCount(), 2);
@@ -314,6 +340,11 @@ class TrainingTest : public QObject {
     QCOMPARE(run.deviceNames.size(), size_t(4));
     QVERIFY2(run.deviceNames[2].find("/worker2/cpu:0") != std::string::npos, run.deviceNames[2].c_str());
     QVERIFY(!run.epochs.empty() && run.epochs.back().inSync);
+    // The weights Runs > Export takes are the trained ones: their checksum is the last epoch's.
+    const ml::StoredWeights kept = ml::storedWeights(store, *runId);
+    ml::Sequential model(kept.project.model);
+    ml::loadWeights(model, kept.weights);
+    QCOMPARE(model.checksum(), run.epochs.back().checksums.at(0));
   }
 
   // A replica stuck for good (no release reaches it): the watchdog names it, the studio records the

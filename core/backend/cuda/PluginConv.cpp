@@ -98,6 +98,8 @@ MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_forward(mlcuda_context* ctx, const mlc
 // scratch, in cuDNN's layout) added transposed into dw; db += the column sums of dz (the
 // deterministic two-pass sum Dense uses); dx from cuDNN's backward data pass, through a padded
 // scratch that is cropped into dx when the padding is asymmetric.
+// Long: the passes share one scratch, carved once at the top, and the cached plan's descriptors;
+// split up, each part would need the offsets of all the others.
 MLCUDA_EXPORT mlcuda_status mlcuda_conv2d_backward(mlcuda_context* ctx, const mlcuda_conv_geometry* g, const float* x,
                                                    const float* w, const float* y, float* dy, float* dx, float* dw, float* db,
                                                    int64_t n, int act) {

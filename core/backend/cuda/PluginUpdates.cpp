@@ -267,6 +267,8 @@ static std::vector<void*> bf16Scratch(const NcclClique& c, mlcuda_context* const
 }
 
 // bf16: each rank's buffer packed into its comm scratch first and unpacked after (half the bytes).
+// Long: the argument checks, the lock that an abort on another thread waits for and the NCCL
+// group must stay in one scope (the lock is held across the enqueue).
 static mlcuda_status ncclAllReduceAny(mlcuda_nccl* comm, mlcuda_context* const* contexts, float* const* buffers, int64_t elements,
                                       bool bf16) {
   return guarded([&] {

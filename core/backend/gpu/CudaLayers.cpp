@@ -43,6 +43,7 @@ mlcuda_conv_geometry convGeometry(const Geometry& g, const Window& w, int64_t fi
 }
 }  // namespace
 
+// Long: one branch per layer kind, each copying that layer's few fields into the plugin's form.
 void CudaBackend::translateLayers(const Sequential& m) {
   paramCount_ = m.paramCount();
   inFeatures_ = m.inFeatures();

@@ -197,18 +197,16 @@ TEST(Faults, AnInjectedKillHappensAfterItsStep) {
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;
-  int64_t killedAfter = -1;
-  ml::Trainer* self = nullptr;
-  o.onKill = [&] {
-    killedAfter = 0;
-    self->requestCancel();  // the test stands in for the dying process
-  };
+  o.killEndsRunWith = "killed";  // the run ends where the process would have died
   ml::Trainer t(p, data(), hub, o);
-  self = &t;
-  t.run();
+  const ml::RunFinished f = t.run();
+  EXPECT_EQ(f.status, ml::RunStatus::Failed);
+  EXPECT_EQ(f.steps, 7);
+  EXPECT_EQ(f.message, "killed (training stopped after step 7)");
+  int64_t lastStep = 0;
   for (const auto& e : drain(*ch))
-    if (const auto* s = std::get_if<ml::StepEvent>(&e)) killedAfter = killedAfter >= 0 ? s->step : killedAfter;
-  EXPECT_EQ(killedAfter, 7);
+    if (const auto* s = std::get_if<ml::StepEvent>(&e)) lastStep = s->step;
+  EXPECT_EQ(lastStep, 7);
 }
 
 }  // namespace

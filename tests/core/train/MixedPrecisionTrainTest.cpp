@@ -13,6 +13,7 @@
 #include "backend/DeviceProbe.h"
 #include "store/RunStore.h"
 #include "train/Checkpoint.h"
+#include "train/RecordedRun.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -85,16 +86,17 @@ TEST(MixedPrecisionTrainer, AResumedRunGoesOnWithTheCheckpointsLossScale) {
   p.training.checkpointInSteps = true;
   const auto data = mltest::makeSplit(600, 100);
 
-  ml::TelemetryHub hubA;
-  auto chA = hubA.subscribe(1 << 14);
-  ml::TrainerOptions a;
-  a.maxSteps = 24;
-  a.checkpointStore = store;
-  a.runId = [] { return std::optional<int64_t>(1); };
-  ASSERT_EQ(ml::Trainer(p, data, hubA, a).run().status, ml::RunStatus::Finished);
+  ml::RecordedRunOptions a;
+  a.trainer.maxSteps = 24;
+  a.storePath = store;
+  ml::RecordedRun recorded(p, data, a);
+  auto chA = recorded.subscribe(1 << 14);
+  const auto result = recorded.run();
+  ASSERT_EQ(result.finished.status, ml::RunStatus::Finished);
+  ASSERT_TRUE(result.runId.has_value());
   const auto uninterrupted = scalesOf(*chA);
 
-  const ml::Checkpoint ck = ml::loadCheckpoint(ml::checkpointFile(ml::checkpointFolder(store, 1), 12));
+  const ml::Checkpoint ck = ml::loadCheckpoint(ml::checkpointFile(ml::checkpointFolder(store, *result.runId), 12));
   ASSERT_TRUE(ck.lossScale);
   EXPECT_LT(*ck.lossScale, std::ldexp(1.0, 24));   // the scale moved before the checkpoint
   EXPECT_EQ(*ck.lossScale, uninterrupted.at(13));  // the scale of the step after it

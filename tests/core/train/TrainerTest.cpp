@@ -85,19 +85,27 @@ TEST(Trainer, TheRunIsInTheStoreBeforeItsFirstStep) {
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;
   o.maxSteps = 5;
-  int calls = 0;
-  int64_t stepsSeenAtCall = -1;
-  o.runId = [&]() -> std::optional<int64_t> {
-    ++calls;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    stepsSeenAtCall = 0;
-    for (const auto& e : drainAll(*ch)) stepsSeenAtCall += std::holds_alternative<ml::StepEvent>(e);
-    return 7;
-  };
+  struct LateRecord : ml::RunRecord {  // the store's answer, 50 ms late
+    std::shared_ptr<ml::Channel> ch;
+    std::string path;
+    int calls = 0;
+    int64_t stepsSeenAtCall = -1;
+    const std::string& storePath() const override { return path; }
+    std::optional<int64_t> awaitRunId() override {
+      ++calls;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      stepsSeenAtCall = 0;
+      for (const auto& e : drainAll(*ch)) stepsSeenAtCall += std::holds_alternative<ml::StepEvent>(e);
+      return 7;
+    }
+    bool awaitStep(int64_t) override { return true; }
+  } record;
+  record.ch = ch;
+  o.record = &record;
   ml::Trainer t(makeProject("cpu:2", 32), makeData(), hub, o);
   ASSERT_EQ(t.run().status, ml::RunStatus::Finished);
-  EXPECT_EQ(calls, 1);
-  EXPECT_EQ(stepsSeenAtCall, 0);
+  EXPECT_EQ(record.calls, 1);
+  EXPECT_EQ(record.stepsSeenAtCall, 0);
   int steps = 0;
   for (const auto& e : drainAll(*ch)) steps += std::holds_alternative<ml::StepEvent>(e);
   EXPECT_EQ(steps, 5);
