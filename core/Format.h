@@ -11,4 +11,7 @@ inline std::string formatNumber(const char* format, double v) {
   return buf;
 }
 
+// Six significant digits, as messages and descriptions quote settings (0.001, 1e-05, 256).
+inline std::string shortNumber(double v) { return formatNumber("%.6g", v); }
+
 }  // namespace ml

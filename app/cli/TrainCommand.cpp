@@ -96,6 +96,21 @@ uint64_t writeWeights(const ml::Sequential& model, const std::string& path) {
   return model.checksum();
 }
 
+// --report of a resumed run holds the whole run: the steps and epochs before the checkpoint come
+// from the store (this process trained only the rest).
+void prependStoredRows(const std::string& storePath, int64_t runId, const ml::TrainPosition& from,
+                       std::vector<ml::EpochEvent>& epochs, std::vector<ml::StepEvent>& steps) {
+  auto store = ml::RunStore::open(storePath);
+  std::vector<ml::StepEvent> before;
+  for (auto& st : store.loadCurves(runId))
+    if (st.step <= from.step) before.push_back(std::move(st));
+  steps.insert(steps.begin(), before.begin(), before.end());
+  std::vector<ml::EpochEvent> earlier;
+  for (auto& e : store.loadRun(runId).epochs)
+    if (e.epoch < from.epoch) earlier.push_back(std::move(e));
+  epochs.insert(epochs.begin(), earlier.begin(), earlier.end());
+}
+
 // Runs one training to the end with progress on stdout (and every event into `events` when
 // given); returns its result. With several workers (silent: not worker 1, which alone prints and
 // records) a signal means mpirun is stopping the job (Ctrl-C, or a worker died): the waits between
@@ -418,6 +433,9 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
     p.distribute.workers = group->size();  // what runs, as stored with the run
     opts.workers = group;
   }
+  // --report of a resumed run: where this process took it up.
+  std::optional<std::pair<int64_t, ml::TrainPosition>> resumedFrom;
+  if (opts.resume) resumedFrom.emplace(opts.resume->runId, opts.resume->at);
   ml::RecordedRunOptions ro;
   ro.trainer = std::move(opts);
   ro.trainer.maxSteps = a.steps.value_or(0);
@@ -454,6 +472,8 @@ int trainOne(TrainArgs& a, ml::MpiWorkers* group) {
   if (group && fin.status == ml::RunStatus::Failed) a.abortAfter = true;
   const bool recorded = !run->recorded() || reportRecording(result, run->storePath());
   keepOutputs(a, *run, fin, recorded && result.runId ? *result.runId : 0, events);
+  if (!a.report.empty() && resumedFrom)
+    prependStoredRows(run->storePath(), resumedFrom->first, resumedFrom->second, epochs, steps);
   if (!a.report.empty()) writeReport(a.report, result, recorded, trainer, epochs, steps);
   if (!recorded) return 1;
   return exitCodeFor(fin);

@@ -68,12 +68,12 @@ constexpr size_t kFields = 15;
 // A failure anywhere is thrown on every worker with the failing worker's message.
 // Long: the packing and the unpacking of the same fixed slot layout sit side by side so that a
 // field added to one is seen missing from the other.
-std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::string& localFailure, uint64_t step) {
+std::vector<MirroredStrategy::ReplicaOutcome> MirroredStrategy::exchange(const std::string& localFailure, uint64_t step) {
   const size_t G = static_cast<size_t>(globalReplicas());
-  std::vector<Outcome> out(G);
+  std::vector<ReplicaOutcome> out(G);
   if (!workers_) {
     for (const auto& r : replicas_) {
-      Outcome& o = out[static_cast<size_t>(r->rank)];
+      ReplicaOutcome& o = out[static_cast<size_t>(r->rank)];
       o.lossSum = r->lossSum;
       o.metricSum = r->metricSum;
       o.samples = static_cast<double>(r->samples);
@@ -116,7 +116,7 @@ std::vector<MirroredStrategy::Outcome> MirroredStrategy::exchange(const std::str
   stopVotes_ = static_cast<int>(v[0] + 0.5);
   for (size_t g = 0; g < G; ++g) {
     const double* f = v.data() + kHeader + kFields * g;
-    Outcome& o = out[g];
+    ReplicaOutcome& o = out[g];
     o.lossSum = f[0];
     o.metricSum = f[1];
     o.samples = f[2];

@@ -12,7 +12,8 @@ namespace {
 
 constexpr const char* kForms =
     "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20), "
-    "fail:DEVICE@step=N (fail:cpu:1@step=5), stuck:DEVICE@step=N (never released) or kill@step=N (kill@step=30), each with "
+    "fail:DEVICE@step=N (fail:cpu:1@step=5), stuck:DEVICE@step=N (never released) or kill@step=N (kill@step=30; "
+    "kill:before-checkpoint@step=N and kill:after-checkpoint@step=N die at that step's checkpoint), each with "
     "@worker=K to pick one of several workers";
 
 struct Parsed {
@@ -59,7 +60,8 @@ Parsed parseOne(const std::string& spec) {
   p.kind = rest.substr(0, colon);
   if (colon != std::string::npos) p.device = rest.substr(colon + 1);
   if (p.kind == "kill") {
-    if (!p.device.empty() || p.factor != 0) bad(spec, "kill takes no device or factor: the whole process dies");
+    if ((!p.device.empty() && p.device != "before-checkpoint" && p.device != "after-checkpoint") || p.factor != 0)
+      bad(spec, "kill takes no device or factor (the whole process dies), only before-checkpoint or after-checkpoint");
     if (p.step == 0) bad(spec, "kill needs @step=N");
   } else if (p.kind == "slow") {
     if (p.device.empty() || p.factor == 0) bad(spec, "slow needs a device and a factor");
@@ -87,7 +89,12 @@ FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& d
                     (workers == 1 ? " (several only under mpirun -np W)" : ""));
     if (p.worker != 0 && p.worker != worker + 1) continue;  // another worker's
     int replica = -1;
-    if (!p.device.empty()) {
+    if (p.kind == "kill") {
+      plan.killStep = p.step;
+      plan.killPoint = p.device.empty()                  ? FaultPlan::KillPoint::AfterStep
+                       : p.device == "before-checkpoint" ? FaultPlan::KillPoint::BeforeCheckpoint
+                                                         : FaultPlan::KillPoint::AfterCheckpoint;
+    } else if (!p.device.empty()) {
       for (int r = 0; r < devices.size(); ++r)
         if (devices.devices[static_cast<size_t>(r)].label() == p.device) replica = r;
       if (replica < 0) bad(spec, "'" + p.device + "' is not one of this run's devices (" + devices.describe() + ")");
@@ -97,7 +104,6 @@ FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& d
     if (p.kind == "nan") plan.nanReplica = replica, plan.nanStep = p.step;
     if (p.kind == "fail") plan.failReplica = replica, plan.failStep = p.step;
     if (p.kind == "stuck") plan.stuckReplica = replica, plan.stuckStep = p.step;
-    if (p.kind == "kill") plan.killStep = p.step;
     plan.specs.push_back(spec);
   }
   return plan;

@@ -25,7 +25,12 @@ struct FaultPlan {
   // device that hangs for good): the watchdog names it, and the program must go on without it.
   int stuckReplica = -1;
   int64_t stuckStep = 0;
-  int64_t killStep = 0;            // the process dies (SIGKILL) after this step; 0: never
+  int64_t killStep = 0;  // the process dies (SIGKILL) after this step; 0: never
+  // Where in killStep: after the whole step (kill@step=N); or at the checkpoint of that step,
+  // after the store has committed its steps and before the file is written
+  // (kill:before-checkpoint@step=N), or once the file is in place, before anything else
+  // (kill:after-checkpoint@step=N): the two writes a kill -9 may fall between.
+  enum class KillPoint { AfterStep, BeforeCheckpoint, AfterCheckpoint } killPoint = KillPoint::AfterStep;
   std::vector<std::string> specs;  // as given, for the store's label
   bool empty() const { return specs.empty(); }
   double slowFactor(int replica) const {

@@ -396,14 +396,14 @@ StepResult MirroredStrategy::trainStep(const Dataset& data, std::span<const int6
     if (!workers_ || (hierarchical_ && hierarchical_->lost())) throw;
     localFailure = e.what();
   }
-  const std::vector<Outcome> all = exchange(localFailure, step);
+  const std::vector<ReplicaOutcome> all = exchange(localFailure, step);
 
   StepResult res;
   res.stopVotes = stopVotes_;
   double maxBackwardEnd = 0;
-  for (const Outcome& o : all) maxBackwardEnd = std::max(maxBackwardEnd, o.backwardEnd);
+  for (const ReplicaOutcome& o : all) maxBackwardEnd = std::max(maxBackwardEnd, o.backwardEnd);
   for (size_t g = 0; g < all.size(); ++g) {
-    const Outcome& o = all[g];
+    const ReplicaOutcome& o = all[g];
     res.lossSum += o.lossSum;
     res.metricSum += o.metricSum;
     res.samples += static_cast<int64_t>(o.samples);

@@ -295,7 +295,7 @@ class MirroredStrategy {
   void refuseAcrossWorkers() const;
   int coresOfThisWorker() const;
   // One replica's results of a step, as every worker sees them after the exchange.
-  struct Outcome {
+  struct ReplicaOutcome {
     double lossSum = 0, metricSum = 0, samples = 0, start = 0;
     PhaseTimes phases;
     double inlineComm = 0, backwardEnd = 0, commEnd = 0;
@@ -303,7 +303,7 @@ class MirroredStrategy {
     bool skipped = false;
   };
   // Several workers (AcrossWorkers.cpp): collective, each worker at the same point of the same step.
-  std::vector<Outcome> exchange(const std::string& localFailure, uint64_t step);
+  std::vector<ReplicaOutcome> exchange(const std::string& localFailure, uint64_t step);
   void syncClocks();
   std::vector<uint64_t> gatherChecksums(const std::vector<uint64_t>& local) const;
   void shareEvaluation(EvalResult& res, const std::string& localFailure, std::span<float> outputs);

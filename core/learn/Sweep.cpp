@@ -248,6 +248,10 @@ SweepRunner::SweepRunner(int64_t sweepId, std::shared_ptr<const DataSplit> data,
     : data_(std::move(data)), storePath_(std::move(storePath)), id_(sweepId) {
   RunStore store = RunStore::open(storePath_);
   SweepRecord rec = loadSweep(store, sweepId);
+  // Two processes on one sweep would train its points twice and race on their rows.
+  if (rec.status == "running")
+    throw UserError("sweep " + std::to_string(sweepId) + " is still running (process " + std::to_string(rec.pid) +
+                    (rec.host.empty() ? std::string() : " on " + rec.host) + "): let it finish, or stop it, before resuming it");
   base_ = Project::fromJson(nlohmann::json::parse(rec.projectJson), "sweep " + std::to_string(sweepId));
   options_ = SweepOptions::fromJson(nlohmann::json::parse(rec.optionsJson), nlohmann::json::parse(rec.gridJson));
   validateSweep(base_, options_, data_->train.size);

@@ -12,8 +12,8 @@
 #include "tensor/Dispatch.h"
 
 // The vector helpers below are always inlined into their clones, so the warning that a vector's
-// calling convention depends on AVX does not apply.
-#if defined(__GNUC__) && !defined(__clang__)
+// calling convention depends on AVX does not apply (GCC and clang both give it).
+#if defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
@@ -23,13 +23,6 @@ namespace {
 
 constexpr int64_t kMaxPatch = 64;
 constexpr int64_t kMaxWindow = 64;  // pooling window positions
-
-// roundToBfloat16 without a branch (NaN kept), as Bf16Gemm's rounding passes.
-inline float roundValue(float x) {
-  const uint32_t u = std::bit_cast<uint32_t>(x);
-  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-  return std::bit_cast<float>((u & 0x7fffffffu) > 0x7f800000u ? u : r);
-}
 
 // Offsets of the patch's taps, in (ky, kx, c) order, from a window's first input value.
 struct Taps {
@@ -87,7 +80,7 @@ struct Block {
   }
 };
 
-// bfloat16 rounding of every lane (roundValue's bit operations).
+// bfloat16 rounding of every lane, without a branch (NaN kept): Bf16Gemm's roundValue, per lane.
 template <int B>
 [[gnu::always_inline]] inline typename Block<B>::F roundLanes(typename Block<B>::F x) {
   using V = Block<B>;

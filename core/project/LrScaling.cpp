@@ -4,13 +4,9 @@
 #include <cmath>
 #include <cstdio>
 
-namespace ml {
+#include "Format.h"
 
-static std::string num(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+namespace ml {
 
 int64_t lrReferenceBatch(const TrainingSpec& t) { return t.lrReferenceBatch > 0 ? t.lrReferenceBatch : t.batchSize; }
 
@@ -34,16 +30,16 @@ LrScaling scaleLearningRate(const TrainingSpec& t, int64_t globalBatch) {
 }
 
 std::string LrScaling::explain() const {
-  const std::string set = num(baseLr) + " was set for a global batch of " + std::to_string(referenceBatch);
+  const std::string set = shortNumber(baseLr) + " was set for a global batch of " + std::to_string(referenceBatch);
   if (rule != "linear" && rule != "sqrt") {
-    if (globalBatch == referenceBatch) return num(lr) + " (no scaling rule; " + set + ", the batch of this run)";
-    return num(lr) + " (no scaling rule: " + set + " but the global batch is " + std::to_string(globalBatch) + ")";
+    if (globalBatch == referenceBatch) return shortNumber(lr) + " (no scaling rule; " + set + ", the batch of this run)";
+    return shortNumber(lr) + " (no scaling rule: " + set + " but the global batch is " + std::to_string(globalBatch) + ")";
   }
   if (globalBatch == referenceBatch)
-    return num(lr) + " (" + set + " and the global batch is still " + std::to_string(globalBatch) + ", so " + rule +
+    return shortNumber(lr) + " (" + set + " and the global batch is still " + std::to_string(globalBatch) + ", so " + rule +
            " scaling changes nothing)";
-  return num(lr) + " (" + set + "; the global batch is " + std::to_string(globalBatch) + ", so " + rule + " scaling gives " +
-         num(baseLr) + " x " + num(factor) + " = " + num(lr) + ")";
+  return shortNumber(lr) + " (" + set + "; the global batch is " + std::to_string(globalBatch) + ", so " + rule +
+         " scaling gives " + shortNumber(baseLr) + " x " + shortNumber(factor) + " = " + shortNumber(lr) + ")";
 }
 
 std::string lrScalingPython() {

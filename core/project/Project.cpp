@@ -12,6 +12,7 @@
 #include "AtomicFile.h"
 #include "Error.h"
 #include "FieldNames.h"
+#include "Format.h"
 #include "JsonFile.h"
 #include "Limits.h"
 #include "nn/Precision.h"
@@ -365,15 +366,7 @@ Project Project::fromJson(const json& j, const std::string& source) {
   return p;
 }
 
-namespace {
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 // Every numeric field against its real range (Keras' for the optimizer's arguments): a NaN, an
 // infinity or an impossible value is refused here, before anything is allocated or trained.
@@ -384,10 +377,12 @@ void validate(const Project& p, const std::string& source) {
   };
   auto range = [&](const std::string& field, double v, double lo, double hi, bool hiOpen, const char* why) {
     if (!(v >= lo && (hiOpen ? v < hi : v <= hi)))
-      fail(field, "must be in [" + num(lo) + ", " + num(hi) + (hiOpen ? ")" : "]") + why + ", got " + num(v));
+      fail(field,
+           "must be in [" + shortNumber(lo) + ", " + shortNumber(hi) + (hiOpen ? ")" : "]") + why + ", got " + shortNumber(v));
   };
   auto positive = [&](const std::string& field, double v, const char* why) {
-    if (!(v > 0 && std::isfinite(v))) fail(field, std::string("must be a positive finite number") + why + ", got " + num(v));
+    if (!(v > 0 && std::isfinite(v)))
+      fail(field, std::string("must be a positive finite number") + why + ", got " + shortNumber(v));
   };
   auto count = [&](const std::string& field, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) fail(field, countRangeText(lo, hi) + ", got " + std::to_string(v));
@@ -417,8 +412,8 @@ void validate(const Project& p, const std::string& source) {
     if (t.lrDecayEpochs[i] < 1 || (i > 0 && t.lrDecayEpochs[i] <= t.lrDecayEpochs[i - 1]))
       fail("training.lr_decay_epochs", "must be epoch numbers from 1 in increasing order, such as [3, 7]");
   if (!(t.lrDecayFactor > 0 && t.lrDecayFactor <= 1))
-    fail("training.lr_decay_factor",
-         "must be above 0 and at most 1 (the rate is multiplied by it; 0.1 lowers it tenfold), got " + num(t.lrDecayFactor));
+    fail("training.lr_decay_factor", "must be above 0 and at most 1 (the rate is multiplied by it; 0.1 lowers it tenfold), got " +
+                                         shortNumber(t.lrDecayFactor));
   if (!parsePrecision(t.precision))
     fail("training.precision", "is '" + clipText(t.precision, 40) + "' (allowed: " + kPrecisionNames + ")");
   if (t.lossScaling)

@@ -32,7 +32,9 @@ std::optional<std::string> nonFiniteParameter(const nlohmann::json& architecture
   const std::string kind = std::isnan(values[bad]) ? "NaN" : values[bad] > 0 ? "+inf" : "-inf";
   // Place the index in its layer by the layers' parameter counts.
   int64_t start = 0;
-  const nlohmann::json* layers = architecture.is_object() ? &architecture["layers"] : nullptr;
+  // find, not operator[]: a const object without "layers" (a damaged file) is undefined behaviour there.
+  const auto found = architecture.is_object() ? architecture.find("layers") : architecture.end();
+  const nlohmann::json* layers = architecture.is_object() && found != architecture.end() ? &*found : nullptr;
   if (layers && layers->is_array()) {
     for (size_t i = 0; i < layers->size(); ++i) {
       const nlohmann::json& l = (*layers)[i];

@@ -50,12 +50,19 @@ int64_t Recorder::committedStep() const {
 }
 
 bool Recorder::waitForStep(int64_t step, std::chrono::milliseconds timeout) {
+  // Every event published before this call is among the first `target` the channel queued.
+  const uint64_t target = channel_->pushed();
   std::unique_lock lock(mu_);
-  if (committedStep_ >= step) return true;
-  commitNow_ = true;
-  cv_.notify_all();
-  const bool done = cv_.wait_for(lock, timeout, [&] { return committedStep_ >= step || !error_.empty(); });
-  return done && error_.empty();
+  if (failureSignalled_ || ended_) return false;
+  if (committedThrough_ < target) {
+    wantThrough_ = std::max(wantThrough_, target);
+    lock.unlock();
+    channel_->wake();  // the thread may be waiting for events, not for us
+    cv_.notify_all();
+    lock.lock();
+    cv_.wait_for(lock, timeout, [&] { return committedThrough_ >= target || failureSignalled_ || ended_; });
+  }
+  return error_.empty() && committedThrough_ >= target && committedStep_ >= step;
 }
 
 bool Recorder::failureRecorded() const {
@@ -69,8 +76,13 @@ void Recorder::fail(const std::string& what) {
     if (!error_.empty()) return;
     error_ = what;
   }
-  cv_.notify_all();
+  // The trainer is stopped before a waiter learns of the failure, so that it finds the reason set.
   if (options_.onFailure) options_.onFailure("the run store " + store_.path() + " could not record the run: " + what);
+  {
+    std::lock_guard lock(mu_);
+    failureSignalled_ = true;
+  }
+  cv_.notify_all();
 }
 
 // Best effort: the disk may still be full, and then the next opening of the store marks the run
@@ -98,44 +110,55 @@ void Recorder::markFailed() {
   }
 }
 
+bool Recorder::syncWanted() const {
+  std::lock_guard lock(mu_);
+  return stop_ || (error_.empty() && wantThrough_ > committedThrough_);  // after a failure nothing more commits
+}
+
 void Recorder::loop() {
   using Clock = std::chrono::steady_clock;
   std::vector<Event> pending;
   auto lastFlush = Clock::now();
   for (;;) {
-    bool open = channel_->waitFor(options_.wait);
-    size_t before = pending.size();
-    channel_->drain(pending);
-    bool urgent = false;
-    for (size_t i = before; i < pending.size(); ++i)
-      urgent |= !std::holds_alternative<StepEvent>(pending[i]) && !std::holds_alternative<DeviceSample>(pending[i]) &&
-                !std::holds_alternative<EpochEvent>(pending[i]);
-    bool stopping;
+    if (!syncWanted()) channel_->waitFor(options_.wait);
+    bool stopping = false;
     {
       std::lock_guard lock(mu_);
       stopping = stop_;
-      urgent |= commitNow_;
-      commitNow_ = false;
     }
+    const bool sync = syncWanted();          // read before draining: the drain holds what the waiter published
+    const bool closed = channel_->closed();  // likewise: nothing arrives after the close
+    size_t before = pending.size();
+    drained_ += channel_->drain(pending);
+    bool urgent = sync;
+    for (size_t i = before; i < pending.size(); ++i)
+      urgent |= !std::holds_alternative<StepEvent>(pending[i]) && !std::holds_alternative<DeviceSample>(pending[i]) &&
+                !std::holds_alternative<EpochEvent>(pending[i]);
     auto now = Clock::now();
-    if (!pending.empty() && (urgent || stopping || !open || now - lastFlush >= options_.commitEvery)) {
+    if (!pending.empty() && (urgent || stopping || closed || now - lastFlush >= options_.commitEvery)) {
       flush(pending);
       lastFlush = now;
     }
-    if (stopping || !open) {
-      channel_->drain(pending);  // what arrived while flushing; later events are not ours
+    if (stopping || closed) {
+      drained_ += channel_->drain(pending);  // what arrived while flushing; later events are not ours
       flush(pending);
       break;
     }
-    // Let a batch build up until its commit is due; stop() wakes us early.
+    // Let a batch build up until its commit is due; stop() or a waiter wakes us early.
     if (!pending.empty()) {
       auto due = lastFlush + options_.commitEvery - Clock::now();
       if (due > Clock::duration::zero()) {
         std::unique_lock lock(mu_);
-        cv_.wait_for(lock, std::min<Clock::duration>(due, options_.wait), [&] { return stop_ || commitNow_; });
+        cv_.wait_for(lock, std::min<Clock::duration>(due, options_.wait),
+                     [&] { return stop_ || (error_.empty() && wantThrough_ > committedThrough_); });
       }
     }
   }
+  {
+    std::lock_guard lock(mu_);
+    ended_ = true;  // nobody waits for a recorder that has stopped
+  }
+  cv_.notify_all();
   finishUnfinished();
 }
 
@@ -173,6 +196,7 @@ void Recorder::flush(std::vector<Event>& pending) {
       runId_ = run;
       finished_ = finished;
       committedStep_ = lastStep;
+      committedThrough_ = drained_;  // pending held every event drained and not yet committed
     }
     cv_.notify_all();
   } catch (const std::exception& ex) {

@@ -1,6 +1,7 @@
 // Records a run into the store from the telemetry channel, on its own thread, so training never
 // waits for the disk. Events are written in one transaction per batch, committed at least every
-// commitEvery (0.5 s): a SIGKILL loses at most about the last second. A batch that cannot be
+// commitEvery (0.5 s): a SIGKILL loses at most about the last second. A trainer that waits for
+// each step (waitForStep) has each committed at once instead. A batch that cannot be
 // written (full disk) ends the recording: onFailure stops the run, and the run's row is marked
 // failed with the reason and the last step the store holds.
 #pragma once
@@ -54,10 +55,11 @@ class Recorder {
   std::string error() const;
   // The last step of the current run that is committed in the store (0: none).
   int64_t committedStep() const;
-  // Blocks until the store holds every step up to `step`, asking the recorder to commit what it
-  // has now instead of at its next due time (a checkpoint waits here: without the request it waited
-  // up to a commit interval, 0.2-0.5 s per checkpoint, inside the run's measured time). False after
-  // the timeout or once a write failed.
+  // Blocks until the store holds every event published to the channel before the call (the
+  // steps up to `step`, and the epoch rows and samples before them), asking the recorder to commit
+  // now instead of at its next due time. The trainer waits here after each step, so a failed write
+  // stops it within one step, and before each checkpoint, so that no checkpoint is ever ahead of
+  // the stored steps. False after the timeout or once a write failed (then onFailure has run).
   bool waitForStep(int64_t step, std::chrono::milliseconds timeout);
   // True when, after an error, the run's row could still be marked failed with the reason.
   bool failureRecorded() const;
@@ -66,6 +68,7 @@ class Recorder {
 
  private:
   void loop();
+  bool syncWanted() const;  // stop() or a waiter: commit now
   void flush(std::vector<Event>& pending);
   void write(Event& e, std::optional<int64_t>& run, bool& finished);
   void finishUnfinished();
@@ -81,8 +84,14 @@ class Recorder {
   std::optional<int64_t> runId_;
   bool finished_ = true;  // the current run got its RunFinished
   bool stop_ = false;
-  bool commitNow_ = false;  // someone waits in waitForStep
+  // Events are counted as the channel queued them (Channel::pushed): waitForStep wants the first
+  // wantThrough_ committed; the thread commits at once while committedThrough_ is short of it.
+  uint64_t wantThrough_ = 0;
+  uint64_t drained_ = 0;           // the thread's: events taken from the channel
+  uint64_t committedThrough_ = 0;  // of them, committed (all, once a flush leaves none pending)
   std::string error_;
+  bool failureSignalled_ = false;  // error_ is set and onFailure has returned
+  bool ended_ = false;             // the thread has left its loop: it commits nothing more
   int64_t committedStep_ = 0;
   bool failureMarked_ = false;
   std::atomic<uint64_t> written_{0};

@@ -138,6 +138,11 @@ class RunStore {
   void addEvent(int64_t run, const RunEvent& event);  // numbered after the run's last one
   // Runs still "running" whose process (on this host) is gone become "interrupted".
   int markInterruptedRuns();
+  // Likewise sweeps (and their running points) whose process is gone become "interrupted".
+  int markInterruptedSweeps();
+  // False when the process (pid, its start time) on this host is gone; true while it lives, and
+  // for another host, where it cannot be seen.
+  static bool writerAlive(const std::string& host, int64_t pid, int64_t pidStart);
   // The temporary checkpoint files (.step-N.mlck.tmp-*) a kill left in the folders of runs that
   // are not running; open() calls it, so a resume or the next run of the store cleans them.
   // Returns how many were removed.

@@ -9,7 +9,7 @@ namespace ml::store {
 
 // PRAGMA application_id of every Mirrorlab run store: "MLab" in ASCII.
 inline constexpr int32_t kApplicationId = 0x4D4C6162;
-inline constexpr int kSchemaVersion = 10;
+inline constexpr int kSchemaVersion = 11;
 
 // migrations[v - 1] takes a store from version v - 1 to version v.
 inline constexpr const char* kMigrations[kSchemaVersion] = {
@@ -198,6 +198,13 @@ ALTER TABLE device_samples ADD COLUMN gpu_replicas INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE device_samples ADD COLUMN memory_total_bytes REAL;
 ALTER TABLE device_samples ADD COLUMN temperature_c REAL;
 ALTER TABLE device_samples ADD COLUMN memory_busy REAL;
+)sql",
+    // v11: the process running a sweep (its pid, the pid's start time and the host), as runs have:
+    // a sweep whose process is gone reads as interrupted, not running. Sweeps from before have none.
+    R"sql(
+ALTER TABLE sweeps ADD COLUMN pid INTEGER;
+ALTER TABLE sweeps ADD COLUMN pid_start INTEGER;
+ALTER TABLE sweeps ADD COLUMN host TEXT NOT NULL DEFAULT '';
 )sql",
 };
 

@@ -269,6 +269,7 @@ RunStore RunStore::open(const std::string& path) {
   // the dead runs are marked by the next opening that can write.
   try {
     s.markInterruptedRuns();
+    s.markInterruptedSweeps();
     s.removeStaleCheckpointTemps();
   } catch (const sql::Error&) {
   }
@@ -391,6 +392,31 @@ int RunStore::markInterruptedRuns() {
       "steps=(SELECT max(step) FROM steps WHERE run_id=runs.id) "
       "WHERE id=? AND status='running'");
   for (int64_t id : dead) u.bind(1, id).run();
+  tx.commit();
+  return static_cast<int>(dead.size());
+}
+
+bool RunStore::writerAlive(const std::string& host, int64_t pid, int64_t pidStart) {
+  return host != hostName() || processAlive(pid, pidStart);
+}
+
+int RunStore::markInterruptedSweeps() {
+  std::vector<int64_t> dead;
+  const std::string host = hostName();
+  auto q = db_.prepare("SELECT id, pid, pid_start FROM sweeps WHERE status='running' AND host=?");
+  q.bind(1, host);
+  while (q.step())
+    if (!processAlive(q.getInt(1), q.getInt(2))) dead.push_back(q.getInt(0));
+  if (dead.empty()) return 0;
+  sql::Transaction tx(db_);
+  auto u = db_.prepare("UPDATE sweeps SET status='interrupted' WHERE id=? AND status='running'");
+  auto p = db_.prepare(
+      "UPDATE sweep_points SET status='interrupted', message='the sweep''s process ended during this point (killed or "
+      "crashed)' WHERE sweep_id=? AND status='running'");
+  for (int64_t id : dead) {
+    u.bind(1, id).run();
+    p.bind(1, id).run();
+  }
   tx.commit();
   return static_cast<int>(dead.size());
 }

@@ -3,7 +3,10 @@
 
 #include <chrono>
 
+#include <unistd.h>
+
 #include "Error.h"
+#include "store/HostInfo.h"
 
 namespace ml {
 
@@ -57,7 +60,8 @@ void loadPoints(RunStore& store, SweepRecord& sw) {
 
 std::vector<SweepRecord> querySweeps(RunStore& store, std::optional<int64_t> id) {
   auto q = store.db().prepare(
-      std::string("SELECT id, name, created, status, target, grid_json, options_json, project_json FROM sweeps") +
+      std::string("SELECT id, name, created, status, target, grid_json, options_json, project_json, host, pid, pid_start "
+                  "FROM sweeps") +
       (id ? " WHERE id=?" : "") + " ORDER BY id DESC");
   if (id) q.bind(1, *id);
   std::vector<SweepRecord> out;
@@ -71,6 +75,11 @@ std::vector<SweepRecord> querySweeps(RunStore& store, std::optional<int64_t> id)
     s.gridJson = q.getText(5);
     s.optionsJson = q.getText(6);
     s.projectJson = q.getText(7);
+    s.host = q.getText(8);
+    s.pid = q.getOptInt(9).value_or(0);
+    s.pidStart = q.getOptInt(10).value_or(0);
+    // A store opened read-only was not marked (RunStore::markInterruptedSweeps): say it here.
+    if (s.status == "running" && !RunStore::writerAlive(s.host, s.pid, s.pidStart)) s.status = "interrupted";
     out.push_back(std::move(s));
   }
   for (auto& s : out) loadPoints(store, s);
@@ -96,8 +105,14 @@ SweepRecord loadSweep(RunStore& store, int64_t sweepId) {
 std::vector<SweepRecord> listSweeps(RunStore& store) { return querySweeps(store, std::nullopt); }
 
 void setSweepStatus(RunStore& store, int64_t sweepId, const std::string& status) {
-  auto u = store.db().prepare("UPDATE sweeps SET status=? WHERE id=?");
-  u.bindAll(status, sweepId).run();
+  if (status == "running") {
+    const int64_t pid = ::getpid();
+    auto u = store.db().prepare("UPDATE sweeps SET status=?, pid=?, pid_start=?, host=? WHERE id=?");
+    u.bindAll(status, pid, processStartTicks(pid), hostName(), sweepId).run();
+  } else {
+    auto u = store.db().prepare("UPDATE sweeps SET status=? WHERE id=?");
+    u.bindAll(status, sweepId).run();
+  }
   requireChange(store, sweepId);
 }
 

@@ -17,7 +17,7 @@ struct SweepPointRow {
   double lr = 0;                   // base learning rate (before the scaling rule)
   std::string devices;             // "cpu:2"
   std::string lrScaling;           // none | linear | sqrt
-  std::string status = "pending";  // pending | running | finished | cancelled | diverged | failed
+  std::string status = "pending";  // pending | running | finished | cancelled | diverged | failed | interrupted
   std::optional<int64_t> runId;
   std::string message;
 };
@@ -25,11 +25,15 @@ struct SweepPointRow {
 struct SweepRecord {
   int64_t id = 0;
   std::string name;
-  double created = 0;            // unix time
-  std::string status;            // running | finished | cancelled | failed
+  double created = 0;  // unix time
+  // running | finished | cancelled | failed | interrupted (its process ended while running:
+  // resumable, as cancelled is)
+  std::string status;
   std::optional<double> target;  // validation metric to reach
   std::string gridJson, optionsJson, projectJson;
   std::vector<SweepPointRow> points;
+  std::string host;  // of the process that runs (or last ran) it; "" before it ran
+  int64_t pid = 0, pidStart = 0;
   int finishedPoints() const;
 };
 
@@ -42,6 +46,7 @@ int64_t createSweep(RunStore& store, const SweepRecord& sweep);
 SweepRecord loadSweep(RunStore& store, int64_t sweepId);
 // Every sweep, newest first, with its points.
 std::vector<SweepRecord> listSweeps(RunStore& store);
+// "running" also stores this process as the sweep's (host, pid): see RunStore::markInterruptedSweeps.
 void setSweepStatus(RunStore& store, int64_t sweepId, const std::string& status);
 // A point's new status, its run (tagged with the sweep when given) and a message.
 void setPointState(RunStore& store, int64_t sweepId, int point, const std::string& status, std::optional<int64_t> runId,

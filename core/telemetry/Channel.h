@@ -28,6 +28,7 @@ class Channel {
         return false;
       }
       queue_.push_back(e);
+      pushed_.fetch_add(1, std::memory_order_relaxed);
     }
     cv_.notify_one();
     return true;
@@ -42,12 +43,21 @@ class Channel {
     return n;
   }
 
-  // Waits until an event is queued, the channel is closed, or the timeout passes.
-  // Returns false only when closed and empty.
+  // Waits until an event is queued, the channel is closed, wake() is called, or the timeout
+  // passes. Returns false only when closed and empty.
   bool waitFor(std::chrono::milliseconds timeout) {
     std::unique_lock lock(mu_);
-    cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || closed_; });
+    cv_.wait_for(lock, timeout, [&] { return !queue_.empty() || closed_ || woken_; });
+    woken_ = false;
     return !(closed_ && queue_.empty());
+  }
+  // Ends the consumer's current (or next) waitFor early: it has something else to do.
+  void wake() {
+    {
+      std::lock_guard lock(mu_);
+      woken_ = true;
+    }
+    cv_.notify_all();
   }
 
   void close() {
@@ -62,6 +72,12 @@ class Channel {
     return closed_;
   }
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+  // Events queued since the channel was made (not the dropped ones): what a consumer that has
+  // drained this many has seen all of.
+  uint64_t pushed() const {
+    std::lock_guard lock(mu_);
+    return pushed_.load(std::memory_order_relaxed);
+  }
 
  private:
   mutable std::mutex mu_;
@@ -69,7 +85,9 @@ class Channel {
   std::deque<Event> queue_;
   size_t capacity_;
   bool closed_ = false;
+  bool woken_ = false;
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<uint64_t> pushed_{0};
 };
 
 class TelemetryHub {

@@ -90,8 +90,10 @@ RecordedRun::Result RecordedRun::end(RunFinished finished) {
 
 std::optional<int64_t> RecordedRun::awaitRunId() { return recorder_ ? recorder_->waitForRunId(kStoreWait) : std::nullopt; }
 
-void RecordedRun::awaitStep(int64_t step) {
-  if (recorder_) recorder_->waitForStep(step, kStoreWait);
+bool RecordedRun::awaitStep(int64_t step) {
+  // A minute: a store that stays silent that long fails the checkpoint rather than leave one ahead
+  // of the stored steps; a step goes on after it (the store catches up or fails).
+  return !recorder_ || recorder_->waitForStep(step, std::chrono::seconds(60));
 }
 
 }  // namespace ml

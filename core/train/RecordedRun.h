@@ -5,8 +5,9 @@
 //            display-rate poll, the CLI's progress line, a sweep's live view); the recorder is one
 //            more subscriber. Training never waits for a consumer: a full channel drops and counts.
 //   record   the trainer waits for the stored run's id before its first step (a process killed at
-//            any step leaves a stored run) and names its checkpoints with it; each checkpoint
-//            waits until the store holds every step before it (a resume leaves no hole).
+//            any step leaves a stored run) and names its checkpoints with it; each step waits for
+//            the store's commit of it (a failed write stops the run within one step) and each
+//            checkpoint for every event before it (no checkpoint is ahead of the store).
 //   failure  a store write that fails stops the run (Trainer::abort with the reason), and the
 //            Result says failed: nothing that the store does not hold goes on as if recorded.
 //   control  requestCancel, setPaused and abort from any thread, at the next step.
@@ -85,7 +86,7 @@ class RecordedRun : private RunRecord {
  private:
   // RunRecord, for the trainer: the recorder's run id and committed steps, waited for (10 s at most).
   std::optional<int64_t> awaitRunId() override;
-  void awaitStep(int64_t step) override;
+  bool awaitStep(int64_t step) override;
   Result end(RunFinished finished);
 
   RecordedRunOptions options_;

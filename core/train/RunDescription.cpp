@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "Format.h"
 #include "distribute/Workers.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/OneDnnConv.h"
@@ -12,12 +13,6 @@
 namespace ml {
 
 namespace {
-std::string fmtNum(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
 // "precision mixed_float16: Dense and Conv2D layers compute in float16 (...)": a run not in float32.
 std::string precisionLine(const MirroredStrategy& s, const Project& project) {
   const bool half = s.precision() == Precision::MixedFloat16;
@@ -33,7 +28,7 @@ std::string precisionLine(const MirroredStrategy& s, const Project& project) {
   if (!half)
     p += "no loss scaling (bfloat16 has float32's range)";
   else if (s.lossScale() > 0)
-    p += "dynamic loss scale from " + fmtNum(s.lossScale()) +
+    p += "dynamic loss scale from " + shortNumber(s.lossScale()) +
          ", halved with the update skipped on an inf/NaN gradient, doubled after " +
          std::to_string(project.training.lossScaleGrowthSteps) + " finite steps";
   else
@@ -141,7 +136,7 @@ std::vector<std::string> Trainer::startLines() const {
   lines.push_back(batch);
   std::string lr = "learning rate " + plan_.scaling.explain();
   if (plan_.warmupEpochs > 0)
-    lr += ", warm-up from " + fmtNum(plan_.baseLr) + " over " + fmtNum(plan_.warmupEpochs) + " epoch(s)";
+    lr += ", warm-up from " + shortNumber(plan_.baseLr) + " over " + shortNumber(plan_.warmupEpochs) + " epoch(s)";
   if (!plan_.lrDecayEpochs.empty()) lr += "; " + plan_.decayPhrase();
   lines.push_back(lr);
   if (s.precision() != Precision::Float32) lines.push_back(precisionLine(s, project_));

@@ -6,15 +6,10 @@
 
 #include "Error.h"
 #include "FieldNames.h"
+#include "Format.h"
 #include "Limits.h"
 
 namespace ml {
-
-static std::string fmtNum(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 std::string RunPlan::sentence() const {
   std::ostringstream s;
@@ -28,7 +23,7 @@ std::string RunPlan::sentence() const {
       << (accumulate > 1 ? "micro-batch" : "step");
   if (accumulate > 1) s << ", " << accumulate << " micro-batches = " << globalBatch << " samples per update";
   s << "; learning rate " << scaling.explain();
-  if (warmupEpochs > 0) s << ", " << fmtNum(warmupEpochs) << " epoch" << (warmupEpochs == 1 ? "" : "s") << " warm-up";
+  if (warmupEpochs > 0) s << ", " << shortNumber(warmupEpochs) << " epoch" << (warmupEpochs == 1 ? "" : "s") << " warm-up";
   if (!lrDecayEpochs.empty()) s << ", then " << decayPhrase();
   return s.str();
 }
@@ -38,7 +33,7 @@ std::string RunPlan::decayPhrase() const {
   std::string after;
   for (size_t i = 0; i < lrDecayEpochs.size(); ++i)
     after += (i == 0 ? "" : i + 1 == lrDecayEpochs.size() ? " and " : ", ") + std::to_string(lrDecayEpochs[i]);
-  return "multiplied by " + fmtNum(lrDecayFactor) + " after epoch" + (lrDecayEpochs.size() == 1 ? " " : "s ") + after;
+  return "multiplied by " + shortNumber(lrDecayFactor) + " after epoch" + (lrDecayEpochs.size() == 1 ? " " : "s ") + after;
 }
 
 RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
@@ -89,10 +84,11 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
     plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) +
                             " samples: some replicas get none");
   if (t.lrScaling == "none" && plan.globalBatch > plan.scaling.referenceBatch)
-    plan.warnings.push_back("the global batch (" + std::to_string(plan.globalBatch) + ") is " +
-                            fmtNum(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +
-                            "x the batch the learning rate was set for (" + std::to_string(plan.scaling.referenceBatch) +
-                            ") but the learning rate is unscaled: consider linear scaling with warm-up");
+    plan.warnings.push_back(
+        "the global batch (" + std::to_string(plan.globalBatch) + ") is " +
+        shortNumber(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +
+        "x the batch the learning rate was set for (" + std::to_string(plan.scaling.referenceBatch) +
+        ") but the learning rate is unscaled: consider linear scaling with warm-up");
   return plan;
 }
 

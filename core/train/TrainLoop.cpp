@@ -62,6 +62,10 @@ RunFinished Trainer::run() {
         if (!st.r.finite) return finish(L, diverged(L, st.r));
         publishStep(L, st);
         sampleUtilization(L, st.end);
+        // The next step starts once the store holds this one: a write that fails stops the run
+        // with the step whose row failed (the recorder's abort), not a commit interval of steps
+        // later. It costs a small model a commit per step (bench/RESULTS.md).
+        if (options_.record) options_.record->awaitStep(L.at.step);
         checkpointAfterStep(L);
         killFault(L.at.step);
       }
@@ -300,7 +304,12 @@ void Trainer::checkpointAfterEpoch(const Loop& L) {
 
 // An injected kill (kill@step=N), after the step's event and checkpoint.
 void Trainer::killFault(int64_t step) {
-  if (strategy_->faults().killStep != step) return;
+  const FaultPlan& f = strategy_->faults();
+  if (f.killStep == step && f.killPoint == FaultPlan::KillPoint::AfterStep) killNow();
+}
+
+// An injected kill here (kill@step=N, or at that step's checkpoint: writeCheckpoint).
+void Trainer::killNow() {
   if (options_.killEndsRunWith.empty()) std::raise(SIGKILL);  // as a power cut would: no cleanup, nothing flushed
   abort(options_.killEndsRunWith);
 }

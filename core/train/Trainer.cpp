@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 
 #include "Error.h"
 #include "FieldNames.h"
@@ -172,6 +173,16 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   c.replicas = plan_.replicas;
   c.devices = project_.distribute.devices;
   c.at = at;
+  // The store first: a kill after this point finds every row the checkpoint covers (RunRecord::awaitStep).
+  if (!options_.record->awaitStep(at.step)) {
+    std::lock_guard lock(abortMu_);
+    if (!abortReason_.empty()) return;  // the run stops at the next step, with the store's reason
+    throw std::runtime_error("the run store has not confirmed the steps up to " + std::to_string(at.step) +
+                             ", so their checkpoint was not written (it would be ahead of the run's stored history)");
+  }
+  const FaultPlan& faults = strategy_->faults();
+  const bool killHere = faults.killStep == at.step;
+  if (killHere && faults.killPoint == FaultPlan::KillPoint::BeforeCheckpoint) killNow();
   const auto params = s.model(0).params();
   c.params.assign(params.begin(), params.end());
   for (const auto& slot : s.optimizerSlots(0)) c.optimizerSlots.emplace_back(slot.begin(), slot.end());
@@ -185,6 +196,7 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   ev.epoch = at.epoch;
   ev.path = checkpointFile(folder, at.step);
   ev.checksum = saveCheckpoint(c, ev.path);
+  if (killHere && faults.killPoint == FaultPlan::KillPoint::AfterCheckpoint) killNow();
   ev.bytes = static_cast<int64_t>(std::filesystem::file_size(ev.path, ec));
   // Keep the newest K: the names sort by step.
   std::vector<std::string> files;
@@ -198,7 +210,6 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   }
   ev.wallTime = wall();
   hub_.publish(ev);
-  options_.record->awaitStep(at.step);
 }
 
 Trainer::~Trainer() = default;

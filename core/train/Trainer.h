@@ -26,16 +26,21 @@ class GpuSampler;
 // What the trainer asks of the store that records its run (RecordedRun answers from its
 // Recorder): the store's path, beside which checkpoints go; the stored run's id, which names
 // them and which the trainer waits for before its first step (a process killed at any step then
-// leaves a stored run); and a wait until the store holds every step up to a checkpoint's, so that
-// a resume leaves no hole in the curves.
+// leaves a stored run); and a wait until the store holds every event published so far.
 class RunRecord {
  public:
   virtual ~RunRecord() = default;
   virtual const std::string& storePath() const = 0;
   // The stored run's id, once its start is committed (a bounded wait); nullopt: not stored.
   virtual std::optional<int64_t> awaitRunId() = 0;
-  // Returns once the store holds every step up to `step` (a bounded wait).
-  virtual void awaitStep(int64_t step) = 0;
+  // Returns once the store holds every event published so far (through `step`); false when it
+  // cannot say so (a failed write: the recorder aborts the run; or a timeout). The trainer calls
+  // it after each step, so a store that fails stops the run within one step, and before each
+  // checkpoint is written, so that a checkpoint is never ahead of the stored steps: a process
+  // killed between the two writes resumes from an older checkpoint (the store drops the rows
+  // after it), never with a hole in its history. A checkpoint the store cannot confirm is not
+  // written.
+  virtual bool awaitStep(int64_t step) = 0;
 };
 
 struct TrainerOptions {
@@ -120,6 +125,7 @@ class Trainer {
   void checkpointAfterStep(const Loop& L);
   void checkpointAfterEpoch(const Loop& L);
   void killFault(int64_t step);
+  void killNow();  // an injected kill (FaultPlan::killStep)
   std::optional<RunFinished> endEpoch(Loop& L);
   EpochEvent epochFigures(const Loop& L) const;
   std::optional<RunFinished> syncCheck(const Loop& L, EpochEvent& ep);

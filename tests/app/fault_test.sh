@@ -102,6 +102,20 @@ full_disk() {
   { has "$out" "training stopped after step" || has "$out" "writing checkpoint"; } && ok ||
     bad "the run did not stop when recording failed: $(tail -5 <<<"$out")"
   if [ $mode = tmpfs ]; then has "$out" "disk is full" && ok || bad "the reason is not the full disk: $(tail -5 <<<"$out")"; fi
+  # 2b. Without checkpoints the store's step rows are what fails: the run stops within one step
+  #     of the last stored one (it waits for each step's commit), not a commit interval later.
+  out=$(limited 256 "$CLI" train "$T/sp.json" --checkpoint-every 100000epochs 2>&1); rc=$?
+  trained=$(grep -oP 'training stopped after step \K[0-9]+' <<<"$out" | head -1)
+  stored=$(grep -oP 'holds steps 1\.\.\K[0-9]+' <<<"$out" | head -1)
+  if [ $rc -ne 0 ] && [ -n "$trained" ] && [ -n "$stored" ] && [ "$stored" -ge 1 ] && [ "$trained" -le $((stored + 1)) ]; then ok
+  else bad "a failed store write: exit $rc, trained through step ${trained:-?}, stored 1..${stored:-?}: $(tail -4 <<<"$out")"; fi
+  echo "full disk: training stopped after step ${trained:-?}, the store holds steps 1..${stored:-?}"
+  # 2c. A sweep on the full disk: its points fail with the store's reason, and once its process
+  #     is gone it never reads "running" (whether or not the disk let it say how it ended).
+  out=$(limited 48 "$CLI" sweep "$T/sp.json" --batch-size 8,16 --epochs 50 2>&1)
+  has "$out" "disk is full" || has "$out" "failed" && ok || bad "the sweep on a full disk said: $(tail -3 <<<"$out")"
+  out=$(limited 256 "$CLI" sweep --list 2>&1)
+  has "$out" "fault spirals sweep" && ! has "$out" "running" && ok || bad "the sweep stopped by the full disk is listed as: $out"
 
   # 3. With the disk full to the last byte, SQLite cannot even create its -shm file: the store is
   #    reported as on a full disk, never as damaged, and nobody is told to move it away.

@@ -117,14 +117,18 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   overlapLabel_ = new QLabel(this);
   overlapLabel_->setMinimumWidth(40);
   row2->addWidget(overlapLabel_);
-  row2->addSpacing(10);
-  // Several hosts (machines): the device counts are per host, a ring across them on this link.
-  row2->addWidget(new QLabel(tr("Hosts"), this));
+  row2->addStretch(1);
+  v->addLayout(row2);
+  // Several hosts (machines): the device counts are per host, a ring across them on this link. A
+  // row of its own: beside the what-if's counts and overlap it made the page 938 px wide, wider than
+  // the Learn screen at 1024x700.
+  auto* row3 = new QHBoxLayout;
+  row3->addWidget(new QLabel(tr("Hosts"), this));
   hosts_ = new QSpinBox(this);
   hosts_->setRange(1, 4096);
   hosts_->setAccessibleName(tr("Hosts (machines) for the what-if"));
-  row2->addWidget(hosts_);
-  row2->addWidget(new QLabel(tr("joined by"), this));
+  row3->addWidget(hosts_);
+  row3->addWidget(new QLabel(tr("joined by"), this));
   crossLink_ = new QComboBox(this);
   crossLink_->setObjectName(QStringLiteral("crossLink"));
   for (const char* id : {"25gbit", "10gbit", "5gbit", "1gbit"}) {
@@ -134,9 +138,9 @@ SyncCostPanel::SyncCostPanel(std::function<QString()> storePath, QWidget* parent
   for (const auto& l : ml::linkPresets())
     if (l.id == "ib-hdr" || l.id == "100gbe" || l.id == "10gbe") crossLink_->addItem(tr("%1 (nominal)").arg(q(l.name)), q(l.id));
   crossLink_->setCurrentIndex(1);
-  row2->addWidget(crossLink_);
-  row2->addStretch(1);
-  v->addLayout(row2);
+  row3->addWidget(crossLink_);
+  row3->addStretch(1);
+  v->addLayout(row3);
   calibration_ = new QLabel(this);
   calibration_->setObjectName(QStringLiteral("calibration"));
   calibration_->setWordWrap(true);

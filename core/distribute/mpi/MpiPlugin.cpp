@@ -238,8 +238,14 @@ std::string diagnose(const std::string& what, int64_t myCall) {
             " are lost or held up (its heartbeat gaps up to " + secondsText(worstGap) + ", one is sent every " +
             secondsText(kBeatSeconds) + ")";
   }
-  std::string msg = what + " did not complete within " + secondsText(g->timeout) + " (--worker-timeout): " +
-                    (out.empty() ? "every worker reached it and answers, so the network or MPI stopped making progress" : out);
+  if (out.empty()) {  // no evidence of loss or a stuck worker: name the connections it waits on
+    std::string peers;
+    for (int r = 0; r < g->size; ++r)
+      if (r != g->rank) peers += (peers.empty() ? "" : ", ") + workerName(r);
+    out = "every worker reached it and answers, so the network or MPI stopped making progress between " + here + " and " + peers +
+          " (a link that loses or holds up packets does this before its losses show)";
+  }
+  std::string msg = what + " did not complete within " + secondsText(g->timeout) + " (--worker-timeout): " + out;
   if (!lost.empty()) msg += "; " + lost + ": a lossy link (check the links between the hosts, or raise --worker-timeout)";
   return msg;
 }

@@ -269,8 +269,10 @@ TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
   expectAllFilled(out);
   const double slowStep = out.figures.at("step_ms_slow").value, evenStep = out.figures.at("step_ms_even").value;
   EXPECT_GT(slowStep, 1.5 * evenStep) << "the slow replica sets the pace";
-  // The fast replica waits for the slow one: most of the extra time.
-  EXPECT_GT(out.figures.at("max_wait_ms_slow").value, 0.5 * (slowStep - evenStep));
+  // The fast replica waits for the slow one: with a 3x slower partner it idles about 2/3 of each
+  // step; a quarter of the same run's step is the bound. (Against the even run's step it was a
+  // comparison of two runs, which load on a shared machine moves apart.)
+  EXPECT_GT(out.figures.at("max_wait_ms_slow").value, 0.25 * slowStep);
   EXPECT_LT(out.figures.at("min_wait_ms_slow").value, 0.25 * out.figures.at("max_wait_ms_slow").value);
 }
 

@@ -10,6 +10,9 @@
 #include <sstream>
 #include <thread>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "Error.h"
 #include "Format.h"
 #include "LearnTestUtil.h"
@@ -17,6 +20,7 @@
 #include "learn/Sweep.h"
 #include "learn/SweepResults.h"
 #include "store/RunStore.h"
+#include "store/SweepStore.h"
 #include "train/Trainer.h"
 
 using namespace ml;
@@ -240,6 +244,57 @@ TEST(SweepStoreTest, DeletingAPointsRunLeavesThePointWithoutARun) {
   deleteSweep(store, runner.id());
   EXPECT_TRUE(listSweeps(store).empty());
   EXPECT_EQ(store.db().queryInt("SELECT count(*) FROM sweep_points"), 0);
+}
+
+// A sweep's state follows its process: while it lives the sweep reads running and cannot be
+// resumed a second time; once it is gone (a child that exited stands in for a killed sweep), the
+// next opening of the store marks it and its running point interrupted, and it resumes to the end.
+TEST(SweepStoreTest, ASweepWhoseProcessIsGoneIsInterruptedAndResumes) {
+  mltest::TempDir dir("sweep-gone");
+  const std::string db = (dir.path() / "runs.sqlite").string();
+  const Project p = spirals();
+  const auto data = dataOf(p);
+  SweepOptions o = twoByTwo();
+  o.grid.lrs = {0.01};
+  o.epochs = 1;
+  int64_t id = 0;
+  {
+    SweepRunner runner(p, data, o, db);
+    id = runner.id();
+    RunStore store = RunStore::open(db);
+    setSweepStatus(store, id, "running");  // as run() does: this process is the sweep's
+    setPointState(store, id, 0, "running", std::nullopt);
+  }
+  {
+    RunStore store = RunStore::open(db);
+    const SweepRecord rec = loadSweep(store, id);
+    EXPECT_EQ(rec.status, "running");
+    EXPECT_EQ(rec.pid, ::getpid());
+    EXPECT_NE(messageOf([&] { SweepRunner(id, data, db); }).find("is still running (process " + std::to_string(::getpid())),
+              std::string::npos);
+  }
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  {
+    RunStore store = RunStore::open(db);
+    // pid_start 1: even a reused pid is not this sweep's process.
+    auto u = store.db().prepare("UPDATE sweeps SET pid=?, pid_start=1 WHERE id=?");
+    u.bindAll(int64_t{child}, id).run();
+  }
+  RunStore store = RunStore::open(db);  // opening marks it
+  SweepRecord rec = loadSweep(store, id);
+  EXPECT_EQ(rec.status, "interrupted");
+  EXPECT_EQ(rec.points[0].status, "interrupted");
+  EXPECT_EQ(rec.points[1].status, "pending");
+  SweepRunner resumed(id, data, db);
+  EXPECT_EQ(resumed.pending(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(resumed.run(), "finished");
+  rec = loadSweep(store, id);
+  EXPECT_EQ(rec.status, "finished");
+  EXPECT_EQ(rec.finishedPoints(), 2);
 }
 
 TEST(SweepRunnerTest, ParallelPointsAllFinishWithTheirOwnRuns) {

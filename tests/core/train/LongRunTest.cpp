@@ -104,6 +104,12 @@ TEST(Faults, SpecsAreParsedAndBadOnesNamed) {
   EXPECT_EQ(plan.nanReplica, 0);
   EXPECT_EQ(plan.nanStep, 20);
   EXPECT_EQ(plan.killStep, 30);
+  EXPECT_EQ(plan.killPoint, ml::FaultPlan::KillPoint::AfterStep);
+  // The two sides of a checkpoint's file (cli.kill_resume kills there).
+  EXPECT_EQ(ml::parseFaults({"kill:before-checkpoint@step=8"}, devices).killPoint, ml::FaultPlan::KillPoint::BeforeCheckpoint);
+  const auto after = ml::parseFaults({"kill:after-checkpoint@step=8"}, devices);
+  EXPECT_EQ(after.killPoint, ml::FaultPlan::KillPoint::AfterCheckpoint);
+  EXPECT_EQ(after.killStep, 8);
   auto refused = [&](const std::string& spec, const std::string& words) {
     try {
       ml::parseFaults({spec}, devices);
@@ -117,6 +123,7 @@ TEST(Faults, SpecsAreParsedAndBadOnesNamed) {
   refused("slow:cpu:1=0.5x", "factor must be a number from 1 to 1000");
   refused("melt:cpu:1", "unknown kind 'melt'");
   refused("kill@step=0", "not a step number");
+  refused("kill:cpu:1@step=3", "only before-checkpoint or after-checkpoint");
 }
 
 // T = 0.3 s: the hang at step 5 (the first step's 10x allowance is long over) ends the run failed

@@ -98,7 +98,7 @@ TEST(Trainer, TheRunIsInTheStoreBeforeItsFirstStep) {
       for (const auto& e : drainAll(*ch)) stepsSeenAtCall += std::holds_alternative<ml::StepEvent>(e);
       return 7;
     }
-    void awaitStep(int64_t) override {}
+    bool awaitStep(int64_t) override { return true; }
   } record;
   record.ch = ch;
   o.record = &record;
