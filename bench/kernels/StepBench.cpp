@@ -8,6 +8,7 @@
 #include <cblas.h>
 
 #include <numeric>
+#include <vector>
 
 #include "BenchData.h"
 #include "backend/SpinBarrier.h"
@@ -112,6 +113,51 @@ void BM_TeamCrossover(benchmark::State& s) {
   }
   s.SetItemsProcessed(s.iterations() * B);
   s.counters["macs_per_step"] = ml::forwardMacsPerSample(ml::Sequential(m)) * static_cast<double>(B);
+}
+
+// The lessons' small models as a run starts them: one step of spirals (2 -> 64 -> 64 -> 3, batch
+// 64), a wine-sized MLP (13 -> 32 -> 3, batch 32) and a breast-cancer-sized one (30 -> 32 -> 2,
+// batch 32) on one replica with 1 thread, with 2, with the default (threads_per_device 0: the
+// team chosen by the step's work, nn/TeamSize.h, exactly as Trainer chooses it), and on cpu:2.
+// bench/kernels/small_models.sh runs them interleaved and checks the default against 1 thread.
+// args: model (0 spirals, 1 wine, 2 breast cancer), variant (1: 1 thread, 2: 2 threads, 0: default, 3: cpu:2).
+void BM_SmallModels(benchmark::State& s) {
+  struct Shape {
+    int64_t features;
+    std::vector<int64_t> hidden;
+    int64_t classes, batch;
+  };
+  static const Shape shapes[] = {{2, {64, 64}, 3, 64}, {13, {32}, 3, 32}, {30, {32}, 2, 32}};
+  const Shape& sh = shapes[s.range(0)];
+  ml::Dataset data;
+  data.sampleShape = {sh.features};
+  data.size = 1024;
+  data.numClasses = static_cast<int>(sh.classes);
+  ml::Rng rng(5);
+  data.x.resize(static_cast<size_t>(data.size * sh.features));
+  for (auto& v : data.x) v = static_cast<float>(rng.uniform());
+  for (int64_t i = 0; i < data.size; ++i) data.y.push_back(static_cast<float>(i % sh.classes));
+  ml::ModelSpec m;
+  m.inputShape = {sh.features};
+  for (auto h : sh.hidden) m.layers.push_back({"", ml::DenseSpec{.units = h, .activation = ml::Act::Relu}});
+  m.layers.push_back({"", ml::DenseSpec{.units = sh.classes, .activation = ml::Act::Softmax}});
+  const int64_t variant = s.range(1);
+  ml::StrategyOptions so;
+  so.devices = ml::parseDevices(variant == 3 ? "cpu:2" : "cpu:1");
+  so.threadsPerDevice = variant == 0 ? ml::chooseTeam(m, sh.batch).threads : variant == 3 ? 1 : static_cast<int>(variant);
+  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             ml::OptimizerSpec{}, so);
+  strat.initialize(1);
+  std::vector<int64_t> idx(static_cast<size_t>(sh.batch));
+  int64_t off = 0;
+  uint64_t step = 0;
+  for (auto _ : s) {
+    std::iota(idx.begin(), idx.end(), off);
+    off = (off + sh.batch) % (data.size - sh.batch);
+    benchmark::DoNotOptimize(strat.trainStep(data, idx, 1, 0.001f, ++step));
+  }
+  s.SetItemsProcessed(s.iterations() * sh.batch);
+  s.counters["team_threads"] = so.threadsPerDevice;  // 0: every core
 }
 
 extern "C" void openblas_set_num_threads(int);
@@ -255,6 +301,12 @@ BENCHMARK(BM_TeamCrossover)
     ->ArgsProduct({{784}, {32}, {10}, {32, 128}, {1, 2}})
     ->ArgsProduct({{784}, {128}, {10}, {32, 128, 512}, {1, 2}})
     ->ArgsProduct({{784}, {512}, {10}, {128, 512}, {1, 2}})
+    ->UseRealTime()
+    ->MinTime(0.3);
+BENCHMARK(BM_SmallModels)
+    ->ArgNames({"model", "variant"})
+    ->ArgsProduct({{0, 1, 2}, {1, 2, 0, 3}})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->MinTime(0.3);
 BENCHMARK(BM_Sgemm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
