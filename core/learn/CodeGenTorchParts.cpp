@@ -7,6 +7,8 @@
 
 namespace ml::codegen {
 
+// Long: one raw string, the Python of Keras' initialisers and the .npz reader, kept whole so that
+// it reads as the program it writes.
 std::string torchInitPython() {
   return R"PY(
 

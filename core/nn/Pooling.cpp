@@ -171,6 +171,34 @@ void Pool2D::forward(const float* x, float* y, int64_t n, const StepContext&) {
   });
 }
 
+// Windows that tile the input (no overlap, no padding): each gradient goes to its window's argmax,
+// by parts of the samples (one per team thread), each with its own channel sums.
+void Pool2D::backwardTiled(const float* y, const float* dy, float* dx, int64_t n) {
+  const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
+  ThreadTeam* team = ThreadTeam::current();
+  const int parts = team && team->size() > 1 && n >= team->size() ? team->size() : 1;
+  biasParts_.assign(reluBelow_ ? static_cast<size_t>(parts * C) : 0, 0.0f);
+  auto part = [&](int t) {
+    const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
+    float* sums = reluBelow_ ? biasParts_.data() + t * C : nullptr;
+    for (int64_t i = lo; i < hi; ++i) {
+      float* img = dx + i * inF;
+      for (int64_t oy = 0; oy < g_.oh; ++oy) {
+        const int64_t o = i * outF + oy * g_.ow * C;
+        maxPoolBackRow(dy + o, y + o, argmax_.data() + o, img, oy, g_, win_, reluBelow_, sums);
+        // The columns right of the last window (an odd width) get no gradient.
+        for (int64_t iy = oy * win_.sh; iy < (oy + 1) * win_.sh; ++iy)
+          std::fill(img + (iy * g_.w + g_.ow * win_.sw) * C, img + (iy + 1) * g_.w * C, 0.0f);
+      }
+      std::fill(img + g_.oh * win_.sh * g_.w * C, img + inF, 0.0f);  // and the rows below the last
+    }
+  };
+  if (parts > 1)
+    team->run(parts, part);
+  else
+    part(0);
+}
+
 // dy (n, oh, ow, c) -> dx (n, h, w, c)
 void Pool2D::backward(const float*, const float* y, float* dy, float* dx, int64_t n, const StepContext&) {
   if (fused()) {
@@ -181,29 +209,7 @@ void Pool2D::backward(const float*, const float* y, float* dy, float* dx, int64_
   if (!dx) return;
   const int64_t C = g_.c, inF = inFeatures(), outF = outFeatures();
   if (windowsTile()) {
-    // By parts of the samples (one per team thread), each with its own channel sums.
-    ThreadTeam* team = ThreadTeam::current();
-    const int parts = team && team->size() > 1 && n >= team->size() ? team->size() : 1;
-    biasParts_.assign(reluBelow_ ? static_cast<size_t>(parts * C) : 0, 0.0f);
-    auto part = [&](int t) {
-      const int64_t lo = n * t / parts, hi = n * (t + 1) / parts;
-      float* sums = reluBelow_ ? biasParts_.data() + t * C : nullptr;
-      for (int64_t i = lo; i < hi; ++i) {
-        float* img = dx + i * inF;
-        for (int64_t oy = 0; oy < g_.oh; ++oy) {
-          const int64_t o = i * outF + oy * g_.ow * C;
-          maxPoolBackRow(dy + o, y + o, argmax_.data() + o, img, oy, g_, win_, reluBelow_, sums);
-          // The columns right of the last window (an odd width) get no gradient.
-          for (int64_t iy = oy * win_.sh; iy < (oy + 1) * win_.sh; ++iy)
-            std::fill(img + (iy * g_.w + g_.ow * win_.sw) * C, img + (iy + 1) * g_.w * C, 0.0f);
-        }
-        std::fill(img + g_.oh * win_.sh * g_.w * C, img + inF, 0.0f);  // and the rows below the last
-      }
-    };
-    if (parts > 1)
-      team->run(parts, part);
-    else
-      part(0);
+    backwardTiled(y, dy, dx, n);
     return;
   }
   forSamples(n, [&](int64_t lo, int64_t hi) {

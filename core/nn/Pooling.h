@@ -39,6 +39,7 @@ class Pool2D : public Layer {
   // Max pooling whose windows tile the image (strides = pool size, inside it): backward writes
   // every input position once, without a zeroing pass.
   bool windowsTile() const;
+  void backwardTiled(const float* y, const float* dy, float* dx, int64_t n);
   // Max pooling fused with the Conv2D below (Conv2D::fusePoolAbove): forward asks the convolution
   // for the pooled output; backward keeps the gradient and the output for the convolution's
   // backward, which comes next, and writes no input gradient (the convolution computes none).

@@ -22,7 +22,7 @@
 #include "charts/MetricChart.h"
 #include "charts/TimelineChart.h"
 #include "export/ExportJob.h"
-#include "nn/WeightsFile.h"
+#include "project/WeightsFile.h"
 #include "store/RunStore.h"
 
 Q_DECLARE_METATYPE(ml::RunFinished)
