@@ -21,48 +21,41 @@
 #include <filesystem>
 
 #include "Error.h"
-#include "TestData.h"
 #include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "project/LayerJson.h"
 #include "store/Recorder.h"
 #include "store/RunStore.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
 #include "train/Trainer.h"
 
 namespace {
 
 using mltest::makeClassification;
 using mltest::makeModel;
+using mltest::makeStrategy;
+using mltest::optimizer;
 using mltest::relDiff;
+using mltest::train;
 
 using mlgputest::report;
 
 class GpuTraining : public mlgputest::NeedsGpu {};
 
-ml::OptimizerSpec optimizer(const std::string& name) {
-  ml::OptimizerSpec o;
-  o.name = name;
-  o.learningRate = 0.01;
-  o.momentum = name == "sgd" ? 0.9 : 0.0;
-  return o;
-}
-
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(ml::ModelSpec model, const std::string& devices, const std::string& opt,
-                                                   int64_t bucketBytes, bool tf32) {
+std::unique_ptr<ml::MirroredStrategy> strategy(const ml::ModelSpec& model, const std::string& devices, const std::string& opt,
+                                               int64_t bucketBytes, bool tf32) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices(devices);
   so.bucketBytes = bucketBytes;
   so.tf32 = tf32;
-  auto s = std::make_unique<ml::MirroredStrategy>(std::move(model), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
-  s->initialize(11);
-  return s;
+  return makeStrategy(model, devices, optimizer(opt), so);
 }
 
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, const std::string& opt, bool dropout,
-                                                   int64_t bucketBytes = 1 << 20, bool tf32 = false) {
-  return makeStrategy(makeModel(dropout), devices, opt, bucketBytes, tf32);
+std::unique_ptr<ml::MirroredStrategy> strategy(const std::string& devices, const std::string& opt, bool dropout,
+                                               int64_t bucketBytes = 1 << 20, bool tf32 = false) {
+  return strategy(makeModel(dropout), devices, opt, bucketBytes, tf32);
 }
 
 const ml::Dataset& data() {
@@ -70,40 +63,16 @@ const ml::Dataset& data() {
   return d;
 }
 
-struct Trained {
-  std::vector<float> weights;
-  std::vector<double> losses;
-};
-
-// `steps` updates of batch B over a fixed order; the replicas' checksums must agree after every step.
-Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate = 1, float lr = 0.01f,
-              const ml::Dataset& d = data()) {
-  const auto order = ml::epochOrder(d.size, 5, 1);
-  Trained t;
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    const auto r = s.trainStep(d, idx, accumulate, lr, static_cast<uint64_t>(k + 1));
-    EXPECT_TRUE(r.finite) << "step " << k + 1;
-    EXPECT_EQ(r.samples, B);
-    t.losses.push_back(r.lossSum / static_cast<double>(r.samples));
-    const auto sums = s.checksums();
-    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
-  }
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  return t;
-}
-
 // cuBLAS and OpenBLAS add in different orders, so the GPU is held to float rounding, not to bits:
 // the per-step losses closely, the weights after 20 steps to a relative 1e-4 (SGD, linear in the
 // gradient) and 5e-4 (Adam, whose m / sqrt(v) magnifies rounding where gradients are near zero).
 TEST_F(GpuTraining, TwentyStepsOnGpuMatchTheCpu) {
   for (const auto& [opt, tol] : {std::pair<std::string, double>{"sgd", 1e-4}, {"adam", 5e-4}}) {
-    auto cpu = makeStrategy("cpu:1", opt, true);
-    auto gpu = makeStrategy("gpu:0", opt, true);
+    auto cpu = strategy("cpu:1", opt, true);
+    auto gpu = strategy("gpu:0", opt, true);
     EXPECT_EQ(relDiff(gpu->model(0).params(), cpu->model(0).params()), 0.0) << "initial weights differ";
-    const auto want = train(*cpu, 100, 20);
-    const auto got = train(*gpu, 100, 20);
+    const auto want = train(*cpu, data(), 100, 20);
+    const auto got = train(*gpu, data(), 100, 20);
     EXPECT_LT(relDiff(got.weights, want.weights), tol) << opt;
     for (size_t k = 0; k < want.losses.size(); ++k)
       EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << opt << " step " << k + 1;
@@ -124,11 +93,10 @@ TEST_F(GpuTraining, Tf32ChangesTheProductsAndStillTrains) {
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "relu"}}));
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 512}, {"activation", "tanh"}}));
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
-  auto cpu = makeStrategy(m, "cpu:1", "sgd", 1 << 20, false);
-  auto f32 = makeStrategy(m, "gpu:0", "sgd", 1 << 20, false);
-  auto tf32 = makeStrategy(m, "gpu:0", "sgd", 1 << 20, true);
-  const auto want = train(*cpu, 256, 20, 1, 0.01f, wide), exact = train(*f32, 256, 20, 1, 0.01f, wide),
-             rounded = train(*tf32, 256, 20, 1, 0.01f, wide);
+  auto cpu = strategy(m, "cpu:1", "sgd", 1 << 20, false);
+  auto f32 = strategy(m, "gpu:0", "sgd", 1 << 20, false);
+  auto tf32 = strategy(m, "gpu:0", "sgd", 1 << 20, true);
+  const auto want = train(*cpu, wide, 256, 20), exact = train(*f32, wide, 256, 20), rounded = train(*tf32, wide, 256, 20);
   const double f32Off = relDiff(exact.weights, want.weights), tf32Off = relDiff(rounded.weights, exact.weights);
   std::printf("TF32 against float32 after 20 steps: %.3g relative (float32 GPU against the CPU: %.3g)\n", tf32Off, f32Off);
   EXPECT_GT(tf32Off, 2 * f32Off + 1e-5);
@@ -140,22 +108,22 @@ TEST_F(GpuTraining, Tf32ChangesTheProductsAndStillTrains) {
 // batch 13, and accumulation) give the weights of one replica, and every step keeps them identical.
 TEST_F(GpuTraining, FourLogicalGpusGiveTheWeightsOfOne) {
   for (const auto& [B, K] : {std::pair<int64_t, int>{100, 1}, {13, 1}, {64, 4}}) {
-    auto one = makeStrategy("gpu:0x1", "adam", true);
-    auto four = makeStrategy("gpu:0x4", "adam", true);
-    const auto ref = train(*one, B, 6, K);
-    const auto got = train(*four, B, 6, K);
+    auto one = strategy("gpu:0x1", "adam", true);
+    auto four = strategy("gpu:0x4", "adam", true);
+    const auto ref = train(*one, data(), B, 6, K);
+    const auto got = train(*four, data(), B, 6, K);
     EXPECT_LT(relDiff(got.weights, ref.weights), 1e-5) << "batch " << B << ", " << K << " micro-batches";
   }
 }
 
 TEST_F(GpuTraining, LogicalReplicasStayBitIdenticalWithManyBuckets) {
-  auto s = makeStrategy("gpu:0x4", "adam", true, 400);  // several buckets: all-reduce overlaps backward
+  auto s = strategy("gpu:0x4", "adam", true, 400);  // several buckets: all-reduce overlaps backward
   ASSERT_GT(s->bucketCount(), 1);
   EXPECT_EQ(s->allReduceName(), "device-memory");
   EXPECT_NE(s->allReducePath().find("NCCL refuses two ranks on one GPU"), std::string::npos) << s->allReducePath();
-  auto ref = makeStrategy("gpu:0x1", "adam", true);
-  const auto want = train(*ref, 128, 10);
-  const auto got = train(*s, 128, 10);  // checks the checksums after every step
+  auto ref = strategy("gpu:0x1", "adam", true);
+  const auto want = train(*ref, data(), 128, 10);
+  const auto got = train(*s, data(), 128, 10);  // checks the checksums after every step
   EXPECT_LT(relDiff(got.weights, want.weights), 1e-5);
   // Optimizer slots too: every replica applied the same update to the same bits.
   const auto slots0 = s->optimizerSlots(0);
@@ -172,14 +140,14 @@ TEST_F(GpuTraining, LogicalReplicasStayBitIdenticalWithManyBuckets) {
 
 TEST_F(GpuTraining, TwoPhysicalGpusWithNcclGiveTheWeightsOfOne) {
   if (report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
-  auto two = makeStrategy("gpu:0,1", "sgd", true, 400);
+  auto two = strategy("gpu:0,1", "sgd", true, 400);
   EXPECT_EQ(two->allReduceName(), "nccl");
-  auto one = makeStrategy("gpu:0", "sgd", true);
-  EXPECT_LT(relDiff(train(*two, 100, 8).weights, train(*one, 100, 8).weights), 1e-5);
+  auto one = strategy("gpu:0", "sgd", true);
+  EXPECT_LT(relDiff(train(*two, data(), 100, 8).weights, train(*one, data(), 100, 8).weights), 1e-5);
 }
 
 TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
-  auto s = makeStrategy("gpu:0x2", "sgd", false);
+  auto s = strategy("gpu:0x2", "sgd", false);
   std::vector<int64_t> idx(101);
   std::iota(idx.begin(), idx.end(), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -205,24 +173,24 @@ TEST_F(GpuTraining, EveryPhaseIsTimedWithEventsAndSamplesAreCounted) {
 // memory then): the weights must match the CPU's. Staging the rows through host memory instead of
 // gathering them from the data set on the device (MIRRORLAB_GPU_DATA=host) gives the same bits.
 TEST_F(GpuTraining, MicroBatchesThroughPinnedSlotsMatchTheCpuAndHostStagingGivesTheSameBits) {
-  auto cpu = makeStrategy("cpu:1", "adam", true);
-  auto gpu = makeStrategy("gpu:0", "adam", true);
-  const auto want = train(*cpu, 64, 6, 4);
-  const auto resident = train(*gpu, 64, 6, 4);
+  auto cpu = strategy("cpu:1", "adam", true);
+  auto gpu = strategy("gpu:0", "adam", true);
+  const auto want = train(*cpu, data(), 64, 6, 4);
+  const auto resident = train(*gpu, data(), 64, 6, 4);
   EXPECT_LT(relDiff(resident.weights, want.weights), 5e-4);
   for (size_t k = 0; k < want.losses.size(); ++k)
     EXPECT_NEAR(resident.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << "step " << k + 1;
   ASSERT_EQ(setenv("MIRRORLAB_GPU_DATA", "host", 1), 0);
-  auto staged = makeStrategy("gpu:0", "adam", true);
-  const auto host = train(*staged, 64, 6, 4);
+  auto staged = strategy("gpu:0", "adam", true);
+  const auto host = train(*staged, data(), 64, 6, 4);
   unsetenv("MIRRORLAB_GPU_DATA");
   ASSERT_EQ(host.weights.size(), resident.weights.size());
   EXPECT_EQ(std::memcmp(host.weights.data(), resident.weights.data(), host.weights.size() * sizeof(float)), 0);
 }
 
 TEST_F(GpuTraining, EvaluateOnGpuMatchesTheCpu) {
-  auto cpu = makeStrategy("cpu:1", "sgd", true);
-  auto gpu = makeStrategy("gpu:0x3", "sgd", true);
+  auto cpu = strategy("cpu:1", "sgd", true);
+  auto gpu = strategy("gpu:0x3", "sgd", true);
   std::vector<int64_t> idx(1500);  // more than one 1024-row chunk on no replica, uneven shards
   std::iota(idx.begin(), idx.end(), 7);
   std::vector<float> a(idx.size() * 4), b(idx.size() * 4);
@@ -239,14 +207,11 @@ TEST_F(GpuTraining, NonFiniteGradientNamesTheReplica) {
   d.x[40 * 12] = std::numeric_limits<float>::quiet_NaN();  // relu(NaN) = 0: only dW sees it
   for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
     ml::StrategyOptions so;
-    so.devices = ml::parseDevices("gpu:0x2");
     so.bucketBytes = bytes;
-    ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                           optimizer("sgd"), so);
-    s.initialize(11);
+    auto s = makeStrategy(makeModel(false), "gpu:0x2", optimizer("sgd"), so);
     std::vector<int64_t> idx(60);
     std::iota(idx.begin(), idx.end(), 0);  // sample 40 is in replica 1's half
-    const auto r = s.trainStep(d, idx, 1, 0.1f, 1);
+    const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
     EXPECT_FALSE(r.finite) << "bucket bytes " << bytes;
     EXPECT_EQ(r.badReplica, 1);
     EXPECT_EQ(r.badWhat, "gradient");
@@ -256,7 +221,7 @@ TEST_F(GpuTraining, NonFiniteGradientNamesTheReplica) {
 TEST_F(GpuTraining, AGpuThatDoesNotExistIsNamedWithTheMachinesGpus) {
   const int n = static_cast<int>(report().gpus.size());
   try {
-    makeStrategy("gpu:" + std::to_string(n), "sgd", false);
+    strategy("gpu:" + std::to_string(n), "sgd", false);
     FAIL() << "gpu:" << n << " was accepted";
   } catch (const ml::UserError& e) {
     const std::string m = e.what();
@@ -296,8 +261,8 @@ TEST_F(GpuTraining, OutOfMemoryInAStepFailsTheRunWithThePluginsMessage) {
   EXPECT_EQ(fin.status, ml::RunStatus::Failed);
   EXPECT_NE(fin.message.find("out of GPU memory on gpu:0"), std::string::npos) << fin.message;
   EXPECT_NE(fin.message.find("smaller batch"), std::string::npos) << fin.message;
-  auto s = makeStrategy("gpu:0", "sgd", false);
-  EXPECT_EQ(train(*s, 50, 2).losses.size(), 2u);
+  auto s = strategy("gpu:0", "sgd", false);
+  EXPECT_EQ(train(*s, data(), 50, 2).losses.size(), 2u);
 }
 
 // The whole loop: the Trainer's events for a GPU run, with the all-reduce line and device names.

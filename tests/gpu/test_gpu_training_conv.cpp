@@ -12,16 +12,19 @@
 #include <cstdlib>
 #include <numeric>
 
-#include "TestData.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "nn/BatchNorm.h"
 #include "project/LayerJson.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
 #include "train/Trainer.h"
 
 namespace {
 
 using mltest::relDiff;
+using mltest::train;
 
 using mlgputest::report;
 
@@ -29,11 +32,7 @@ class GpuConvTraining : public mlgputest::NeedsGpu {};
 
 // 6x6x2 "images" of the 4-class test problem; binary: class >= 2.
 const ml::Dataset& images() {
-  static const ml::Dataset d = [] {
-    ml::Dataset x = mltest::makeClassification(1200, 72);
-    x.sampleShape = {6, 6, 2};
-    return x;
-  }();
+  static const ml::Dataset d = mltest::makeImages(1200, {6, 6, 2});
   return d;
 }
 const ml::Dataset& binaryImages() {
@@ -90,87 +89,64 @@ ml::ModelSpec binaryModel(bool logits) {
 std::unique_ptr<ml::MirroredStrategy> strategy(const ml::ModelSpec& model, const std::string& devices,
                                                const std::string& loss = "sparse_categorical_crossentropy", bool logits = false) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices(devices);
   so.bucketBytes = 256;  // several buckets: the all-reduce overlaps the backward pass
-  ml::OptimizerSpec o;
-  o.name = "sgd";
-  o.momentum = 0.9;
-  const ml::Loss l = ml::Loss::make(loss, logits);
-  auto s = std::make_unique<ml::MirroredStrategy>(model, l, ml::metricFor("accuracy", l), o, so);
-  s->initialize(7);
-  return s;
+  return mltest::makeStrategy(model, devices, mltest::optimizer("sgd"), so, 7, ml::Loss::make(loss, logits));
 }
 
-struct Trained {
-  std::vector<float> weights;
-  std::vector<double> losses;
-};
-
-Trained train(ml::MirroredStrategy& s, const ml::Dataset& data, int64_t B, int steps, int accumulate = 1) {
-  const auto order = ml::epochOrder(data.size, 3, 1);
-  Trained t;
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    const auto r = s.trainStep(data, idx, accumulate, 0.05f, static_cast<uint64_t>(k + 1));
-    EXPECT_TRUE(r.finite) << "step " << k + 1;
-    t.losses.push_back(r.lossSum / static_cast<double>(r.samples));
-    const auto sums = s.checksums();
-    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
-  }
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  return t;
-}
+// SGD at 0.05 over the order of seed 3; train() checks the replicas' bits after every step.
+const mltest::TrainOptions kSteps{.lr = 0.05f, .orderSeed = 3, .expectFullBatch = false};
 
 // cuDNN and the CPU's convolutions add in different orders: the GPU is held to float rounding.
 TEST_F(GpuConvTraining, CnnWithEverySpatialLayerMatchesTheCpu) {
   auto cpu = strategy(cnn(), "cpu:1");
   auto gpu = strategy(cnn(), "gpu:0");
-  const auto want = train(*cpu, images(), 40, 12);
-  const auto got = train(*gpu, images(), 40, 12);
+  const auto want = train(*cpu, images(), 40, 12, 1, kSteps);
+  const auto got = train(*gpu, images(), 40, 12, 1, kSteps);
   EXPECT_LT(relDiff(got.weights, want.weights), 1e-4);
   for (size_t k = 0; k < want.losses.size(); ++k) EXPECT_NEAR(got.losses[k], want.losses[k], 1e-4 * (1 + want.losses[k])) << k;
   EXPECT_LT(got.losses.back(), got.losses.front()) << "the loss did not go down";
 }
 
 TEST_F(GpuConvTraining, FourLogicalGpusGiveTheWeightsOfOneForACnn) {
-  const auto one = train(*strategy(cnn(), "gpu:0x1"), images(), 13, 6);  // shards 3/3/3/4
-  EXPECT_LT(relDiff(train(*strategy(cnn(), "gpu:0x4"), images(), 13, 6).weights, one.weights), 1e-5);
+  const auto one = train(*strategy(cnn(), "gpu:0x1"), images(), 13, 6, 1, kSteps);  // shards 3/3/3/4
+  EXPECT_LT(relDiff(train(*strategy(cnn(), "gpu:0x4"), images(), 13, 6, 1, kSteps).weights, one.weights), 1e-5);
 }
 
 // Synchronized statistics: 2, 3 and 4 replicas (shards 5/5, 4/3/3, 3/2/3/2) give the weights and
 // the moving statistics of one; with 5 samples in 2 micro-batches on 4 replicas, some replicas
 // sit out a micro-batch yet join its sums.
 TEST_F(GpuConvTraining, SynchronizedBatchNormOnLogicalGpusGivesTheWeightsOfOne) {
-  const auto one = train(*strategy(bnModel(2), "gpu:0x1"), images(), 10, 6);
+  const auto one = train(*strategy(bnModel(2), "gpu:0x1"), images(), 10, 6, 1, kSteps);
   for (int n = 2; n <= 4; ++n) {
     auto s = strategy(bnModel(2), "gpu:0x" + std::to_string(n));
-    const auto w = train(*s, images(), 10, 6);
+    const auto w = train(*s, images(), 10, 6, 1, kSteps);
     EXPECT_LT(relDiff(w.weights, one.weights), 2e-5) << n << " replicas";
     const auto& bn = dynamic_cast<const ml::BatchNorm&>(s->model(n - 1).layer(1));
     EXPECT_GT(std::fabs(bn.movingMean()[0]), 1e-3) << "the moving statistics did not move";
   }
-  const auto acc1 = train(*strategy(bnModel(2), "gpu:0x1"), images(), 5, 4, 2);
-  EXPECT_LT(relDiff(train(*strategy(bnModel(2), "gpu:0x4"), images(), 5, 4, 2).weights, acc1.weights), 2e-5);
+  const auto acc1 = train(*strategy(bnModel(2), "gpu:0x1"), images(), 5, 4, 2, kSteps);
+  EXPECT_LT(relDiff(train(*strategy(bnModel(2), "gpu:0x4"), images(), 5, 4, 2, kSteps).weights, acc1.weights), 2e-5);
 }
 
 TEST_F(GpuConvTraining, SynchronizedBatchNormOnTwoPhysicalGpusGivesTheWeightsOfOne) {
   if (report().gpus.size() < 2) GTEST_SKIP() << "needs 2 GPUs, this machine has " << report().gpus.size();
   auto two = strategy(bnModel(2), "gpu:0,1");
   EXPECT_EQ(two->allReduceName(), "nccl");
-  EXPECT_LT(relDiff(train(*two, images(), 10, 6).weights, train(*strategy(bnModel(2), "gpu:0"), images(), 10, 6).weights), 2e-5);
+  EXPECT_LT(relDiff(train(*two, images(), 10, 6, 1, kSteps).weights,
+                    train(*strategy(bnModel(2), "gpu:0"), images(), 10, 6, 1, kSteps).weights),
+            2e-5);
 }
 
 // Per-replica statistics: 2 GPU replicas give what 2 CPU devices give, which is not what one
 // replica gives (each normalises its own 4 samples); synchronized, the GPU's 2 match the CPU's 2.
 TEST_F(GpuConvTraining, PerReplicaBatchNormOnGpusIsTheCpusAndNotOneReplicas) {
   for (int bn : {1, 2}) {
-    const auto cpu2 = train(*strategy(bnModel(bn), "cpu:2"), images(), 8, 5);
-    const auto gpu2 = train(*strategy(bnModel(bn), "gpu:0x2"), images(), 8, 5);
+    const auto cpu2 = train(*strategy(bnModel(bn), "cpu:2"), images(), 8, 5, 1, kSteps);
+    const auto gpu2 = train(*strategy(bnModel(bn), "gpu:0x2"), images(), 8, 5, 1, kSteps);
     EXPECT_LT(relDiff(gpu2.weights, cpu2.weights), 1e-4) << "statistics mode " << bn;
   }
-  const double perReplica = relDiff(train(*strategy(bnModel(1), "gpu:0x2"), images(), 8, 5).weights,
-                                    train(*strategy(bnModel(1), "gpu:0x1"), images(), 8, 5).weights);
+  const double perReplica = relDiff(train(*strategy(bnModel(1), "gpu:0x2"), images(), 8, 5, 1, kSteps).weights,
+                                    train(*strategy(bnModel(1), "gpu:0x1"), images(), 8, 5, 1, kSteps).weights);
   EXPECT_GT(perReplica, 1e-3) << "per-replica statistics should differ from the global batch's";
 }
 
@@ -179,8 +155,8 @@ TEST_F(GpuConvTraining, PerReplicaBatchNormOnGpusIsTheCpusAndNotOneReplicas) {
 TEST_F(GpuConvTraining, EvaluationUsesTheMovingStatisticsLikeTheCpu) {
   auto cpu = strategy(bnModel(2), "cpu:1");
   auto gpu = strategy(bnModel(2), "gpu:0x3");
-  train(*cpu, images(), 30, 8);
-  train(*gpu, images(), 30, 8);
+  train(*cpu, images(), 30, 8, 1, kSteps);
+  train(*gpu, images(), 30, 8, 1, kSteps);
   std::vector<int64_t> idx(300);
   std::iota(idx.begin(), idx.end(), 900);
   std::vector<float> a(idx.size() * 4), b(idx.size() * 4);
@@ -202,8 +178,8 @@ TEST_F(GpuConvTraining, BinaryCrossentropyTrainsLikeTheCpu) {
   for (bool logits : {false, true}) {
     auto cpu = strategy(binaryModel(logits), "cpu:2", "binary_crossentropy", logits);
     auto gpu = strategy(binaryModel(logits), "gpu:0x2", "binary_crossentropy", logits);
-    const auto want = train(*cpu, binaryImages(), 32, 30);
-    const auto got = train(*gpu, binaryImages(), 32, 30);
+    const auto want = train(*cpu, binaryImages(), 32, 30, 1, kSteps);
+    const auto got = train(*gpu, binaryImages(), 32, 30, 1, kSteps);
     EXPECT_LT(relDiff(got.weights, want.weights), 1e-4) << (logits ? "from logits" : "sigmoid");
     const double first = std::accumulate(got.losses.begin(), got.losses.begin() + 5, 0.0);
     const double last = std::accumulate(got.losses.end() - 5, got.losses.end(), 0.0);

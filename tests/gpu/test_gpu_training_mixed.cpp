@@ -10,26 +10,25 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "TestData.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "project/LayerJson.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
 #include "train/Trainer.h"
 
 namespace {
 
 using mltest::relDiff;
+using mltest::train;
 
 using mlgputest::report;
 
 class GpuMixedPrecision : public mlgputest::NeedsGpu {};
 
 const ml::Dataset& data() {
-  static const ml::Dataset d = [] {
-    ml::Dataset x = mltest::makeClassification(1200, 48);
-    x.sampleShape = {4, 4, 3};
-    return x;
-  }();
+  static const ml::Dataset d = mltest::makeImages(1200, {4, 4, 3});
   return d;
 }
 
@@ -54,38 +53,16 @@ ml::ModelSpec cnn() {
 std::unique_ptr<ml::MirroredStrategy> strategy(const ml::ModelSpec& model, const std::string& devices, ml::Precision p,
                                                ml::LossScaling ls = {}) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices(devices);
   so.bucketBytes = 256;
   so.precision = p;
   so.lossScaling = ls;
-  ml::OptimizerSpec o;
-  o.name = "adam";
-  auto s = std::make_unique<ml::MirroredStrategy>(model, ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, o, so);
-  s->initialize(11);
-  return s;
+  return mltest::makeStrategy(model, devices, mltest::optimizer("adam"), so);
 }
 
-struct Trace {
-  std::vector<float> weights;
-  std::vector<ml::StepResult> steps;
-  std::vector<uint64_t> checksums;
-};
+using Trained = mltest::Trained;
 
-Trace train(ml::MirroredStrategy& s, int64_t B, int steps) {
-  const auto order = ml::epochOrder(data().size, 5, 1);
-  Trace t;
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    t.steps.push_back(s.trainStep(data(), idx, 1, 0.01f, static_cast<uint64_t>(k + 1)));
-    const auto sums = s.checksums();
-    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
-    t.checksums.push_back(sums[0]);
-  }
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  return t;
-}
+// Steps at 0.01 that may be skipped (loss scaling): train() checks only the replicas' bits.
+const mltest::TrainOptions kSteps{.expectFinite = false, .expectFullBatch = false};
 
 // A scale whose products fit float16 (as in the CPU's MixedPrecisionTest): backward's values are
 // the mean loss's (B = 60) times the scale.
@@ -100,9 +77,9 @@ TEST_F(GpuMixedPrecision, EachPolicyOnAGpuGivesTheCpusWeights) {
   for (const auto& [name, model] : {std::pair<const char*, ml::ModelSpec>{"mlp", mlp()}, {"cnn", cnn()}})
     for (ml::Precision p : {ml::Precision::MixedBfloat16, ml::Precision::MixedFloat16}) {
       SCOPED_TRACE(std::string(name) + " " + ml::toString(p));
-      const Trace cpu = train(*strategy(model, "cpu:1", p, fitting()), 60, 5);
-      const Trace gpu = train(*strategy(model, "gpu:0", p, fitting()), 60, 5);
-      const Trace f32 = train(*strategy(model, "gpu:0", ml::Precision::Float32), 60, 5);
+      const Trained cpu = train(*strategy(model, "cpu:1", p, fitting()), data(), 60, 5, 1, kSteps);
+      const Trained gpu = train(*strategy(model, "gpu:0", p, fitting()), data(), 60, 5, 1, kSteps);
+      const Trained f32 = train(*strategy(model, "gpu:0", ml::Precision::Float32), data(), 60, 5, 1, kSteps);
       const double policyEffect = relDiff(f32.weights, gpu.weights), d = relDiff(gpu.weights, cpu.weights);
       std::printf("%s %s: GPU against CPU %.3g relative after 5 steps; the policy moves the weights %.3g\n", name,
                   ml::toString(p), d, policyEffect);
@@ -119,9 +96,9 @@ TEST_F(GpuMixedPrecision, EachPolicyOnAGpuGivesTheCpusWeights) {
 TEST_F(GpuMixedPrecision, FourLogicalGpusGiveTheWeightsOfOneUnderEachPolicy) {
   for (ml::Precision p : {ml::Precision::MixedBfloat16, ml::Precision::MixedFloat16}) {
     SCOPED_TRACE(ml::toString(p));
-    const Trace one = train(*strategy(cnn(), "gpu:0x1", p, fitting()), 60, 4);
-    const Trace f32 = train(*strategy(cnn(), "gpu:0x1", ml::Precision::Float32), 60, 4);
-    const Trace four = train(*strategy(cnn(), "gpu:0x4", p, fitting()), 60, 4);
+    const Trained one = train(*strategy(cnn(), "gpu:0x1", p, fitting()), data(), 60, 4, 1, kSteps);
+    const Trained f32 = train(*strategy(cnn(), "gpu:0x1", ml::Precision::Float32), data(), 60, 4, 1, kSteps);
+    const Trained four = train(*strategy(cnn(), "gpu:0x4", p, fitting()), data(), 60, 4, 1, kSteps);
     for (size_t k = 0; k < four.steps.size(); ++k) EXPECT_EQ(four.steps[k].skipped, one.steps[k].skipped) << k;
     const double d = relDiff(four.weights, one.weights);
     EXPECT_LT(d, 2e-3);
@@ -137,7 +114,7 @@ TEST_F(GpuMixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit
   ls.initial = 40 * std::ldexp(1.0, 24);
   auto s = strategy(mlp(), "gpu:0x2", ml::Precision::MixedFloat16, ls);
   const uint64_t initial = s->checksums()[0];
-  const Trace t = train(*s, 40, 15);
+  const Trained t = train(*s, data(), 40, 15, 1, kSteps);
   size_t firstGood = 0;
   while (firstGood < t.steps.size() && t.steps[firstGood].skipped) ++firstGood;
   ASSERT_GE(firstGood, 3u);
@@ -149,7 +126,7 @@ TEST_F(GpuMixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit
   for (size_t k = firstGood; k < t.steps.size(); ++k) EXPECT_FALSE(t.steps[k].skipped) << "step " << k + 1;
   EXPECT_NE(t.checksums[firstGood], initial);
   // The CPU skips the same steps.
-  const Trace cpu = train(*strategy(mlp(), "cpu:2", ml::Precision::MixedFloat16, ls), 40, 15);
+  const Trained cpu = train(*strategy(mlp(), "cpu:2", ml::Precision::MixedFloat16, ls), data(), 40, 15, 1, kSteps);
   for (size_t k = 0; k < t.steps.size(); ++k) EXPECT_EQ(t.steps[k].skipped, cpu.steps[k].skipped) << "step " << k + 1;
 }
 
@@ -162,20 +139,16 @@ TEST_F(GpuMixedPrecision, Bfloat16OnTheWireKeepsTheReplicasIdentical) {
     SCOPED_TRACE(devices);
     auto make = [&](ml::AllReduceDtype dtype) {
       ml::StrategyOptions so;
-      so.devices = ml::parseDevices(devices);
       so.bucketBytes = 256;
       so.allreduceDtype = dtype;
       ml::OptimizerSpec o;
-      o.name = "sgd";
-      auto s = std::make_unique<ml::MirroredStrategy>(mlp(), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                      ml::MetricKind::Accuracy, o, so);
-      s->initialize(11);
-      return s;
+      o.name = "sgd";  // without momentum
+      return mltest::makeStrategy(mlp(), devices, o, so);
     };
     auto wire = make(ml::AllReduceDtype::Bfloat16);
     EXPECT_NE(wire->allReducePath().find("bfloat16 on the wire"), std::string::npos) << wire->allReducePath();
-    const Trace f32 = train(*make(ml::AllReduceDtype::Float32), 60, 5);
-    const Trace bf = train(*wire, 60, 5);
+    const Trained f32 = train(*make(ml::AllReduceDtype::Float32), data(), 60, 5, 1, kSteps);
+    const Trained bf = train(*wire, data(), 60, 5, 1, kSteps);
     const double d = relDiff(bf.weights, f32.weights);
     EXPECT_GT(d, 1e-6) << "the wire format changed nothing";
     EXPECT_LT(d, 1e-2);
@@ -185,8 +158,8 @@ TEST_F(GpuMixedPrecision, Bfloat16OnTheWireKeepsTheReplicasIdentical) {
 TEST_F(GpuMixedPrecision, Float32PolicyIsTheFloat32Path) {
   ml::LossScaling ls;
   ls.enabled = true;  // ignored: only mixed_float16 scales the loss
-  const Trace a = train(*strategy(cnn(), "gpu:0x2", ml::Precision::Float32), 50, 4);
-  const Trace b = train(*strategy(cnn(), "gpu:0x2", ml::Precision::Float32, ls), 50, 4);
+  const Trained a = train(*strategy(cnn(), "gpu:0x2", ml::Precision::Float32), data(), 50, 4, 1, kSteps);
+  const Trained b = train(*strategy(cnn(), "gpu:0x2", ml::Precision::Float32, ls), data(), 50, 4, 1, kSteps);
   EXPECT_EQ(a.checksums, b.checksums);
 }
 

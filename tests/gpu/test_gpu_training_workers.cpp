@@ -13,18 +13,21 @@
 #include <functional>
 #include <thread>
 
-#include "TestData.h"
-#include "WorkersTestUtil.h"
 #include "backend/CudaPlugin.h"
 #include "backend/DeviceProbe.h"
 #include "distribute/MirroredStrategy.h"
 #include "distribute/ThreadWorkers.h"
 #include "project/LayerJson.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
+#include "support/Workers.h"
 #include "train/Trainer.h"
 
 namespace {
 
 using mltest::relDiff;
+using mltest::train;
 
 using mlgputest::report;
 
@@ -35,40 +38,18 @@ const ml::Dataset& data() {
   return d;
 }
 
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(const std::string& devices, ml::WorkerGroup* workers) {
+// makeModel(true) with Adam over `devices`, in `workers` (none: one process).
+std::unique_ptr<ml::MirroredStrategy> strategy(const std::string& devices, ml::WorkerGroup* workers) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices(devices);
   so.bucketBytes = 400;  // several buckets: several cross-worker all-reduces per step
   so.workers = workers;
-  ml::OptimizerSpec o;
-  o.name = "adam";
-  o.learningRate = 0.01;
-  auto s = std::make_unique<ml::MirroredStrategy>(
-      mltest::makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy, o, so);
-  s->initialize(11);
-  return s;
+  return mltest::makeStrategy(mltest::makeModel(true), devices, mltest::optimizer("adam"), so);
 }
 
-struct Trained {
-  std::vector<float> weights;
-  std::vector<uint64_t> checksums;
-  std::vector<ml::StepResult> steps;
-  std::string allReduce;
-};
+using mltest::Trained;
 
-Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate) {
-  Trained t;
-  const auto order = ml::epochOrder(data().size, 5, 1);
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    t.steps.push_back(s.trainStep(data(), idx, accumulate, 0.01f, static_cast<uint64_t>(k + 1)));
-  }
-  t.checksums = s.checksums();
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  t.allReduce = s.allReducePath();
-  return t;
-}
+// The tests compare every worker's replicas after the last step themselves (finalChecksums).
+const mltest::TrainOptions kSteps{.expectFinite = false, .expectFullBatch = false, .checkReplicas = false};
 
 struct Layout {
   int workers;
@@ -114,11 +95,11 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
     }
     ++ran;
     SCOPED_TRACE(what);
-    auto one = makeStrategy("gpu:0", nullptr);
-    const Trained ref = train(*one, l.batch, steps, l.accumulate);
+    auto one = strategy("gpu:0", nullptr);
+    const Trained ref = train(*one, data(), l.batch, steps, l.accumulate, kSteps);
     const auto got = mltest::onWorkers<Trained>(l.workers, 60, [&](int w, ml::WorkerGroup& g) {
-      auto s = makeStrategy(devicesOf(l, w), &g);
-      return train(*s, l.batch, steps, l.accumulate);
+      auto s = strategy(devicesOf(l, w), &g);
+      return train(*s, data(), l.batch, steps, l.accumulate, kSteps);
     });
     const size_t G = static_cast<size_t>(l.workers * l.gpus);
     double network = 0;  // replica 0's network time, every step of every worker
@@ -126,8 +107,9 @@ TEST_F(GpuWorkers, WorkersTimesGpuReplicasGiveTheWeightsOfOneGpuReplica) {
       const Trained& t = got[static_cast<size_t>(w)];
       EXPECT_NE(t.allReduce.find(l.path), std::string::npos) << t.allReduce;
       EXPECT_LT(relDiff(t.weights, ref.weights), 1e-5) << "worker " << w;
-      ASSERT_EQ(t.checksums.size(), G);
-      for (size_t g = 0; g < G; ++g) EXPECT_EQ(t.checksums[g], got[0].checksums[0]) << "worker " << w << " replica " << g;
+      ASSERT_EQ(t.finalChecksums.size(), G);
+      for (size_t g = 0; g < G; ++g)
+        EXPECT_EQ(t.finalChecksums[g], got[0].finalChecksums[0]) << "worker " << w << " replica " << g;
       EXPECT_EQ(t.weights, got[0].weights);
       // Logical GPUs: replica 0's cross-worker hop is timed as the network phase (its events), and
       // only replica 0 carries it; one communicator over physical GPUs has no hop of its own. (A
@@ -169,19 +151,12 @@ TEST_F(GpuWorkers, SynchronizedBatchNormSpansEveryWorker) {
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 4}, {"activation", "softmax"}}));
   auto make = [&](const std::string& devices, ml::WorkerGroup* workers) {
     ml::StrategyOptions so;
-    so.devices = ml::parseDevices(devices);
     so.workers = workers;
-    ml::OptimizerSpec o;
-    o.name = "sgd";
-    o.momentum = 0.9;
-    auto s = std::make_unique<ml::MirroredStrategy>(m, ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                    ml::MetricKind::Accuracy, o, so);
-    s->initialize(7);
-    return s;
+    return mltest::makeStrategy(m, devices, mltest::optimizer("sgd"), so, 7);
   };
-  const Trained one = train(*make("gpu:0", nullptr), 10, 5, 1);
+  const Trained one = train(*make("gpu:0", nullptr), data(), 10, 5, 1, kSteps);
   const auto got = mltest::onWorkers<Trained>(2, 60, [&](int w, ml::WorkerGroup& g) {
-    return train(*make(fakePlugin() ? "gpu:0x2" : "gpu:" + std::to_string(w) + "x2", &g), 10, 5, 1);
+    return train(*make(fakePlugin() ? "gpu:0x2" : "gpu:" + std::to_string(w) + "x2", &g), data(), 10, 5, 1, kSteps);
   });
   for (int w = 0; w < 2; ++w) {
     EXPECT_LT(relDiff(got[static_cast<size_t>(w)].weights, one.weights), 2e-5) << "worker " << w;

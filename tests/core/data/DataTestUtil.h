@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "Error.h"
+#include "support/Errors.h"
 
 namespace mltest {
 
@@ -72,16 +73,5 @@ inline std::string idxLabels(const std::vector<uint8_t>& labels, uint32_t magic 
 }
 
 inline void writeText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-
-// Runs f, expects a UserError, and returns its message (empty when none was thrown).
-inline std::string userErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ml::UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected ml::UserError";
-  return {};
-}
 
 }  // namespace mltest

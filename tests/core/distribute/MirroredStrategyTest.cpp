@@ -7,8 +7,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "TestData.h"
 #include "distribute/MirroredStrategy.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
 #include "tensor/Denormals.h"
 #include "train/Trainer.h"
 
@@ -16,49 +18,21 @@ namespace {
 
 using mltest::makeClassification;
 using mltest::makeModel;
+using mltest::makeStrategy;
+using mltest::optimizer;
 using mltest::relDiff;
+using mltest::train;
 
-ml::OptimizerSpec optimizer(const std::string& name) {
-  ml::OptimizerSpec o;
-  o.name = name;
-  o.learningRate = 0.01;  // the rate itself is passed to each step
-  o.momentum = name == "sgd" ? 0.9 : name == "rmsprop" ? 0.5 : 0.0;
-  return o;
-}
-
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::StrategyOptions& so, const std::string& opt, bool dropout) {
-  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, optimizer(opt), so);
-  s->initialize(11);
-  return s;
-}
-
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, const std::string& opt, bool dropout, const std::string& algo = "ring",
-                                                   int64_t bucketBytes = 1 << 20, ml::BucketComm comm = ml::BucketComm::Auto,
-                                                   bool shard = false) {
+// n CPU replicas of makeModel(dropout), initialized with seed 11.
+std::unique_ptr<ml::MirroredStrategy> strategy(int n, const std::string& opt, bool dropout, const std::string& algo = "ring",
+                                               int64_t bucketBytes = 1 << 20, ml::BucketComm comm = ml::BucketComm::Auto,
+                                               bool shard = false) {
   ml::StrategyOptions so;
   so.shardOptimizer = shard;
   so.bucketComm = comm;
-  so.devices = ml::parseDevices("cpu:" + std::to_string(n));
   so.allreduce = algo;
   so.bucketBytes = bucketBytes;
-  return makeStrategy(so, opt, dropout);
-}
-
-// Runs `steps` updates of batch B over a fixed order; checks replicas stay bit-identical.
-std::vector<float> train(ml::MirroredStrategy& s, const ml::Dataset& d, int64_t B, int steps, int accumulate = 1,
-                         float lr = 0.01f) {
-  const auto order = ml::epochOrder(d.size, 5, 1);
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    const auto r = s.trainStep(d, idx, accumulate, lr, static_cast<uint64_t>(k + 1));
-    EXPECT_TRUE(r.finite);
-    EXPECT_EQ(r.samples, B);
-    const auto sums = s.checksums();
-    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
-  }
-  auto p = s.model(0).params();
-  return {p.begin(), p.end()};
+  return makeStrategy(makeModel(dropout), "cpu:" + std::to_string(n), optimizer(opt), so);
 }
 
 const ml::Dataset& data() {
@@ -71,11 +45,11 @@ class Invariant : public ::testing::TestWithParam<std::tuple<std::string, int64_
 TEST_P(Invariant, NReplicasGiveTheWeightsOfOneReplica) {
   const auto [opt, B] = GetParam();
   const int steps = 4;
-  auto one = makeStrategy(1, opt, true);
-  const auto ref = train(*one, data(), B, steps);
+  auto one = strategy(1, opt, true);
+  const auto ref = train(*one, data(), B, steps).weights;
   for (int n : {2, 3, 4, 7}) {
-    auto s = makeStrategy(n, opt, true);
-    const auto w = train(*s, data(), B, steps);
+    auto s = strategy(n, opt, true);
+    const auto w = train(*s, data(), B, steps).weights;
     EXPECT_LT(relDiff(w, ref), 1e-5) << n << " replicas, " << opt << ", global batch " << B;
   }
 }
@@ -86,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(OptimizersAndBatches, Invariant,
 // Subnormals are flushed while the replicas train (tensor/Denormals.h), and only then: the
 // caller's own floating-point mode is the same after a step as before it.
 TEST(MirroredStrategy, TrainingLeavesTheCallersFloatingPointModeAsItWas) {
-  auto s = makeStrategy(2, "adam", true);
+  auto s = strategy(2, "adam", true);
   ASSERT_FALSE(ml::FlushDenormals::active());
   (void)train(*s, data(), 64, 2);
   EXPECT_FALSE(ml::FlushDenormals::active());
@@ -95,19 +69,20 @@ TEST(MirroredStrategy, TrainingLeavesTheCallersFloatingPointModeAsItWas) {
 }
 
 TEST(MirroredStrategy, ReduceToOneGivesTheSameWeightsAsRing) {
-  auto a = makeStrategy(3, "adam", true, "ring");
-  auto b = makeStrategy(3, "adam", true, "reduce-to-one");
-  EXPECT_LT(relDiff(train(*a, data(), 100, 3), train(*b, data(), 100, 3)), 1e-5);
+  auto a = strategy(3, "adam", true, "ring");
+  auto b = strategy(3, "adam", true, "reduce-to-one");
+  EXPECT_LT(relDiff(train(*a, data(), 100, 3).weights, train(*b, data(), 100, 3).weights), 1e-5);
 }
 
 TEST(MirroredStrategy, BucketBoundariesDoNotChangeTheResult) {
-  auto ref = makeStrategy(1, "sgd", false);
-  const auto want = train(*ref, data(), 64, 3);
+  auto ref = strategy(1, "sgd", false);
+  const auto want = train(*ref, data(), 64, 3).weights;
   const int64_t params = ref->model(0).paramCount();
   // one bucket exactly, one float short, one float per bucket, and a size cutting a layer in two
   for (int64_t bytes : {params * 4, params * 4 - 4, int64_t{4}, int64_t{4 * 100}}) {
-    auto s = makeStrategy(3, "sgd", false, "ring", bytes);
-    EXPECT_LT(relDiff(train(*s, data(), 64, 3), want), 1e-5) << "bucket bytes " << bytes << ", buckets " << s->bucketCount();
+    auto s = strategy(3, "sgd", false, "ring", bytes);
+    EXPECT_LT(relDiff(train(*s, data(), 64, 3).weights, want), 1e-5)
+        << "bucket bytes " << bytes << ", buckets " << s->bucketCount();
   }
 }
 
@@ -116,36 +91,36 @@ TEST(MirroredStrategy, BucketBoundariesDoNotChangeTheResult) {
 // non-finite gradient is named before any bucket leaves the replica.
 TEST(MirroredStrategy, BothWaysOfReducingBucketsGiveTheWeightsOfOneReplica) {
   for (const std::string opt : {"sgd", "adam"}) {
-    auto ref = makeStrategy(1, opt, true);
-    const auto want = train(*ref, data(), 64, 3);
+    auto ref = strategy(1, opt, true);
+    const auto want = train(*ref, data(), 64, 3).weights;
     for (auto comm : {ml::BucketComm::Threads, ml::BucketComm::Inline}) {
       const bool threads = comm == ml::BucketComm::Threads;
       for (int n : {2, 3}) {
         for (const std::string algo : {"ring", "reduce-to-one"}) {
-          auto s = makeStrategy(n, opt, true, algo, 400, comm);
+          auto s = strategy(n, opt, true, algo, 400, comm);
           ASSERT_GT(s->bucketCount(), 1);
           EXPECT_EQ(s->bucketsOnCommThreads(), threads);
           EXPECT_EQ(s->bucketsInline(), !threads);
-          EXPECT_LT(relDiff(train(*s, data(), 64, 3), want), 1e-5)
+          EXPECT_LT(relDiff(train(*s, data(), 64, 3).weights, want), 1e-5)
               << opt << " " << algo << " " << n << (threads ? " threads" : " inline");
         }
       }
-      auto seven = makeStrategy(7, opt, true, "ring", 400, comm);  // batch 3: four replicas with nothing
-      auto one = makeStrategy(1, opt, true);
-      EXPECT_LT(relDiff(train(*seven, data(), 3, 3), train(*one, data(), 3, 3)), 1e-5);
+      auto seven = strategy(7, opt, true, "ring", 400, comm);  // batch 3: four replicas with nothing
+      auto one = strategy(1, opt, true);
+      EXPECT_LT(relDiff(train(*seven, data(), 3, 3).weights, train(*one, data(), 3, 3).weights), 1e-5);
     }
   }
   ml::Dataset d = data();
   d.x[25 * 12] = std::numeric_limits<float>::infinity();
   for (auto comm : {ml::BucketComm::Threads, ml::BucketComm::Inline}) {
-    auto s = makeStrategy(3, "sgd", false, "ring", 400, comm);
+    auto s = strategy(3, "sgd", false, "ring", 400, comm);
     std::vector<int64_t> idx(30);
     std::iota(idx.begin(), idx.end(), 0);  // row 25: replica 2
     const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
     EXPECT_FALSE(r.finite);
     EXPECT_EQ(r.badReplica, 2);
     // Inline collectives are timed as all-reduce, not as backward.
-    auto t = makeStrategy(2, "sgd", false, "ring", 400, comm);
+    auto t = strategy(2, "sgd", false, "ring", 400, comm);
     const auto rt = t->trainStep(data(), idx, 1, 0.1f, 1);
     for (const auto& rs : rt.replicas) EXPECT_GT(rs.phases.allreduce + rs.phases.wait, 0);
   }
@@ -153,23 +128,23 @@ TEST(MirroredStrategy, BothWaysOfReducingBucketsGiveTheWeightsOfOneReplica) {
 
 TEST(MirroredStrategy, EmptyShardsContributeZeroAndNeverHang) {
   // Global batch 3 on 7 replicas: four replicas get no samples.
-  auto one = makeStrategy(1, "sgd", true);
-  auto seven = makeStrategy(7, "sgd", true);
-  const auto ref = train(*one, data(), 3, 5);
-  EXPECT_LT(relDiff(train(*seven, data(), 3, 5), ref), 1e-5);
+  auto one = strategy(1, "sgd", true);
+  auto seven = strategy(7, "sgd", true);
+  const auto ref = train(*one, data(), 3, 5).weights;
+  EXPECT_LT(relDiff(train(*seven, data(), 3, 5).weights, ref), 1e-5);
 }
 
 TEST(MirroredStrategy, AccumulationOfKMicroBatchesEqualsOneBatch) {
-  auto whole = makeStrategy(1, "adam", true);
-  const auto ref = train(*whole, data(), 64, 3, 1);
+  auto whole = strategy(1, "adam", true);
+  const auto ref = train(*whole, data(), 64, 3, 1).weights;
   for (int n : {1, 2, 3}) {
-    auto acc = makeStrategy(n, "adam", true);
-    EXPECT_LT(relDiff(train(*acc, data(), 64, 3, 4), ref), 1e-5) << n << " replicas, 4 micro-batches of 16";
+    auto acc = strategy(n, "adam", true);
+    EXPECT_LT(relDiff(train(*acc, data(), 64, 3, 4).weights, ref), 1e-5) << n << " replicas, 4 micro-batches of 16";
   }
 }
 
 TEST(MirroredStrategy, EveryPhaseIsTimedAndSamplesAreCounted) {
-  auto s = makeStrategy(2, "sgd", false);
+  auto s = strategy(2, "sgd", false);
   std::vector<int64_t> idx(101);
   std::iota(idx.begin(), idx.end(), 0);
   const auto t0 = std::chrono::steady_clock::now();
@@ -190,8 +165,8 @@ TEST(MirroredStrategy, EveryPhaseIsTimedAndSamplesAreCounted) {
 }
 
 TEST(MirroredStrategy, EvaluateGivesTheSameOutputsForAnyReplicaCount) {
-  auto one = makeStrategy(1, "sgd", true);
-  auto four = makeStrategy(4, "sgd", true);
+  auto one = strategy(1, "sgd", true);
+  auto four = strategy(4, "sgd", true);
   std::vector<int64_t> idx(37);
   std::iota(idx.begin(), idx.end(), 5);
   std::vector<float> a(37 * 4), b(37 * 4);
@@ -209,7 +184,7 @@ TEST(MirroredStrategy, NonFiniteGradientNamesTheReplica) {
   // Sample 7 gets an infinite feature. With an identity order and 3 replicas over batch 30,
   // it lands in replica 0's shard (rows 0..9).
   d.x[7 * 12] = std::numeric_limits<float>::infinity();
-  auto s = makeStrategy(3, "sgd", false);
+  auto s = strategy(3, "sgd", false);
   std::vector<int64_t> idx(30);
   std::iota(idx.begin(), idx.end(), 0);
   auto r = s->trainStep(d, idx, 1, 0.1f, 1);
@@ -217,12 +192,12 @@ TEST(MirroredStrategy, NonFiniteGradientNamesTheReplica) {
   EXPECT_EQ(r.badReplica, 0);
   std::iota(idx.begin(), idx.end(), 0);
   std::swap(idx[7], idx[25]);  // now it is row 25: replica 2 (rows 20..29)
-  auto s2 = makeStrategy(3, "sgd", false);
+  auto s2 = strategy(3, "sgd", false);
   r = s2->trainStep(d, idx, 1, 0.1f, 1);
   EXPECT_FALSE(r.finite);
   EXPECT_EQ(r.badReplica, 2);
   // Several buckets: the gradients are checked layer by layer before the comm threads reduce them.
-  auto s3 = makeStrategy(3, "sgd", false, "ring", 400);
+  auto s3 = strategy(3, "sgd", false, "ring", 400);
   ASSERT_GT(s3->bucketCount(), 1);
   r = s3->trainStep(d, idx, 1, 0.1f, 1);
   EXPECT_FALSE(r.finite);
@@ -234,7 +209,7 @@ TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
   ml::Dataset d = data();
   d.x[40 * 12] = std::numeric_limits<float>::quiet_NaN();
   for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
-    auto s = makeStrategy(2, "sgd", false, "ring", bytes);
+    auto s = strategy(2, "sgd", false, "ring", bytes);
     std::vector<int64_t> idx(60);
     std::iota(idx.begin(), idx.end(), 0);  // sample 40 is in replica 1's half
     const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
@@ -247,14 +222,11 @@ TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
   for (int threads : {1, 2, 3}) {
     for (bool withNaN : {true, false}) {
       ml::StrategyOptions so;
-      so.devices = ml::parseDevices("cpu:1");
       so.threadsPerDevice = threads;
-      ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                             optimizer("adam"), so);
-      s.initialize(11);
+      auto s = makeStrategy(makeModel(false), "cpu:1", optimizer("adam"), so);
       std::vector<int64_t> idx(60);
       std::iota(idx.begin(), idx.end(), withNaN ? 0 : 100);
-      const auto r = s.trainStep(d, idx, 1, 0.1f, 1);
+      const auto r = s->trainStep(d, idx, 1, 0.1f, 1);
       EXPECT_EQ(r.finite, !withNaN) << threads << " threads";
       if (withNaN) {
         EXPECT_EQ(r.badReplica, 0);
@@ -274,16 +246,16 @@ TEST(MirroredStrategy, ANaNSwallowedByReluIsStillCaughtInTheGradient) {
 TEST(ShardedOptimizer, NShardedReplicasGiveTheWeightsOfOneReplica) {
   for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
     for (int64_t B : {64, 13}) {
-      auto one = makeStrategy(1, opt, true);
-      const auto want = train(*one, data(), B, 4);
+      auto one = strategy(1, opt, true);
+      const auto want = train(*one, data(), B, 4).weights;
       for (int n : {2, 3}) {
         for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
           for (const std::string algo : {"ring", "reduce-to-one"}) {
             for (auto comm : {ml::BucketComm::Threads, ml::BucketComm::Inline}) {
               if (bytes == (int64_t{1} << 20) && comm == ml::BucketComm::Inline) continue;  // one bucket: no difference
-              auto s = makeStrategy(n, opt, true, algo, bytes, comm, true);
+              auto s = strategy(n, opt, true, algo, bytes, comm, true);
               ASSERT_TRUE(s->shardedOptimizer());
-              EXPECT_LT(relDiff(train(*s, data(), B, 4), want), 1e-5)
+              EXPECT_LT(relDiff(train(*s, data(), B, 4).weights, want), 1e-5)
                   << opt << ", batch " << B << ", " << n << " replicas, " << algo << ", bucket " << bytes;
             }
           }
@@ -297,7 +269,7 @@ TEST(ShardedOptimizer, NShardedReplicasGiveTheWeightsOfOneReplica) {
 // cover every parameter once, and optimizerShare() (what the model summary shows) is that size.
 TEST(ShardedOptimizer, EachReplicaKeepsItsShareOfTheOptimizerState) {
   for (int64_t bytes : {int64_t{1} << 20, int64_t{400}}) {
-    auto s = makeStrategy(3, "adam", false, "ring", bytes, ml::BucketComm::Auto, true);
+    auto s = strategy(3, "adam", false, "ring", bytes, ml::BucketComm::Auto, true);
     const int64_t P = s->model(0).paramCount();
     ml::StrategyOptions so = s->options();
     int64_t covered = 0;
@@ -314,7 +286,7 @@ TEST(ShardedOptimizer, EachReplicaKeepsItsShareOfTheOptimizerState) {
     EXPECT_EQ(covered, P);
     so.shardOptimizer = false;
     EXPECT_EQ(ml::optimizerShare(s->model(0), so, 1), P);
-    auto full = makeStrategy(3, "adam", false, "ring", bytes);
+    auto full = strategy(3, "adam", false, "ring", bytes);
     EXPECT_EQ(static_cast<int64_t>(full->optimizerSlots(1)[0].size()), P);
   }
 }
@@ -331,10 +303,9 @@ TEST(ShardedOptimizer, TheFusedExchangeGivesTheRingsBits) {
     so.shardOptimizer = true;
     so.fuseShardedExchange = fuse;
     so.bucketComm = comm;
-    so.devices = ml::parseDevices("cpu:" + std::to_string(n));
     so.bucketBytes = bytes;
     so.allreduceDtype = dtype;
-    return makeStrategy(so, opt, dropout);
+    return makeStrategy(makeModel(dropout), "cpu:" + std::to_string(n), optimizer(opt), so);
   };
   for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
     for (int n : {2, 3, 4}) {
@@ -343,7 +314,7 @@ TEST(ShardedOptimizer, TheFusedExchangeGivesTheRingsBits) {
         auto apart = make(n, opt, bytes, ml::BucketComm::Inline, false);
         ASSERT_TRUE(fused->fusedExchange());
         ASSERT_FALSE(apart->fusedExchange());
-        const auto a = train(*fused, data(), 13, 4), b = train(*apart, data(), 13, 4);
+        const auto a = train(*fused, data(), 13, 4).weights, b = train(*apart, data(), 13, 4).weights;
         ASSERT_EQ(a.size(), b.size());
         EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0)
             << opt << ", " << n << " replicas, bucket " << bytes;
@@ -354,12 +325,13 @@ TEST(ShardedOptimizer, TheFusedExchangeGivesTheRingsBits) {
   // join it with zero gradients and nobody waits forever.
   for (const std::string opt : {"sgd", "adam"}) {
     auto fused = make(3, opt, 400, ml::BucketComm::Inline, true), apart = make(3, opt, 400, ml::BucketComm::Inline, false);
-    const auto a = train(*fused, data(), 30, 3, 3), b = train(*apart, data(), 30, 3, 3);
+    const auto a = train(*fused, data(), 30, 3, 3).weights, b = train(*apart, data(), 30, 3, 3).weights;
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << opt << ", 3 micro-batches";
     auto seven = make(7, opt, 400, ml::BucketComm::Inline, true);
     ASSERT_TRUE(seven->fusedExchange());
-    auto one = makeStrategy(1, opt, true);
-    EXPECT_LT(relDiff(train(*seven, data(), 3, 3), train(*one, data(), 3, 3)), 1e-5) << opt << ", 7 replicas, batch 3";
+    auto one = strategy(1, opt, true);
+    EXPECT_LT(relDiff(train(*seven, data(), 3, 3).weights, train(*one, data(), 3, 3).weights), 1e-5)
+        << opt << ", 7 replicas, batch 3";
   }
   EXPECT_FALSE(make(2, "adam", 400, ml::BucketComm::Threads, true)->fusedExchange());
   EXPECT_FALSE(make(2, "adam", 400, ml::BucketComm::Inline, true, ml::AllReduceDtype::Bfloat16)->fusedExchange());
@@ -392,7 +364,7 @@ TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
   std::vector<int64_t> idx(101);
   std::iota(idx.begin(), idx.end(), 0);
   for (bool shard : {false, true}) {
-    auto s = makeStrategy(2, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, shard);
+    auto s = strategy(2, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, shard);
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = s->trainStep(data(), idx, 1, 0.01f, 1);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -405,7 +377,7 @@ TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
       EXPECT_LE(rs.phases.total(), wall);
     }
   }
-  auto one = makeStrategy(1, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, true);
+  auto one = strategy(1, "adam", false, "ring", 1 << 20, ml::BucketComm::Auto, true);
   EXPECT_FALSE(one->shardedOptimizer());  // one replica owns everything: nothing to gather
 }
 
@@ -415,13 +387,10 @@ TEST(ShardedOptimizer, TheAllGatherIsItsOwnPhase) {
 TEST(OneReplicaOnATeam, GivesTheWeightsOfOneThread) {
   auto run = [](const std::string& opt, int threads) {
     ml::StrategyOptions so;
-    so.devices = ml::parseDevices("cpu:1");
     so.threadsPerDevice = threads;
-    ml::MirroredStrategy s(makeModel(true), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                           optimizer(opt), so);
-    s.initialize(11);
-    EXPECT_EQ(s.threadPolicy().find("splits its work") != std::string::npos, threads > 1) << s.threadPolicy();
-    return train(s, data(), 100, 3);
+    auto s = makeStrategy(makeModel(true), "cpu:1", optimizer(opt), so);
+    EXPECT_EQ(s->threadPolicy().find("splits its work") != std::string::npos, threads > 1) << s->threadPolicy();
+    return train(*s, data(), 100, 3).weights;
   };
   for (const std::string opt : {"sgd", "adam", "rmsprop"}) {
     const auto want = run(opt, 1);
@@ -441,16 +410,13 @@ TEST(AllReduceInBfloat16, ChangesTheResultsOnlyWhereGradientsCross) {
   auto run = [](int n, ml::AllReduceDtype dtype, const std::string& algo, int64_t bucketBytes, bool shard,
                 std::string* path = nullptr) {
     ml::StrategyOptions so;
-    so.devices = ml::parseDevices("cpu:" + std::to_string(n));
     so.allreduce = algo;
     so.bucketBytes = bucketBytes;
     so.shardOptimizer = shard;
     so.allreduceDtype = dtype;
-    ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                           optimizer("sgd"), so);
-    s.initialize(11);
-    if (path) *path = s.allReducePath();
-    return train(s, data(), 100, 4);  // checks that the replicas are bit-identical after every step
+    auto s = makeStrategy(makeModel(false), "cpu:" + std::to_string(n), optimizer("sgd"), so);
+    if (path) *path = s->allReducePath();
+    return train(*s, data(), 100, 4).weights;  // checks that the replicas are bit-identical after every step
   };
   using D = ml::AllReduceDtype;
   const auto one = run(1, D::Float32, "ring", 1 << 20, false);

@@ -6,10 +6,12 @@
 
 #include <cmath>
 
-#include "TestData.h"
 #include "distribute/Faults.h"
 #include "distribute/MirroredStrategy.h"
 #include "random/Rng.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
 #include "train/Trainer.h"
 
 namespace {
@@ -17,22 +19,18 @@ namespace {
 using mltest::makeClassification;
 using mltest::makeModel;
 using mltest::relDiff;
+using mltest::train;
 
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, ml::Precision p, ml::LossScaling ls = {},
-                                                   const std::string& algo = "ring", bool shard = false) {
+// n CPU replicas of makeModel(false) under policy p, with Adam.
+std::unique_ptr<ml::MirroredStrategy> strategy(int n, ml::Precision p, ml::LossScaling ls = {}, const std::string& algo = "ring",
+                                               bool shard = false) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices("cpu:" + std::to_string(n));
   so.allreduce = algo;
   so.bucketBytes = 256;  // several buckets: the scattered chunks are checked where they were summed
   so.shardOptimizer = shard;
   so.precision = p;
   so.lossScaling = ls;
-  ml::OptimizerSpec o;
-  o.name = "adam";
-  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, o, so);
-  s->initialize(11);
-  return s;
+  return mltest::makeStrategy(makeModel(false), "cpu:" + std::to_string(n), mltest::optimizer("adam"), so);
 }
 
 const ml::Dataset& data() {
@@ -40,40 +38,24 @@ const ml::Dataset& data() {
   return d;
 }
 
-struct Trace {
-  std::vector<float> weights;
-  std::vector<ml::StepResult> steps;
-  std::vector<uint64_t> checksums;  // replica 0's after each step
-};
+using Trained = mltest::Trained;
 
-Trace train(ml::MirroredStrategy& s, int64_t B, int steps, float lr = 0.01f) {
-  const auto order = ml::epochOrder(data().size, 5, 1);
-  Trace t;
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    t.steps.push_back(s.trainStep(data(), idx, 1, lr, static_cast<uint64_t>(k + 1)));
-    const auto sums = s.checksums();
-    for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "replica " << i << " after step " << k + 1;
-    t.checksums.push_back(sums[0]);
-  }
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  return t;
-}
+// Steps at 0.01 that may be skipped (loss scaling): train() checks only the replicas' bits.
+const mltest::TrainOptions kSteps{.expectFinite = false, .expectFullBatch = false};
 
 TEST(MixedPrecision, Float32PolicyIsTheOldPathBitForBit) {
   // The default options (no policy at all) and an explicit float32 policy with loss scaling
   // settings present: the same bits after every step.
   ml::LossScaling ls;
   ls.enabled = true;  // ignored: only mixed_float16 scales the loss
-  auto a = makeStrategy(2, ml::Precision::Float32);
-  auto b = makeStrategy(2, ml::Precision::Float32, ls);
-  const Trace ta = train(*a, 50, 5), tb = train(*b, 50, 5);
+  auto a = strategy(2, ml::Precision::Float32);
+  auto b = strategy(2, ml::Precision::Float32, ls);
+  const Trained ta = train(*a, data(), 50, 5, 1, kSteps), tb = train(*b, data(), 50, 5, 1, kSteps);
   EXPECT_EQ(ta.checksums, tb.checksums);
   EXPECT_EQ(tb.steps.back().lossScale, 0.0);
   // ... and a low-precision policy really changes the numbers.
-  auto c = makeStrategy(2, ml::Precision::MixedBfloat16);
-  EXPECT_NE(train(*c, 50, 5).checksums.back(), ta.checksums.back());
+  auto c = strategy(2, ml::Precision::MixedBfloat16);
+  EXPECT_NE(train(*c, data(), 50, 5, 1, kSteps).checksums.back(), ta.checksums.back());
 }
 
 TEST(MixedPrecision, NReplicasGiveTheWeightsOfOneUnderEachPolicy) {
@@ -86,14 +68,14 @@ TEST(MixedPrecision, NReplicasGiveTheWeightsOfOneUnderEachPolicy) {
   ls.initial = 1024 * 60;
   for (ml::Precision p : {ml::Precision::MixedBfloat16, ml::Precision::MixedFloat16}) {
     SCOPED_TRACE(ml::toString(p));
-    auto one = makeStrategy(1, p, ls);
-    const Trace ref = train(*one, 60, 4);
-    auto f32 = makeStrategy(1, ml::Precision::Float32);
-    const double policyEffect = relDiff(train(*f32, 60, 4).weights, ref.weights);
+    auto one = strategy(1, p, ls);
+    const Trained ref = train(*one, data(), 60, 4, 1, kSteps);
+    auto f32 = strategy(1, ml::Precision::Float32);
+    const double policyEffect = relDiff(train(*f32, data(), 60, 4, 1, kSteps).weights, ref.weights);
     for (int n : {2, 3}) {
       for (const char* algo : {"ring", "reduce-to-one"}) {
-        auto s = makeStrategy(n, p, ls, algo, n == 3);
-        const Trace t = train(*s, 60, 4);
+        auto s = strategy(n, p, ls, algo, n == 3);
+        const Trained t = train(*s, data(), 60, 4, 1, kSteps);
         for (size_t k = 0; k < t.steps.size(); ++k) EXPECT_EQ(t.steps[k].skipped, ref.steps[k].skipped) << k;
         // The shards' sums come in another order, so a value near a rounding boundary of the low
         // format may round the other way: the weights agree far closer than the policy moves them.
@@ -110,9 +92,9 @@ TEST(MixedPrecision, LossScalingSkipsAndHalvesOnAnInjectedOverflowOnEveryReplica
   ls.enabled = true;
   ls.initial = 1024;
   ls.growthSteps = 3;
-  auto s = makeStrategy(3, ml::Precision::MixedFloat16, ls);
+  auto s = strategy(3, ml::Precision::MixedFloat16, ls);
   s->setFaults(ml::parseFaults({"nan:cpu:1@step=3"}, s->options().devices));
-  const Trace t = train(*s, 48, 9);
+  const Trained t = train(*s, data(), 48, 9, 1, kSteps);
   std::vector<double> scales;
   std::vector<bool> skipped;
   for (const auto& r : t.steps) {
@@ -136,9 +118,9 @@ TEST(MixedPrecision, ARealFloat16OverflowHalvesTheScaleUntilTheGradientsFit) {
   ml::LossScaling ls;
   ls.enabled = true;
   ls.initial = 40 * std::ldexp(1.0, 24);
-  auto s = makeStrategy(2, ml::Precision::MixedFloat16, ls);
+  auto s = strategy(2, ml::Precision::MixedFloat16, ls);
   const uint64_t initial = s->checksums()[0];
-  const Trace t = train(*s, 40, 15);
+  const Trained t = train(*s, data(), 40, 15, 1, kSteps);
   size_t firstGood = 0;
   while (firstGood < t.steps.size() && t.steps[firstGood].skipped) ++firstGood;
   ASSERT_GE(firstGood, 3u);  // at least 2^24 .. 2^22 overflow
@@ -195,14 +177,13 @@ struct TinyRun {
 TinyRun trainTiny(ml::Precision p, bool scaling, float w2 = 1e-6f) {
   static const TinyGradients tg;
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices("cpu:2");
   so.precision = p;
   so.lossScaling.enabled = scaling;
   ml::OptimizerSpec o;
   o.name = "adam";
   o.epsilon = 1e-30;
-  ml::MirroredStrategy s(tg.model, ml::Loss::make("mean_squared_error", false), ml::MetricKind::MeanAbsoluteError, o, so);
-  s.initialize(4);
+  auto owned = mltest::makeStrategy(tg.model, "cpu:2", o, so, 4, ml::Loss::make("mean_squared_error", false));
+  ml::MirroredStrategy& s = *owned;
   auto params = s.model(0).params();
   for (size_t i = 72; i < 80; ++i) params[i] = w2;  // W2, after W1 (8 x 8) and b1 (8)
   s.broadcastParameters();

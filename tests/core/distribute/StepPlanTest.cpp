@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "TestData.h"
-#include "WorkersTestUtil.h"
 #include "distribute/MirroredStrategy.h"
+#include "support/TestData.h"
+#include "support/Workers.h"
 
 namespace {
 

@@ -10,11 +10,13 @@
 #include <numeric>
 #include <thread>
 
-#include "TestData.h"
-#include "WorkersTestUtil.h"
 #include "distribute/MirroredStrategy.h"
 #include "distribute/ThreadWorkers.h"
 #include "distribute/Workers.h"
+#include "support/Strategies.h"
+#include "support/TestData.h"
+#include "support/Training.h"
+#include "support/Workers.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
 
@@ -23,50 +25,27 @@ namespace {
 using mltest::makeClassification;
 using mltest::makeModel;
 using mltest::relDiff;
+using mltest::train;
 
 const ml::Dataset& data() {
   static const ml::Dataset d = makeClassification(600);
   return d;
 }
 
-ml::OptimizerSpec adam() {
-  ml::OptimizerSpec o;
-  o.name = "adam";
-  o.learningRate = 0.01;
-  return o;
-}
-
-std::unique_ptr<ml::MirroredStrategy> makeStrategy(int n, ml::WorkerGroup* workers, const std::string& algo = "ring",
-                                                   int64_t bucketBytes = 1 << 20, bool dropout = true) {
+// n CPU replicas of makeModel(dropout) with Adam, in `workers` (none: one process).
+std::unique_ptr<ml::MirroredStrategy> strategy(int n, ml::WorkerGroup* workers, const std::string& algo = "ring",
+                                               int64_t bucketBytes = 1 << 20, bool dropout = true) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices("cpu:" + std::to_string(n));
   so.allreduce = algo;
   so.bucketBytes = bucketBytes;
   so.workers = workers;
-  auto s = std::make_unique<ml::MirroredStrategy>(makeModel(dropout), ml::Loss::make("sparse_categorical_crossentropy", false),
-                                                  ml::MetricKind::Accuracy, adam(), so);
-  s->initialize(11);
-  return s;
+  return mltest::makeStrategy(makeModel(dropout), "cpu:" + std::to_string(n), mltest::optimizer("adam"), so);
 }
 
-struct Trained {
-  std::vector<float> weights;
-  std::vector<uint64_t> checksums;  // every replica of every worker, after the last step
-  std::vector<ml::StepResult> steps;
-};
+using mltest::Trained;
 
-Trained train(ml::MirroredStrategy& s, int64_t B, int steps, int accumulate) {
-  Trained t;
-  const auto order = ml::epochOrder(data().size, 5, 1);
-  for (int k = 0; k < steps; ++k) {
-    const auto idx = std::span<const int64_t>(order).subspan(static_cast<size_t>(k * B), static_cast<size_t>(B));
-    t.steps.push_back(s.trainStep(data(), idx, accumulate, 0.01f, static_cast<uint64_t>(k + 1)));
-  }
-  t.checksums = s.checksums();
-  auto p = s.model(0).params();
-  t.weights.assign(p.begin(), p.end());
-  return t;
-}
+// The tests compare every worker's replicas after the last step themselves (finalChecksums).
+const mltest::TrainOptions kSteps{.expectFinite = false, .expectFullBatch = false, .checkReplicas = false};
 
 using mltest::onWorkers;
 
@@ -133,20 +112,20 @@ class AcrossWorkers : public ::testing::TestWithParam<Layout> {};
 TEST_P(AcrossWorkers, WorkersTimesReplicasGiveTheWeightsOfOneReplica) {
   const Layout l = GetParam();
   const int steps = 4;
-  auto one = makeStrategy(1, nullptr);
-  const Trained ref = train(*one, l.batch, steps, l.accumulate);
+  auto one = strategy(1, nullptr);
+  const Trained ref = train(*one, data(), l.batch, steps, l.accumulate, kSteps);
   const auto got = onWorkers<Trained>(l.workers, 30, [&](int, ml::WorkerGroup& g) {
     // Buckets of 400 bytes: several cross-worker sums per step, overlapping backward.
-    auto s = makeStrategy(l.local, &g, l.algo, 400);
+    auto s = strategy(l.local, &g, l.algo, 400);
     EXPECT_EQ(s->globalReplicas(), l.workers * l.local);
-    return train(*s, l.batch, steps, l.accumulate);
+    return train(*s, data(), l.batch, steps, l.accumulate, kSteps);
   });
   const size_t G = static_cast<size_t>(l.workers * l.local);
   for (int w = 0; w < l.workers; ++w) {
     const Trained& t = got[static_cast<size_t>(w)];
     EXPECT_LT(relDiff(t.weights, ref.weights), 1e-5) << "worker " << w;
-    ASSERT_EQ(t.checksums.size(), G);
-    for (size_t g = 0; g < G; ++g) EXPECT_EQ(t.checksums[g], got[0].checksums[0]) << "worker " << w << " replica " << g;
+    ASSERT_EQ(t.finalChecksums.size(), G);
+    for (size_t g = 0; g < G; ++g) EXPECT_EQ(t.finalChecksums[g], got[0].finalChecksums[0]) << "worker " << w << " replica " << g;
     EXPECT_EQ(t.weights, got[0].weights);  // the same bits on every worker
     ASSERT_EQ(t.steps.size(), static_cast<size_t>(steps));
     for (int k = 0; k < steps; ++k) {
@@ -173,13 +152,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, AcrossWorkers,
                                            Layout{2, 3, 29, 2, "reduce-to-one"}, Layout{3, 2, 40, 3, "ring"}));
 
 TEST(AcrossWorkers, EvaluationSplitsAcrossEveryWorkerAndGathersTheOutputs) {
-  auto one = makeStrategy(1, nullptr);
+  auto one = strategy(1, nullptr);
   std::vector<int64_t> idx(37);
   std::iota(idx.begin(), idx.end(), 5);
   std::vector<float> ref(37 * 4);
   const auto r1 = one->evaluate(data(), idx, ref.data());
   const auto got = onWorkers<std::vector<float>>(2, 30, [&](int, ml::WorkerGroup& g) {
-    auto s = makeStrategy(2, &g);
+    auto s = strategy(2, &g);
     std::vector<float> out(37 * 4, 99.0f);
     const auto r = s->evaluate(data(), idx, out.data());
     EXPECT_EQ(r.samples, 37);
@@ -192,7 +171,7 @@ TEST(AcrossWorkers, EvaluationSplitsAcrossEveryWorkerAndGathersTheOutputs) {
 
 TEST(AcrossWorkers, AStopRequestedOnOneWorkerIsSeenByAllAfterTheSameStep) {
   const auto votes = onWorkers<std::vector<int>>(2, 30, [&](int rank, ml::WorkerGroup& g) {
-    auto s = makeStrategy(1, &g);
+    auto s = strategy(1, &g);
     std::vector<int64_t> idx(20);
     std::iota(idx.begin(), idx.end(), 0);
     std::vector<int> v;
@@ -215,7 +194,7 @@ TEST(AcrossWorkers, AFailureOnOneWorkerStopsEveryWorkerWithItsMessage) {
   std::vector<std::thread> threads;
   for (int w = 0; w < 2; ++w)
     threads.emplace_back([&, w] {
-      auto s = makeStrategy(2, groups[static_cast<size_t>(w)].get());
+      auto s = strategy(2, groups[static_cast<size_t>(w)].get());
       s->setFaults(ml::parseFaults({"fail:cpu:1@step=2@worker=2"}, s->options().devices, w, 2));
       std::vector<int64_t> idx(40);
       std::iota(idx.begin(), idx.end(), 0);
@@ -250,7 +229,7 @@ TEST(AcrossWorkers, ALostWorkerIsNamedAndTheOthersDoNotWaitForever) {
   std::string msg;
   const auto t0 = std::chrono::steady_clock::now();
   std::thread a([&] {
-    auto s = makeStrategy(2, groups[0].get());
+    auto s = strategy(2, groups[0].get());
     std::vector<int64_t> idx(40);
     std::iota(idx.begin(), idx.end(), 0);
     try {
@@ -269,7 +248,7 @@ TEST(AcrossWorkers, WhatDoesNotCrossProcessesIsRefusedWithTheWayOut) {
   EXPECT_THROW(
       {
         try {
-          makeStrategy(2, nullptr, "mpi");
+          strategy(2, nullptr, "mpi");
         } catch (const ml::UserError& e) {
           EXPECT_NE(std::string(e.what()).find("mpirun"), std::string::npos) << e.what();
           throw;
@@ -277,14 +256,14 @@ TEST(AcrossWorkers, WhatDoesNotCrossProcessesIsRefusedWithTheWayOut) {
       },
       ml::UserError);
   auto groups = ml::makeThreadWorkers(2, 5);
-  EXPECT_THROW(makeStrategy(2, groups[0].get(), "mpi"), ml::UserError);  // flat: one replica per worker
+  EXPECT_THROW(strategy(2, groups[0].get(), "mpi"), ml::UserError);  // flat: one replica per worker
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:2");
   so.shardOptimizer = true;
   so.workers = groups[0].get();
   try {
     ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                           adam(), so);
+                           mltest::optimizer("adam"), so);
     ADD_FAILURE() << "a sharded optimizer across workers was accepted";
   } catch (const ml::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("worker 1 of 2"), std::string::npos) << e.what();

@@ -21,11 +21,14 @@
 #include "learn/SweepResults.h"
 #include "store/RunStore.h"
 #include "store/SweepStore.h"
+#include "support/Errors.h"
 #include "train/Trainer.h"
 
 using namespace ml;
 
 namespace {
+
+using mltest::errorOf;
 
 Project spirals() { return Project::load(mltest::projectPath("spirals.json")); }
 std::shared_ptr<const DataSplit> dataOf(const Project& p) { return std::make_shared<const DataSplit>(loadData(p.data)); }
@@ -41,15 +44,6 @@ SweepOptions twoByTwo() {
   return o;
 }
 
-std::string messageOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 }  // namespace
 
 TEST(SweepLists, ParseNumbersDevicesAndRules) {
@@ -62,14 +56,14 @@ TEST(SweepLists, ParseNumbersDevicesAndRules) {
 }
 
 TEST(SweepLists, BadListsSayWhatAndHow) {
-  EXPECT_NE(messageOf([] { parseBatchList(""); }).find("--batch-size: the list is empty"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseLrList("1e-3,abc"); }).find("--lr: 'abc' is not a number"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseBatchList("64,,128"); }).find("empty item"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseBatchList("64.5"); }).find("whole number"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseLrList("-0.1"); }).find("positive"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseBatchList("64,64"); }).find("twice"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseScalingList("none,cubic"); }).find("'cubic' is not a scaling rule"), std::string::npos);
-  EXPECT_NE(messageOf([] { parseDeviceSpecList("tpu:1"); }).find("--devices"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseBatchList(""); }).find("--batch-size: the list is empty"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseLrList("1e-3,abc"); }).find("--lr: 'abc' is not a number"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseBatchList("64,,128"); }).find("empty item"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseBatchList("64.5"); }).find("whole number"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseLrList("-0.1"); }).find("positive"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseBatchList("64,64"); }).find("twice"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseScalingList("none,cubic"); }).find("'cubic' is not a scaling rule"), std::string::npos);
+  EXPECT_NE(errorOf([] { parseDeviceSpecList("tpu:1"); }).find("--devices"), std::string::npos);
 }
 
 TEST(SweepGridTest, ExpandsTheCartesianProductInAFixedOrder) {
@@ -99,21 +93,21 @@ TEST(SweepValidation, RefusesBadGridsBeforeAnythingIsStored) {
   SweepOptions tooBig = twoByTwo();
   tooBig.grid.batchSizes = {8, 16, 32, 64};
   tooBig.maxPoints = 6;
-  EXPECT_NE(messageOf([&] { SweepRunner(p, data, tooBig, db); }).find("the grid has 8 points"), std::string::npos);
-  EXPECT_NE(messageOf([&] { SweepRunner(p, data, tooBig, db); }).find("--max-points 8"), std::string::npos);
+  EXPECT_NE(errorOf([&] { SweepRunner(p, data, tooBig, db); }).find("the grid has 8 points"), std::string::npos);
+  EXPECT_NE(errorOf([&] { SweepRunner(p, data, tooBig, db); }).find("--max-points 8"), std::string::npos);
   SweepOptions unsplittable = twoByTwo();
   unsplittable.grid.batchSizes = {1, 64};
   unsplittable.grid.devices = {"cpu:2"};
-  EXPECT_NE(messageOf([&] {
+  EXPECT_NE(errorOf([&] {
               SweepRunner(p, data, unsplittable, db);
             }).find("batch size 1 cannot be split across the 2 replicas of cpu:2"),
             std::string::npos);
   SweepOptions empty = twoByTwo();
   empty.grid.lrs.clear();
-  EXPECT_NE(messageOf([&] { SweepRunner(p, data, empty, db); }).find("--lr: the list is empty"), std::string::npos);
+  EXPECT_NE(errorOf([&] { SweepRunner(p, data, empty, db); }).find("--lr: the list is empty"), std::string::npos);
   SweepOptions huge = twoByTwo();
   huge.grid.batchSizes = {64, 1000000};
-  EXPECT_NE(messageOf([&] { SweepRunner(p, data, huge, db); }).find("larger than the training set"), std::string::npos);
+  EXPECT_NE(errorOf([&] { SweepRunner(p, data, huge, db); }).find("larger than the training set"), std::string::npos);
   // Nothing ran, so nothing was stored (the store may not even exist).
   if (std::filesystem::exists(db)) {
     RunStore store = RunStore::open(db);
@@ -270,7 +264,7 @@ TEST(SweepStoreTest, ASweepWhoseProcessIsGoneIsInterruptedAndResumes) {
     const SweepRecord rec = loadSweep(store, id);
     EXPECT_EQ(rec.status, "running");
     EXPECT_EQ(rec.pid, ::getpid());
-    EXPECT_NE(messageOf([&] { SweepRunner(id, data, db); }).find("is still running (process " + std::to_string(::getpid())),
+    EXPECT_NE(errorOf([&] { SweepRunner(id, data, db); }).find("is still running (process " + std::to_string(::getpid())),
               std::string::npos);
   }
   const pid_t child = ::fork();

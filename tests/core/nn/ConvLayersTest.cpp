@@ -18,6 +18,7 @@
 #include "nn/Summary.h"
 #include "nn/ThreadTeam.h"
 #include "project/WeightsFile.h"
+#include "support/Errors.h"
 
 namespace ml {
 namespace {
@@ -487,22 +488,12 @@ TEST(ConvLayers, WeightsFileCarriesTheMovingStatistics) {
 }
 
 std::string refusal(const ModelSpec& spec) {
-  try {
-    Sequential m(spec);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
+  return mltest::errorOf([&] { Sequential m(spec); });
 }
 
 // An argument of the wrong form is refused where the spec is read, before any model is built.
 std::string specRefusal(const std::string& type, const nlohmann::json& args) {
-  try {
-    layerSpec(type, args);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
+  return mltest::errorOf([&] { layerSpec(type, args); });
 }
 
 TEST(ConvLayers, ImpossibleShapesAreRefusedWithTheLayerTheShapeAndTheFix) {

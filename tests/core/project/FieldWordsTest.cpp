@@ -13,12 +13,14 @@
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
+#include "support/Errors.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using mltest::errorOf;
 using nlohmann::json;
 
 json good() {
@@ -89,15 +91,6 @@ TEST(FieldWords, EveryKindOfMistakeNamesScreenFieldAndFile) {
 // trainer's fit and batch checks), each reached with one bad value through the real code: every one
 // names the screen and the field, then the snake_case key as the file spells it, and neither a
 // camelCase key that exists nowhere (data.validationSplit) nor a bare dotted path (training.loss).
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ml::UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // A project that trains: 2 features, 3 classes, a softmax of 3.
 ml::Project trainable(const std::function<void(json&)>& change = {}) {
   json j = good();

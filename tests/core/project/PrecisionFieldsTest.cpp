@@ -4,10 +4,12 @@
 
 #include "Error.h"
 #include "project/Project.h"
+#include "support/Errors.h"
 
 namespace ml {
 namespace {
 
+using mltest::projectError;
 using nlohmann::json;
 
 json validJson() {
@@ -18,15 +20,6 @@ json validJson() {
     "training": {"epochs": 1, "batch_size": 8},
     "distribute": {"devices": "cpu:2"}
   })");
-}
-
-std::string errorOf(const json& j) {
-  try {
-    Project::fromJson(j, "p.json");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(ProjectPrecision, DefaultIsFloat32AndIsNotWritten) {
@@ -69,12 +62,12 @@ TEST(ProjectPrecision, PoliciesAndLossScaleRoundTrip) {
 TEST(ProjectPrecision, UnknownPolicyNamesTheFieldAndTheAllowedNames) {
   json j = validJson();
   j["training"]["precision"] = "fp16";
-  const std::string msg = errorOf(j);
+  const std::string msg = projectError(j);
   for (const char* want : {"p.json", "Training screen › Precision", "(precision in the file's training section)", "'fp16'",
                            "float32, mixed_bfloat16, mixed_float16"})
     EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
   j["training"]["precision"] = 16;
-  EXPECT_NE(errorOf(j).find("Training screen › Precision"), std::string::npos) << errorOf(j);
+  EXPECT_NE(projectError(j).find("Training screen › Precision"), std::string::npos) << projectError(j);
 }
 
 TEST(ProjectPrecision, ZeroNegativeOrNonNumericLossScalesAreRefused) {
@@ -82,13 +75,13 @@ TEST(ProjectPrecision, ZeroNegativeOrNonNumericLossScalesAreRefused) {
     json j = validJson();
     j["training"]["precision"] = "mixed_float16";
     j["training"]["loss_scale"] = bad;
-    const std::string msg = errorOf(j);
+    const std::string msg = projectError(j);
     EXPECT_NE(msg.find("Training screen › Loss scale"), std::string::npos) << bad << ": " << msg;
     EXPECT_NE(msg.find("none"), std::string::npos) << bad << ": " << msg;
   }
   json j = validJson();
   j["training"]["loss_scale_growth_steps"] = 0;
-  EXPECT_NE(errorOf(j).find("Training screen › Loss scale growth"), std::string::npos) << errorOf(j);
+  EXPECT_NE(projectError(j).find("Training screen › Loss scale growth"), std::string::npos) << projectError(j);
 }
 
 TEST(ProjectAllReduceDtype, Float32ByDefaultBfloat16RoundTripsOthersAreRefused) {
@@ -101,11 +94,11 @@ TEST(ProjectAllReduceDtype, Float32ByDefaultBfloat16RoundTripsOthersAreRefused) 
   EXPECT_EQ(b.distribute.allreduceDtype, "bfloat16");
   EXPECT_EQ(Project::fromJson(b.toJson()).distribute.allreduceDtype, "bfloat16");
   j["distribute"]["allreduce_dtype"] = "float16";
-  const std::string msg = errorOf(j);
+  const std::string msg = projectError(j);
   for (const char* want : {"p.json", "Devices screen › Gradients on the wire", "'float16'", "float32", "bfloat16"})
     EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
   j["distribute"]["allreduce_dtype"] = 2;
-  EXPECT_NE(errorOf(j).find("float32 or bfloat16"), std::string::npos) << errorOf(j);
+  EXPECT_NE(projectError(j).find("float32 or bfloat16"), std::string::npos) << projectError(j);
 }
 
 // distribute.tf32: off by default (old files' text unchanged), true round-trips, a non-boolean is
@@ -120,7 +113,7 @@ TEST(ProjectTf32, OffByDefaultTrueRoundTripsOthersAreRefused) {
   EXPECT_TRUE(t.distribute.tf32);
   EXPECT_TRUE(Project::fromJson(t.toJson()).distribute.tf32);
   j["distribute"]["tf32"] = "yes";
-  const std::string msg = errorOf(j);
+  const std::string msg = projectError(j);
   for (const char* want : {"Devices screen › TF32 on GPUs", "true or false"})
     EXPECT_NE(msg.find(want), std::string::npos) << want << " not in: " << msg;
 }

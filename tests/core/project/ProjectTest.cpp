@@ -10,6 +10,7 @@
 #include "Error.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
+#include "support/Errors.h"
 
 #ifndef MIRRORLAB_SOURCE_DIR
 #error "MIRRORLAB_SOURCE_DIR must point at the repository (see tests/core/project/CMakeLists.txt)"
@@ -19,6 +20,7 @@ namespace ml {
 namespace {
 
 namespace fs = std::filesystem;
+using mltest::projectError;
 using nlohmann::json;
 
 // A small valid project; tests break one field at a time.
@@ -36,19 +38,9 @@ json validJson() {
   })");
 }
 
-// The message of the UserError fromJson throws ("" when it does not throw).
-std::string errorOf(const json& j) {
-  try {
-    Project::fromJson(j, "p.json");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 #define EXPECT_ERROR_MENTIONS(j, ...)                                                           \
   do {                                                                                          \
-    const std::string msg_ = errorOf(j);                                                        \
+    const std::string msg_ = projectError(j);                                                   \
     ASSERT_FALSE(msg_.empty()) << "expected a UserError";                                       \
     for (const char* want_ : {__VA_ARGS__})                                                     \
       EXPECT_NE(msg_.find(want_), std::string::npos) << "\"" << want_ << "\" not in: " << msg_; \
@@ -476,7 +468,7 @@ TEST(ProjectErrors, IntegersOutsideTheFieldTypeAreRejected) {
   j["data"] = {{"kind", "blobs"}, {"classes", 4294967299LL}};
   cases.push_back({"(classes in the file's data section)", j});
   for (const auto& c : cases) {
-    const std::string msg = errorOf(c.project);
+    const std::string msg = projectError(c.project);
     EXPECT_NE(msg.find(c.field), std::string::npos)
         << c.field << ": expected a UserError naming the field, got \"" << msg << "\"; parsed value "
         << (msg.empty() ? Project::fromJson(c.project).toJson().dump() : std::string());

@@ -20,11 +20,14 @@
 #include "data/Synthetic.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
+#include "support/Errors.h"
 
 namespace ml {
 namespace {
 
 namespace fs = std::filesystem;
+using mltest::errorOf;
+using mltest::projectError;
 using nlohmann::json;
 
 json valid() {
@@ -33,19 +36,6 @@ json valid() {
     "data": {"kind": "spirals", "samples": 90, "classes": 3},
     "training": {"epochs": 2, "batch_size": 8, "optimizer": {"name": "adam"}},
     "distribute": {"devices": "cpu:1"}})");
-}
-
-std::string errorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string projectError(const json& j) {
-  return errorOf([&] { Project::fromJson(j, "p.json"); });
 }
 
 #define EXPECT_MENTIONS(msg, ...)                                                                              \

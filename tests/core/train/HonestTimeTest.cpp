@@ -6,8 +6,8 @@
 #include <chrono>
 #include <thread>
 
-#include "TestData.h"
 #include "project/LrScaling.h"
+#include "support/TestData.h"
 #include "train/Trainer.h"
 
 namespace {

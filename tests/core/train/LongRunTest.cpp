@@ -10,8 +10,8 @@
 #include <fstream>
 
 #include "Error.h"
-#include "TestData.h"
 #include "distribute/Faults.h"
+#include "support/TestData.h"
 #include "train/Checkpoint.h"
 #include "train/Trainer.h"
 

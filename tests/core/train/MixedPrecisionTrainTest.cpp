@@ -9,9 +9,9 @@
 #include <map>
 
 #include "Error.h"
-#include "TestData.h"
 #include "backend/DeviceProbe.h"
 #include "store/RunStore.h"
+#include "support/TestData.h"
 #include "train/Checkpoint.h"
 #include "train/RecordedRun.h"
 #include "train/Trainer.h"

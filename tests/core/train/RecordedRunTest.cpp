@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "Error.h"
-#include "TestData.h"
 #include "store/RunStore.h"
+#include "support/TestData.h"
 #include "telemetry/EventJson.h"
 #include "train/Checkpoint.h"
 #include "train/RecordedRun.h"

@@ -6,13 +6,13 @@
 
 #include <filesystem>
 
-#include "TestData.h"
 #include "nn/Sequential.h"
 #include "nn/TeamSize.h"
 #include "project/LayerJson.h"
 #include "store/Recorder.h"
 #include "store/RunFigures.h"
 #include "store/RunStore.h"
+#include "support/TestData.h"
 #include "train/Trainer.h"
 
 namespace {

@@ -7,10 +7,10 @@
 
 #include <filesystem>
 
-#include "TestData.h"
 #include "data/Dataset.h"
 #include "distribute/MirroredStrategy.h"
 #include "learn/Lesson.h"
+#include "support/TestData.h"
 #include "train/Trainer.h"
 #include "train/Watchdog.h"
 

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "Error.h"
-#include "TestData.h"
 #include "nn/Sgemm.h"
+#include "support/TestData.h"
 #include "train/Trainer.h"
 
 namespace {

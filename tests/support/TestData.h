@@ -1,4 +1,4 @@
-// Small deterministic data sets and models for the distribute and train tests.
+// Small deterministic data sets and models for the tests (distribute, train, gpu).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -31,6 +31,15 @@ inline ml::Dataset makeClassification(int64_t n, int features = 12, uint64_t see
     }
     d.y.push_back(static_cast<float>((a > 0 ? 1 : 0) + (b > 0 ? 2 : 0)));
   }
+  return d;
+}
+
+// makeClassification(n, h * w * c) read as h x w x c "images".
+inline ml::Dataset makeImages(int64_t n, const ml::Shape& shape) {
+  int features = 1;
+  for (int64_t d : shape) features *= static_cast<int>(d);
+  ml::Dataset d = makeClassification(n, features);
+  d.sampleShape = shape;
   return d;
 }
 
