@@ -80,9 +80,10 @@ for b in json.load(sys.stdin)["benchmarks"]:
 # The machine's load as a time: a fixed loop (10^7 additions in Python) on each of the 2 cores at
 # once, the slower copy's milliseconds. Against the fastest round (or a quiet machine's figure) it
 # says how much of the cores the runners could have had; load1 alone lags by a minute.
-calibrate() { for _ in 1 2; do python3 -c 'import time; t=time.perf_counter(); s=0
+# Each copy writes its own file: two copies printing into one pipe can run their lines together.
+calibrate() { for c in 1 2; do python3 -c 'import time; t=time.perf_counter(); s=0
 for i in range(10**7): s+=i
-print((time.perf_counter()-t)*1e3)' & done | sort -n | tail -1; wait; }
+print((time.perf_counter()-t)*1e3)' > "$OUT/calib.$c" & done; wait; sort -n "$OUT/calib.1" "$OUT/calib.2" | tail -1; }
 # One line per (round, key, value) in $OUT/rounds.txt; summarised at the end.
 rec() { echo "$1 $2 $3" >> "$OUT/rounds.txt"; }
 RUNNERS=${RUNNERS:-tf tfm tfb tfmb ml1 ml2 ml2s ml1c ml1b ml2b torch ddp torchb}
