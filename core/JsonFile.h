@@ -87,14 +87,14 @@ inline nlohmann::json readJsonFile(const std::string& path, const std::string& w
 }
 
 // The field checks every reader of a user JSON file shares: errors read
-// "<source>: <field> <what is wrong>" (the field in the screens' words when fieldWords is set),
-// and an unknown key is named with where it sits and the keys allowed there.
+// "<source>: <field> <what is wrong>" (the field in the installed words, Field.h, when fieldWords is
+// set) and carry the field's path; an unknown key is named with where it sits and the keys allowed there.
 struct JsonFieldReader {
   std::string source;
   std::string (*fieldWords)(const std::string& path) = nullptr;  // "training.batch_size" -> words
 
   [[noreturn]] void fail(const std::string& field, const std::string& msg) const {
-    throw UserError(source + ": " + (fieldWords ? fieldWords(field) : field) + " " + msg);
+    throw UserError(source + ": " + (fieldWords ? fieldWords(field) : field) + " " + msg, field);
   }
   void onlyKeys(const nlohmann::json& obj, const std::string& path, const std::set<std::string>& allowed) const {
     if (!obj.is_object()) fail(path, "must be a JSON object, got " + shortDump(obj));
@@ -105,8 +105,9 @@ struct JsonFieldReader {
       std::string where = path;
       for (size_t at = 0; (at = where.find('.', at)) != std::string::npos;) where.replace(at, 1, " › ");
       throw UserError(source + ": '" + clipText(it.key(), 40) + "' " +
-                      (path.empty() ? std::string("at the top of the file") : "in the file's " + where + " section") +
-                      " is not a known field (allowed there: " + names + ")");
+                          (path.empty() ? std::string("at the top of the file") : "in the file's " + where + " section") +
+                          " is not a known field (allowed there: " + names + ")",
+                      path.empty() ? it.key() : path + "." + it.key());
     }
   }
 };

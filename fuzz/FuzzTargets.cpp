@@ -25,6 +25,7 @@
 #include "nn/Sequential.h"
 #include "nn/Summary.h"
 #include "project/Project.h"
+#include "project/ScreenWords.h"
 #include "project/WeightsFile.h"
 #include "store/RunCompare.h"
 #include "store/RunStore.h"
@@ -298,6 +299,8 @@ void initialize() {
   // Plans above this are refused with a message before anything is allocated; libFuzzer's own
   // limit (2 GiB) would otherwise report them as out-of-memory crashes.
   ::setenv("MIRRORLAB_MEMORY_LIMIT_MB", "512", 0);
+  // The refusals read as the CLI prints them (the corpus' .expect files hold those words).
+  ml::setFieldWords(&ml::screenWords());
   const std::string base = fs::is_directory("/dev/shm") ? "/dev/shm" : fs::temp_directory_path().string();
   std::string templ = base + "/mirrorlab-fuzz-XXXXXX";
   if (!::mkdtemp(templ.data())) std::abort();

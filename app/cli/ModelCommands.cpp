@@ -35,7 +35,7 @@ auto naming(const std::string& file, F&& f) {
   try {
     return f();
   } catch (const ml::UserError& e) {
-    throw ml::UserError(file + ": " + e.what());
+    throw ml::UserError(file + ": " + e.what(), e.field());
   }
 }
 

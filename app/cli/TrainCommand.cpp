@@ -19,7 +19,7 @@
 #include "AtomicFile.h"
 #include "Commands.h"
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Mpirun.h"
 #include "Overrides.h"
 #include "Progress.h"

@@ -4,8 +4,11 @@
 #include "Commands.h"
 #include "LearnCommands.h"
 #include "RunsCommand.h"
+#include "project/ScreenWords.h"
 
 int main(int argc, char** argv) {
+  // Messages name fields as the studio's screens show them, with the file's key (project/ScreenWords.h).
+  ml::setFieldWords(&ml::screenWords());
   mlcli::setCommandLine(argc, argv);
   CLI::App app{"Mirrorlab: synchronous data-parallel (mirrored) training on CPU devices and GPUs"};
   app.require_subcommand(1);

@@ -10,8 +10,11 @@
 #include "MainWindow.h"
 #include "Theme.h"
 #include "learn/LearnView.h"
+#include "project/ScreenWords.h"
 
 int main(int argc, char** argv) {
+  // Core's messages name fields as these screens show them (project/ScreenWords.h), before any thread.
+  ml::setFieldWords(&ml::screenWords());
   QApplication app(argc, argv);
   QApplication::setApplicationName(QStringLiteral("Mirrorlab"));
   QApplication::setOrganizationName(QStringLiteral("Mirrorlab"));

@@ -12,7 +12,7 @@
 #include <utility>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Limits.h"
 
 namespace ml {
@@ -181,7 +181,8 @@ Dataset readCsv(const std::string& path, const std::string& labelColumn, bool cl
         std::string cols;
         for (const auto& h : header) cols += (cols.empty() ? "" : ", ") + h;
         throw UserError("CSV file '" + path + "' has no label column '" + clipText(labelColumn, 40) + "'; its columns are: " +
-                        clipText(cols, 200) + ". Choose one of them as " + fieldInWords("data.label_column"));
+                            clipText(cols, 200) + ". Choose one of them as " + fieldInWords("data.label_column"),
+                        "data.label_column");
       }
       labelIndex = static_cast<size_t>(it - header.begin());
       if (header.size() < 2)

@@ -12,7 +12,7 @@
 #endif
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Format.h"
 #include "data/Csv.h"
 #include "data/Idx.h"
@@ -81,9 +81,10 @@ std::string fashionFile(const std::string& dir, const std::string& base) {
   const std::string raw = (fs::path(dir) / base).string();
   if (fs::exists(raw, ec)) return raw;
   throw UserError("Fashion-MNIST not found at " + gz +
-                  ": install the Debian package dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) "
-                  "or set " +
-                  fieldInWords("data.path") + " to the folder that holds it");
+                      ": install the Debian package dataset-fashion-mnist (sudo apt-get install dataset-fashion-mnist) "
+                      "or set " +
+                      fieldInWords("data.path") + " to the folder that holds it",
+                  "data.path");
 }
 
 DataSplit loadFashionMnist(const DataSpec& spec) {
@@ -103,10 +104,10 @@ DataSplit loadFashionMnist(const DataSpec& spec) {
 DataSplit loadIdx(const DataSpec& spec) {
   if (spec.trainImages.empty() || spec.trainLabels.empty())
     throw UserError("IDX files as the data set need " + fieldInWords("data.train_images") + " and " +
-                    fieldInWords("data.train_labels") + " (paths to IDX files, gzip or raw)");
+                        fieldInWords("data.train_labels") + " (paths to IDX files, gzip or raw)",
+                    spec.trainImages.empty() ? "data.train_images" : "data.train_labels");
   if (spec.testImages.empty() != spec.testLabels.empty())
-    throw UserError(fieldInWords("data.test_images") + " and " + fieldInWords("data.test_labels") +
-                    " go together: set both or neither");
+    throw fieldError("data.test_images", " and " + fieldInWords("data.test_labels") + " go together: set both or neither");
   DataSplit split;
   split.train = readIdxPair(spec.trainImages, spec.trainLabels, "IDX train (" + spec.trainImages + ")");
   if (!spec.testImages.empty()) {
@@ -120,12 +121,14 @@ DataSplit loadIdx(const DataSpec& spec) {
 // Reads both CSV files raw, then decides classification on all labels together and standardises
 // with the statistics of the training part only (after any hold-out split).
 DataSplit loadCsv(const DataSpec& spec) {
-  if (spec.path.empty()) throw UserError("no CSV file chosen: set " + fieldInWords("data.path") + " to the CSV file to train on");
+  if (spec.path.empty())
+    throw UserError("no CSV file chosen: set " + fieldInWords("data.path") + " to the CSV file to train on", "data.path");
   std::error_code ec;
   for (const std::string* f : {&spec.path, &spec.testPath})
-    if (!f->empty() && std::filesystem::is_directory(*f, ec))
-      throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as " +
-                      fieldInWords(f == &spec.path ? "data.path" : "data.test_path"));
+    if (!f->empty() && std::filesystem::is_directory(*f, ec)) {
+      const std::string field = f == &spec.path ? "data.path" : "data.test_path";
+      throw UserError("'" + *f + "' is a folder, not a CSV file: choose a .csv file as " + fieldInWords(field), field);
+    }
   DataSplit split;
   split.train = readCsv(spec.path, spec.labelColumn, false, false);
   std::optional<Dataset> test;
@@ -167,21 +170,20 @@ DataSplit loadData(const DataSpec& spec) {
     if (spec.validationSplit > 0.0) return splitValidation(std::move(all), spec.validationSplit, spec.seed);
     return DataSplit{std::move(all), std::nullopt};
   }
-  throw UserError(fieldInWords("data.kind") + " '" + spec.kind +
-                  "' is unknown: use one of fashion-mnist, idx, csv, spirals, blobs");
+  throw fieldError("data.kind", " '" + spec.kind + "' is unknown: use one of fashion-mnist, idx, csv, spirals, blobs");
 }
 
 DataSplit splitValidation(Dataset all, double share, uint64_t seed) {
   if (!(share >= 0.0 && share < 1.0))
-    throw UserError(fieldInWords("data.validation_split") + " is " + formatNumber("%g", share) +
-                    ": it must be at least 0 and below 1");
+    throw fieldError("data.validation_split", " is " + formatNumber("%g", share) + ": it must be at least 0 and below 1");
   if (share == 0.0) return DataSplit{std::move(all), std::nullopt};
   const int64_t n = all.size;
   const int64_t nVal = std::max<int64_t>(1, std::llround(share * static_cast<double>(n)));
   if (nVal >= n)
     throw UserError("data set '" + all.name + "' has " + std::to_string(n) + " samples, too few to hold out " +
-                    formatNumber("%g", share * 100.0) + "% for validation: lower " + fieldInWords("data.validation_split") +
-                    " or add data");
+                        formatNumber("%g", share * 100.0) + "% for validation: lower " + fieldInWords("data.validation_split") +
+                        " or add data",
+                    "data.validation_split");
   // Fisher-Yates keyed by seed only, so the split is the same for every device count.
   std::vector<int64_t> perm(static_cast<size_t>(n));
   std::iota(perm.begin(), perm.end(), int64_t{0});

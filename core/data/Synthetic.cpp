@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Limits.h"
 #include "random/Rng.h"
 
@@ -21,16 +21,14 @@ constexpr double kArmSweep = 4.0;
 
 void checkCommon(int64_t samples, int classes, double noise) {
   if (classes < 1 || classes > 1000)
-    throw UserError(fieldInWords("data.classes") + " is " + std::to_string(classes) +
-                    ": a synthetic set needs 1 to 1000 classes");
+    throw fieldError("data.classes", " is " + std::to_string(classes) + ": a synthetic set needs 1 to 1000 classes");
   if (samples < classes)
-    throw UserError(fieldInWords("data.samples") + " is " + std::to_string(samples) + ": it must be at least Classes (" +
-                    std::to_string(classes) + ") so every class has a point");
+    throw fieldError("data.samples", " is " + std::to_string(samples) + ": it must be at least Classes (" +
+                                         std::to_string(classes) + ") so every class has a point");
   if (samples > (int64_t{1} << 28))
-    throw UserError(fieldInWords("data.samples") + " is " + std::to_string(samples) +
-                    ": a synthetic set holds at most 268435456 points");
+    throw fieldError("data.samples", " is " + std::to_string(samples) + ": a synthetic set holds at most 268435456 points");
   if (!(noise >= 0.0) || !std::isfinite(noise))
-    throw UserError(fieldInWords("data.noise") + " must be a finite number >= 0 (it is " + std::to_string(noise) + ")");
+    throw fieldError("data.noise", " must be a finite number >= 0 (it is " + std::to_string(noise) + ")");
 }
 
 // Sample i belongs to class i % classes, so any prefix of the set is balanced.
@@ -68,7 +66,7 @@ Dataset makeSpirals(int64_t samples, int classes, double noise, uint64_t seed) {
 Dataset makeBlobs(int64_t samples, int classes, int features, double noise, uint64_t seed) {
   checkCommon(samples, classes, noise);
   if (features < 1 || features > 100000)
-    throw UserError(fieldInWords("data.features") + " is " + std::to_string(features) + ": blobs need 1 to 100000 features");
+    throw fieldError("data.features", " is " + std::to_string(features) + ": blobs need 1 to 100000 features");
   requireMemory(static_cast<double>(samples) * features * sizeof(float),
                 "blobs of " + std::to_string(samples) + " samples x " + std::to_string(features) + " features",
                 "lower " + fieldInWords("data.samples") + " or " + fieldInWords("data.features"));

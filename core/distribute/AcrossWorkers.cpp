@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "distribute/MirroredStrategy.h"
 #include "distribute/Workers.h"
 
@@ -42,7 +42,8 @@ void MirroredStrategy::refuseAcrossWorkers() const {
                     "leave --allreduce out (or use hierarchical)");
   if (options_.shardOptimizer)
     throw UserError(who + fieldInWords("distribute.shard_optimizer") +
-                    " across workers is not built yet; turn it off or train in one process");
+                        " across workers is not built yet; turn it off or train in one process",
+                    "distribute.shard_optimizer");
   if (algo == "mpi" && replicas() > 1)
     throw UserError(who + "all-reduce 'mpi' is the flat form, one replica per worker (--devices cpu:1), but this worker has " +
                     std::to_string(replicas()) + " local replicas; use 'hierarchical' (the default across workers)");

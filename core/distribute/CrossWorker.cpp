@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 
 namespace ml {
 
@@ -30,8 +30,9 @@ void HierarchicalAllReduce::beginStep(int rank) {
 
 void HierarchicalAllReduce::setDtype(AllReduceDtype d) {
   if (d != AllReduceDtype::Float32)
-    throw UserError(fieldInWords("distribute.allreduce_dtype") + " " + toString(d) +
-                    " across workers is not built yet (MPI sends float32); use float32, or train in one process");
+    throw fieldError("distribute.allreduce_dtype",
+                     std::string(" ") + toString(d) +
+                         " across workers is not built yet (MPI sends float32); use float32, or train in one process");
 }
 
 void HierarchicalAllReduce::allReduce(int rank, std::span<float> data) {

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "distribute/CrossWorker.h"
 #include "distribute/HostCollective.h"
 #include "distribute/HostReplicaSum.h"
@@ -53,7 +53,7 @@ MirroredStrategy::MirroredStrategy(const ModelSpec& model, const Loss& loss, Met
     workerCount_ = workers_->size();
   }
   replicaSum_ = std::make_unique<HostReplicaSum>(n, failure_, workers_);
-  if (options_.bucketBytes < 4) throw UserError(fieldInWords("distribute.bucket_bytes") + " must be at least 4 bytes");
+  if (options_.bucketBytes < 4) throw fieldError("distribute.bucket_bytes", " must be at least 4 bytes");
   std::vector<Sequential*> hosts;
   for (int r = 0; r < n; ++r) {
     auto rep = std::make_unique<Replica>();

@@ -3,7 +3,7 @@
 // each replica's gradient is checked for inf/NaN, and how the update runs (whole, from the chunks'
 // owners, sharded, or sharded and fused with the exchange), down to the ranges each replica reads.
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "distribute/CrossWorker.h"
 #include "distribute/FusedExchange.h"
 #include "distribute/HostCollective.h"
@@ -93,9 +93,10 @@ void MirroredStrategy::planUpdate() {
   const CollectiveTraits traits = collective_->traits();
   if (options_.shardOptimizer && n > 1) {
     if (!caps_.sharded)
-      throw UserError(fieldInWords("distribute.shard_optimizer") +
-                      ": the sharded optimizer update runs on CPU devices only; turn it off (no --shard-optimizer) to train on " +
-                      caps_.kind + " devices");
+      throw fieldError(
+          "distribute.shard_optimizer",
+          ": the sharded optimizer update runs on CPU devices only; turn it off (no --shard-optimizer) to train on " +
+              caps_.kind + " devices");
     const bool fuse = options_.fuseShardedExchange && !workers_ && caps_.hostGradients && traits.scatters &&
                       !traits.commThreads && options_.allreduceDtype == AllReduceDtype::Float32 && !plan_.lossScaling;
     plan_.update = fuse ? Plan::Update::ShardedFused : Plan::Update::Sharded;

@@ -106,7 +106,7 @@ std::vector<std::string> parseDeviceSpecList(const std::string& text, const std:
     try {
       parseDevices(s);
     } catch (const UserError& e) {
-      throw UserError(what + ": " + e.what());
+      throw UserError(what + ": " + e.what(), e.field());
     }
   }
   requireUnique(specs, what, text);

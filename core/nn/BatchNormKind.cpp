@@ -15,9 +15,8 @@ std::string number(double v) { return formatNumber("%.6g", v); }
 std::unique_ptr<Layer> make(const LayerArgs& args, const LayerPlace& place) {
   const auto& s = std::get<BatchNormalizationSpec>(args);
   if (!(s.momentum >= 0.0 && s.momentum <= 1.0))
-    throw UserError(place.arg("momentum") + " must be in [0, 1], got " + number(s.momentum));
-  if (!(s.epsilon > 0.0 && s.epsilon < 1.0))
-    throw UserError(place.arg("epsilon") + " must be in (0, 1), got " + number(s.epsilon));
+    throw place.argError("momentum", " must be in [0, 1], got " + number(s.momentum));
+  if (!(s.epsilon > 0.0 && s.epsilon < 1.0)) throw place.argError("epsilon", " must be in (0, 1), got " + number(s.epsilon));
   return std::make_unique<BatchNorm>(s.momentum, s.epsilon, s.center, s.scale, s.synchronized);
 }
 

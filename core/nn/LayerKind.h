@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "Error.h"
 #include "nn/Layer.h"
 #include "nn/LayerSpecs.h"
 #include "nn/Spatial.h"
@@ -24,8 +25,11 @@ struct LayerPlace {
   size_t index = 0;
   std::string name;
   std::string type;
-  std::string layer() const;                    // the layer, for a message about it as a whole
-  std::string arg(std::string_view key) const;  // one of its arguments
+  std::string layer() const;                          // the layer, for a message about it as a whole
+  std::string arg(std::string_view key) const;        // one of its arguments
+  std::string path(std::string_view key = {}) const;  // its field: "model.layers[2]", "model.layers[2].units"
+  // A refusal of one of its arguments: "<the argument in words><rest>", carrying its path.
+  UserError argError(std::string_view key, const std::string& rest) const;
 };
 
 // One array of a layer's slice of the flat buffer, in Keras' order and with Keras' names.

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "nn/Initializers.h"
 #include "nn/LayerKind.h"
 
@@ -111,19 +111,27 @@ std::string describeLayer(const LayerArgs& args) {
 
 std::string LayerPlace::layer() const { return layerInWords(index, name, type); }
 std::string LayerPlace::arg(std::string_view key) const { return layerArgInWords(index, name, type, std::string(key)); }
+std::string LayerPlace::path(std::string_view key) const { return layerPath(index, std::string(key)); }
+UserError LayerPlace::argError(std::string_view key, const std::string& rest) const {
+  return UserError(arg(key) + rest, path(key));
+}
 
 void requirePositive(const LayerPlace& place, const char* key, int64_t v) {
-  if (v <= 0) throw UserError(place.arg(key) + " must be a positive integer, got " + std::to_string(v));
+  if (v <= 0) throw place.argError(key, " must be a positive integer, got " + std::to_string(v));
 }
 
 void requireWindow(const LayerPlace& place, const char* key, const Pair& p) {
   if (p.rows < 1 || p.cols < 1 || p.rows > 1000000 || p.cols > 1000000)
-    throw UserError(place.arg(key) + " must be a positive whole number or a pair of them, got [" + std::to_string(p.rows) + ", " +
-                    std::to_string(p.cols) + "]");
+    throw place.argError(key, " must be a positive whole number or a pair of them, got [" + std::to_string(p.rows) + ", " +
+                                  std::to_string(p.cols) + "]");
 }
 
 void requireInitializer(const LayerPlace& place, const char* key, const Initializer& init) {
-  validateInitializer(init.name, place.arg(key));
+  try {
+    validateInitializer(init.name, place.arg(key));
+  } catch (const UserError& e) {
+    throw UserError(e.what(), place.path(key));
+  }
 }
 
 std::string pairText(const Pair& p) { return std::to_string(p.rows) + "x" + std::to_string(p.cols); }

@@ -33,7 +33,7 @@ class LeakyReLU : public Layer {
 std::unique_ptr<Layer> make(const LayerArgs& args, const LayerPlace& place) {
   const double slope = std::get<LeakyReLUSpec>(args).negativeSlope;
   if (!(slope >= 0.0 && std::isfinite(slope)))  // Keras refuses a negative slope too
-    throw UserError(place.arg("negative_slope") + " must be a number of 0 or more, got " + formatNumber("%g", slope));
+    throw place.argError("negative_slope", " must be a number of 0 or more, got " + formatNumber("%g", slope));
   return std::make_unique<LeakyReLU>(slope);
 }
 

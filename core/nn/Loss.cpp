@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 
 namespace ml {
 
@@ -22,9 +22,10 @@ Loss Loss::make(const std::string& name, bool fromLogits) {
   else if (name == "binary_crossentropy")
     l.kind_ = LossKind::BinaryCrossentropy;
   else
-    throw UserError(
-        fieldInWords("training.loss") + ": unknown loss '" + name +
-        "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
+    throw fieldError(
+        "training.loss",
+        ": unknown loss '" + name +
+            "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
   return l;
 }
 
@@ -130,7 +131,7 @@ MetricKind parseMetric(const std::string& name) {
   if (name == "accuracy" || name == "acc") return MetricKind::Accuracy;
   if (name == "mae" || name == "mean_absolute_error") return MetricKind::MeanAbsoluteError;
   if (name == "binary_accuracy") return MetricKind::BinaryAccuracy;
-  throw UserError(fieldInWords("training.metrics") + ": unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
+  throw fieldError("training.metrics", ": unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
 }
 
 MetricKind metricFor(const std::string& name, const Loss& loss) {

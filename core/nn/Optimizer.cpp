@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "tensor/Dispatch.h"
 
 namespace ml {
@@ -13,8 +13,7 @@ std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n)
   if (spec.name == "sgd") return std::make_unique<Sgd>(spec, n);
   if (spec.name == "adam") return std::make_unique<Adam>(spec, n);
   if (spec.name == "rmsprop") return std::make_unique<RmsProp>(spec, n);
-  throw UserError(fieldInWords("training.optimizer.name") + ": unknown optimizer '" + spec.name +
-                  "' (allowed: sgd, adam, rmsprop)");
+  throw fieldError("training.optimizer.name", ": unknown optimizer '" + spec.name + "' (allowed: sgd, adam, rmsprop)");
 }
 
 void Optimizer::restore(const std::vector<std::vector<float>>& slots, int64_t iterations) {

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "nn/Conv2D.h"
 #include "nn/ThreadTeam.h"
 #include "tensor/Dispatch.h"
@@ -244,8 +244,9 @@ void Pool2D::backward(const float*, const float* y, float* dy, float* dx, int64_
 Shape GlobalAveragePooling2D::build(const Shape& input) {
   if (input.size() != 3)
     throw UserError("layer '" + name + "' (GlobalAveragePooling2D) expects input of shape (height, width, channels) but gets " +
-                    shapeToString(input) + ": put it after a Conv2D or pooling layer, or set " +
-                    fieldInWords("model.input_shape") + " to [height, width, channels]");
+                        shapeToString(input) + ": put it after a Conv2D or pooling layer, or set " +
+                        fieldInWords("model.input_shape") + " to [height, width, channels]",
+                    "model.input_shape");
   inputShape = input;
   outputShape = {input[2]};
   return outputShape;

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Limits.h"
 #include "nn/Conv2D.h"
 #include "nn/Dense.h"
@@ -32,20 +32,20 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
 // parameter range happen in this order once, and each depends on the one before.
 Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   if (spec_.inputShape.empty())
-    throw UserError(fieldInWords("model.input_shape") + " is missing: give the shape of one sample, e.g. [28, 28] or [2]");
+    throw fieldError("model.input_shape", " is missing: give the shape of one sample, e.g. [28, 28] or [2]");
   for (int64_t d : spec_.inputShape)
     if (d <= 0)
-      throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(spec_.inputShape, false) +
-                      ": every size must be positive");
+      throw fieldError("model.input_shape", " is " + shapeToString(spec_.inputShape, false) + ": every size must be positive");
   int64_t features = 1;
   for (int64_t d : spec_.inputShape) {
     const auto f = mulChecked(features, d);
     if (!f || *f > kMaxFeatures)
-      throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(spec_.inputShape, false) + ": more than " +
-                      std::to_string(kMaxFeatures) + " values per sample: give the shape of one sample, e.g. [28, 28]");
+      throw fieldError("model.input_shape", " is " + shapeToString(spec_.inputShape, false) + ": more than " +
+                                                std::to_string(kMaxFeatures) +
+                                                " values per sample: give the shape of one sample, e.g. [28, 28]");
     features = *f;
   }
-  if (spec_.layers.empty()) throw UserError(fieldInWords("model.layers") + " is empty: add at least one layer (e.g. Dense)");
+  if (spec_.layers.empty()) throw fieldError("model.layers", " is empty: add at least one layer (e.g. Dense)");
   // Keras-style names: dense, dense_1, dense_2...
   std::vector<std::string> types, names;
   for (const auto& l : spec_.layers) {
@@ -60,16 +60,19 @@ Sequential::Sequential(const ModelSpec& spec) : spec_(spec) {
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     if (!seen.insert(spec_.layers[i].name).second)
       throw UserError(layerArgInWords(i, "", std::string(spec_.layers[i].type()), "name") + ": the name '" +
-                      spec_.layers[i].name + "' is used twice: give each layer its own name");
+                          spec_.layers[i].name + "' is used twice: give each layer its own name",
+                      layerPath(i, "name"));
     auto layer = makeLayer(spec_.layers[i], i);
     try {
       shape = layer->build(shape);
     } catch (const UserError& e) {
-      // A layer names itself "layer 'dense' (Dense)"; the Model screen adds its position.
+      // A layer names itself "layer 'dense' (Dense)"; the words add its position (and screen).
       const LayerSpec& l = spec_.layers[i];
       std::string msg = e.what();
       const std::string own = "layer '" + l.name + "' (" + std::string(l.type()) + ")";
-      if (msg.rfind(own, 0) == 0) throw UserError(layerOnScreen(i, l.name, std::string(l.type())) + msg.substr(own.size()));
+      if (msg.rfind(own, 0) == 0)
+        throw UserError(layerBrief(i, l.name, std::string(l.type())) + msg.substr(own.size()),
+                        e.field().empty() ? layerPath(i) : e.field());
       throw;
     }
     if (layer->paramCount() > 0) ranges_.push_back({i, total, layer->paramCount()});

@@ -102,7 +102,7 @@ LayerKind flattenEntry() {
 
 std::unique_ptr<Layer> makeDropout(const LayerArgs& args, const LayerPlace& place) {
   const double rate = std::get<DropoutSpec>(args).rate;
-  if (!(rate >= 0.0 && rate < 1.0)) throw UserError(place.arg("rate") + " must be in [0, 1), got " + std::to_string(rate));
+  if (!(rate >= 0.0 && rate < 1.0)) throw place.argError("rate", " must be in [0, 1), got " + std::to_string(rate));
   // Each layer's masks apart from the others': its position keys them.
   return std::make_unique<Dropout>(rate, splitmix64(0xD409u + place.index));
 }
@@ -132,7 +132,7 @@ LayerKind dropoutEntry() {
 
 std::unique_ptr<Layer> makeReshape(const LayerArgs& args, const LayerPlace& place) {
   const Shape& t = std::get<ReshapeSpec>(args).targetShape;
-  if (t.empty()) throw UserError(place.arg("target_shape") + " must be a list of whole numbers, e.g. [28, 28, 1], got []");
+  if (t.empty()) throw place.argError("target_shape", " must be a list of whole numbers, e.g. [28, 28, 1], got []");
   return std::make_unique<Reshape>(t);
 }
 

@@ -2,7 +2,7 @@
 #include "nn/Spatial.h"
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 
 namespace ml {
 
@@ -19,7 +19,8 @@ Geometry spatialGeometry(const std::string& layer, const std::string& type, cons
       fix = "a grey image needs a channels axis: set " + fieldInWords("model.input_shape") + " to [" + std::to_string(input[0]) +
             ", " + std::to_string(input[1]) + ", 1], or add Reshape [" + std::to_string(input[0]) + ", " +
             std::to_string(input[1]) + ", 1] before it";
-    throw UserError(who + " expects input of shape (height, width, channels) but gets " + shapeToString(input) + ": " + fix);
+    throw UserError(who + " expects input of shape (height, width, channels) but gets " + shapeToString(input) + ": " + fix,
+                    input.size() == 1 ? "" : "model.input_shape");
   }
   Geometry g;
   g.h = input[0];

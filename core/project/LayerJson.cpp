@@ -145,21 +145,32 @@ LayerSpec layerFromJson(const json& entry, const LayerPlace& place, const std::s
   const std::string prefix = source.empty() ? std::string() : source + ": ";
   const LayerKind* kind = findLayerKind(place.type);
   if (!kind)
-    throw UserError(prefix + place.layer() + ": unknown layer type '" + clipText(place.type, 40) +
-                    "' (allowed: " + layerTypeNames() + ")");
+    throw UserError(
+        prefix + place.layer() + ": unknown layer type '" + clipText(place.type, 40) + "' (allowed: " + layerTypeNames() + ")",
+        place.path("type"));
   std::set<std::string> known;
   forEachArg(kind->example, [&](const char* key, const auto&, Need) { known.insert(key); });
   for (auto it = entry.begin(); it != entry.end(); ++it)
     if (it.key() != "type" && it.key() != "name" && !known.count(it.key()))
-      throw UserError(prefix + place.layer() + ": unknown argument '" + clipText(it.key(), 40) +
-                      "' (allowed: " + layerArgNames(*kind) + ")");
+      throw UserError(
+          prefix + place.layer() + ": unknown argument '" + clipText(it.key(), 40) + "' (allowed: " + layerArgNames(*kind) + ")",
+          place.path());
   LayerSpec spec;
   if (entry.contains("name")) {
     if (!entry.at("name").is_string())
-      throw UserError(prefix + place.arg("name") + " must be a string, got " + shortDump(entry.at("name")));
+      throw UserError(prefix + place.arg("name") + " must be a string, got " + shortDump(entry.at("name")), place.path("name"));
     spec.name = entry.at("name").get<std::string>();
   }
-  spec.args = layerArgsFromJson(*kind, entry, [&](std::string_view key) { return prefix + place.arg(key); });
+  std::string reading;  // the argument being read, the field of its refusal
+  try {
+    spec.args = layerArgsFromJson(*kind, entry, [&](std::string_view key) {
+      reading = key;
+      return prefix + place.arg(key);
+    });
+  } catch (const UserError& e) {
+    if (!e.field().empty()) throw;
+    throw UserError(e.what(), place.path(reading));
+  }
   return spec;
 }
 

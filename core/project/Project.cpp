@@ -11,7 +11,7 @@
 
 #include "AtomicFile.h"
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Format.h"
 #include "JsonFile.h"
 #include "Limits.h"
@@ -52,7 +52,7 @@ std::string countRangeText(int64_t lo, int64_t hi) {
 }
 
 struct Reader : JsonFieldReader {
-  // Fields are named as the screens name them, the key in parentheses (FieldNames.h).
+  // Fields are named in the installed words (Field.h; the screens' for the CLI and the studio).
   template <typename T>
   void get(const json& obj, const std::string& path, const char* key, T& out, const char* what) const {
     if (!obj.contains(key)) return;
@@ -373,7 +373,7 @@ namespace {}  // namespace
 // Long: a flat list of one check per numeric field; splitting it would only scatter the ranges.
 void validate(const Project& p, const std::string& source) {
   auto fail = [&](const std::string& field, const std::string& msg) {
-    throw UserError(source + ": " + fieldInWords(field) + " " + msg);
+    throw UserError(source + ": " + fieldInWords(field) + " " + msg, field);
   };
   auto range = [&](const std::string& field, double v, double lo, double hi, bool hiOpen, const char* why) {
     if (!(v >= lo && (hiOpen ? v < hi : v <= hi)))

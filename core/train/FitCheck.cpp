@@ -1,8 +1,10 @@
-// Model-against-data checks in the words of the studio's screens, and the one-step fix.
+// Model-against-data checks, naming fields in the installed words (Field.h), and the one-step fix.
 #include "train/FitCheck.h"
 
+#include <algorithm>
+
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "data/Dataset.h"
 #include "nn/Loss.h"
 #include "nn/Sequential.h"
@@ -80,13 +82,13 @@ std::vector<LossOption> lossOptions(const DataFacts& d) {
 
 namespace {
 
-std::string lossField(const std::string& loss) { return "Training screen, Loss: " + loss; }
+std::string lossField(const std::string& loss) { return fieldHeading("training.loss") + ": " + loss; }
 
 // A loss that cannot take these labels, whatever the last layer: the loss is what to change.
 std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const DataFacts& data) {
   const LabelKind k = labelKindOf(data);
   const std::string given = data.name + " gives " + labelsInWords(data);
-  const std::string fix = " (or click Fit to data on the Model screen).";
+  const std::string fix = " (or click " + fitToDataAction("training.loss") + ").";
   if (loss.isClassification() && k == LabelKind::Numeric)
     return lossField(p.training.loss) + " needs class labels, but " + given + ": choose mean_squared_error" + fix;
   if (!loss.isClassification() && k != LabelKind::Numeric)
@@ -105,30 +107,43 @@ std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const 
 }  // namespace
 
 // Long: one message per misfit (input, loss, last layer for each kind of loss), each naming the
-// screen and the fix, tried in the order a user fixes them.
+// field and the fix, tried in the order a user fixes them.
+std::string FitProblem::field() const {
+  switch (where) {
+    case Where::Input: return "model.input_shape";
+    case Where::Loss: return "training.loss";
+    case Where::Output: return layerPath(static_cast<size_t>(std::max(layer, 0)));
+    case Where::Model: break;
+  }
+  return "model.layers";
+}
+
 FitCheck checkFit(const Project& p, const DataFacts& data) {
   FitCheck fc;
   std::optional<Sequential> m;
   try {
     m.emplace(p.model);
   } catch (const std::exception&) {
-    return fc;  // the model itself does not build: the Model screen names that layer already
+    return fc;  // the model itself does not build: its own refusal names that layer already
   }
   const int last = static_cast<int>(m->layerCount()) - 1;
   const int64_t features = numel(data.sampleShape);
   if (m->inFeatures() != features)
     fc.problems.push_back({FitProblem::Where::Input, 0,
-                           "Model screen, Input shape: the data (" + data.name + ") gives " +
+                           fieldHeading("model.input_shape") + ": the data (" + data.name + ") gives " +
                                (data.sampleShape.size() > 1 ? dims(data.sampleShape) + " = " : "") + std::to_string(features) +
-                               " features per sample; the model expects " + dims(m->inputShape()) + ". Set Input shape to " +
-                               commas(data.sampleShape) + " (or click Fit to data)."});
+                               " features per sample; the model expects " + dims(m->inputShape()) + ". Set " +
+                               fieldLabel("model.input_shape") + " to " + commas(data.sampleShape) + " (or click " +
+                               fitToDataAction("model.input_shape") + ")."});
   const Loss loss = Loss::make(p.training.loss, p.training.fromLogits);
   if (auto why = lossMisfit(p, loss, data)) {
     fc.problems.push_back({FitProblem::Where::Loss, last, *why});
     return fc;  // the last layer's problem depends on which loss is chosen
   }
   const std::string lastName = last >= 0 ? m->layer(static_cast<size_t>(last)).name : "";
-  const std::string layer = "Model screen, last layer '" + lastName + "': ";
+  const std::string layer = lastLayerHeading(lastName) + ": ";
+  const std::string units = argLabel("units"), activation = argLabel("activation");
+  const std::string fit = fitToDataAction(layerPath(static_cast<size_t>(std::max(last, 0))));
   const int64_t outputs = m->outFeatures();
   const std::string gives = "it gives " + std::to_string(outputs) + (outputs == 1 ? " output" : " outputs");
   const std::string act = lastActivation(p.model);
@@ -136,36 +151,33 @@ FitCheck checkFit(const Project& p, const DataFacts& data) {
   if (loss.kind() == LossKind::BinaryCrossentropy) {
     if (outputs != 1)
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             layer + gives +
-                                 " but binary_crossentropy takes one output, the probability of class 1. Set its "
-                                 "Units to 1 with Activation sigmoid, or keep " +
-                                 std::to_string(outputs) +
-                                 " softmax outputs and set Training screen › Loss to sparse_categorical_crossentropy (Fit to "
-                                 "data does the first)."});
+                             layer + gives + " but binary_crossentropy takes one output, the probability of class 1. Set its " +
+                                 units + " to 1 with " + activation + " sigmoid, or keep " + std::to_string(outputs) +
+                                 " softmax outputs and set " + fieldPlace("training.loss") +
+                                 " to sparse_categorical_crossentropy (" + fit + " does the first)."});
     else if (!p.training.fromLogits && act != "sigmoid")
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             layer + "its Activation is " + act +
-                                 " but binary_crossentropy expects a probability. Set its Activation to sigmoid (or click Fit to "
-                                 "data)."});
+                             layer + "its " + activation + " is " + act +
+                                 " but binary_crossentropy expects a probability. Set its " + activation +
+                                 " to sigmoid (or click " + fit + ")."});
   } else if (loss.isClassification()) {
     if (outputs != data.numClasses) {
-      std::string msg = layer + gives + " but the data has " + std::to_string(data.numClasses) + " classes. Set its Units to " +
-                        std::to_string(data.numClasses) + " with Activation softmax";
+      std::string msg = layer + gives + " but the data has " + std::to_string(data.numClasses) + " classes. Set its " + units +
+                        " to " + std::to_string(data.numClasses) + " with " + activation + " softmax";
       if (binaryData && outputs == 1)
-        msg += ", or keep the one" + std::string(act == "sigmoid" ? " sigmoid" : "") +
-               " output and set Training screen › Loss to binary_crossentropy (Fit to data does this)";
+        msg += ", or keep the one" + std::string(act == "sigmoid" ? " sigmoid" : "") + " output and set " +
+               fieldPlace("training.loss") + " to binary_crossentropy (" + fit + " does this)";
       fc.problems.push_back({FitProblem::Where::Output, last, msg + "."});
     } else if (!p.training.fromLogits && act != "softmax") {
       fc.problems.push_back({FitProblem::Where::Output, last,
-                             layer + "its Activation is " + act +
-                                 " but the loss expects class probabilities. Set its Activation to softmax (or click Fit to "
-                                 "data)."});
+                             layer + "its " + activation + " is " + act + " but the loss expects class probabilities. Set its " +
+                                 activation + " to softmax (or click " + fit + ")."});
     }
   } else if (outputs != data.targetDim) {
     fc.problems.push_back({FitProblem::Where::Output, last,
                            layer + gives + " but each target has " + std::to_string(data.targetDim) + " value" +
-                               (data.targetDim == 1 ? "" : "s") + ". Set its Units to " + std::to_string(data.targetDim) +
-                               " (or click Fit to data)."});
+                               (data.targetDim == 1 ? "" : "s") + ". Set its " + units + " to " + std::to_string(data.targetDim) +
+                               " (or click " + fit + ")."});
   }
   return fc;
 }
@@ -218,25 +230,26 @@ namespace {
 void checkMetricFitsData(MetricKind metric, int64_t k, const std::string& last, const Dataset& data) {
   const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
   if (metric == MetricKind::MeanAbsoluteError && data.targetDim != k)
-    throw UserError(fieldInWords("training.metrics") + " is mae, which compares each of the " + std::to_string(k) +
-                    " outputs of " + last + " with a target value, but '" + data.name + "' has " +
-                    std::to_string(data.targetDim) + " value(s) per sample" +
-                    (classLabels ? " (class labels): use accuracy for classification" : ""));
+    throw fieldError("training.metrics", " is mae, which compares each of the " + std::to_string(k) + " outputs of " + last +
+                                             " with a target value, but '" + data.name + "' has " +
+                                             std::to_string(data.targetDim) + " value(s) per sample" +
+                                             (classLabels ? " (class labels): use accuracy for classification" : ""));
 }
 }  // namespace
 
 void checkLossFitsData(const Loss& loss, MetricKind metric, const Sequential& m, const Dataset& data) {
   const int64_t k = m.outFeatures();
-  // The last layer as the Model screen lists it; its Units where it has them (Dense).
+  // The last layer as the model lists it; its units where it has them (Dense).
   const size_t lastIndex = m.layerCount() - 1;
   const Layer& lastLayer = m.layer(lastIndex);
   const std::string last = lastLayer.type() == "Dense" ? layerArgInWords(lastIndex, lastLayer.name, lastLayer.type(), "units")
                                                        : layerInWords(lastIndex, lastLayer.name, lastLayer.type());
   const std::string lossField = fieldInWords("training.loss") + " is " + loss.name();
   if (m.inFeatures() != data.featureCount())
-    throw UserError(fieldInWords("model.input_shape") + " is " + shapeToString(m.inputShape(), false) +
-                    " but it does not fit the data set '" + data.name + "', whose samples have shape " +
-                    shapeToString(data.sampleShape, false) + ": set it to " + shapeToString(data.sampleShape, false));
+    throw fieldError("model.input_shape", " is " + shapeToString(m.inputShape(), false) + " but it does not fit the data set '" +
+                                              data.name + "', whose samples have shape " +
+                                              shapeToString(data.sampleShape, false) + ": set it to " +
+                                              shapeToString(data.sampleShape, false));
   const bool classLabels = data.numClasses > 0 && data.targetDim == 1;
   switch (loss.kind()) {
     case LossKind::SparseCategoricalCrossentropy:

@@ -1,6 +1,7 @@
 // Does the model fit the data? The input shape against the data's samples, the last layer's units
 // against the classes (or target values), its activation against the loss. Messages name the
-// screen and the field a person changes, never a JSON key; fitToData() makes the change itself.
+// field a person changes in the installed words (Field.h; the screens' in the studio and the CLI);
+// fitToData() makes the change itself.
 // The trainer refuses a run that does not fit with the same words; the studio shows them live.
 #pragma once
 #include <optional>
@@ -45,8 +46,9 @@ std::vector<LossOption> lossOptions(const DataFacts& d);
 
 struct FitProblem {
   enum class Where { Input, Output, Loss, Model } where = Where::Model;
-  int layer = -1;       // the layer to mark: 0 for the input, the last layer for the output
-  std::string message;  // "Model screen, Input shape: the data gives 13 features; the model expects 28x28 ..."
+  int layer = -1;             // the layer to mark: 0 for the input, the last layer for the output
+  std::string message;        // "Model screen, Input shape: the data gives 13 features; the model expects 28x28 ..."
+  std::string field() const;  // the field to change: "model.input_shape", "training.loss", "model.layers[2]"
 };
 
 struct FitCheck {

@@ -24,7 +24,7 @@ RecordedRun::RecordedRun(Project project, std::shared_ptr<const DataSplit> data,
     trainer_ = std::make_unique<Trainer>(std::move(project), std::move(data), hub_, std::move(to));
   } catch (const UserError& e) {
     if (options_.source.empty()) throw;
-    throw UserError(options_.source + ": " + e.what());
+    throw UserError(options_.source + ": " + e.what(), e.field());
   }
   if (options_.storePath.empty()) return;
   // The recorder opens its own connection now, so that a bad or read-only store fails before

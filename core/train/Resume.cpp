@@ -46,7 +46,7 @@ ResumeSource findResume(RunStore& store, int64_t runId) {
   try {
     src.checkpoint = loadCheckpoint(src.checkpointPath);
   } catch (const UserError& e) {
-    throw UserError(std::string(e.what()) + "; " + who + " was not resumed and nothing was changed");
+    throw UserError(std::string(e.what()) + "; " + who + " was not resumed and nothing was changed", e.field());
   }
   if (src.checkpoint.runId != runId)
     throw UserError("checkpoint '" + src.checkpointPath + "' belongs to run " + std::to_string(src.checkpoint.runId) +

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "Format.h"
 #include "Limits.h"
 
@@ -43,25 +43,28 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   plan.accumulate = t.accumulate;
   plan.trainSamples = trainSamples;
   if (t.batchSize < 1 || t.accumulate < 1 || replicas < 1)
-    throw UserError(fieldInWords("training.batch_size") + " and " + fieldInWords("training.accumulate") + " must be at least 1");
+    throw fieldError("training.batch_size", " and " + fieldInWords("training.accumulate") + " must be at least 1");
   if (t.perDeviceBatch) {
     const auto g = mulChecked(t.batchSize, int64_t{replicas} * t.accumulate);
     if (!g || *g > kMaxBatch)
       throw UserError("a per-device batch of " + std::to_string(t.batchSize) + " x " + std::to_string(replicas) + " replicas x " +
-                      std::to_string(t.accumulate) + " micro-batches is more than " + std::to_string(kMaxBatch) +
-                      " samples per update: lower " + fieldInWords("training.batch_size"));
+                          std::to_string(t.accumulate) + " micro-batches is more than " + std::to_string(kMaxBatch) +
+                          " samples per update: lower " + fieldInWords("training.batch_size"),
+                      "training.batch_size");
     plan.globalBatch = *g;
   } else {
     plan.globalBatch = t.batchSize;
   }
   if (plan.globalBatch > trainSamples)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " is larger than the training set (" +
-                    std::to_string(trainSamples) + " samples): set " + fieldInWords("training.batch_size") + " to at most " +
-                    std::to_string(trainSamples));
+                        std::to_string(trainSamples) + " samples): set " + fieldInWords("training.batch_size") + " to at most " +
+                        std::to_string(trainSamples),
+                    "training.batch_size");
   if (plan.globalBatch < t.accumulate)
     throw UserError("global batch " + std::to_string(plan.globalBatch) + " cannot be split into " + std::to_string(t.accumulate) +
-                    " micro-batches: set " + fieldInWords("training.batch_size") + " to at least " +
-                    std::to_string(t.accumulate) + " or lower " + fieldInWords("training.accumulate"));
+                        " micro-batches: set " + fieldInWords("training.batch_size") + " to at least " +
+                        std::to_string(t.accumulate) + " or lower " + fieldInWords("training.accumulate"),
+                    "training.batch_size");
   plan.microBatch = (plan.globalBatch + t.accumulate - 1) / t.accumulate;
   plan.perReplicaBatch = (plan.microBatch + replicas - 1) / replicas;
   plan.smallestShard = (plan.globalBatch / t.accumulate) / replicas;

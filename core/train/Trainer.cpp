@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "Error.h"
-#include "FieldNames.h"
+#include "Field.h"
 #include "JsonFile.h"
 #include "Limits.h"
 #include "distribute/Workers.h"
@@ -51,7 +51,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   try {
     so.devices = parseDevices(project_.distribute.devices);
   } catch (const UserError& e) {
-    throw UserError(fieldInWords("distribute.devices") + ": " + e.what());
+    throw fieldError("distribute.devices", std::string(": ") + e.what());
   }
   so.allreduce = project_.distribute.allreduce;
   so.bucketBytes = project_.distribute.bucketBytes;
@@ -66,10 +66,12 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.workers = options_.workers && options_.workers->size() > 1 ? options_.workers : nullptr;
   const int processes = options_.workers ? options_.workers->size() : 1;
   if (project_.distribute.workers > 1 && project_.distribute.workers != processes)
-    throw UserError(fieldInWords("distribute.workers") + " is " + std::to_string(project_.distribute.workers) + " but " +
-                    (processes == 1 ? std::string("this is one process: train it with mirrorlab-cli train (it starts the workers "
-                                                  "under mpirun), or set it to 1 to train in one process")
-                                    : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
+    throw fieldError(
+        "distribute.workers",
+        " is " + std::to_string(project_.distribute.workers) + " but " +
+            (processes == 1 ? std::string("this is one process: train it with mirrorlab-cli train (it starts the workers "
+                                          "under mpirun), or set it to 1 to train in one process")
+                            : "mpirun started " + std::to_string(processes) + " workers: make them agree"));
   const Dataset& train = data_->train;
   Loss loss = Loss::make(project_.training.loss, project_.training.fromLogits);
   MetricKind metric = metricFor(project_.training.metrics.empty() ? "" : project_.training.metrics.front(), loss);
@@ -86,7 +88,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   try {
     strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices, strategy_->worker(), strategy_->workerCount()));
   } catch (const UserError& e) {
-    throw UserError(fieldInWords("distribute.faults") + ": " + e.what());
+    throw fieldError("distribute.faults", std::string(": ") + e.what());
   }
   if (options_.resume) restore(*options_.resume);
   setUpGpuTelemetry();
@@ -108,7 +110,7 @@ void Trainer::checkFitsData(const Loss& loss, MetricKind metric) const {
       (loss.kind() == LossKind::SparseCategoricalCrossentropy && train.numClasses <= 0);
   if (wrongKind) checkLossFitsData(loss, metric, strategy_->model(0), train);
   const FitCheck fit = checkFit(project_, factsOf(train));
-  if (!fit.fits()) throw UserError(fit.summary());
+  if (!fit.fits()) throw UserError(fit.summary(), fit.problems.front().field());
   checkLossFitsData(loss, metric, strategy_->model(0), train);
   if (!strategy_->onGpu())
     requireMemory(static_cast<double>(strategy_->model(0).activationBytes(plan_.perReplicaBatch)) * strategy_->replicas(),

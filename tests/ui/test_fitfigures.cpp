@@ -14,7 +14,7 @@
 #include <QRegularExpression>
 #include <QSpinBox>
 
-#include "FieldNames.h"
+#include "Field.h"
 #include "FitBanner.h"
 #include "ModelBuilderView.h"
 #include "ProjectDocument.h"

@@ -1,5 +1,5 @@
-// fieldInWords: the screen and field of each project file key (see the header).
-#include "FieldNames.h"
+// The screens' words for project file fields: the screen and field of each key (see the header).
+#include "ScreenWords.h"
 
 #include <map>
 
@@ -91,9 +91,14 @@ std::string sectionInWords(const std::string& section) {
   return "in the file's " + words + " section";
 }
 
+const Place* placeOf(const std::string& path) {
+  const auto it = places().find(path);
+  return it == places().end() ? nullptr : &it->second;
+}
+
 }  // namespace
 
-std::string fieldInWords(const std::string& path) {
+std::string ScreenWords::field(const std::string& path) const {
   // A layer: "model.layers[2]" or "model.layers[2].units".
   if (path.rfind("model.layers[", 0) == 0) {
     const size_t close = path.find(']');
@@ -104,7 +109,7 @@ std::string fieldInWords(const std::string& path) {
       } catch (...) {
       }
       const std::string rest = close + 2 < path.size() ? path.substr(close + 2) : "";
-      return rest.empty() ? layerInWords(index, "", "") : layerArgInWords(index, "", "", rest);
+      return rest.empty() ? layer(index, "", "") : layerArg(index, "", "", rest);
     }
   }
   // One value of the input shape: "model.input_shape[1]".
@@ -120,18 +125,34 @@ std::string fieldInWords(const std::string& path) {
   const size_t dot = path.rfind('.');
   const std::string section = dot == std::string::npos ? "" : path.substr(0, dot);
   const std::string key = dot == std::string::npos ? path : path.substr(dot + 1);
-  const auto it = places().find(path);
+  const Place* place = placeOf(path);
   std::string out;
-  if (it != places().end()) out = std::string(it->second.screen) + (*it->second.screen ? " › " : "") + it->second.field + " ";
+  if (place) out = std::string(place->screen) + (*place->screen ? " › " : "") + place->field + " ";
   if (key.empty()) return out + "(the file's top level)";
   // A section itself ("training") is named as the section; a key as the key in its section.
-  if (dot == std::string::npos && places().count(path) && std::string(places().at(path).screen).size() && path != "name" &&
-      path != "description")
+  if (dot == std::string::npos && place && *place->screen && path != "name" && path != "description")
     return out + "(the file's " + path + " section)";
   return out + "(" + key + " " + sectionInWords(section) + ")";
 }
 
-std::string argLabel(const std::string& key) {
+std::string ScreenWords::fieldPlace(const std::string& path) const {
+  const Place* place = placeOf(path);
+  if (!place || !*place->screen) return field(path);
+  return std::string(place->screen) + " › " + place->field;
+}
+
+std::string ScreenWords::fieldHeading(const std::string& path) const {
+  const Place* place = placeOf(path);
+  if (!place || !*place->screen) return field(path);
+  return std::string(place->screen) + ", " + place->field;
+}
+
+std::string ScreenWords::fieldLabel(const std::string& path) const {
+  const Place* place = placeOf(path);
+  return place ? std::string(place->field) : FieldWords::fieldLabel(path);
+}
+
+std::string ScreenWords::argLabel(const std::string& key) const {
   std::string label = key;
   for (char& c : label)
     if (c == '_') c = ' ';
@@ -139,20 +160,32 @@ std::string argLabel(const std::string& key) {
   return label;
 }
 
-std::string layerOnScreen(size_t index, const std::string& name, const std::string& type) {
+std::string ScreenWords::layerBrief(size_t index, const std::string& name, const std::string& type) const {
   std::string out = "Model screen › layer " + std::to_string(index + 1);
   if (!name.empty()) out += " '" + name + "'";
   if (!type.empty()) out += " (" + type + ")";
   return out;
 }
 
-std::string layerInWords(size_t index, const std::string& name, const std::string& type) {
-  return layerOnScreen(index, name, type) + " (entry " + std::to_string(index + 1) + " of layers in the file's model section)";
+std::string ScreenWords::layer(size_t index, const std::string& name, const std::string& type) const {
+  return layerBrief(index, name, type) + " (entry " + std::to_string(index + 1) + " of layers in the file's model section)";
 }
 
-std::string layerArgInWords(size_t index, const std::string& name, const std::string& type, const std::string& key) {
-  return layerOnScreen(index, name, type) + " › " + argLabel(key) + " (" + key + " of entry " + std::to_string(index + 1) +
+std::string ScreenWords::layerArg(size_t index, const std::string& name, const std::string& type, const std::string& key) const {
+  return layerBrief(index, name, type) + " › " + argLabel(key) + " (" + key + " of entry " + std::to_string(index + 1) +
          " of layers in the file's model section)";
+}
+
+std::string ScreenWords::lastLayerHeading(const std::string& name) const { return "Model screen, last layer '" + name + "'"; }
+
+// The button sits on the Model screen: a message about a field elsewhere says so.
+std::string ScreenWords::fitToData(const std::string& fromPath) const {
+  return fromPath.rfind("model", 0) == 0 ? "Fit to data" : "Fit to data on the Model screen";
+}
+
+const ScreenWords& screenWords() {
+  static const ScreenWords words;
+  return words;
 }
 
 }  // namespace ml
