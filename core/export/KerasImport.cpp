@@ -16,6 +16,7 @@
 #include "export/WeightsNpz.h"
 #include "export/ZipFile.h"
 #include "nn/LayerKind.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "project/WeightsFile.h"
 
@@ -357,7 +358,7 @@ KerasImport importKeras(const std::string& path) {
     p.model.inputShape =
         inputShape(cfg.value("build_input_shape", root.value("build_config", Json::object()).value("input_shape", Json())), path,
                    "its configuration (the model was never built)");
-  if (!layers.policy.empty()) p.training.precision = layers.policy;
+  if (!layers.policy.empty()) p.training.precision = parsePrecision(layers.policy).value_or(Precision::Float32);  // checked
   training(root.value("compile_config", Json()), path, p.training, out.notes);
   Sequential model = buildModel(p.model, path);
   for (size_t i = 0; i < layers.layers.size(); ++i) checkAxis(layers.layers[i], model.layer(i), layers.places[i]);

@@ -17,6 +17,7 @@
 #include "Limits.h"
 #include "nn/Precision.h"
 #include "project/LayerJson.h"
+#include "project/Settings.h"
 
 namespace ml {
 
@@ -179,7 +180,7 @@ json Project::toJson() const {
   if (training.checkpointEvery != 1 || training.checkpointInSteps)
     out["training"]["checkpoint_every"] = checkpointEveryText(training.checkpointEvery, training.checkpointInSteps);
   if (training.checkpointKeep != 3) out["training"]["checkpoint_keep"] = training.checkpointKeep;
-  if (training.precision != "float32") out["training"]["precision"] = training.precision;
+  if (training.precision != Precision::Float32) out["training"]["precision"] = toString(training.precision);
   if (!training.lossScaling)
     out["training"]["loss_scale"] = "none";
   else if (training.lossScale != 32768.0)
@@ -297,7 +298,9 @@ Project Project::fromJson(const json& j, const std::string& source) {
       }
     }
     r.get(t, "training", "accumulate", p.training.accumulate, "a positive integer");
-    r.get(t, "training", "precision", p.training.precision, "one of float32, mixed_bfloat16, mixed_float16");
+    std::string precision = toString(p.training.precision);
+    r.get(t, "training", "precision", precision, "one of float32, mixed_bfloat16, mixed_float16");
+    p.training.precision = precisionSetting(precision, source);
     if (t.contains("loss_scale") && t.at("loss_scale").is_string()) {
       if (t.at("loss_scale").get<std::string>() != "none")
         r.fail("training.loss_scale", "must be a positive number (the initial scale, 32768 by default) or \"none\", got " +
@@ -414,8 +417,6 @@ void validate(const Project& p, const std::string& source) {
   if (!(t.lrDecayFactor > 0 && t.lrDecayFactor <= 1))
     fail("training.lr_decay_factor", "must be above 0 and at most 1 (the rate is multiplied by it; 0.1 lowers it tenfold), got " +
                                          shortNumber(t.lrDecayFactor));
-  if (!parsePrecision(t.precision))
-    fail("training.precision", "is '" + clipText(t.precision, 40) + "' (allowed: " + kPrecisionNames + ")");
   if (t.lossScaling)
     positive("training.loss_scale", t.lossScale,
              " (the initial loss scale of mixed_float16, 32768 by default; \"none\" turns loss scaling off)");

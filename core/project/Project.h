@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/DataSpec.h"
+#include "nn/Precision.h"
 #include "nn/Specs.h"
 #include "project/LayerJson.h"
 #include "tensor/Shape.h"
@@ -37,10 +38,10 @@ struct TrainingSpec {
   int64_t checkpointEvery = 1;
   bool checkpointInSteps = false;
   int checkpointKeep = 3;
-  // Compute precision (nn/Precision.h): float32 | mixed_bfloat16 | mixed_float16. Master weights,
+  // Compute precision (nn/Precision.h; float32 | mixed_bfloat16 | mixed_float16 in the file). Master weights,
   // the optimizer, softmax, losses and the all-reduce stay float32 under every policy (the
   // all-reduce has its own setting, distribute.allreduceDtype).
-  std::string precision = "float32";
+  Precision precision = Precision::Float32;
   // Dynamic loss scaling, used by mixed_float16 only (bfloat16 has float32's range and needs none):
   // lossScaling false is "loss_scale": "none" in the file.
   bool lossScaling = true;

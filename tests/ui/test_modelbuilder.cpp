@@ -323,7 +323,7 @@ class ModelBuilderTest : public QObject {
     QVERIFY(!memory->text().contains(QStringLiteral("working copies")));
     QCOMPARE(w.modelBuilder()->analysis().lowPrecisionBytes, 0.0);
     ml::Project p = w.document()->project();
-    p.training.precision = "mixed_bfloat16";
+    p.training.precision = ml::Precision::MixedBfloat16;
     w.document()->edit(QStringLiteral("precision"), p);
     const auto& a = w.modelBuilder()->analysis();
     ml::Sequential m(p.model);
