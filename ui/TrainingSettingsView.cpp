@@ -372,7 +372,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.lossScaling = lossScaling_->isChecked();
   t.lossScale = lossScale_->value();
   t.lossScaleGrowthSteps = lossGrowth_->value();
-  t.loss = loss_->currentData().toString().toStdString();
+  ml::setLoss(t, loss_->currentData().toString().toStdString(), "Training screen");  // the list's names only
   t.fromLogits = fromLogits_->isChecked();
   // The first metric is the one the screens chart; any others in the file stay.
   const std::string metric = metric_->currentData().toString().toStdString();
@@ -416,8 +416,9 @@ void TrainingSettingsView::refresh() {
   lossScaling_->setChecked(t.lossScaling);
   lossScale_->setValue(t.lossScale);
   lossGrowth_->setValue(static_cast<int>(std::min<int64_t>(t.lossScaleGrowthSteps, std::numeric_limits<int>::max())));
-  if (loss_->findData(q(t.loss)) < 0) loss_->addItem(q(t.loss), q(t.loss));  // an alias the file used ("mse")
-  loss_->setCurrentIndex(loss_->findData(q(t.loss)));
+  const QString loss = q(ml::lossText(t));
+  if (loss_->findData(loss) < 0) loss_->addItem(loss, loss);  // an alias the file used ("mse")
+  loss_->setCurrentIndex(loss_->findData(loss));
   fromLogits_->setChecked(t.fromLogits);
   const QString metric = t.metrics.empty() ? QStringLiteral("accuracy") : q(t.metrics.front());
   if (metric_->findData(metric) < 0) metric_->addItem(metric, metric);

@@ -172,11 +172,11 @@ OptimizerSpec optimizer(const Json& o, const std::string& path, int& accumulate)
 // compile_config as the project's training settings; an uncompiled model gets Mirrorlab's defaults.
 void training(const Json& compile, const std::string& path, TrainingSpec& t, std::vector<std::string>& notes) {
   if (!compile.is_object()) {
-    notes.push_back("the model was saved uncompiled: the project trains with Adam (0.001) and " + t.loss +
+    notes.push_back("the model was saved uncompiled: the project trains with Adam (0.001) and " + lossText(t) +
                     "; change \"training\" in the project if that is not what you want");
     return;
   }
-  t.loss = lossName(compile.value("loss", Json()), path, t.fromLogits);
+  t.loss = parseLossKind(lossName(compile.value("loss", Json()), path, t.fromLogits)).value();  // one of Keras' names
   t.optimizer = optimizer(compile.value("optimizer", Json()), path, t.accumulate);
   for (const char* off : {"loss_weights", "weighted_metrics"})
     if (compile.contains(off) && !compile[off].is_null() && !compile[off].empty())

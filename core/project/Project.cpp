@@ -158,7 +158,7 @@ json Project::toJson() const {
         {"batch_size", training.batchSize},
         {"per_device_batch", training.perDeviceBatch},
         {"optimizer", opt},
-        {"loss", training.loss},
+        {"loss", lossText(training)},
         {"from_logits", training.fromLogits},
         {"metrics", training.metrics},
         {"seed", training.seed},
@@ -278,7 +278,11 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");
     r.get(t, "training", "batch_size", p.training.batchSize, "a positive integer");
     r.get(t, "training", "per_device_batch", p.training.perDeviceBatch, "true or false");
-    r.get(t, "training", "loss", p.training.loss, "a loss name");
+    if (t.contains("loss")) {
+      std::string loss;
+      r.get(t, "training", "loss", loss, "a loss name");
+      setLoss(p.training, loss, source);
+    }
     r.get(t, "training", "from_logits", p.training.fromLogits, "true or false");
     r.get(t, "training", "seed", p.training.seed, "a non-negative integer");
     r.get(t, "training", "lr_scaling", p.training.lrScaling, "none, linear or sqrt");
@@ -477,6 +481,15 @@ void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps
                     "': write a whole number of steps or epochs, such as \"500steps\" or \"1epoch\"");
   every = std::stoll(text.substr(0, i));
   inSteps = steps;
+}
+
+std::string lossText(const TrainingSpec& t) {
+  return t.lossSpelledMse && t.loss == LossKind::MeanSquaredError ? "mse" : toString(t.loss);
+}
+
+void setLoss(TrainingSpec& t, const std::string& name, const std::string& source) {
+  t.loss = lossSetting(name, source);
+  t.lossSpelledMse = name == "mse";
 }
 
 std::string checkpointEveryText(int64_t every, bool inSteps) {

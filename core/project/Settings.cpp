@@ -17,4 +17,12 @@ Precision precisionSetting(const std::string& text, const std::string& source) {
   return *p;
 }
 
+LossKind lossSetting(const std::string& text, const std::string& source) {
+  const auto k = parseLossKind(text);
+  if (!k)
+    throw UserError(source + ": " + fieldInWords("training.loss") + ": unknown loss '" + text + "' (allowed: " + kLossNames + ")",
+                    "training.loss");
+  return *k;
+}
+
 }  // namespace ml

@@ -4,6 +4,7 @@
 #pragma once
 #include <string>
 
+#include "nn/Loss.h"
 #include "nn/Precision.h"
 
 namespace ml {
@@ -14,5 +15,7 @@ namespace ml {
 
 // training.precision: float32 | mixed_bfloat16 | mixed_float16.
 Precision precisionSetting(const std::string& text, const std::string& source);
+// training.loss, Keras' names ("mse" too); refused as "<source>: <field>: unknown loss '<text>' (allowed: ...)".
+LossKind lossSetting(const std::string& text, const std::string& source);
 
 }  // namespace ml

@@ -377,7 +377,7 @@ TEST(CodeGen, BinaryClassifiersUseBinaryCrossentropy) {
   p.data.classes = 2;
   p.model.layers.back().as<DenseSpec>()->units = 1;
   p.model.layers.back().as<DenseSpec>()->activation = Act::Sigmoid;
-  p.training.loss = "binary_crossentropy";
+  p.training.loss = ml::LossKind::BinaryCrossentropy;
   const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
   for (const char* needle : {"tf.keras.losses.BinaryCrossentropy(from_logits=False, reduction=reduction)",
                              "tf.keras.metrics.BinaryAccuracy()", "y_train = y_train.astype(np.float32).reshape(-1, 1)"})

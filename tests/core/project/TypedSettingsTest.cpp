@@ -65,5 +65,26 @@ TEST(TypedSettings, PrecisionIsRefusedWhenReadAndKeptByARoundTrip) {
   EXPECT_EQ(p.toJson()["training"]["precision"], "mixed_bfloat16");
 }
 
+// A loss name is read when the file is, with the message the trainer gave before; Keras' "mse"
+// is mean_squared_error and stays "mse" in the file.
+TEST(TypedSettings, LossIsRefusedWhenReadAndKeptByARoundTrip) {
+  json j = baseJson();
+  j["training"]["loss"] = "hinge";
+  const UserError e = refusal(j);
+  EXPECT_EQ(e.field(), "training.loss");
+  EXPECT_NE(std::string(e.what()).find("typed.json: "), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find(": unknown loss 'hinge' (allowed: sparse_categorical_crossentropy, "), std::string::npos)
+      << e.what();
+  for (const char* name : {"categorical_crossentropy", "mse", "mean_squared_error", "binary_crossentropy"}) {
+    j["training"]["loss"] = name;
+    const Project p = roundTrip(j);
+    EXPECT_EQ(p.toJson()["training"]["loss"], name);
+    EXPECT_EQ(lossText(p.training), name);
+  }
+  EXPECT_EQ(roundTrip(j).training.loss, LossKind::BinaryCrossentropy);
+  j["training"]["loss"] = "mse";
+  EXPECT_EQ(roundTrip(j).training.loss, LossKind::MeanSquaredError);
+}
+
 }  // namespace
 }  // namespace ml
