@@ -222,7 +222,7 @@ void SweepsView::fillFromProject() {
                                         : p.training.batchSize));
   lrs_->setText(QString::fromStdString(ml::formatNumber("%g", p.training.optimizer.learningRate)));
   devices_->setText(QString::fromStdString(p.distribute.devices));
-  scalings_->setText(QString::fromStdString(p.training.lrScaling));
+  scalings_->setText(QString::fromLatin1(ml::toString(p.training.lrScaling)));
   epochs_->setValue(p.training.epochs);
 }
 

@@ -349,7 +349,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.accumulate = accumulate_->value();
   t.seed = static_cast<uint64_t>(seed_->value());
   t.optimizer.learningRate = lr_->value();
-  t.lrScaling = scaling_->currentData().toString().toStdString();
+  t.lrScaling = ml::parseLrRule(scaling_->currentData().toString().toStdString()).value_or(ml::LrRule::None);
   t.lrReferenceBatch = refBatch_->value();
   t.warmupEpochs = warmup_->value();
   {  // "3, 7" -> [3, 7]: sorted, without repeats or zeros
@@ -396,7 +396,7 @@ void TrainingSettingsView::refresh() {
   accumulate_->setValue(t.accumulate);
   seed_->setValue(static_cast<int>(t.seed));
   lr_->setValue(t.optimizer.learningRate);
-  scaling_->setCurrentIndex(std::max(0, scaling_->findData(q(t.lrScaling))));
+  scaling_->setCurrentIndex(std::max(0, scaling_->findData(QString::fromLatin1(ml::toString(t.lrScaling)))));
   refBatch_->setValue(static_cast<int>(t.lrReferenceBatch));
   warmup_->setValue(t.warmupEpochs);
   {

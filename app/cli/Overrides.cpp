@@ -123,7 +123,7 @@ void Overrides::apply(ml::Project& p) const {
   if (lr) p.training.optimizer.learningRate = *lr;
   if (seed) p.training.seed = *seed;
   if (devices) p.distribute.devices = *devices;
-  if (lrScaling) p.training.lrScaling = *lrScaling;
+  if (lrScaling) p.training.lrScaling = ml::lrRuleSetting(*lrScaling, "command line");
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
   if (!lrDecayEpochs.empty()) p.training.lrDecayEpochs = lrDecayEpochs;
   if (lrDecayFactor) p.training.lrDecayFactor = *lrDecayFactor;

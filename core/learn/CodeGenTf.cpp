@@ -191,7 +191,8 @@ std::string tfConstants(const Project& p) {
     out += "# Each replica runs its shard of every micro-batch and adds the gradients up before the one all-reduce.\n";
   out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
-  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows GLOBAL_BATCH / REFERENCE_BATCH\n";
+  out += "LR_SCALING = " + pyStr(toString(t.lrScaling)) +
+         "  # none | linear | sqrt: the rate follows GLOBAL_BATCH / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
   {
     std::string epochs;

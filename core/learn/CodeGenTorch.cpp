@@ -281,7 +281,8 @@ std::string torchConstants(const Project& p, bool accuracy) {
   out += "ACCUMULATE = " + std::to_string(t.accumulate) + "  # micro-batches per update, all-reduced once\n";
   out += "BASE_LEARNING_RATE = " + pyNum(t.optimizer.learningRate) + "  # set for a global batch of REFERENCE_BATCH\n";
   out += "REFERENCE_BATCH = " + pyInt(lrReferenceBatch(t)) + "  # the global batch BASE_LEARNING_RATE was set for\n";
-  out += "LR_SCALING = " + pyStr(t.lrScaling) + "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
+  out += "LR_SCALING = " + pyStr(toString(t.lrScaling)) +
+         "  # none | linear | sqrt: the rate follows global_batch / REFERENCE_BATCH\n";
   out += "WARMUP_EPOCHS = " + pyNum(t.warmupEpochs) + "\n";
   {
     std::string epochs;

@@ -31,7 +31,7 @@ Project LessonExperiment::apply(const Project& base) const {
   p.distribute.devices = devices;
   p.training.perDeviceBatch = batchPolicy == "per-device";
   if (batch > 0) p.training.batchSize = batch;
-  if (!lrScaling.empty()) p.training.lrScaling = lrScaling;
+  if (lrScaling) p.training.lrScaling = *lrScaling;
   if (warmupEpochs >= 0) p.training.warmupEpochs = warmupEpochs;
   if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
@@ -117,9 +117,10 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   if (x.batchPolicy != "global" && x.batchPolicy != "per-device")
     r.fail(path + ".batch_policy", "is '" + clipText(x.batchPolicy, 40) + "' (allowed: global, per-device)");
   x.batch = r.integer(e, path, "batch_size", 0, 1, "a positive integer");
-  x.lrScaling = r.text(e, path, "lr_scaling", false, "none, linear or sqrt");
-  if (!x.lrScaling.empty() && x.lrScaling != "none" && x.lrScaling != "linear" && x.lrScaling != "sqrt")
-    r.fail(path + ".lr_scaling", "is '" + clipText(x.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
+  if (const std::string rule = r.text(e, path, "lr_scaling", false, "none, linear or sqrt"); !rule.empty()) {
+    x.lrScaling = parseLrRule(rule);
+    if (!x.lrScaling) r.fail(path + ".lr_scaling", "is '" + clipText(rule, 40) + "' (allowed: " + kLrRuleNames + ")");
+  }
   x.warmupEpochs = r.number(e, path, "warmup_epochs", -1, 0, "a number of epochs (0 or more)");
   x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));

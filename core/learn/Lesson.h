@@ -22,7 +22,7 @@ struct LessonExperiment {
   std::string devices = "cpu:1";
   std::string batchPolicy = "global";         // global | per-device: what `batch` means
   int64_t batch = 0;                          // 0: the project's batch size
-  std::string lrScaling;                      // none | linear | sqrt; "" keeps the project's
+  std::optional<LrRule> lrScaling;            // none keeps the project's
   double warmupEpochs = -1;                   // < 0 keeps the project's
   double learningRate = 0;                    // base rate (before scaling); 0 keeps the project's
   int epochs = 0;                             // 0 keeps the project's

@@ -116,7 +116,7 @@ std::vector<std::string> parseDeviceSpecList(const std::string& text, const std:
 std::vector<std::string> parseScalingList(const std::string& text, const std::string& what) {
   auto out = splitList(text, ',', what, "none,linear");
   for (const auto& s : out)
-    if (s != "none" && s != "linear" && s != "sqrt")
+    if (!parseLrRule(s))
       throw UserError(what + ": '" + s + "' is not a scaling rule; use none, linear or sqrt, e.g. " + what + " none,linear");
   requireUnique(out, what, text);
   return out;
@@ -179,7 +179,7 @@ Project pointProject(const Project& base, const SweepPointRow& pt, const SweepOp
   p.training.batchSize = pt.batchSize;
   p.training.perDeviceBatch = false;  // the grid's batch is the global batch of one update
   p.training.optimizer.learningRate = pt.lr;
-  p.training.lrScaling = pt.lrScaling;
+  p.training.lrScaling = parseLrRule(pt.lrScaling).value_or(LrRule::None);  // parseScalingList checked it
   // A scaling rule scales the grid's rate by the point's global batch against the batch the base
   // project's rate was set for (one rule everywhere, project/LrScaling.h).
   p.training.lrReferenceBatch = lrReferenceBatch(base.training);

@@ -5,16 +5,32 @@
 #include <cstdio>
 
 #include "Format.h"
+#include "project/Project.h"
 
 namespace ml {
 
+const char* toString(LrRule r) {
+  switch (r) {
+    case LrRule::None: return "none";
+    case LrRule::Linear: return "linear";
+    case LrRule::Sqrt: return "sqrt";
+  }
+  return "";
+}
+
+std::optional<LrRule> parseLrRule(std::string_view name) {
+  for (LrRule r : {LrRule::None, LrRule::Linear, LrRule::Sqrt})
+    if (name == toString(r)) return r;
+  return std::nullopt;
+}
+
 int64_t lrReferenceBatch(const TrainingSpec& t) { return t.lrReferenceBatch > 0 ? t.lrReferenceBatch : t.batchSize; }
 
-double lrScaleFactor(const std::string& rule, double globalBatch, double referenceBatch) {
+double lrScaleFactor(LrRule rule, double globalBatch, double referenceBatch) {
   if (referenceBatch <= 0 || globalBatch <= 0) return 1.0;
   const double ratio = globalBatch / referenceBatch;
-  if (rule == "linear") return ratio;
-  if (rule == "sqrt") return std::sqrt(ratio);
+  if (rule == LrRule::Linear) return ratio;
+  if (rule == LrRule::Sqrt) return std::sqrt(ratio);
   return 1.0;
 }
 
@@ -31,14 +47,14 @@ LrScaling scaleLearningRate(const TrainingSpec& t, int64_t globalBatch) {
 
 std::string LrScaling::explain() const {
   const std::string set = shortNumber(baseLr) + " was set for a global batch of " + std::to_string(referenceBatch);
-  if (rule != "linear" && rule != "sqrt") {
+  if (rule == LrRule::None) {
     if (globalBatch == referenceBatch) return shortNumber(lr) + " (no scaling rule; " + set + ", the batch of this run)";
     return shortNumber(lr) + " (no scaling rule: " + set + " but the global batch is " + std::to_string(globalBatch) + ")";
   }
   if (globalBatch == referenceBatch)
-    return shortNumber(lr) + " (" + set + " and the global batch is still " + std::to_string(globalBatch) + ", so " + rule +
-           " scaling changes nothing)";
-  return shortNumber(lr) + " (" + set + "; the global batch is " + std::to_string(globalBatch) + ", so " + rule +
+    return shortNumber(lr) + " (" + set + " and the global batch is still " + std::to_string(globalBatch) + ", so " +
+           toString(rule) + " scaling changes nothing)";
+  return shortNumber(lr) + " (" + set + "; the global batch is " + std::to_string(globalBatch) + ", so " + toString(rule) +
          " scaling gives " + shortNumber(baseLr) + " x " + shortNumber(factor) + " = " + shortNumber(lr) + ")";
 }
 

@@ -3,14 +3,22 @@
 // exported programs all take it from here, so they cannot disagree.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
-
-#include "project/Project.h"
+#include <string_view>
 
 namespace ml {
 
+struct TrainingSpec;
+
+// How the rate follows the global batch: not at all, in proportion, or by the square root.
+enum class LrRule { None, Linear, Sqrt };
+const char* toString(LrRule r);  // "none", "linear", "sqrt": the file's names
+std::optional<LrRule> parseLrRule(std::string_view name);
+inline constexpr const char* kLrRuleNames = "none, linear, sqrt";
+
 struct LrScaling {
-  std::string rule;            // none | linear | sqrt
+  LrRule rule = LrRule::None;
   double baseLr = 0;           // the rate in the project
   int64_t referenceBatch = 0;  // the global batch baseLr was chosen for
   int64_t globalBatch = 0;     // the global batch of this run
@@ -25,7 +33,7 @@ struct LrScaling {
 // field (per device or global), i.e. the global batch of one device (per-device mode) or the global
 // batch itself (global mode).
 int64_t lrReferenceBatch(const TrainingSpec& t);
-double lrScaleFactor(const std::string& rule, double globalBatch, double referenceBatch);
+double lrScaleFactor(LrRule rule, double globalBatch, double referenceBatch);
 LrScaling scaleLearningRate(const TrainingSpec& t, int64_t globalBatch);
 
 // The same rule as a Python expression for exported programs; it reads the variables named

@@ -162,7 +162,7 @@ json Project::toJson() const {
         {"from_logits", training.fromLogits},
         {"metrics", training.metrics},
         {"seed", training.seed},
-        {"lr_scaling", training.lrScaling},
+        {"lr_scaling", toString(training.lrScaling)},
         {"warmup_epochs", training.warmupEpochs},
         {"accumulate", training.accumulate}}},
       {"distribute",
@@ -285,7 +285,11 @@ Project Project::fromJson(const json& j, const std::string& source) {
     }
     r.get(t, "training", "from_logits", p.training.fromLogits, "true or false");
     r.get(t, "training", "seed", p.training.seed, "a non-negative integer");
-    r.get(t, "training", "lr_scaling", p.training.lrScaling, "none, linear or sqrt");
+    if (t.contains("lr_scaling")) {
+      std::string rule;
+      r.get(t, "training", "lr_scaling", rule, "none, linear or sqrt");
+      p.training.lrScaling = lrRuleSetting(rule, source);
+    }
     r.get(t, "training", "lr_reference_batch", p.training.lrReferenceBatch, "a global batch size (0: the batch_size field)");
     r.get(t, "training", "warmup_epochs", p.training.warmupEpochs, "a number of epochs");
     r.get(t, "training", "lr_decay_factor", p.training.lrDecayFactor, "a number above 0 and at most 1, such as 0.1");
@@ -412,8 +416,6 @@ void validate(const Project& p, const std::string& source) {
   range("training.optimizer.beta_2", o.beta2, 0, 1, true, " (Keras: the decay of the second moment, default 0.999)");
   range("training.optimizer.rho", o.rho, 0, 1, true, " (Keras: the decay of the squared-gradient average, default 0.9)");
   positive("training.optimizer.epsilon", o.epsilon, " (Keras' default is 1e-07; 0 divides by zero)");
-  if (t.lrScaling != "none" && t.lrScaling != "linear" && t.lrScaling != "sqrt")
-    fail("training.lr_scaling", "is '" + clipText(t.lrScaling, 40) + "' (allowed: none, linear, sqrt)");
   range("training.warmup_epochs", t.warmupEpochs, 0, 1e6, false, " epochs (0: no warm-up)");
   for (size_t i = 0; i < t.lrDecayEpochs.size(); ++i)
     if (t.lrDecayEpochs[i] < 1 || (i > 0 && t.lrDecayEpochs[i] <= t.lrDecayEpochs[i - 1]))

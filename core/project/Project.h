@@ -12,6 +12,7 @@
 #include "nn/Precision.h"
 #include "nn/Specs.h"
 #include "project/LayerJson.h"
+#include "project/LrScaling.h"
 #include "tensor/Shape.h"
 
 namespace ml {
@@ -28,8 +29,8 @@ struct TrainingSpec {
   bool fromLogits = false;
   std::vector<std::string> metrics = {"accuracy"};
   uint64_t seed = 42;
-  std::string lrScaling = "none";  // none | linear | sqrt
-  int64_t lrReferenceBatch = 0;    // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
+  LrRule lrScaling = LrRule::None;
+  int64_t lrReferenceBatch = 0;  // the global batch the learning rate was set for; 0: batch_size (see LrScaling.h)
   double warmupEpochs = 0.0;
   // Step decay (the TensorFlow tutorial's decay callback, Keras' PiecewiseConstantDecay by epoch):
   // after each listed number of finished epochs the rate is multiplied by lrDecayFactor.

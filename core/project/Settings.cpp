@@ -25,4 +25,10 @@ LossKind lossSetting(const std::string& text, const std::string& source) {
   return *k;
 }
 
+LrRule lrRuleSetting(const std::string& text, const std::string& source) {
+  const auto r = parseLrRule(text);
+  if (!r) refuseSetting(source, "training.lr_scaling", text, kLrRuleNames);
+  return *r;
+}
+
 }  // namespace ml

@@ -6,6 +6,7 @@
 
 #include "nn/Loss.h"
 #include "nn/Precision.h"
+#include "project/LrScaling.h"
 
 namespace ml {
 
@@ -17,5 +18,7 @@ namespace ml {
 Precision precisionSetting(const std::string& text, const std::string& source);
 // training.loss, Keras' names ("mse" too); refused as "<source>: <field>: unknown loss '<text>' (allowed: ...)".
 LossKind lossSetting(const std::string& text, const std::string& source);
+// training.lr_scaling: none | linear | sqrt.
+LrRule lrRuleSetting(const std::string& text, const std::string& source);
 
 }  // namespace ml

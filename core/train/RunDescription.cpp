@@ -83,7 +83,7 @@ nlohmann::json Trainer::effectiveConfig() const {
                            {"per_replica_batch", plan_.perReplicaBatch},
                            {"base_lr", plan_.baseLr},
                            {"lr", plan_.lr},
-                           {"lr_scaling", plan_.lrRule},
+                           {"lr_scaling", toString(plan_.lrRule)},
                            {"lr_reference_batch", plan_.scaling.referenceBatch},
                            {"warmup_epochs", plan_.warmupEpochs},
                            {"optimizer", pj["training"]["optimizer"]},

@@ -86,7 +86,7 @@ RunPlan planRun(const Project& p, int replicas, int64_t trainSamples) {
   if (lastMicro < replicas && plan.smallestShard > 0)
     plan.warnings.push_back("the last batch of each epoch has " + std::to_string(plan.lastBatch) +
                             " samples: some replicas get none");
-  if (t.lrScaling == "none" && plan.globalBatch > plan.scaling.referenceBatch)
+  if (t.lrScaling == LrRule::None && plan.globalBatch > plan.scaling.referenceBatch)
     plan.warnings.push_back(
         "the global batch (" + std::to_string(plan.globalBatch) + ") is " +
         shortNumber(static_cast<double>(plan.globalBatch) / static_cast<double>(plan.scaling.referenceBatch)) +

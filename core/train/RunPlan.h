@@ -21,8 +21,8 @@ struct RunPlan {
   int64_t stepsPerEpoch = 0;
   int64_t lastBatch = 0;  // samples in the last (partial) update of an epoch
   double baseLr = 0, lr = 0, lrFactor = 1;
-  std::string lrRule;  // none | linear | sqrt
-  LrScaling scaling;   // the rule applied to this run's global batch
+  LrRule lrRule = LrRule::None;
+  LrScaling scaling;  // the rule applied to this run's global batch
   double warmupEpochs = 0;
   std::vector<int64_t> lrDecayEpochs;  // step decay (Project.h)
   double lrDecayFactor = 0.1;

@@ -198,7 +198,7 @@ class NewUserTest : public QObject {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject("cpu:3");
     p.training.batchSize = 16;
-    p.training.lrScaling = "linear";
+    p.training.lrScaling = ml::LrRule::Linear;
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("scaling.json"))));
     const QString global = w.trainingView()->sentenceLabel()->text();
     QVERIFY2(

@@ -93,7 +93,7 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   p.training.perDeviceBatch = true;
   p.training.batchSize = 64;
   p.training.accumulate = 2;
-  p.training.lrScaling = "linear";
+  p.training.lrScaling = ml::LrRule::Linear;
   p.training.warmupEpochs = 2;
   p.training.lrDecayEpochs = {3};
   p.training.optimizer.name = "sgd";

@@ -91,7 +91,7 @@ TEST(Lessons, AllShippedLessonsLoad) {
   const Project p = lessons[2].experiments[2].apply(lessons[2].project);
   EXPECT_EQ(p.distribute.devices, "cpu:4");
   EXPECT_TRUE(p.training.perDeviceBatch);
-  EXPECT_EQ(p.training.lrScaling, "linear");
+  EXPECT_EQ(p.training.lrScaling, ml::LrRule::Linear);
   EXPECT_DOUBLE_EQ(p.training.warmupEpochs, 1.0);
 }
 

@@ -86,5 +86,27 @@ TEST(TypedSettings, LossIsRefusedWhenReadAndKeptByARoundTrip) {
   EXPECT_EQ(roundTrip(j).training.loss, LossKind::MeanSquaredError);
 }
 
+TEST(TypedSettings, LrRuleIsRefusedWhenReadAndKeptByARoundTrip) {
+  json j = baseJson();
+  j["training"]["lr_scaling"] = "quadratic";
+  const UserError e = refusal(j);
+  EXPECT_EQ(e.field(), "training.lr_scaling");
+  EXPECT_NE(std::string(e.what()).find("typed.json: "), std::string::npos) << e.what();
+  EXPECT_NE(std::string(e.what()).find("'quadratic' (allowed: none, linear, sqrt)"), std::string::npos) << e.what();
+  try {
+    lrRuleSetting("Linear", "command line");
+    ADD_FAILURE() << "Linear accepted";
+  } catch (const UserError& c) {
+    EXPECT_EQ(c.field(), "training.lr_scaling");
+  }
+  const LrRule rules[] = {LrRule::None, LrRule::Linear, LrRule::Sqrt};
+  for (const LrRule r : rules) {
+    j["training"]["lr_scaling"] = toString(r);
+    EXPECT_EQ(roundTrip(j).training.lrScaling, r) << toString(r);
+  }
+  // The default is written as it always was.
+  EXPECT_EQ(Project::fromJson(baseJson()).toJson()["training"]["lr_scaling"], "none");
+}
+
 }  // namespace
 }  // namespace ml

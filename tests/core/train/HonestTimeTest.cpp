@@ -16,7 +16,7 @@ ml::Project project(const std::string& devices, int64_t batch, bool perDevice, c
   auto p = mltest::makeProject("honest", mltest::makeModel(true), devices, batch);
   p.training.epochs = 3;
   p.training.perDeviceBatch = perDevice;
-  p.training.lrScaling = rule;
+  p.training.lrScaling = ml::parseLrRule(rule).value();
   p.training.optimizer.learningRate = 0.01;
   return p;
 }

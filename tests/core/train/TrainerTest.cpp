@@ -24,7 +24,7 @@ std::shared_ptr<const ml::DataSplit> makeData(int64_t n = 600) { return mltest::
 TEST(RunPlan, SpellsOutReplicasBatchAndLearningRate) {
   auto p = makeProject("cpu:4", 64);
   p.training.perDeviceBatch = true;
-  p.training.lrScaling = "linear";
+  p.training.lrScaling = ml::LrRule::Linear;
   p.training.warmupEpochs = 1;
   p.training.optimizer.learningRate = 0.001;
   const auto plan = ml::planRun(p, 4, 60000);
@@ -113,7 +113,7 @@ TEST(Trainer, TheRunIsInTheStoreBeforeItsFirstStep) {
 
 TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
   auto p = makeProject("cpu:2", 60);
-  p.training.lrScaling = "linear";
+  p.training.lrScaling = ml::LrRule::Linear;
   p.training.lrReferenceBatch = 30;  // the rate was set for 30: a global batch of 60 doubles it
   p.training.warmupEpochs = 1;       // 10 steps of 60 over 600 samples
   ml::TelemetryHub hub;
@@ -137,7 +137,7 @@ TEST(Trainer, WarmupRampsFromTheBaseToTheScaledRate) {
 // at 0.02 x 0.5, epoch 3 at 0.02 x 0.25; the start lines say so.
 TEST(Trainer, StepDecayMultipliesTheRateAfterTheListedEpochs) {
   auto p = makeProject("cpu:2", 60);
-  p.training.lrScaling = "linear";
+  p.training.lrScaling = ml::LrRule::Linear;
   p.training.lrReferenceBatch = 30;
   p.training.warmupEpochs = 1;  // 10 steps of 60 over 600 samples
   p.training.epochs = 3;
