@@ -98,9 +98,9 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
     }
     a.optimizerBytes = static_cast<double>(a.optimizerParams) * sizeof(float) * a.optimizerSlots;
     a.activationBytes = static_cast<double>(m.activationBytes(a.perReplicaBatch));
-    if (const auto policy = ml::parsePrecision(p.training.precision); policy && *policy != ml::Precision::Float32) {
-      a.precision = p.training.precision;
-      ml::applyPrecision(m, *policy);
+    if (const ml::Precision policy = p.training.precision; policy != ml::Precision::Float32) {
+      a.precision = ml::toString(policy);
+      ml::applyPrecision(m, policy);
       a.lowPrecisionBytes = static_cast<double>(m.lowPrecisionBytes(a.perReplicaBatch));
     }
     return a;

@@ -368,11 +368,11 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.optimizer.beta2 = beta2_->value();
   t.optimizer.rho = rho_->value();
   t.optimizer.epsilon = epsilon_->value();
-  t.precision = precision_->currentData().toString().toStdString();
+  t.precision = ml::parsePrecision(precision_->currentData().toString().toStdString()).value_or(ml::Precision::Float32);
   t.lossScaling = lossScaling_->isChecked();
   t.lossScale = lossScale_->value();
   t.lossScaleGrowthSteps = lossGrowth_->value();
-  t.loss = loss_->currentData().toString().toStdString();
+  ml::setLoss(t, loss_->currentData().toString().toStdString(), "Training screen");  // the list's names only
   t.fromLogits = fromLogits_->isChecked();
   // The first metric is the one the screens chart; any others in the file stay.
   const std::string metric = metric_->currentData().toString().toStdString();
@@ -412,12 +412,13 @@ void TrainingSettingsView::refresh() {
   beta2_->setValue(t.optimizer.beta2);
   rho_->setValue(t.optimizer.rho);
   epsilon_->setValue(t.optimizer.epsilon);
-  precision_->setCurrentIndex(std::max(0, precision_->findData(q(t.precision))));
+  precision_->setCurrentIndex(std::max(0, precision_->findData(QString::fromLatin1(ml::toString(t.precision)))));
   lossScaling_->setChecked(t.lossScaling);
   lossScale_->setValue(t.lossScale);
   lossGrowth_->setValue(static_cast<int>(std::min<int64_t>(t.lossScaleGrowthSteps, std::numeric_limits<int>::max())));
-  if (loss_->findData(q(t.loss)) < 0) loss_->addItem(q(t.loss), q(t.loss));  // an alias the file used ("mse")
-  loss_->setCurrentIndex(loss_->findData(q(t.loss)));
+  const QString loss = q(ml::lossText(t));
+  if (loss_->findData(loss) < 0) loss_->addItem(loss, loss);  // an alias the file used ("mse")
+  loss_->setCurrentIndex(loss_->findData(loss));
   fromLogits_->setChecked(t.fromLogits);
   const QString metric = t.metrics.empty() ? QStringLiteral("accuracy") : q(t.metrics.front());
   if (metric_->findData(metric) < 0) metric_->addItem(metric, metric);
@@ -425,7 +426,7 @@ void TrainingSettingsView::refresh() {
   checkpointEvery_->setValue(static_cast<int>(std::min<int64_t>(t.checkpointEvery, checkpointEvery_->maximum())));
   checkpointUnit_->setCurrentIndex(t.checkpointInSteps ? 1 : 0);
   checkpointKeep_->setValue(t.checkpointKeep);
-  const bool half = t.precision == "mixed_float16";
+  const bool half = t.precision == ml::Precision::MixedFloat16;
   optForm_->setRowVisible(lossScaling_, half);
   optForm_->setRowVisible(lossScale_, half);
   optForm_->setRowVisible(lossGrowth_, half);

@@ -58,7 +58,7 @@ int summary(ModelArgs& a) {
   if (a.batch < 0 || a.batch > ml::kMaxBatch)
     throw ml::UserError("--batch must be from 1 to " + std::to_string(ml::kMaxBatch) + ", got " + std::to_string(a.batch));
   auto model = naming(a.project, [&] { return ml::Sequential(p.model); });
-  ml::applyPrecision(model, ml::parsePrecision(p.training.precision).value_or(ml::Precision::Float32));
+  ml::applyPrecision(model, p.training.precision);
   const int64_t n = ml::parseDevices(p.distribute.devices).size();
   const int64_t batch =
       a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);

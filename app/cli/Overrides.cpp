@@ -7,6 +7,7 @@
 
 #include "Error.h"
 #include "Limits.h"
+#include "project/Settings.h"
 
 namespace mlcli {
 
@@ -127,7 +128,7 @@ void Overrides::apply(ml::Project& p) const {
   if (!lrDecayEpochs.empty()) p.training.lrDecayEpochs = lrDecayEpochs;
   if (lrDecayFactor) p.training.lrDecayFactor = *lrDecayFactor;
   if (accumulate) p.training.accumulate = *accumulate;
-  if (precision) p.training.precision = *precision;
+  if (precision) p.training.precision = ml::precisionSetting(*precision, "command line");
   if (lossScale && *lossScale == "none") {
     p.training.lossScaling = false;
   } else if (lossScale) {

@@ -239,7 +239,7 @@ void BM_CnnStep(benchmark::State& st) {
   so.devices = ml::parseDevices("cpu:" + std::to_string(st.range(0)));
   so.threadsPerDevice = static_cast<int>(st.range(1));
   so.precision = st.range(2) ? ml::Precision::MixedBfloat16 : ml::Precision::Float32;
-  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+  ml::MirroredStrategy strat(m, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy,
                              ml::OptimizerSpec{}, so);
   strat.initialize(1);
   constexpr int64_t B = 64;

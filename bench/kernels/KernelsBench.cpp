@@ -198,7 +198,7 @@ void BM_SoftmaxCrossEntropy(benchmark::State& s) {
   std::vector<float> p(static_cast<size_t>(n * k)), y(static_cast<size_t>(n)), g(p.size());
   fill(p, 4);
   for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = static_cast<float>(i % k);
-  ml::Loss loss = ml::Loss::make("sparse_categorical_crossentropy", true);
+  ml::Loss loss = ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, true);
   for (auto _ : s) benchmark::DoNotOptimize(loss.compute(p.data(), y.data(), n, k, g.data()));
   s.SetItemsProcessed(s.iterations() * n);
 }

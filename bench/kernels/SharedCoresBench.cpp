@@ -62,7 +62,7 @@ void BM_SharedCores(benchmark::State& s) {
   so.devices = ml::parseDevices("cpu:" + std::to_string(s.range(0)));
   so.threadsPerDevice = static_cast<int>(s.range(1));
   ml::MirroredStrategy strat(wide ? mlbench::mlp({512, 512}) : mlbench::mlp({128}),
-                             ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+                             ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy,
                              ml::OptimizerSpec{}, so);
   strat.initialize(1);
   const int64_t B = wide ? 256 : 128;

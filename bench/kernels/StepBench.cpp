@@ -37,8 +37,8 @@ void BM_MirroredStep(benchmark::State& s) {
   so.shardOptimizer = s.range(6) != 0;
   so.fuseShardedExchange = s.range(6) != 2;
   ml::OptimizerSpec o;
-  ml::MirroredStrategy strat(s.range(3) ? mlp({512, 512}) : mlp({128}), ml::Loss::make("sparse_categorical_crossentropy", false),
-                             ml::MetricKind::Accuracy, o, so);
+  ml::MirroredStrategy strat(s.range(3) ? mlp({512, 512}) : mlp({128}),
+                             ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy, o, so);
   strat.initialize(1);
   const int64_t B = s.range(2);
   std::vector<int64_t> idx(static_cast<size_t>(B));
@@ -100,7 +100,7 @@ void BM_TeamCrossover(benchmark::State& s) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("cpu:1");
   so.threadsPerDevice = static_cast<int>(s.range(4));
-  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+  ml::MirroredStrategy strat(m, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy,
                              ml::OptimizerSpec{}, so);
   strat.initialize(1);
   std::vector<int64_t> idx(static_cast<size_t>(B));
@@ -145,7 +145,7 @@ void BM_SmallModels(benchmark::State& s) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices(variant == 3 ? "cpu:2" : "cpu:1");
   so.threadsPerDevice = variant == 0 ? ml::chooseTeam(m, sh.batch).threads : variant == 3 ? 1 : static_cast<int>(variant);
-  ml::MirroredStrategy strat(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
+  ml::MirroredStrategy strat(m, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy,
                              ml::OptimizerSpec{}, so);
   strat.initialize(1);
   std::vector<int64_t> idx(static_cast<size_t>(sh.batch));

@@ -117,13 +117,13 @@ Json optimizerConfig(const OptimizerSpec& o) {
 }
 
 Json lossConfig(const TrainingSpec& t) {
-  if (!t.fromLogits) return t.loss == "mse" ? "mean_squared_error" : t.loss;
-  const std::string cls = t.loss == "sparse_categorical_crossentropy" ? "SparseCategoricalCrossentropy"
-                          : t.loss == "categorical_crossentropy"      ? "CategoricalCrossentropy"
-                                                                      : "BinaryCrossentropy";
+  if (!t.fromLogits) return toString(t.loss);
+  const std::string cls = t.loss == LossKind::SparseCategoricalCrossentropy ? "SparseCategoricalCrossentropy"
+                          : t.loss == LossKind::CategoricalCrossentropy     ? "CategoricalCrossentropy"
+                                                                            : "BinaryCrossentropy";
   return {{"module", "keras.losses"},
           {"class_name", cls},
-          {"config", {{"name", t.loss}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}}},
+          {"config", {{"name", toString(t.loss)}, {"reduction", "sum_over_batch_size"}, {"from_logits", true}}},
           {"registered_name", nullptr}};
 }
 

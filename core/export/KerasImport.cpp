@@ -16,6 +16,7 @@
 #include "export/WeightsNpz.h"
 #include "export/ZipFile.h"
 #include "nn/LayerKind.h"
+#include "nn/Precision.h"
 #include "nn/Sequential.h"
 #include "project/WeightsFile.h"
 
@@ -171,11 +172,11 @@ OptimizerSpec optimizer(const Json& o, const std::string& path, int& accumulate)
 // compile_config as the project's training settings; an uncompiled model gets Mirrorlab's defaults.
 void training(const Json& compile, const std::string& path, TrainingSpec& t, std::vector<std::string>& notes) {
   if (!compile.is_object()) {
-    notes.push_back("the model was saved uncompiled: the project trains with Adam (0.001) and " + t.loss +
+    notes.push_back("the model was saved uncompiled: the project trains with Adam (0.001) and " + lossText(t) +
                     "; change \"training\" in the project if that is not what you want");
     return;
   }
-  t.loss = lossName(compile.value("loss", Json()), path, t.fromLogits);
+  t.loss = parseLossKind(lossName(compile.value("loss", Json()), path, t.fromLogits)).value();  // one of Keras' names
   t.optimizer = optimizer(compile.value("optimizer", Json()), path, t.accumulate);
   for (const char* off : {"loss_weights", "weighted_metrics"})
     if (compile.contains(off) && !compile[off].is_null() && !compile[off].empty())
@@ -357,7 +358,7 @@ KerasImport importKeras(const std::string& path) {
     p.model.inputShape =
         inputShape(cfg.value("build_input_shape", root.value("build_config", Json::object()).value("input_shape", Json())), path,
                    "its configuration (the model was never built)");
-  if (!layers.policy.empty()) p.training.precision = layers.policy;
+  if (!layers.policy.empty()) p.training.precision = parsePrecision(layers.policy).value_or(Precision::Float32);  // checked
   training(root.value("compile_config", Json()), path, p.training, out.notes);
   Sequential model = buildModel(p.model, path);
   for (size_t i = 0; i < layers.layers.size(); ++i) checkAxis(layers.layers[i], model.layer(i), layers.places[i]);

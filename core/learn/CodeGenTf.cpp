@@ -91,12 +91,12 @@ std::vector<std::string> tfDifferences(const Project& p, const ModelPlan& m) {
     out.push_back("(and saves) replica 0's, where Mirrorlab moves them by the global batch's: training agrees, the moving");
     out.push_back("statistics after it (and so evaluation and prediction) differ.");
   }
-  if (p.training.precision != "float32") {
-    const bool scaled = p.training.precision == "mixed_float16" && p.training.lossScaling;
-    out.push_back("Mixed precision: Keras' " + p.training.precision + " policy (set_global_policy)" +
-                  (scaled                                    ? ", with a LossScaleOptimizer"
-                   : p.training.precision == "mixed_float16" ? ", without loss scaling (loss_scale none)"
-                                                             : "") +
+  if (p.training.precision != Precision::Float32) {
+    const bool scaled = p.training.precision == Precision::MixedFloat16 && p.training.lossScaling;
+    out.push_back(std::string("Mixed precision: Keras' ") + toString(p.training.precision) + " policy (set_global_policy)" +
+                  (scaled                                            ? ", with a LossScaleOptimizer"
+                   : p.training.precision == Precision::MixedFloat16 ? ", without loss scaling (loss_scale none)"
+                                                                     : "") +
                   "; the last activation in float32 (Keras'");
     out.push_back("advice; Mirrorlab's softmax is float32 too). Differs from Mirrorlab: TensorFlow rounds where its kernels");
     out.push_back("do (Mirrorlab rounds each layer's input, kernel, output and gradients): the runs agree to the low format's");
@@ -120,7 +120,7 @@ std::string weightArrays(const ModelPlan& model) {
 // build_model(). Under a mixed policy the last activation runs in float32, as Keras advises: a
 // last Dense/Conv2D with an activation is followed by that activation as a float32 layer.
 std::string kerasModel(const Project& p, const ModelPlan& model) {
-  const bool mixed = p.training.precision != "float32";
+  const bool mixed = p.training.precision != Precision::Float32;
   std::string out =
       "def build_model():\n    return tf.keras.Sequential([\n        tf.keras.Input(shape=" + pyShape(model.input) + "),\n";
   for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -173,7 +173,7 @@ std::string tfConstants(const Project& p) {
   const TrainingSpec& t = p.training;
   std::string out;
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
-  out += "PRECISION = " + pyStr(t.precision) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
+  out += "PRECISION = " + pyStr(toString(t.precision)) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
   out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
          "  # GPUs: float32 products on TF32 tensor cores (distribute.tf32; TensorFlow's own default is on)\n";
   if (p.distribute.allreduceDtype != "float32")
@@ -229,7 +229,7 @@ std::string generateTensorFlowProgram(const Project& p) {
   out += kerasModel(p, model);
   out += "\n\ndef make_loss(reduction=\"sum_over_batch_size\"):\n    return " + kerasLoss(t) + "\n\n\n" + kerasMetric(t);
   out += "\n\ndef make_optimizer(learning_rate):\n";
-  if (t.precision == "mixed_float16" && t.lossScaling) {
+  if (t.precision == Precision::MixedFloat16 && t.lossScaling) {
     // Keras' dynamic loss scaling with the project's scale and interval (compile() would wrap the
     // optimizer itself, but with its defaults).
     out += "    optimizer = " + kerasOptimizer(t.optimizer) + "\n";

@@ -250,13 +250,15 @@ std::vector<std::string> torchMapping(const Project& p, const ModelPlan& model) 
     mapping.push_back("shard's statistics (the global batch's when synchronized, on CPUs too), and moving statistics that");
     mapping.push_back("follow the global batch on every replica, as Mirrorlab's (PyTorch's BatchNorm would keep rank 0's).");
   }
-  if (t.precision != "float32") {
-    mapping.push_back("Mixed precision (" + t.precision + "): torch.autocast computes the layers in the low format over");
+  if (t.precision != Precision::Float32) {
+    mapping.push_back(std::string("Mixed precision (") + toString(t.precision) +
+                      "): torch.autocast computes the layers in the low format over");
     mapping.push_back("float32 master weights" +
-                      std::string(t.precision == "mixed_float16"
+                      std::string(t.precision == Precision::MixedFloat16
                                       ? ", with a GradScaler as Keras' dynamic loss scaling (CUDA only: PyTorch's"
                                       : "."));
-    if (t.precision == "mixed_float16") mapping.push_back("CPU autocast has no float16, so a CPU run computes in float32).");
+    if (t.precision == Precision::MixedFloat16)
+      mapping.push_back("CPU autocast has no float16, so a CPU run computes in float32).");
     mapping.push_back("Differs from Mirrorlab: autocast rounds where PyTorch's kernels do (Mirrorlab rounds each layer's");
     mapping.push_back("input, kernel, output and gradients), so the runs agree to the low format's precision only.");
   }
@@ -288,8 +290,8 @@ std::string torchConstants(const Project& p, bool accuracy) {
     out += "LR_DECAY_FACTOR = " + pyNum(t.lrDecayFactor) + "\n";
   }
   out += "METRIC = " + pyStr(accuracy ? "accuracy" : "mae") + "\n";
-  const bool half = t.precision == "mixed_float16", bf = t.precision == "mixed_bfloat16";
-  out += "PRECISION = " + pyStr(t.precision) + "  # Keras' policy name\n";
+  const bool half = t.precision == Precision::MixedFloat16, bf = t.precision == Precision::MixedBfloat16;
+  out += "PRECISION = " + pyStr(toString(t.precision)) + "  # Keras' policy name\n";
   out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
          "  # GPUs: float32 products on TF32 tensor cores (distribute.tf32)\n";
   out += std::string("AMP_DTYPE = ") +

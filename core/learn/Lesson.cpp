@@ -36,7 +36,7 @@ Project LessonExperiment::apply(const Project& base) const {
   if (learningRate > 0) p.training.optimizer.learningRate = learningRate;
   if (epochs > 0) p.training.epochs = epochs;
   p.distribute.faults = faults;
-  if (!precision.empty()) p.training.precision = precision;
+  if (precision) p.training.precision = *precision;
   if (batchnormSynchronized)
     for (auto& l : p.model.layers)
       if (auto* bn = l.as<BatchNormalizationSpec>()) bn->synchronized = *batchnormSynchronized;
@@ -124,9 +124,11 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   x.learningRate = r.number(e, path, "learning_rate", 0, 1e-12, "a positive learning rate");
   x.epochs = static_cast<int>(r.integer(e, path, "epochs", 0, 1, "a positive integer"));
   x.steps = r.integer(e, path, "steps", 0, 1, "a positive integer");
-  x.precision = r.text(e, path, "precision", false, "float32, mixed_bfloat16 or mixed_float16");
-  if (!x.precision.empty() && !parsePrecision(x.precision))
-    r.fail(path + ".precision", "is '" + clipText(x.precision, 40) + "' (allowed: float32, mixed_bfloat16, mixed_float16)");
+  if (const std::string precision = r.text(e, path, "precision", false, "float32, mixed_bfloat16 or mixed_float16");
+      !precision.empty()) {
+    x.precision = parsePrecision(precision);
+    if (!x.precision) r.fail(path + ".precision", "is '" + clipText(precision, 40) + "' (allowed: " + kPrecisionNames + ")");
+  }
   if (e.contains("batchnorm_synchronized")) {
     const json& v = e.at("batchnorm_synchronized");
     if (!v.is_boolean())

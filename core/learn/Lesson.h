@@ -28,7 +28,7 @@ struct LessonExperiment {
   int epochs = 0;                             // 0 keeps the project's
   int64_t steps = 0;                          // stop after this many updates (0: every epoch)
   std::vector<std::string> faults;            // injected faults ("slow:cpu:1=3x"): the run shows what they do
-  std::string precision;                      // float32 | mixed_bfloat16 | mixed_float16; "" keeps the project's
+  std::optional<Precision> precision;         // none keeps the project's
   std::optional<double> lossScale;            // mixed_float16's initial loss scale; 0 for none (no scaling)
   std::optional<bool> batchnormSynchronized;  // every BatchNormalization layer's "synchronized"
 

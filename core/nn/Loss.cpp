@@ -10,33 +10,29 @@ namespace ml {
 
 static constexpr float kEps = 1e-7f;  // Keras' epsilon for clipping probabilities
 
-Loss Loss::make(const std::string& name, bool fromLogits) {
+Loss Loss::make(LossKind kind, bool fromLogits) {
   Loss l;
+  l.kind_ = kind;
   l.fromLogits_ = fromLogits;
-  if (name == "sparse_categorical_crossentropy")
-    l.kind_ = LossKind::SparseCategoricalCrossentropy;
-  else if (name == "categorical_crossentropy")
-    l.kind_ = LossKind::CategoricalCrossentropy;
-  else if (name == "mean_squared_error" || name == "mse")
-    l.kind_ = LossKind::MeanSquaredError;
-  else if (name == "binary_crossentropy")
-    l.kind_ = LossKind::BinaryCrossentropy;
-  else
-    throw fieldError(
-        "training.loss",
-        ": unknown loss '" + name +
-            "' (allowed: sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error)");
   return l;
 }
 
-std::string Loss::name() const {
-  switch (kind_) {
+const char* toString(LossKind k) {
+  switch (k) {
     case LossKind::SparseCategoricalCrossentropy: return "sparse_categorical_crossentropy";
     case LossKind::CategoricalCrossentropy: return "categorical_crossentropy";
     case LossKind::MeanSquaredError: return "mean_squared_error";
     case LossKind::BinaryCrossentropy: return "binary_crossentropy";
   }
   return "";
+}
+
+std::optional<LossKind> parseLossKind(std::string_view name) {
+  for (LossKind k : {LossKind::SparseCategoricalCrossentropy, LossKind::CategoricalCrossentropy, LossKind::MeanSquaredError,
+                     LossKind::BinaryCrossentropy})
+    if (name == toString(k)) return k;
+  if (name == "mse") return LossKind::MeanSquaredError;
+  return std::nullopt;
 }
 
 // Target distribution of row r as a callable t(j).

@@ -3,23 +3,31 @@
 // global batch once (see the mirrored step in DESIGN.md).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace ml {
 
 // The values are the CUDA plugin's ABI: append only.
 enum class LossKind { SparseCategoricalCrossentropy, CategoricalCrossentropy, MeanSquaredError, BinaryCrossentropy };
 
+// Keras' names: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error
+// (also read as "mse") | binary_crossentropy (targets 0/1 per output; mean over the outputs of a
+// sample, as Keras). Text is read once, at the edge (project/); below it a loss is its kind.
+const char* toString(LossKind k);
+std::optional<LossKind> parseLossKind(std::string_view name);
+inline constexpr const char* kLossNames =
+    "sparse_categorical_crossentropy, categorical_crossentropy, binary_crossentropy, mean_squared_error";
+
 class Loss {
  public:
-  // name: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error (mse) |
-  // binary_crossentropy (targets 0/1 per output; mean over the outputs of a sample, as Keras).
-  static Loss make(const std::string& name, bool fromLogits);
+  static Loss make(LossKind kind, bool fromLogits);
 
   LossKind kind() const { return kind_; }
   bool fromLogits() const { return fromLogits_; }
   bool isClassification() const { return kind_ != LossKind::MeanSquaredError; }
-  std::string name() const;
+  std::string name() const { return toString(kind_); }
   // Targets per sample the loss expects: 1 (class index) for sparse CE, k for the others.
   int64_t targetDim(int64_t outputs) const { return kind_ == LossKind::SparseCategoricalCrossentropy ? 1 : outputs; }
 

@@ -17,6 +17,7 @@
 #include "Limits.h"
 #include "nn/Precision.h"
 #include "project/LayerJson.h"
+#include "project/Settings.h"
 
 namespace ml {
 
@@ -157,7 +158,7 @@ json Project::toJson() const {
         {"batch_size", training.batchSize},
         {"per_device_batch", training.perDeviceBatch},
         {"optimizer", opt},
-        {"loss", training.loss},
+        {"loss", lossText(training)},
         {"from_logits", training.fromLogits},
         {"metrics", training.metrics},
         {"seed", training.seed},
@@ -179,7 +180,7 @@ json Project::toJson() const {
   if (training.checkpointEvery != 1 || training.checkpointInSteps)
     out["training"]["checkpoint_every"] = checkpointEveryText(training.checkpointEvery, training.checkpointInSteps);
   if (training.checkpointKeep != 3) out["training"]["checkpoint_keep"] = training.checkpointKeep;
-  if (training.precision != "float32") out["training"]["precision"] = training.precision;
+  if (training.precision != Precision::Float32) out["training"]["precision"] = toString(training.precision);
   if (!training.lossScaling)
     out["training"]["loss_scale"] = "none";
   else if (training.lossScale != 32768.0)
@@ -277,7 +278,11 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.get(t, "training", "epochs", p.training.epochs, "a positive integer");
     r.get(t, "training", "batch_size", p.training.batchSize, "a positive integer");
     r.get(t, "training", "per_device_batch", p.training.perDeviceBatch, "true or false");
-    r.get(t, "training", "loss", p.training.loss, "a loss name");
+    if (t.contains("loss")) {
+      std::string loss;
+      r.get(t, "training", "loss", loss, "a loss name");
+      setLoss(p.training, loss, source);
+    }
     r.get(t, "training", "from_logits", p.training.fromLogits, "true or false");
     r.get(t, "training", "seed", p.training.seed, "a non-negative integer");
     r.get(t, "training", "lr_scaling", p.training.lrScaling, "none, linear or sqrt");
@@ -297,7 +302,9 @@ Project Project::fromJson(const json& j, const std::string& source) {
       }
     }
     r.get(t, "training", "accumulate", p.training.accumulate, "a positive integer");
-    r.get(t, "training", "precision", p.training.precision, "one of float32, mixed_bfloat16, mixed_float16");
+    std::string precision = toString(p.training.precision);
+    r.get(t, "training", "precision", precision, "one of float32, mixed_bfloat16, mixed_float16");
+    p.training.precision = precisionSetting(precision, source);
     if (t.contains("loss_scale") && t.at("loss_scale").is_string()) {
       if (t.at("loss_scale").get<std::string>() != "none")
         r.fail("training.loss_scale", "must be a positive number (the initial scale, 32768 by default) or \"none\", got " +
@@ -414,8 +421,6 @@ void validate(const Project& p, const std::string& source) {
   if (!(t.lrDecayFactor > 0 && t.lrDecayFactor <= 1))
     fail("training.lr_decay_factor", "must be above 0 and at most 1 (the rate is multiplied by it; 0.1 lowers it tenfold), got " +
                                          shortNumber(t.lrDecayFactor));
-  if (!parsePrecision(t.precision))
-    fail("training.precision", "is '" + clipText(t.precision, 40) + "' (allowed: " + kPrecisionNames + ")");
   if (t.lossScaling)
     positive("training.loss_scale", t.lossScale,
              " (the initial loss scale of mixed_float16, 32768 by default; \"none\" turns loss scaling off)");
@@ -476,6 +481,15 @@ void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps
                     "': write a whole number of steps or epochs, such as \"500steps\" or \"1epoch\"");
   every = std::stoll(text.substr(0, i));
   inSteps = steps;
+}
+
+std::string lossText(const TrainingSpec& t) {
+  return t.lossSpelledMse && t.loss == LossKind::MeanSquaredError ? "mse" : toString(t.loss);
+}
+
+void setLoss(TrainingSpec& t, const std::string& name, const std::string& source) {
+  t.loss = lossSetting(name, source);
+  t.lossSpelledMse = name == "mse";
 }
 
 std::string checkpointEveryText(int64_t every, bool inSteps) {

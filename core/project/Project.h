@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/DataSpec.h"
+#include "nn/Loss.h"
+#include "nn/Precision.h"
 #include "nn/Specs.h"
 #include "project/LayerJson.h"
 #include "tensor/Shape.h"
@@ -21,7 +23,8 @@ struct TrainingSpec {
   int64_t batchSize = 128;      // global batch of one optimizer update
   bool perDeviceBatch = false;  // batchSize is per replica instead (global = per-device x replicas)
   OptimizerSpec optimizer;
-  std::string loss = "sparse_categorical_crossentropy";
+  LossKind loss = LossKind::SparseCategoricalCrossentropy;
+  bool lossSpelledMse = false;  // the file wrote mean_squared_error as Keras' "mse": written back and shown so
   bool fromLogits = false;
   std::vector<std::string> metrics = {"accuracy"};
   uint64_t seed = 42;
@@ -37,10 +40,10 @@ struct TrainingSpec {
   int64_t checkpointEvery = 1;
   bool checkpointInSteps = false;
   int checkpointKeep = 3;
-  // Compute precision (nn/Precision.h): float32 | mixed_bfloat16 | mixed_float16. Master weights,
+  // Compute precision (nn/Precision.h; float32 | mixed_bfloat16 | mixed_float16 in the file). Master weights,
   // the optimizer, softmax, losses and the all-reduce stay float32 under every policy (the
   // all-reduce has its own setting, distribute.allreduceDtype).
-  std::string precision = "float32";
+  Precision precision = Precision::Float32;
   // Dynamic loss scaling, used by mixed_float16 only (bfloat16 has float32's range and needs none):
   // lossScaling false is "loss_scale": "none" in the file.
   bool lossScaling = true;
@@ -88,6 +91,11 @@ struct Project {
 // "2 epochs", "500 steps", "3steps", "1 epoch", or a bare number of epochs. Throws UserError.
 void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps);
 std::string checkpointEveryText(int64_t every, bool inSteps);  // "1 epoch", "50 steps"
+
+// The loss as the file names it ("mse" stays "mse"), and the loss set from such a name: an unknown
+// one throws UserError naming training.loss (source: the file or "command line").
+std::string lossText(const TrainingSpec& t);
+void setLoss(TrainingSpec& t, const std::string& name, const std::string& source);
 
 // Checks the values (not the model's shapes: see Sequential) and throws UserError naming the field.
 void validate(const Project& p, const std::string& source = "project");

@@ -90,17 +90,17 @@ std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const 
   const std::string given = data.name + " gives " + labelsInWords(data);
   const std::string fix = " (or click " + fitToDataAction("training.loss") + ").";
   if (loss.isClassification() && k == LabelKind::Numeric)
-    return lossField(p.training.loss) + " needs class labels, but " + given + ": choose mean_squared_error" + fix;
+    return lossField(lossText(p.training)) + " needs class labels, but " + given + ": choose mean_squared_error" + fix;
   if (!loss.isClassification() && k != LabelKind::Numeric)
-    return lossField(p.training.loss) + " regresses numbers, but " + given + ": choose sparse_categorical_crossentropy" +
+    return lossField(lossText(p.training)) + " regresses numbers, but " + given + ": choose sparse_categorical_crossentropy" +
            (k == LabelKind::Binary ? " or binary_crossentropy" : "") + fix;
   if (loss.kind() == LossKind::CategoricalCrossentropy && k != LabelKind::OneHot)
-    return lossField(p.training.loss) + " takes one-hot label rows, but " + given +
+    return lossField(lossText(p.training)) + " takes one-hot label rows, but " + given +
            ": choose sparse_categorical_crossentropy, which takes class indices" + fix;
   if (loss.kind() == LossKind::BinaryCrossentropy && k == LabelKind::Integer)
-    return lossField(p.training.loss) + " takes 0/1 labels, but " + given + ": choose sparse_categorical_crossentropy" + fix;
+    return lossField(lossText(p.training)) + " takes 0/1 labels, but " + given + ": choose sparse_categorical_crossentropy" + fix;
   if (loss.kind() == LossKind::SparseCategoricalCrossentropy && k == LabelKind::OneHot)
-    return lossField(p.training.loss) + " takes class indices, but " + given + ": choose categorical_crossentropy" + fix;
+    return lossField(lossText(p.training)) + " takes class indices, but " + given + ": choose categorical_crossentropy" + fix;
   return std::nullopt;
 }
 
@@ -197,13 +197,13 @@ Project fitToData(const Project& in, const DataFacts& data) {
   int64_t units = data.targetDim;
   Act activation = Act::Linear;
   if (kind == LabelKind::Numeric) {
-    t.loss = "mean_squared_error";
+    t.loss = LossKind::MeanSquaredError;
   } else if (binary) {
-    t.loss = "binary_crossentropy";
+    t.loss = LossKind::BinaryCrossentropy;
     units = 1;
     activation = Act::Sigmoid;
   } else {
-    t.loss = kind == LabelKind::OneHot ? "categorical_crossentropy" : "sparse_categorical_crossentropy";
+    t.loss = kind == LabelKind::OneHot ? LossKind::CategoricalCrossentropy : LossKind::SparseCategoricalCrossentropy;
     units = data.numClasses;
     activation = Act::Softmax;
   }

@@ -99,7 +99,7 @@ nlohmann::json Trainer::effectiveConfig() const {
                            {"epochs", t.epochs},
                            {"max_steps", options_.maxSteps},
                            {"threads_per_device", s.blasThreads()},
-                           {"loss", t.loss},
+                           {"loss", lossText(t)},
                            {"dataset", data_->train.name},
                            {"train_samples", data_->train.size},
                            {"parameters", s.model(0).paramCount()}};

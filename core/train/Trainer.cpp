@@ -58,8 +58,8 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   so.threadsPerDevice = project_.distribute.threadsPerDevice;
   so.shardOptimizer = project_.distribute.shardOptimizer;
   so.tf32 = project_.distribute.tf32;
-  so.allreduceDtype = parseAllReduceDtype(project_.distribute.allreduceDtype);              // validated above
-  so.precision = parsePrecision(project_.training.precision).value_or(Precision::Float32);  // validated above
+  so.allreduceDtype = parseAllReduceDtype(project_.distribute.allreduceDtype);  // validated above
+  so.precision = project_.training.precision;
   so.lossScaling.enabled = project_.training.lossScaling;
   so.lossScaling.initial = project_.training.lossScale;
   so.lossScaling.growthSteps = project_.training.lossScaleGrowthSteps;

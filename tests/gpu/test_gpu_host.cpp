@@ -168,7 +168,7 @@ TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
   const int count = static_cast<int>(r.gpus.size());
   so.devices = parseDevices(count == 0 ? "gpu:0x2" : "gpu:" + std::to_string(count));
   try {
-    MirroredStrategy s(m, Loss::make("sparse_categorical_crossentropy", false), MetricKind::Accuracy, o, so);
+    MirroredStrategy s(m, Loss::make(LossKind::SparseCategoricalCrossentropy, false), MetricKind::Accuracy, o, so);
     FAIL() << so.devices.spec << " was accepted on a machine with " << count << " GPU(s)";
   } catch (const UserError& e) {
     const std::string msg = e.what();

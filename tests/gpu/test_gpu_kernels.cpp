@@ -293,7 +293,7 @@ TEST_F(Gpu, LossesAndGradientsMatchCpu) {
   for (const Case& c : cases) {
     const std::string what = std::string(c.name) + (c.fromLogits ? " from logits" : c.fused ? " fused softmax" : "");
     const Loss loss = [&] {
-      Loss l = Loss::make(c.name, c.fromLogits);
+      Loss l = Loss::make(parseLossKind(c.name).value(), c.fromLogits);
       l.setFusedSoftmax(c.fused);
       return l;
     }();

@@ -439,7 +439,7 @@ TEST_F(Gpu, BinaryCrossentropyMatchesCpu) {
                                (fromLogits ? " from logits"
                                 : fused    ? " fused sigmoid"
                                            : " probabilities");
-      Loss loss = Loss::make("binary_crossentropy", fromLogits);
+      Loss loss = Loss::make(LossKind::BinaryCrossentropy, fromLogits);
       loss.setFusedSoftmax(fused);
       const std::vector<float> logits = random(static_cast<size_t>(n * k), ++seed, -6, 6);
       std::vector<float> pred = fromLogits ? logits : sigmoidOf(logits);

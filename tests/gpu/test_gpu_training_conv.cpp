@@ -90,7 +90,8 @@ std::unique_ptr<ml::MirroredStrategy> strategy(const ml::ModelSpec& model, const
                                                const std::string& loss = "sparse_categorical_crossentropy", bool logits = false) {
   ml::StrategyOptions so;
   so.bucketBytes = 256;  // several buckets: the all-reduce overlaps the backward pass
-  return mltest::makeStrategy(model, devices, mltest::optimizer("sgd"), so, 7, ml::Loss::make(loss, logits));
+  return mltest::makeStrategy(model, devices, mltest::optimizer("sgd"), so, 7,
+                              ml::Loss::make(ml::parseLossKind(loss).value(), logits));
 }
 
 // SGD at 0.05 over the order of seed 3; train() checks the replicas' bits after every step.

@@ -173,7 +173,7 @@ TEST_F(GpuWorkers, TheFlatMpiAllReduceIsRefusedOnGpusWithTheWayOut) {
   ml::OptimizerSpec o;
   o.name = "sgd";
   try {
-    ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false),
+    ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                            ml::MetricKind::Accuracy, o, so);
     ADD_FAILURE() << "the flat mpi all-reduce was accepted on GPUs";
   } catch (const ml::UserError& e) {

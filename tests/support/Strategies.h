@@ -15,7 +15,7 @@ namespace mltest {
 // its own (train()'s TrainOptions::lr).
 ml::OptimizerSpec optimizer(const std::string& name, double lr = 0.01);
 
-inline ml::Loss sparseCrossentropy() { return ml::Loss::make("sparse_categorical_crossentropy", false); }
+inline ml::Loss sparseCrossentropy() { return ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false); }
 
 // A strategy over `devices` (ml::parseDevices' form, e.g. "cpu:3", "gpu:0x4"; it replaces
 // options.devices), its weights initialized with `seed`; the metric is the loss's default (accuracy

@@ -74,7 +74,7 @@ class FitFiguresTest : public QObject {
     QVERIFY2(training->lossFitLabel()->text().contains(QStringLiteral("gives integer class labels 0-2 (3 classes)")),
              qPrintable(training->lossFitLabel()->text()));
     loss->setCurrentIndex(loss->findData(QStringLiteral("binary_crossentropy")));
-    QCOMPARE(w.document()->project().training.loss, std::string("binary_crossentropy"));
+    QCOMPARE(ml::lossText(w.document()->project().training), std::string("binary_crossentropy"));
     QVERIFY2(training->lossFitLabel()->text().contains(QStringLiteral("binary_crossentropy takes 0/1 labels")),
              qPrintable(training->lossFitLabel()->text()));
     QVERIFY(!w.dashboard()->trainAction()->isEnabled());
@@ -86,7 +86,7 @@ class FitFiguresTest : public QObject {
     QVERIFY(!banner->check().fits());
     banner->fitToData();
     const ml::Project fitted = w.document()->project();
-    QCOMPARE(fitted.training.loss, std::string("sparse_categorical_crossentropy"));
+    QCOMPARE(ml::lossText(fitted.training), std::string("sparse_categorical_crossentropy"));
     QCOMPARE(fitted.model.layers.back().as<ml::DenseSpec>()->units, int64_t{3});
     QVERIFY(banner->check().fits());
     QVERIFY(w.dashboard()->trainAction()->isEnabled());
@@ -151,7 +151,7 @@ class FitFiguresTest : public QObject {
     mlui::MainWindow w;
     w.show();
     ml::Project p = mlui::csvProject(csv);
-    QCOMPARE(p.training.loss, std::string("binary_crossentropy"));
+    QCOMPARE(ml::lossText(p.training), std::string("binary_crossentropy"));
     QCOMPARE(p.model.layers.back().as<ml::DenseSpec>()->units, int64_t{1});
     QVERIFY(p.model.layers.back().as<ml::DenseSpec>()->activation == ml::Act::Sigmoid);
     p.training.epochs = 2;

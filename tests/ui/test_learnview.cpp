@@ -202,7 +202,8 @@ class LearnTest : public QObject {
     so.shardOptimizer = true;
     ml::OptimizerSpec adam;
     adam.name = "adam";
-    ml::MirroredStrategy s(m, ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy, adam, so);
+    ml::MirroredStrategy s(m, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy, adam,
+                           so);
     s.initialize(1);
     ml::Dataset data;
     data.sampleShape = {6};

@@ -299,7 +299,7 @@ class ModelBuilderTest : public QObject {
     so.devices = ml::parseDevices(d.devices);
     so.bucketBytes = d.bucketBytes;
     so.shardOptimizer = true;
-    ml::MirroredStrategy s(w.document()->project().model, ml::Loss::make("sparse_categorical_crossentropy", false),
+    ml::MirroredStrategy s(w.document()->project().model, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                            ml::MetricKind::Accuracy, w.document()->project().training.optimizer, so);
     int64_t most = 0;
     for (int r = 0; r < 3; ++r) most = std::max(most, static_cast<int64_t>(s.optimizerSlots(r)[0].size()));
@@ -323,7 +323,7 @@ class ModelBuilderTest : public QObject {
     QVERIFY(!memory->text().contains(QStringLiteral("working copies")));
     QCOMPARE(w.modelBuilder()->analysis().lowPrecisionBytes, 0.0);
     ml::Project p = w.document()->project();
-    p.training.precision = "mixed_bfloat16";
+    p.training.precision = ml::Precision::MixedBfloat16;
     w.document()->edit(QStringLiteral("precision"), p);
     const auto& a = w.modelBuilder()->analysis();
     ml::Sequential m(p.model);

@@ -149,7 +149,7 @@ class TrainingTest : public QObject {
     QVERIFY(precision && scale);
     QVERIFY(scale->isHidden());  // float32: no loss-scale rows
     precision->setCurrentIndex(precision->findData(QStringLiteral("mixed_float16")));
-    QCOMPARE(w.document()->project().training.precision, std::string("mixed_float16"));
+    QVERIFY(w.document()->project().training.precision == ml::Precision::MixedFloat16);
     QVERIFY(!scale->isHidden());
     scale->setValue(16777216.0);
     QCOMPARE(w.document()->project().training.lossScale, 16777216.0);

@@ -47,7 +47,7 @@ ml::Project csvProject(const QString& path) {
   // The last layer and the loss as Fit to data chooses them (train/FitCheck.h): one sigmoid output
   // with binary_crossentropy for 0/1 labels, a softmax per class, or a linear output to regress.
   ml::DataFacts facts{QFileInfo(path).fileName().toStdString(), {d.featureCount()}, classes ? numClasses : 0, 1};
-  if (classes && numClasses == 2) p.training.loss = "binary_crossentropy";
+  if (classes && numClasses == 2) p.training.loss = ml::LossKind::BinaryCrossentropy;
   return ml::fitToData(p, facts);
 }
 

@@ -182,7 +182,7 @@ TinyRun trainTiny(ml::Precision p, bool scaling, float w2 = 1e-6f) {
   ml::OptimizerSpec o;
   o.name = "adam";
   o.epsilon = 1e-30;
-  auto owned = mltest::makeStrategy(tg.model, "cpu:2", o, so, 4, ml::Loss::make("mean_squared_error", false));
+  auto owned = mltest::makeStrategy(tg.model, "cpu:2", o, so, 4, ml::Loss::make(ml::LossKind::MeanSquaredError, false));
   ml::MirroredStrategy& s = *owned;
   auto params = s.model(0).params();
   for (size_t i = 72; i < 80; ++i) params[i] = w2;  // W2, after W1 (8 x 8) and b1 (8)

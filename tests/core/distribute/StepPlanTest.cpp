@@ -66,7 +66,7 @@ std::string collectiveOf(const std::string& devices, const std::string& algo) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices(devices);
   so.allreduce = algo;
-  ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false),
+  ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                          ml::MetricKind::Accuracy, adam(), so);
   return s.allReduceName();
 }
@@ -82,7 +82,7 @@ TEST(CollectiveOrder, TheStrategyRunsTheChosenCollective) {
     so.devices = ml::parseDevices("cpu:1");
     so.allreduce = "mpi";
     so.workers = &g;
-    ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false),
+    ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                            ml::MetricKind::Accuracy, adam(), so);
     return s.allReduceName();
   });

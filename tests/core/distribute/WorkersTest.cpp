@@ -262,8 +262,8 @@ TEST(AcrossWorkers, WhatDoesNotCrossProcessesIsRefusedWithTheWayOut) {
   so.shardOptimizer = true;
   so.workers = groups[0].get();
   try {
-    ml::MirroredStrategy s(makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                           mltest::optimizer("adam"), so);
+    ml::MirroredStrategy s(makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
+                           ml::MetricKind::Accuracy, mltest::optimizer("adam"), so);
     ADD_FAILURE() << "a sharded optimizer across workers was accepted";
   } catch (const ml::UserError& e) {
     EXPECT_NE(std::string(e.what()).find("worker 1 of 2"), std::string::npos) << e.what();

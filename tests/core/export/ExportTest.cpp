@@ -323,7 +323,7 @@ TEST(TorchExport, TheGeneratedProgramLoadsConvolutionalWeights) {
     TempDir dir("torch-conv");
     Project p;
     p.name = "torch conv";
-    p.training.loss = "mean_squared_error";  // the program's last layer is then the model's own (no softmax folded)
+    p.training.loss = ml::LossKind::MeanSquaredError;  // the program's last layer is then the model's own (no softmax folded)
     p.training.metrics = {"mae"};
     Sequential model(spec);
     model.initialize(41);

@@ -148,7 +148,7 @@ TEST(KerasImport, CompileSettingsBecomeTrainingSettings) {
   t.optimizer.learningRate = 0.05;
   t.optimizer.momentum = 0.9;
   t.optimizer.nesterov = true;
-  t.loss = "categorical_crossentropy";
+  t.loss = LossKind::CategoricalCrossentropy;
   t.fromLogits = true;
   Sequential model(gapModel());
   perturb(model, 1);
@@ -157,7 +157,7 @@ TEST(KerasImport, CompileSettingsBecomeTrainingSettings) {
   EXPECT_DOUBLE_EQ(k.project.training.optimizer.learningRate, 0.05);
   EXPECT_DOUBLE_EQ(k.project.training.optimizer.momentum, 0.9);
   EXPECT_TRUE(k.project.training.optimizer.nesterov);
-  EXPECT_EQ(k.project.training.loss, "categorical_crossentropy");
+  EXPECT_EQ(k.project.training.loss, LossKind::CategoricalCrossentropy);
   EXPECT_TRUE(k.project.training.fromLogits);
   EXPECT_EQ(k.project.data.kind, "blobs");  // not 28x28 images: synthetic data, and a note says so
   ASSERT_FALSE(k.notes.empty());

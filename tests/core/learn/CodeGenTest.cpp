@@ -264,7 +264,7 @@ TEST(CodeGen, ProgramsSetTf32AsTheProjectDoes) {
 TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
   TempDir dir("codegen-mixed");
   Project p = Project::load(projectPath("fashion-mlp.json"));
-  p.training.precision = "mixed_float16";
+  p.training.precision = ml::Precision::MixedFloat16;
   p.training.lossScale = 1024;
   p.training.lossScaleGrowthSteps = 100;
   const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
@@ -282,7 +282,7 @@ TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
   EXPECT_NE(generateTensorFlowProgram(p).find("mixed_float16 policy (set_global_policy), without loss scaling"),
             std::string::npos);
   EXPECT_NE(generatePyTorchProgram(p).find("LOSS_SCALE = None"), std::string::npos);
-  p.training.precision = "mixed_bfloat16";
+  p.training.precision = ml::Precision::MixedBfloat16;
   EXPECT_EQ(generateTensorFlowProgram(p).find("LossScaleOptimizer"), std::string::npos);
   // The last Dense computes in bfloat16, its softmax in float32 (Keras' advice; Mirrorlab's softmax is float32).
   EXPECT_NE(generateTensorFlowProgram(p).find("activation=\"linear\""), std::string::npos);
@@ -290,11 +290,11 @@ TEST(CodeGen, MixedPrecisionProgramsSetThePolicyAndTheLossScale) {
       generateTensorFlowProgram(p).find("tf.keras.layers.Activation(\"softmax\", dtype=\"float32\"),  # the output in float32"),
       std::string::npos);
   EXPECT_NE(generatePyTorchProgram(p).find("AMP_DTYPE = torch.bfloat16"), std::string::npos);
-  p.training.precision = "float32";
+  p.training.precision = ml::Precision::Float32;
   EXPECT_EQ(generatePyTorchProgram(p).find("# Mixed precision ("), std::string::npos);  // not in the header
   EXPECT_NE(generatePyTorchProgram(p).find("AMP_DTYPE = None"), std::string::npos);
   for (const char* precision : {"mixed_float16", "mixed_bfloat16"}) {  // valid Python
-    p.training.precision = precision;
+    p.training.precision = ml::parsePrecision(precision).value();
     p.training.lossScaling = true;
     for (Framework f : {Framework::TensorFlow, Framework::PyTorch}) {
       const fs::path file = dir.path() / (std::string(precision) + "_" + suggestedFileName(p, f));
@@ -377,7 +377,7 @@ TEST(CodeGen, BinaryClassifiersUseBinaryCrossentropy) {
   p.data.classes = 2;
   p.model.layers.back().as<DenseSpec>()->units = 1;
   p.model.layers.back().as<DenseSpec>()->activation = Act::Sigmoid;
-  p.training.loss = "binary_crossentropy";
+  p.training.loss = ml::LossKind::BinaryCrossentropy;
   const std::string tf = generateTensorFlowProgram(p), torch = generatePyTorchProgram(p);
   for (const char* needle : {"tf.keras.losses.BinaryCrossentropy(from_logits=False, reduction=reduction)",
                              "tf.keras.metrics.BinaryAccuracy()", "y_train = y_train.astype(np.float32).reshape(-1, 1)"})

@@ -282,7 +282,7 @@ TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
 TEST(LessonRunner, LossScalingLessonSkipsAndHalvesFromATooLargeScale) {
   Lesson lesson = shipped("loss-scaling");
   const Project scaled = lesson.experiments.at(2).apply(lesson.project);
-  EXPECT_EQ(scaled.training.precision, "mixed_float16");
+  EXPECT_EQ(scaled.training.precision, ml::Precision::MixedFloat16);
   EXPECT_TRUE(scaled.training.lossScaling);
   EXPECT_EQ(scaled.training.lossScale, 16777216.0);
   EXPECT_FALSE(lesson.experiments.at(1).apply(lesson.project).training.lossScaling);

@@ -23,7 +23,7 @@ struct Pass {
   int64_t n;
 
   Pass(const ModelSpec& spec, const std::string& lossName, int64_t rows)
-      : model(spec), loss(Loss::make(lossName, false)), n(rows) {
+      : model(spec), loss(Loss::make(parseLossKind(lossName).value(), false)), n(rows) {
     model.initialize(5);
     model.configureLoss(loss);
     x = randomVector(static_cast<size_t>(n * model.inFeatures()), 9);

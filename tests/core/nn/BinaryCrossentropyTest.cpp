@@ -19,14 +19,14 @@ using test::randomVector;
 TEST(BinaryCrossentropy, HandValuesOnLogitsAndProbabilities) {
   const std::vector<float> t{1, 0, 1};
   const std::vector<float> z{0.0f, 2.0f, -30.0f};
-  const Loss logits = Loss::make("binary_crossentropy", true);
+  const Loss logits = Loss::make(LossKind::BinaryCrossentropy, true);
   std::vector<float> g(3);
   // One sample of 3 outputs: the mean of log 2, log(1 + e^2), 30 + log(1 + e^-30).
   const double want = (std::log(2.0) + std::log1p(std::exp(2.0)) + 30.0 + std::log1p(std::exp(-30.0))) / 3;
   EXPECT_NEAR(logits.compute(z.data(), t.data(), 1, 3, g.data()), want, 1e-6);
   EXPECT_NEAR(g[0], (0.5 - 1) / 3, 1e-7);
   EXPECT_NEAR(g[1], (1 / (1 + std::exp(-2.0))) / 3, 1e-7);
-  const Loss probs = Loss::make("binary_crossentropy", false);
+  const Loss probs = Loss::make(LossKind::BinaryCrossentropy, false);
   const std::vector<float> p{0.5f, 0.25f, 0.0f};  // the last one clipped to 1e-7
   const double wantP = (std::log(2.0) - std::log(0.75) - std::log(1e-7)) / 3;
   EXPECT_NEAR(probs.compute(p.data(), t.data(), 1, 3, g.data()), wantP, 1e-5);
@@ -36,7 +36,7 @@ TEST(BinaryCrossentropy, HandValuesOnLogitsAndProbabilities) {
 
 TEST(BinaryCrossentropy, GradientsMatchFiniteDifferences) {
   for (const bool fromLogits : {true, false}) {
-    const Loss loss = Loss::make("binary_crossentropy", fromLogits);
+    const Loss loss = Loss::make(LossKind::BinaryCrossentropy, fromLogits);
     const int64_t n = 4, k = 3;
     auto pred = randomVector(static_cast<size_t>(n * k), 5, fromLogits ? -3.0 : 0.05, fromLogits ? 3.0 : 0.95);
     std::vector<float> t;
@@ -62,7 +62,7 @@ TEST(BinaryCrossentropy, FusedSigmoidGivesTheTrueParameterGradient) {
   Sequential m(modelSpec({5}, {layerSpec("Dense", {{"units", 4}, {"activation", "tanh"}}),
                                layerSpec("Dense", {{"units", 2}, {"activation", "sigmoid"}})}));
   m.initialize(3);
-  Loss loss = Loss::make("binary_crossentropy", false);
+  Loss loss = Loss::make(LossKind::BinaryCrossentropy, false);
   m.configureLoss(loss);
   EXPECT_TRUE(loss.fusedSoftmax());
   const int64_t n = 6;
@@ -88,11 +88,11 @@ TEST(BinaryCrossentropy, FusedSigmoidGivesTheTrueParameterGradient) {
 }
 
 TEST(BinaryCrossentropy, AccuracyIsBinaryAccuracyAsInKeras) {
-  const Loss probs = Loss::make("binary_crossentropy", false), logits = Loss::make("binary_crossentropy", true);
+  const Loss probs = Loss::make(LossKind::BinaryCrossentropy, false), logits = Loss::make(LossKind::BinaryCrossentropy, true);
   EXPECT_EQ(metricFor("accuracy", probs), MetricKind::BinaryAccuracy);
   EXPECT_EQ(metricFor("", probs), MetricKind::BinaryAccuracy);
   EXPECT_EQ(metricFor("accuracy", logits), MetricKind::BinaryAccuracyLogits);
-  EXPECT_EQ(metricFor("accuracy", Loss::make("sparse_categorical_crossentropy", false)), MetricKind::Accuracy);
+  EXPECT_EQ(metricFor("accuracy", Loss::make(LossKind::SparseCategoricalCrossentropy, false)), MetricKind::Accuracy);
   EXPECT_STREQ(toString(MetricKind::BinaryAccuracyLogits), "binary_accuracy");
   const std::vector<float> p{0.7f, 0.2f, 0.4f, 0.9f}, t{1, 0, 1, 1};
   EXPECT_DOUBLE_EQ(metricSum(MetricKind::BinaryAccuracy, p.data(), t.data(), 2, 2, 2), 1.0 + 0.5);

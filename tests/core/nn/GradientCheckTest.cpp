@@ -169,7 +169,7 @@ TEST_P(ParamGradientCheck, AnalyticMatchesCentralDifferences) {
   const GradCase& c = GetParam();
   Sequential model(c.spec);
   model.initialize(11);
-  Loss loss = Loss::make(c.loss, c.fromLogits);
+  Loss loss = Loss::make(parseLossKind(c.loss).value(), c.fromLogits);
   if (c.configureLoss) model.configureLoss(loss);
   ASSERT_EQ(loss.fusedSoftmax(), c.expectFused) << "configureLoss decided differently than expected";
 
@@ -209,14 +209,14 @@ TEST(ParamGradientCheckControl, DetectsFusedMismatch) {
   {
     Sequential model(spec);
     model.initialize(11);
-    Loss loss = Loss::make("sparse_categorical_crossentropy", false);
+    Loss loss = Loss::make(LossKind::SparseCategoricalCrossentropy, false);
     loss.setFusedSoftmax(true);  // but the Dense is not told
     EXPECT_GT(compareGradients(model, loss, x, t, kRows, ctx).vectorErr, 0.1);
   }
   {
     Sequential model(spec);
     model.initialize(11);
-    Loss loss = Loss::make("sparse_categorical_crossentropy", false);
+    Loss loss = Loss::make(LossKind::SparseCategoricalCrossentropy, false);
     model.configureLoss(loss);
     loss.setFusedSoftmax(false);  // the Dense skips its Jacobian, the loss gives d/d(probabilities)
     EXPECT_GT(compareGradients(model, loss, x, t, kRows, ctx).vectorErr, 0.1);
@@ -233,10 +233,10 @@ TEST(ConfigureLoss, ReconfiguringWithANonFusingLossUnfusesTheOutputLayer) {
                                            : modelSpec({3, 4}, {layerSpec("Flatten"), dense(5, "tanh"), dense(4, "softmax")});
     Sequential model(spec);
     model.initialize(11);
-    Loss ce = Loss::make("categorical_crossentropy", false);
+    Loss ce = Loss::make(LossKind::CategoricalCrossentropy, false);
     model.configureLoss(ce);
     ASSERT_TRUE(ce.fusedSoftmax());
-    Loss mse = Loss::make("mean_squared_error", false);
+    Loss mse = Loss::make(LossKind::MeanSquaredError, false);
     model.configureLoss(mse);
     ASSERT_FALSE(mse.fusedSoftmax());
     const std::vector<float> x = randomVector(static_cast<size_t>(kRows * 12), 3);
@@ -548,9 +548,9 @@ TEST(FusedSoftmax, LossGradientIsWithRespectToLogits) {
   const int64_t n = 3, k = 4;
   std::vector<float> logits = randomVector(static_cast<size_t>(n * k), 21, -2.0, 2.0);
   const std::vector<float> t = {0, 3, 1};
-  Loss fused = Loss::make("sparse_categorical_crossentropy", false);
+  Loss fused = Loss::make(LossKind::SparseCategoricalCrossentropy, false);
   fused.setFusedSoftmax(true);
-  Loss fromLogits = Loss::make("sparse_categorical_crossentropy", true);
+  Loss fromLogits = Loss::make(LossKind::SparseCategoricalCrossentropy, true);
   auto probs = [&] {
     std::vector<float> p = logits;
     activationForward(Act::Softmax, p.data(), n, k);

@@ -13,6 +13,7 @@
 #include "nn/Sequential.h"
 #include "project/Project.h"
 #include "project/ScreenWords.h"
+#include "project/Settings.h"
 #include "telemetry/Channel.h"
 #include "train/FitCheck.h"
 #include "train/Trainer.h"
@@ -148,7 +149,7 @@ TEST(FieldId, ARefusalAboutOneFieldCarriesItsPath) {
       {"trainer: a bad device list", [] { train(with([](json& j) { j["distribute"]["devices"] = "cpu:zero"; })); },
        "distribute.devices"},
       {"data: no classes", [] { train(with([](json& j) { j["data"]["classes"] = 0; })); }, "data.classes"},
-      {"loss: unknown", [] { ml::Loss::make("hinge", false); }, "training.loss"},
+      {"loss: unknown", [] { ml::lossSetting("hinge", "p.json"); }, "training.loss"},
       {"optimizer: unknown", [] { ml::Optimizer::make(ml::OptimizerSpec{"adagrad"}, 4); }, "training.optimizer.name"},
   };
   for (const auto& c : cases) {

@@ -24,7 +24,7 @@ json validJson() {
 
 TEST(ProjectPrecision, DefaultIsFloat32AndIsNotWritten) {
   const Project p = Project::fromJson(validJson());
-  EXPECT_EQ(p.training.precision, "float32");
+  EXPECT_EQ(p.training.precision, ml::Precision::Float32);
   EXPECT_TRUE(p.training.lossScaling);
   EXPECT_EQ(p.training.lossScale, 32768.0);
   EXPECT_EQ(p.training.lossScaleGrowthSteps, 2000);
@@ -41,12 +41,12 @@ TEST(ProjectPrecision, PoliciesAndLossScaleRoundTrip) {
     j["training"]["loss_scale"] = 1024;
     j["training"]["loss_scale_growth_steps"] = 50;
     const Project p = Project::fromJson(j);
-    EXPECT_EQ(p.training.precision, name);
+    EXPECT_STREQ(toString(p.training.precision), name);
     EXPECT_EQ(p.training.lossScale, 1024.0);
     EXPECT_EQ(p.training.lossScaleGrowthSteps, 50);
     const Project back = Project::fromJson(p.toJson());
     EXPECT_EQ(back.toJson(), p.toJson());
-    EXPECT_EQ(back.training.precision, name);
+    EXPECT_STREQ(toString(back.training.precision), name);
     EXPECT_EQ(back.training.lossScale, 1024.0);
     EXPECT_EQ(back.training.lossScaleGrowthSteps, 50);
   }

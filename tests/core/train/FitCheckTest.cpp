@@ -21,7 +21,7 @@ ml::Project model(const ml::DataFacts& d, int64_t units, const std::string& acti
   p.model.inputShape = d.sampleShape;
   p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 16}, {"activation", "relu"}}),
                     ml::makeLayerSpec("Dense", {{"units", units}, {"activation", activation}})};
-  p.training.loss = loss;
+  ml::setLoss(p.training, loss, "test");
   return p;
 }
 
@@ -48,7 +48,7 @@ TEST(FitCheck, ABinaryModelStaysBinary) {
   EXPECT_NE(why.find("it gives 1 output but the data has 2 classes"), std::string::npos) << why;
   EXPECT_NE(why.find("set Training screen › Loss to binary_crossentropy"), std::string::npos) << why;
   const auto fitted = fitTwice(p, d);
-  EXPECT_EQ(fitted.training.loss, "binary_crossentropy");
+  EXPECT_EQ(ml::lossText(fitted.training), "binary_crossentropy");
   EXPECT_EQ(lastArgs(fitted)["units"], 1);
   EXPECT_EQ(lastArgs(fitted)["activation"], "sigmoid");
   EXPECT_EQ(fitted.training.metrics, std::vector<std::string>{"accuracy"});  // binary_accuracy with this loss
@@ -58,7 +58,7 @@ TEST(FitCheck, ABinaryModelStaysBinary) {
   EXPECT_EQ(lastArgs(fromLoss)["activation"], "sigmoid");
   // A softmax model with the sparse loss stays a softmax model.
   const auto softmax = fitTwice(model(d, 5, "softmax", "sparse_categorical_crossentropy"), d);
-  EXPECT_EQ(softmax.training.loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ(ml::lossText(softmax.training), "sparse_categorical_crossentropy");
   EXPECT_EQ(lastArgs(softmax)["units"], 2);
 }
 
@@ -81,11 +81,11 @@ TEST(FitCheck, ALossThatCannotTakeTheLabelsIsNamedOnTheTrainingScreen) {
       << why;
 
   const auto multi = fitTwice(model(wine, 1, "sigmoid", "binary_crossentropy"), wine);
-  EXPECT_EQ(multi.training.loss, "sparse_categorical_crossentropy");
+  EXPECT_EQ(ml::lossText(multi.training), "sparse_categorical_crossentropy");
   EXPECT_EQ(lastArgs(multi)["units"], 3);
   EXPECT_EQ(lastArgs(multi)["activation"], "softmax");
   const auto regression = fitTwice(model(houses, 3, "softmax", "sparse_categorical_crossentropy"), houses);
-  EXPECT_EQ(regression.training.loss, "mean_squared_error");
+  EXPECT_EQ(ml::lossText(regression.training), "mean_squared_error");
   EXPECT_EQ(regression.training.metrics, std::vector<std::string>{"mae"});
   EXPECT_EQ(lastArgs(regression)["units"], 1);
   EXPECT_EQ(lastArgs(regression)["activation"], "linear");

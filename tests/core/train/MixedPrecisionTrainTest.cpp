@@ -23,7 +23,7 @@ using mltest::drainAll;
 ml::Project makeProject(const std::string& devices, const std::string& precision) {
   auto p = mltest::makeProject("mixed precision", mltest::makeModel(false), devices, 32);
   p.training.optimizer.learningRate = 0.01;
-  p.training.precision = precision;
+  p.training.precision = ml::parsePrecision(precision).value();
   return p;
 }
 

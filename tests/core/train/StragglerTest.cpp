@@ -23,8 +23,8 @@ namespace {
 class Straggler : public ::testing::Test {
  protected:
   Straggler()
-      : strategy_(mltest::makeModel(false), ml::Loss::make("sparse_categorical_crossentropy", false), ml::MetricKind::Accuracy,
-                  ml::OptimizerSpec{}, options()) {}
+      : strategy_(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
+                  ml::MetricKind::Accuracy, ml::OptimizerSpec{}, options()) {}
   static ml::StrategyOptions options() {
     ml::StrategyOptions so;
     so.devices = ml::parseDevices("cpu:2");

@@ -273,7 +273,7 @@ TEST(TrainerPreflight, LossAndMetricMustFitTheLabels) {
   ml::TelemetryHub hub;
   auto message = [&](const std::string& loss, const std::string& metric) {
     auto p = makeProject("cpu:2", 32);
-    p.training.loss = loss;
+    ml::setLoss(p.training, loss, "test");
     p.training.metrics = {metric};
     try {
       ml::Trainer t(p, makeData(), hub);

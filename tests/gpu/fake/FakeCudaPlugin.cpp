@@ -318,11 +318,9 @@ MLCUDA_EXPORT mlcuda_status mlcuda_activation_backward(mlcuda_context* ctx, int 
 
 MLCUDA_EXPORT mlcuda_status mlcuda_loss(mlcuda_context* ctx, int kind, int fromLogits, int fused, const float* pred,
                                         const float* targets, int64_t n, int64_t k, float* grad, double* sum) {
-  static const char* names[] = {"sparse_categorical_crossentropy", "categorical_crossentropy", "mean_squared_error",
-                                "binary_crossentropy"};
   const int64_t targetCount = kind == MLCUDA_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? n : n * k;
   return launch(ctx, "loss", {floats(pred, n * k), floats(targets, targetCount)}, {floats(grad, n * k), span(sum, 1, 8)}, [=] {
-    ml::Loss l = ml::Loss::make(names[kind], fromLogits != 0);
+    ml::Loss l = ml::Loss::make(static_cast<ml::LossKind>(kind), fromLogits != 0);
     l.setFusedSoftmax(fused != 0);
     *sum = n == 0 ? 0.0 : l.compute(pred, targets, n, k, grad);
   });
