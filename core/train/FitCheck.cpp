@@ -106,8 +106,6 @@ std::optional<std::string> lossMisfit(const Project& p, const Loss& loss, const 
 
 }  // namespace
 
-// Long: one message per misfit (input, loss, last layer for each kind of loss), each naming the
-// field and the fix, tried in the order a user fixes them.
 std::string FitProblem::field() const {
   switch (where) {
     case Where::Input: return "model.input_shape";
@@ -118,6 +116,8 @@ std::string FitProblem::field() const {
   return "model.layers";
 }
 
+// Long: one message per misfit (input, loss, last layer for each kind of loss), each naming the
+// field and the fix, tried in the order a user fixes them.
 FitCheck checkFit(const Project& p, const DataFacts& data) {
   FitCheck fc;
   std::optional<Sequential> m;
