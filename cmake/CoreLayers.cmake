@@ -1,16 +1,17 @@
 # The arrows of DESIGN.md's layer diagram, as data: for each folder of core/, the folders it may
 # include (everything below it). Used by core/CMakeLists.txt (each folder is a library linking only
 # these) and by CheckLayers.cmake (an include that points upward fails the configure step).
-set(ML_LAYERS tensor random telemetry store nn data project backend distribute train learn export)
+set(ML_LAYERS tensor random telemetry store nn data backend distribute project train learn export)
 set(ML_ALLOWED_tensor "")
 set(ML_ALLOWED_random "")
 set(ML_ALLOWED_telemetry "tensor")
 set(ML_ALLOWED_store "telemetry;tensor")
 set(ML_ALLOWED_nn "tensor;random")
 set(ML_ALLOWED_data "tensor;random")
-set(ML_ALLOWED_project "nn;data;tensor;random")
 set(ML_ALLOWED_backend "nn;data;telemetry;tensor;random")
 set(ML_ALLOWED_distribute "backend;nn;data;telemetry;tensor;random")
+# project/ reads the file into the types of the layers below it (DeviceList, the all-reduce, faults).
+set(ML_ALLOWED_project "distribute;backend;nn;data;telemetry;tensor;random")
 set(ML_ALLOWED_train "distribute;backend;nn;data;project;store;telemetry;tensor;random")
 set(ML_ALLOWED_learn "train;distribute;backend;nn;data;project;store;telemetry;tensor;random")
 set(ML_ALLOWED_export "project;nn;data;store;telemetry;tensor;random")

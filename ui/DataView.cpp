@@ -24,6 +24,7 @@
 #include "Theme.h"
 #include "charts/ChartInteraction.h"
 #include "nn/Summary.h"
+#include "project/Settings.h"
 
 namespace mlui {
 
@@ -249,7 +250,7 @@ DataView::DataView(ProjectDocument* doc, std::shared_ptr<DataCache> cache, QWidg
 void DataView::refresh() {
   refreshing_ = true;
   const auto& d = doc_->project().data;
-  const QString kind = q(d.kind);
+  const QString kind = QLatin1String(ml::toString(d.kind));
   kind_->setCurrentIndex(std::max(0, kind_->findData(kind)));
   forms_->setCurrentIndex(kind == QLatin1String("csv")                                           ? 1
                           : kind == QLatin1String("idx")                                         ? 2
@@ -288,8 +289,9 @@ void DataView::write(const QString& what) {
   ml::Project p = doc_->project();
   auto& d = p.data;
   const std::string kind = kind_->currentData().toString().toStdString();
-  const bool kindChanged = kind != d.kind;
-  d.kind = kind;
+  const ml::DataKind typed = ml::dataKindSetting(kind, "Data screen");
+  const bool kindChanged = typed != d.kind;
+  d.kind = typed;
   if (kind == "fashion-mnist") d.path = fashionPath_->text().toStdString();
   if (kind == "csv") {
     d.path = csvPath_->text().toStdString();

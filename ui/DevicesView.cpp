@@ -21,6 +21,7 @@
 #include "Theme.h"
 #include "backend/DeviceList.h"
 #include "nn/Summary.h"
+#include "project/Settings.h"
 
 namespace mlui {
 
@@ -143,7 +144,7 @@ DevicesView::DevicesView(ProjectDocument* doc, QWidget* parent) : QWidget(parent
          "half the bytes, the replicas stay identical, but N replicas no longer give exactly the weights of one. "
          "CPU devices in one process, and GPUs (NCCL with bfloat16 buffers, the logical-GPU sum rounding as it adds)."),
       [this](ml::Project& p, bool on) {
-        p.distribute.allreduceDtype = on ? "bfloat16" : "float32";
+        p.distribute.allreduceDtype = on ? ml::AllReduceDtype::Bfloat16 : ml::AllReduceDtype::Float32;
         return on ? tr("Send gradients as bfloat16") : tr("Send gradients as float32");
       });
   tf32_ = settingBox(tr("TF32 on GPUs (faster float32 products; changes the results)"), QStringLiteral("tf32"),
@@ -267,27 +268,21 @@ void DevicesView::onProbed(const ml::DeviceReport& r) {
 void DevicesView::refresh() {
   refreshing_ = true;
   const auto& d = doc_->project().distribute;
-  ml::DeviceList list;
-  QString error;
-  try {
-    list = ml::parseDevices(d.devices);
-  } catch (const ml::UserError& e) {
-    error = q(e.what());
-  }
-  const bool gpu = error.isEmpty() && list.kind == ml::DeviceKind::Gpu;
-  if (!gpu && error.isEmpty()) cpuCount_->setValue(list.size());
+  const ml::DeviceList& list = d.devices;  // checked when the project was read or edited
+  const bool gpu = list.kind == ml::DeviceKind::Gpu;
+  if (!gpu) cpuCount_->setValue(list.size());
   for (QCheckBox* c : gpuChecks_) {
     bool on = false;
     for (const auto& dev : list.devices) on |= gpu && dev.physical == c->property("gpu").toInt();
     c->setChecked(on);
   }
   for (QAbstractButton* b : algo_->buttons()) {
-    b->setChecked(b->property("algo").toString() == q(d.allreduce));
+    b->setChecked(b->property("algo").toString() == QLatin1String(ml::toString(d.allreduce)));
     if (b->property("algo").toString() == QLatin1String("nccl")) b->setEnabled(!report_.gpus.empty());
   }
   bucket_->setValue(static_cast<int>(d.bucketBytes / 1024));
   workers_->setValue(d.workers);
-  const int local = error.isEmpty() ? list.size() : 1;
+  const int local = list.size();
   workersInfo_->setText(
       d.workers == 1 ? tr("One worker: every replica is a thread of this program. With more, Train starts them as processes on "
                           "this machine (mirrorlab-cli under mpirun, Open MPI) and they train as one run.")
@@ -301,11 +296,11 @@ void DevicesView::refresh() {
                            .arg(mpirunCommand()));
   shard_->setChecked(d.shardOptimizer);
   tf32_->setChecked(d.tf32);
-  tf32_->setEnabled(error.isEmpty() && (gpu || d.tf32));              // on CPUs: only to untick it
-  shard_->setEnabled(error.isEmpty() && (!gpu || d.shardOptimizer));  // on GPUs: only to untick it
-  const bool wire = d.allreduceDtype == "bfloat16";
+  tf32_->setEnabled(gpu || d.tf32);              // on CPUs: only to untick it
+  shard_->setEnabled(!gpu || d.shardOptimizer);  // on GPUs: only to untick it
+  const bool wire = d.allreduceDtype == ml::AllReduceDtype::Bfloat16;
   wireBf16_->setChecked(wire);
-  wireBf16_->setEnabled(error.isEmpty() && (gpu || d.workers == 1 || wire));  // CPUs across workers: only to untick it
+  wireBf16_->setEnabled(gpu || d.workers == 1 || wire);  // CPUs across workers: only to untick it
   const int n = gpu ? 0 : cpuCount_->value();
   QStringList chips;
   for (int i = 0; i < n; ++i)
@@ -316,33 +311,29 @@ void DevicesView::refresh() {
   cpuInfo_->setText(tr("This machine has %n CPU core(s)", "", report_.cpuCores) +
                     (report_.cpuModel.empty() ? QString() : QStringLiteral(" (%1)").arg(q(report_.cpuModel))) +
                     tr(". More devices than cores still train correctly, but they share the cores."));
-  if (!error.isEmpty()) {
-    setRole(path_, "error");
-    path_->setText(error);
-  } else {
-    setRole(path_, "planSentence");
-    QString why = gpu                               ? tr("on the GPUs ticked above")
-                  : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
-                                                    : tr("because no GPU is ticked");
-    QString plan = d.workers > 1
-                       ? tr("Will run: %1 workers on this machine (Train starts them under mpirun), each with %2 (%3); "
-                            "all-reduce: hierarchical, the local replicas sum into replica 0, which sums across the workers "
-                            "with MPI.")
-                             .arg(d.workers)
-                             .arg(q(list.describe()), why)
-                       : tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, q(d.allreduce));
-    if (d.shardOptimizer && list.size() > 1)
-      plan += gpu ? tr(" The sharded optimizer update runs on CPU devices only: untick it to train on GPUs.")
-                  : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "
-                       "parameters are all-gathered.")
-                        .arg(list.size());
-    if (wire && list.size() > 1)
-      plan += gpu || d.workers > 1
-                  ? tr(" bfloat16 on the wire runs on CPU devices in one process only: untick it to train here.")
-                  : tr(" Gradients cross as bfloat16: half the all-reduce's bytes, and the weights differ slightly from a "
-                       "float32 all-reduce's.");
-    path_->setText(plan);
-  }
+  setRole(path_, "planSentence");
+  QString why = gpu                               ? tr("on the GPUs ticked above")
+                : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
+                                                  : tr("because no GPU is ticked");
+  QString plan =
+      d.workers > 1
+          ? tr("Will run: %1 workers on this machine (Train starts them under mpirun), each with %2 (%3); "
+               "all-reduce: hierarchical, the local replicas sum into replica 0, which sums across the workers "
+               "with MPI.")
+                .arg(d.workers)
+                .arg(q(list.describe()), why)
+          : tr("Will run: %1 (%2), all-reduce: %3.").arg(q(list.describe()), why, QLatin1String(ml::toString(d.allreduce)));
+  if (d.shardOptimizer && list.size() > 1)
+    plan += gpu ? tr(" The sharded optimizer update runs on CPU devices only: untick it to train on GPUs.")
+                : tr(" Each replica updates 1/%1 of the parameters and keeps 1/%1 of the optimizer state, then the "
+                     "parameters are all-gathered.")
+                      .arg(list.size());
+  if (wire && list.size() > 1)
+    plan += gpu || d.workers > 1
+                ? tr(" bfloat16 on the wire runs on CPU devices in one process only: untick it to train here.")
+                : tr(" Gradients cross as bfloat16: half the all-reduce's bytes, and the weights differ slightly from a "
+                     "float32 all-reduce's.");
+  path_->setText(plan);
   refreshing_ = false;
 }
 
@@ -353,7 +344,7 @@ QString DevicesView::mpirunCommand() const {
       doc_->path().isEmpty() ? tr("SAVED-PROJECT.json") : QStringLiteral("'%1'").arg(QFileInfo(doc_->path()).absoluteFilePath());
   return QStringLiteral("mpirun -np %1 --hostfile HOSTFILE --bind-to none mirrorlab-cli train %2 --devices %3")
       .arg(std::max(1, p.distribute.workers))
-      .arg(file, q(p.distribute.devices));
+      .arg(file, q(p.distribute.devices.spec));
 }
 
 void DevicesView::writeDevices() {
@@ -361,15 +352,15 @@ void DevicesView::writeDevices() {
   QStringList ids;
   for (QCheckBox* c : gpuChecks_)
     if (c->isChecked()) ids << QString::number(c->property("gpu").toInt());
-  p.distribute.devices =
-      ids.isEmpty() ? "cpu:" + std::to_string(cpuCount_->value()) : "gpu:" + ids.join(QLatin1Char(',')).toStdString();
-  if (ids.isEmpty() && p.distribute.allreduce == "nccl") p.distribute.allreduce = "ring";
+  p.distribute.devices = ml::parseDevices(ids.isEmpty() ? "cpu:" + std::to_string(cpuCount_->value())
+                                                        : "gpu:" + ids.join(QLatin1Char(',')).toStdString());
+  if (ids.isEmpty() && p.distribute.allreduce == ml::AllReduceAlgo::Nccl) p.distribute.allreduce = ml::AllReduceAlgo::Ring;
   if (p.distribute.devices != doc_->project().distribute.devices) doc_->edit(tr("Change devices"), p, QStringLiteral("devices"));
 }
 
 void DevicesView::writeAllReduce(const QString& name) {
   ml::Project p = doc_->project();
-  p.distribute.allreduce = name.toStdString();
+  p.distribute.allreduce = ml::allReduceSetting(name.toStdString(), "Devices screen");
   if (p.distribute.allreduce != doc_->project().distribute.allreduce) doc_->edit(tr("Change all-reduce"), p);
 }
 

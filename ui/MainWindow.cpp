@@ -339,22 +339,15 @@ void MainWindow::buildFaultMenu(QMenu* menu) {
   auto add = [this, menu](const QString& text, const QString& tip, std::function<std::string(const ml::Project&)> spec) {
     QAction* a = menu->addAction(text, this, [this, text, spec] {
       ml::Project p = doc_->project();
-      p.distribute.faults.push_back(spec(p));
+      p.distribute.faults.push_back(ml::parseFault(spec(p)));
       doc_->edit(tr("Inject a fault: %1").arg(text), p);
       statusBar()->showMessage(
-          tr("Fault added: %1. The next run is tagged \"fault injected\".").arg(q(p.distribute.faults.back())), 8000);
+          tr("Fault added: %1. The next run is tagged \"fault injected\".").arg(q(p.distribute.faults.back().text)), 8000);
     });
     a->setToolTip(tip);
   };
   // The last device of the project's list: on cpu:N, cpu:(N-1); always a device of the run.
-  auto lastDevice = [](const ml::Project& p) {
-    try {
-      const auto d = ml::parseDevices(p.distribute.devices);
-      return d.devices.back().label();
-    } catch (const std::exception&) {
-      return std::string("cpu:0");
-    }
-  };
+  auto lastDevice = [](const ml::Project& p) { return p.distribute.devices.devices.back().label(); };
   add(tr("Slow Device (3x)"), tr("The last device's compute takes 3 times longer: every other replica waits for it"),
       [lastDevice](const ml::Project& p) { return "slow:" + lastDevice(p) + "=3x"; });
   add(tr("Hang at Step 50"), tr("The last device stops in backward of step 50: the watchdog stops the run with a diagnosis"),
@@ -532,7 +525,8 @@ void MainWindow::updateTitle() {
   setWindowTitle(QStringLiteral("%1[*] — Mirrorlab").arg(doc_->displayName()));
   setWindowModified(doc_->isModified());
   const auto& p = doc_->project();
-  projectInfo_->setText(tr("%1 · %2 · %3").arg(q(p.name), q(p.data.kind), q(p.distribute.devices)));
+  projectInfo_->setText(
+      tr("%1 · %2 · %3").arg(q(p.name), QLatin1String(ml::toString(p.data.kind)), q(p.distribute.devices.spec)));
 }
 
 void MainWindow::onRunEnded(const ml::RunFinished& f, std::optional<int64_t> runId) {

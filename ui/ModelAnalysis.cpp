@@ -29,13 +29,7 @@ std::string describeLayer(const ml::LayerSpec& l) { return ml::describeLayer(l.a
 
 int allReplicaCount(const ml::Project& p) { return replicaCount(p) * std::max(1, p.distribute.workers); }
 
-int replicaCount(const ml::Project& p) {
-  try {
-    return ml::parseDevices(p.distribute.devices).size();
-  } catch (const ml::UserError&) {
-    return 1;
-  }
-}
+int replicaCount(const ml::Project& p) { return p.distribute.devices.size(); }
 
 int64_t globalBatch(const ml::Project& p) {
   const int64_t b = p.training.batchSize;
@@ -54,11 +48,7 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
   const auto names = layerNames(spec);
   a.inputShape = ml::shapeToString(spec.inputShape);
   a.replicas = replicaCount(p);
-  try {
-    for (const auto& d : ml::parseDevices(p.distribute.devices).devices) a.deviceLabels.push_back(d.label());
-  } catch (const ml::UserError&) {
-    a.deviceLabels = {"cpu:0"};
-  }
+  for (const auto& d : p.distribute.devices.devices) a.deviceLabels.push_back(d.label());
   a.perReplicaBatch = perReplicaBatch(p);
   a.optimizerSlots = ml::optimizerSlotCount(p.training.optimizer);
   for (size_t i = 0; i < spec.layers.size(); ++i)
@@ -85,7 +75,7 @@ ModelAnalysis analyzeModel(const ml::Project& p) {
     a.optimizerParams = a.totalParams;
     try {
       ml::StrategyOptions so;
-      so.devices = ml::parseDevices(p.distribute.devices);
+      so.devices = p.distribute.devices;
       so.bucketBytes = p.distribute.bucketBytes;
       so.shardOptimizer = p.distribute.shardOptimizer && so.devices.kind == ml::DeviceKind::Cpu;
       a.shardedOptimizer = so.shardOptimizer && so.devices.size() > 1;

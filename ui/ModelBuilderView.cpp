@@ -440,7 +440,7 @@ void ModelBuilderView::refreshSummary() {
                        .arg(a.perReplicaBatch)
                        .arg(a.replicas == 1 ? tr("1 replica") : tr("%1 replicas").arg(a.replicas))
                        .arg(q(ml::formatBytes(a.paramBytes)), q(ml::formatBytes(a.gradBytes)),
-                            q(ml::formatBytes(a.optimizerBytes)), q(opt.name))
+                            q(ml::formatBytes(a.optimizerBytes)), QLatin1String(ml::toString(opt.kind)))
                        .arg(a.optimizerSlots)
                        .arg(a.optimizerSlots == 1 ? QString() : QStringLiteral("s"))
                        .arg(q(ml::formatBytes(a.activationBytes)), q(ml::formatBytes(a.totalBytes())),

@@ -78,14 +78,14 @@ ml::Project newProject() {
   p.model.inputShape = {2};
   p.model.layers = {{"", ml::DenseSpec{.units = 32, .activation = ml::Act::Relu}},
                     {"", ml::DenseSpec{.units = 3, .activation = ml::Act::Softmax}}};
-  p.data.kind = "spirals";
+  p.data.kind = ml::DataKind::Spirals;
   p.data.samples = 2000;
   p.data.classes = 3;
   p.data.validationSplit = 0.2;
   p.training.epochs = 20;
   p.training.batchSize = 64;
   p.training.optimizer.learningRate = 0.01;
-  p.distribute.devices = "cpu:2";
+  p.distribute.devices = ml::parseDevices("cpu:2");
   return p;
 }
 

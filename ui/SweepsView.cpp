@@ -217,11 +217,10 @@ SweepsView::~SweepsView() {
 
 void SweepsView::fillFromProject() {
   const auto& p = doc_->project();
-  batches_->setText(QString::number(p.training.perDeviceBatch
-                                        ? p.training.batchSize * std::max(1, ml::parseDevices(p.distribute.devices).size())
-                                        : p.training.batchSize));
+  batches_->setText(QString::number(p.training.perDeviceBatch ? p.training.batchSize * std::max(1, p.distribute.devices.size())
+                                                              : p.training.batchSize));
   lrs_->setText(QString::fromStdString(ml::formatNumber("%g", p.training.optimizer.learningRate)));
-  devices_->setText(QString::fromStdString(p.distribute.devices));
+  devices_->setText(QString::fromStdString(p.distribute.devices.spec));
   scalings_->setText(QString::fromLatin1(ml::toString(p.training.lrScaling)));
   epochs_->setValue(p.training.epochs);
 }

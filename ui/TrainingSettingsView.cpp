@@ -20,6 +20,7 @@
 #include "ProjectDocument.h"
 #include "Theme.h"
 #include "nn/Summary.h"
+#include "project/Settings.h"
 #include "train/FitCheck.h"
 #include "train/Trainer.h"
 
@@ -32,9 +33,8 @@ static QString q(const std::string& s) { return QString::fromStdString(s); }
 static std::pair<int64_t, bool> trainSamples(const ml::Project& p, const DataCache& cache) {
   if (auto d = cache.peek(p)) return {d->train.size, true};
   const auto& d = p.data;
-  if (d.kind == "fashion-mnist") return {60000, true};
-  if (d.kind == "spirals" || d.kind == "blobs")
-    return {d.samples - static_cast<int64_t>(static_cast<double>(d.samples) * d.validationSplit), true};
+  if (d.kind == ml::DataKind::FashionMnist) return {60000, true};
+  if (ml::generated(d.kind)) return {d.samples - static_cast<int64_t>(static_cast<double>(d.samples) * d.validationSplit), true};
   return {0, false};
 }
 
@@ -361,7 +361,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
     t.lrDecayEpochs = epochs;
   }
   t.lrDecayFactor = decayFactor_->value();
-  t.optimizer.name = optimizer_->currentData().toString().toStdString();
+  t.optimizer.kind = ml::optimizerSetting(optimizer_->currentData().toString().toStdString(), "Training screen");
   t.optimizer.momentum = momentum_->value();
   t.optimizer.nesterov = nesterov_->isChecked();
   t.optimizer.beta1 = beta1_->value();
@@ -405,7 +405,7 @@ void TrainingSettingsView::refresh() {
     decayEpochs_->setText(epochs.join(QStringLiteral(", ")));
   }
   decayFactor_->setValue(t.lrDecayFactor);
-  optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(q(t.optimizer.name))));
+  optimizer_->setCurrentIndex(std::max(0, optimizer_->findData(QLatin1String(ml::toString(t.optimizer.kind)))));
   momentum_->setValue(t.optimizer.momentum);
   nesterov_->setChecked(t.optimizer.nesterov);
   beta1_->setValue(t.optimizer.beta1);
@@ -432,7 +432,7 @@ void TrainingSettingsView::refresh() {
   optForm_->setRowVisible(lossGrowth_, half);
   lossScale_->setEnabled(t.lossScaling);
   lossGrowth_->setEnabled(t.lossScaling);
-  const QString opt = q(t.optimizer.name);
+  const QString opt = QLatin1String(ml::toString(t.optimizer.kind));
   optForm_->setRowVisible(momentum_, opt != QLatin1String("adam"));
   optForm_->setRowVisible(nesterov_, opt == QLatin1String("sgd"));
   optForm_->setRowVisible(beta1_, opt == QLatin1String("adam"));

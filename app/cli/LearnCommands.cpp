@@ -28,6 +28,7 @@
 #include "learn/LinkCalibration.h"
 #include "learn/TraceExport.h"
 #include "nn/Sequential.h"
+#include "project/Settings.h"
 #include "store/RunStore.h"
 #include "train/RecordedRun.h"
 
@@ -232,7 +233,7 @@ ml::ComputeProfile profileFor(LearnArgs& a, ml::Project& project) {
   }
   project = ml::Project::load(a.source);
   ml::Project one = project;
-  one.distribute.devices = "cpu:1";
+  one.distribute.devices = ml::parseDevices("cpu:1");
   auto data = std::make_shared<const ml::DataSplit>(ml::loadData(one.data));
   // A measuring run, not a recorded one: no store named, so it leaves no stored run.
   ml::RecordedRunOptions ro;
@@ -269,7 +270,8 @@ int whatIf(LearnArgs& a) {
   ml::Project project;
   ml::ComputeProfile prof = profileFor(a, project);
   // The bytes of one all-reduce: two per parameter when the gradients cross as bfloat16.
-  const auto dtype = ml::parseAllReduceDtype(a.allreduceDtype.value_or(project.distribute.allreduceDtype));
+  const auto dtype =
+      a.allreduceDtype ? ml::allReduceDtypeSetting(*a.allreduceDtype, "command line") : project.distribute.allreduceDtype;
   prof.gradientBytes = prof.gradientBytes / 4 * ml::bytesPerValue(dtype);
   const int workers = a.workers > 0 ? a.workers : a.measuredWorkers;
   ml::WhatIfOptions o;

@@ -41,7 +41,7 @@ auto naming(const std::string& file, F&& f) {
 
 std::unique_ptr<ml::MirroredStrategy> makeStrategy(const ml::Project& p) {
   ml::StrategyOptions so;
-  so.devices = ml::parseDevices(p.distribute.devices);
+  so.devices = p.distribute.devices;
   so.allreduce = p.distribute.allreduce;
   so.threadsPerDevice = p.distribute.threadsPerDevice;
   so.bucketBytes = p.distribute.bucketBytes;
@@ -59,7 +59,7 @@ int summary(ModelArgs& a) {
     throw ml::UserError("--batch must be from 1 to " + std::to_string(ml::kMaxBatch) + ", got " + std::to_string(a.batch));
   auto model = naming(a.project, [&] { return ml::Sequential(p.model); });
   ml::applyPrecision(model, p.training.precision);
-  const int64_t n = ml::parseDevices(p.distribute.devices).size();
+  const int64_t n = p.distribute.devices.size();
   const int64_t batch =
       a.batch > 0 ? a.batch : (p.training.perDeviceBatch ? p.training.batchSize : (p.training.batchSize + n - 1) / n);
   std::printf("%s", ml::formatSummary(model, p.name, batch, ml::optimizerSlotCount(p.training.optimizer)).c_str());

@@ -114,15 +114,15 @@ void Overrides::apply(ml::Project& p) const {
     p.training.batchSize = *perDeviceBatch;
     p.training.perDeviceBatch = true;
   }
-  if (optimizer && *optimizer != p.training.optimizer.name) {
+  if (optimizer && ml::optimizerSetting(*optimizer, "command line") != p.training.optimizer.kind) {
     ml::OptimizerSpec fresh;
-    fresh.name = *optimizer;
-    fresh.learningRate = *optimizer == "sgd" ? 0.01 : 0.001;
+    fresh.kind = ml::optimizerSetting(*optimizer, "command line");
+    fresh.learningRate = fresh.kind == ml::OptimizerKind::Sgd ? 0.01 : 0.001;
     p.training.optimizer = fresh;
   }
   if (lr) p.training.optimizer.learningRate = *lr;
   if (seed) p.training.seed = *seed;
-  if (devices) p.distribute.devices = *devices;
+  if (devices) p.distribute.devices = ml::devicesSetting(*devices, "command line");
   if (lrScaling) p.training.lrScaling = ml::lrRuleSetting(*lrScaling, "command line");
   if (warmupEpochs) p.training.warmupEpochs = *warmupEpochs;
   if (!lrDecayEpochs.empty()) p.training.lrDecayEpochs = lrDecayEpochs;
@@ -141,8 +141,8 @@ void Overrides::apply(ml::Project& p) const {
     p.training.lossScale = v;
   }
   if (lossScaleGrowthSteps) p.training.lossScaleGrowthSteps = *lossScaleGrowthSteps;
-  if (allreduce) p.distribute.allreduce = *allreduce;
-  if (allreduceDtype) p.distribute.allreduceDtype = *allreduceDtype;
+  if (allreduce) p.distribute.allreduce = ml::allReduceSetting(*allreduce, "command line");
+  if (allreduceDtype) p.distribute.allreduceDtype = ml::allReduceDtypeSetting(*allreduceDtype, "command line");
   if (bucketKb) {
     if (*bucketKb < 1 || *bucketKb > (int64_t{1} << 22))
       throw ml::UserError("--bucket-kb must be from 1 to 4194304 (4 GiB), got " + std::to_string(*bucketKb));
@@ -156,7 +156,7 @@ void Overrides::apply(ml::Project& p) const {
   if (checkpointKeep) p.training.checkpointKeep = *checkpointKeep;
   if (hangSeconds) p.distribute.hangSeconds = *hangSeconds;
   if (stragglerFactor) p.distribute.stragglerFactor = *stragglerFactor;
-  for (const auto& f : inject) p.distribute.faults.push_back(f);
+  for (const auto& f : inject) p.distribute.faults.push_back(ml::faultSetting(f, "command line"));
   ml::validate(p, "command line");
 }
 

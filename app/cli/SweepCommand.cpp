@@ -67,7 +67,7 @@ ml::SweepOptions optionsFrom(const SweepArgs& a, const ml::Project& p) {
   ml::SweepOptions o;
   o.grid.batchSizes = ml::parseBatchList(a.batchSizes.value_or(std::to_string(p.training.batchSize)));
   o.grid.lrs = ml::parseLrList(a.lrs.value_or(ml::formatNumber("%.10g", p.training.optimizer.learningRate)));
-  o.grid.devices = ml::parseDeviceSpecList(a.devices.value_or(p.distribute.devices));
+  o.grid.devices = ml::parseDeviceSpecList(a.devices.value_or(p.distribute.devices.spec));
   o.grid.lrScalings = ml::parseScalingList(a.lrScalings.value_or(ml::toString(p.training.lrScaling)));
   o.epochs = a.epochs;
   o.steps = a.steps;

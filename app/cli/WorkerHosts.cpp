@@ -188,7 +188,7 @@ void checkWorkerHosts(const std::string& hostfile, const std::string& exe, doubl
 
 void checkWorkersAgree(ml::WorkerGroup& group, const ml::Project& p, int64_t trainSamples, const std::string& projectPath) {
   const nlohmann::json mine{{"version", versionLine()},
-                            {"devices", p.distribute.devices},
+                            {"devices", p.distribute.devices.spec},
                             {"samples", trainSamples},
                             {"data", p.data.path},
                             {"project", std::to_string(std::hash<std::string>{}(p.toJson().dump()))}};

@@ -206,7 +206,7 @@ void BM_SoftmaxCrossEntropy(benchmark::State& s) {
 void BM_OptimizerStep(benchmark::State& s, const char* name) {
   const int64_t n = s.range(0);
   ml::OptimizerSpec spec;
-  spec.name = name;
+  spec.kind = *ml::optimizerKindNamed(name);
   spec.momentum = std::string(name) == "sgd" ? 0.9 : 0.0;
   auto opt = ml::Optimizer::make(spec, n);
   std::vector<float> p(static_cast<size_t>(n)), g(p.size());

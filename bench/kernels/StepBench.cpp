@@ -222,7 +222,7 @@ void BM_ReplicaProducts(benchmark::State& s) {
     }
     if (adam) {
       ml::OptimizerSpec spec;
-      spec.name = "adam";
+      spec.kind = ml::OptimizerKind::Adam;
       const auto [lo, hi] = shard(r);
       opt[static_cast<size_t>(r)] = ml::Optimizer::make(spec, hi - lo);
     }

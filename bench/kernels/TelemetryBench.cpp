@@ -26,7 +26,7 @@ ml::Project project(const std::string& devices) {
   p.model = mlbench::mlp({512, 512});
   p.training.batchSize = 256;
   p.training.epochs = 100;
-  p.distribute.devices = devices;
+  p.distribute.devices = ml::parseDevices(devices);
   return p;
 }
 

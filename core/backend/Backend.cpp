@@ -17,7 +17,8 @@ std::vector<BackendOp> requiredOps(const Sequential& model, const Loss& loss, Me
   ops.push_back({BackendOp::Kind::Loss, loss.name(), "loss '" + loss.name() + "'"});
   if (metric != MetricKind::None)
     ops.push_back({BackendOp::Kind::Metric, toString(metric), std::string("metric '") + toString(metric) + "'"});
-  ops.push_back({BackendOp::Kind::Optimizer, optimizer.name, "optimizer '" + optimizer.name + "'"});
+  ops.push_back(
+      {BackendOp::Kind::Optimizer, toString(optimizer.kind), std::string("optimizer '") + toString(optimizer.kind) + "'"});
   return ops;
 }
 

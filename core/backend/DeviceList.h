@@ -24,6 +24,8 @@ struct DeviceList {
   int size() const { return static_cast<int>(devices.size()); }
   // "4 replicas on cpu:0..3, simulated"
   std::string describe() const;
+  // The same list as written (what a project file keeps and a screen compares).
+  friend bool operator==(const DeviceList& a, const DeviceList& b) { return a.spec == b.spec; }
 };
 
 // Throws UserError with the accepted syntax.

@@ -2,12 +2,20 @@
 // library translates a project file into it; nothing here knows the file format.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace ml {
 
+// Where the samples come from (the file's data.kind): fashion-mnist | idx | csv | spirals | blobs.
+enum class DataKind { FashionMnist, Idx, Csv, Spirals, Blobs };
+std::optional<DataKind> dataKindNamed(const std::string& name);
+const char* toString(DataKind k);
+inline constexpr const char* kDataKindNames = "fashion-mnist, idx, csv, spirals, blobs";
+inline bool generated(DataKind k) { return k == DataKind::Spirals || k == DataKind::Blobs; }  // made, not read
+
 struct DataSpec {
-  std::string kind = "fashion-mnist";                            // fashion-mnist | idx | csv | spirals | blobs
+  DataKind kind = DataKind::FashionMnist;
   std::string path;                                              // fashion-mnist: folder; csv: file
   std::string trainImages, trainLabels, testImages, testLabels;  // idx
   std::string labelColumn = "label";                             // csv

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <stdexcept>
+#include <utility>
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -156,21 +158,44 @@ DataSplit loadCsv(const DataSpec& spec) {
 
 }  // namespace
 
+namespace {
+constexpr std::pair<DataKind, const char*> kDataKinds[] = {{DataKind::FashionMnist, "fashion-mnist"},
+                                                           {DataKind::Idx, "idx"},
+                                                           {DataKind::Csv, "csv"},
+                                                           {DataKind::Spirals, "spirals"},
+                                                           {DataKind::Blobs, "blobs"}};
+}  // namespace
+
+std::optional<DataKind> dataKindNamed(const std::string& name) {
+  for (const auto& [k, n] : kDataKinds)
+    if (name == n) return k;
+  return std::nullopt;
+}
+
+const char* toString(DataKind k) {
+  for (const auto& [x, n] : kDataKinds)
+    if (x == k) return n;
+  return "fashion-mnist";
+}
+
 DataSplit loadData(const DataSpec& spec) {
-  if (spec.kind == "fashion-mnist") return loadFashionMnist(spec);
-  if (spec.kind == "idx") {
-    DataSplit s = loadIdx(spec);
-    if (!s.validation && spec.validationSplit > 0.0) s = splitValidation(std::move(s.train), spec.validationSplit, spec.seed);
-    return s;
+  switch (spec.kind) {
+    case DataKind::FashionMnist: return loadFashionMnist(spec);
+    case DataKind::Idx: {
+      DataSplit s = loadIdx(spec);
+      if (!s.validation && spec.validationSplit > 0.0) s = splitValidation(std::move(s.train), spec.validationSplit, spec.seed);
+      return s;
+    }
+    case DataKind::Csv: return loadCsv(spec);
+    case DataKind::Spirals:
+    case DataKind::Blobs: {
+      Dataset all = spec.kind == DataKind::Spirals ? makeSpirals(spec.samples, spec.classes, spec.noise, spec.seed)
+                                                   : makeBlobs(spec.samples, spec.classes, spec.features, spec.noise, spec.seed);
+      if (spec.validationSplit > 0.0) return splitValidation(std::move(all), spec.validationSplit, spec.seed);
+      return DataSplit{std::move(all), std::nullopt};
+    }
   }
-  if (spec.kind == "csv") return loadCsv(spec);
-  if (spec.kind == "spirals" || spec.kind == "blobs") {
-    Dataset all = spec.kind == "spirals" ? makeSpirals(spec.samples, spec.classes, spec.noise, spec.seed)
-                                         : makeBlobs(spec.samples, spec.classes, spec.features, spec.noise, spec.seed);
-    if (spec.validationSplit > 0.0) return splitValidation(std::move(all), spec.validationSplit, spec.seed);
-    return DataSplit{std::move(all), std::nullopt};
-  }
-  throw fieldError("data.kind", " '" + spec.kind + "' is unknown: use one of fashion-mnist, idx, csv, spirals, blobs");
+  throw std::logic_error("loadData: unknown data kind");
 }
 
 DataSplit splitValidation(Dataset all, double share, uint64_t seed) {

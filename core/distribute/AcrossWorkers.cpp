@@ -27,24 +27,24 @@ int MirroredStrategy::coresOfThisWorker() const {
 
 // What does not cross processes yet is refused before anything runs, with the way out.
 void MirroredStrategy::refuseAcrossWorkers() const {
-  const std::string& algo = options_.allreduce;
+  const AllReduceAlgo algo = options_.allreduce;
   if (!workers_) {
-    if (algo == "mpi" || algo == "hierarchical")
-      throw UserError("all-reduce '" + algo +
+    if (acrossWorkers(algo))
+      throw UserError(std::string("all-reduce '") + toString(algo) +
                       "' sums across workers (processes): run under mpirun -np W (or mirrorlab-cli train --workers W); "
                       "in one process use ring or reduce-to-one");
     return;
   }
   const std::string who = workerOnHost(*workers_, worker_) + ": ";
   const bool device = caps_.collectives != nullptr;  // their own collectives cross the workers (DeviceCollectives)
-  if (device && algo == "mpi")
+  if (device && algo == AllReduceAlgo::Mpi)
     throw UserError(who + "all-reduce 'mpi' sums in host memory; GPUs across workers all-reduce with NCCL: " +
                     "leave --allreduce out (or use hierarchical)");
   if (options_.shardOptimizer)
     throw UserError(who + fieldInWords("distribute.shard_optimizer") +
                         " across workers is not built yet; turn it off or train in one process",
                     "distribute.shard_optimizer");
-  if (algo == "mpi" && replicas() > 1)
+  if (algo == AllReduceAlgo::Mpi && replicas() > 1)
     throw UserError(who + "all-reduce 'mpi' is the flat form, one replica per worker (--devices cpu:1), but this worker has " +
                     std::to_string(replicas()) + " local replicas; use 'hierarchical' (the default across workers)");
 }

@@ -1,6 +1,7 @@
 #include "distribute/AllReduce.h"
 
 #include <algorithm>
+#include <utility>
 #include "Error.h"
 #include "nn/Bf16Gemm.h"
 #include "tensor/Finite.h"
@@ -10,11 +11,40 @@ namespace ml {
 AllReduce::AllReduce(int participants)
     : n_(participants), barrier_(participants), slots_(static_cast<size_t>(participants), nullptr) {}
 
-AllReduceDtype parseAllReduceDtype(const std::string& name) {
+std::optional<AllReduceDtype> allReduceDtypeNamed(const std::string& name) {
   if (name == "float32") return AllReduceDtype::Float32;
   if (name == "bfloat16") return AllReduceDtype::Bfloat16;
-  throw UserError("unknown all-reduce dtype '" + name +
-                  "' (allowed: float32, the default, or bfloat16: half the bytes on the wire, and results change)");
+  return std::nullopt;
+}
+
+AllReduceDtype parseAllReduceDtype(const std::string& name) {
+  if (const auto d = allReduceDtypeNamed(name)) return *d;
+  throw UserError("unknown all-reduce dtype '" + name + "' (allowed: " + kAllReduceDtypeNames + ")");
+}
+
+namespace {
+constexpr std::pair<AllReduceAlgo, const char*> kAlgoNames[] = {{AllReduceAlgo::Ring, "ring"},
+                                                                {AllReduceAlgo::ReduceToOne, "reduce-to-one"},
+                                                                {AllReduceAlgo::Nccl, "nccl"},
+                                                                {AllReduceAlgo::Hierarchical, "hierarchical"},
+                                                                {AllReduceAlgo::Mpi, "mpi"}};
+}  // namespace
+
+std::optional<AllReduceAlgo> allReduceAlgoNamed(const std::string& name) {
+  for (const auto& [a, n] : kAlgoNames)
+    if (name == n) return a;
+  return std::nullopt;
+}
+
+AllReduceAlgo parseAllReduceAlgo(const std::string& name) {
+  if (const auto a = allReduceAlgoNamed(name)) return *a;
+  throw UserError("unknown all-reduce '" + name + "' (allowed: " + kAllReduceAlgoNames + ")");
+}
+
+const char* toString(AllReduceAlgo a) {
+  for (const auto& [x, n] : kAlgoNames)
+    if (x == a) return n;
+  return "ring";
 }
 
 const char* toString(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? "bfloat16" : "float32"; }
@@ -26,24 +56,26 @@ void AllReduce::toWire(float* values, size_t n) const {
 // The host-memory algorithms, by the name a project gives: adding one is one line here.
 namespace {
 struct Algorithm {
-  const char* name;
+  AllReduceAlgo algo;
   std::unique_ptr<AllReduce> (*make)(int participants);
 };
 template <typename T>
 std::unique_ptr<AllReduce> make(int n) {
   return std::make_unique<T>(n);
 }
-constexpr Algorithm kAlgorithms[] = {{"ring", make<RingAllReduce>}, {"reduce-to-one", make<ReduceToOneAllReduce>}};
+constexpr Algorithm kAlgorithms[] = {{AllReduceAlgo::Ring, make<RingAllReduce>},
+                                     {AllReduceAlgo::ReduceToOne, make<ReduceToOneAllReduce>}};
 }  // namespace
 
-std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int n) {
+std::unique_ptr<AllReduce> makeAllReduce(AllReduceAlgo algo, int n) {
   std::string names;
   for (const auto& a : kAlgorithms) {
-    if (name == a.name) return a.make(n);
-    names += (names.empty() ? "" : ", ") + std::string(a.name);
+    if (algo == a.algo) return a.make(n);
+    names += (names.empty() ? "" : ", ") + std::string(toString(a.algo));
   }
-  if (name == "nccl") throw UserError("all-reduce 'nccl' needs GPU devices and the CUDA plugin; on CPU devices use " + names);
-  throw UserError("unknown all-reduce '" + name + "' (allowed: " + names + ")");
+  if (algo == AllReduceAlgo::Nccl)
+    throw UserError("all-reduce 'nccl' needs GPU devices and the CUDA plugin; on CPU devices use " + names);
+  throw UserError(std::string("all-reduce '") + toString(algo) + "' sums across workers; in one process use " + names);
 }
 
 namespace {

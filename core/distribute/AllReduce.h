@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,8 +18,22 @@ namespace ml {
 // AllReduceDtype (backend/Collective.h): the format of the values that cross between replicas.
 // Host memory holds the values in float32 containers, so the simulated devices' own copies move as
 // many bytes as before; the cost model counts two bytes per value.
-AllReduceDtype parseAllReduceDtype(const std::string& name);  // float32 | bfloat16; UserError otherwise
+std::optional<AllReduceDtype> allReduceDtypeNamed(const std::string& name);  // float32 | bfloat16
+AllReduceDtype parseAllReduceDtype(const std::string& name);                 // the same; UserError otherwise
 const char* toString(AllReduceDtype d);
+inline constexpr const char* kAllReduceDtypeNames =
+    "float32, the default, or bfloat16: half the bytes on the wire, and results change";
+
+// The all-reduce a project asks for (distribute.allreduce). Ring and ReduceToOne sum over host
+// memory in one process; Nccl names the GPUs' own (chosen for GPU devices whatever the name);
+// Hierarchical (local sum, one hop across workers, local copy) and Mpi (one replica a worker)
+// sum across workers.
+enum class AllReduceAlgo { Ring, ReduceToOne, Nccl, Hierarchical, Mpi };
+std::optional<AllReduceAlgo> allReduceAlgoNamed(const std::string& name);
+AllReduceAlgo parseAllReduceAlgo(const std::string& name);  // UserError naming the allowed ones
+const char* toString(AllReduceAlgo a);                      // "ring", "reduce-to-one", ...
+inline constexpr const char* kAllReduceAlgoNames = "ring, reduce-to-one, nccl; across workers hierarchical, mpi";
+inline bool acrossWorkers(AllReduceAlgo a) { return a == AllReduceAlgo::Hierarchical || a == AllReduceAlgo::Mpi; }
 inline int64_t bytesPerValue(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? 2 : 4; }
 
 class AllReduce {
@@ -99,6 +114,6 @@ class ReduceToOneAllReduce : public AllReduce {
 };
 
 // name: ring | reduce-to-one. Throws UserError otherwise.
-std::unique_ptr<AllReduce> makeAllReduce(const std::string& name, int participants);
+std::unique_ptr<AllReduce> makeAllReduce(AllReduceAlgo algo, int participants);
 
 }  // namespace ml

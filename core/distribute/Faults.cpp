@@ -1,4 +1,4 @@
-// Parsing of fault-injection specs: kind[:device][=factor][@step=N].
+// Fault-injection specs, kind[:device][=factor][@step=N][@worker=K]: parsed, then planned for one process.
 #include "distribute/Faults.h"
 
 #include <algorithm>
@@ -10,21 +10,8 @@ namespace ml {
 
 namespace {
 
-constexpr const char* kForms =
-    "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20), "
-    "fail:DEVICE@step=N (fail:cpu:1@step=5), stuck:DEVICE@step=N (never released) or kill@step=N (kill@step=30; "
-    "kill:before-checkpoint@step=N and kill:after-checkpoint@step=N die at that step's checkpoint), each with "
-    "@worker=K to pick one of several workers";
-
-struct Parsed {
-  std::string kind, device;
-  double factor = 0;
-  int64_t step = 0;
-  int worker = 0;  // 1-based; 0: every worker
-};
-
 [[noreturn]] void bad(const std::string& spec, const std::string& why) {
-  throw UserError("fault '" + spec + "': " + why + " (the forms are " + kForms + ")");
+  throw UserError("fault '" + spec + "': " + why + " (the forms are " + kFaultForms + ")");
 }
 
 int64_t wholeNumber(const std::string& spec, const std::string& text) {
@@ -34,8 +21,12 @@ int64_t wholeNumber(const std::string& spec, const std::string& text) {
   return v;
 }
 
-Parsed parseOne(const std::string& spec) {
-  Parsed p;
+}  // namespace
+
+Fault parseFault(const std::string& spec) {
+  Fault p;
+  p.text = spec;
+  std::string kind;
   std::string rest = spec;
   for (auto at = rest.rfind('@'); at != std::string::npos; at = rest.rfind('@')) {
     const std::string tail = rest.substr(at + 1);
@@ -57,39 +48,41 @@ Parsed parseOne(const std::string& spec) {
     rest = rest.substr(0, eq);
   }
   const auto colon = rest.find(':');
-  p.kind = rest.substr(0, colon);
+  kind = rest.substr(0, colon);
   if (colon != std::string::npos) p.device = rest.substr(colon + 1);
-  if (p.kind == "kill") {
+  if (kind == "kill") {
+    p.kind = Fault::Kind::Kill;
     if ((!p.device.empty() && p.device != "before-checkpoint" && p.device != "after-checkpoint") || p.factor != 0)
       bad(spec, "kill takes no device or factor (the whole process dies), only before-checkpoint or after-checkpoint");
     if (p.step == 0) bad(spec, "kill needs @step=N");
-  } else if (p.kind == "slow") {
+  } else if (kind == "slow") {
+    p.kind = Fault::Kind::Slow;
     if (p.device.empty() || p.factor == 0) bad(spec, "slow needs a device and a factor");
     if (p.step != 0) bad(spec, "slow applies from the first step: leave out @step");
-  } else if (p.kind == "hang" || p.kind == "nan" || p.kind == "fail" || p.kind == "stuck") {
-    if (p.device.empty() || p.step == 0) bad(spec, p.kind + " needs a device and @step=N");
-    if (p.factor != 0) bad(spec, p.kind + " takes no factor");
+  } else if (kind == "hang" || kind == "nan" || kind == "fail" || kind == "stuck") {
+    p.kind = kind == "hang"   ? Fault::Kind::Hang
+             : kind == "nan"  ? Fault::Kind::Nan
+             : kind == "fail" ? Fault::Kind::Fail
+                              : Fault::Kind::Stuck;
+    if (p.device.empty() || p.step == 0) bad(spec, kind + " needs a device and @step=N");
+    if (p.factor != 0) bad(spec, kind + " takes no factor");
   } else {
-    bad(spec, "unknown kind '" + p.kind + "'");
+    bad(spec, "unknown kind '" + kind + "'");
   }
   return p;
 }
 
-}  // namespace
-
-void checkFaultSyntax(const std::string& spec) { parseOne(spec); }
-
-FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker, int workers) {
+FaultPlan planFaults(const std::vector<Fault>& faults, const DeviceList& devices, int worker, int workers) {
   FaultPlan plan;
   plan.slow.assign(static_cast<size_t>(devices.size()), 1.0);
-  for (const auto& spec : specs) {
-    const Parsed p = parseOne(spec);
+  for (const Fault& p : faults) {
+    const std::string& spec = p.text;
     if (p.worker > workers)
       bad(spec, "this run has " + std::to_string(workers) + " worker" + (workers == 1 ? "" : "s") +
                     (workers == 1 ? " (several only under mpirun -np W)" : ""));
     if (p.worker != 0 && p.worker != worker + 1) continue;  // another worker's
     int replica = -1;
-    if (p.kind == "kill") {
+    if (p.kind == Fault::Kind::Kill) {
       plan.killStep = p.step;
       plan.killPoint = p.device.empty()                  ? FaultPlan::KillPoint::AfterStep
                        : p.device == "before-checkpoint" ? FaultPlan::KillPoint::BeforeCheckpoint
@@ -99,14 +92,29 @@ FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& d
         if (devices.devices[static_cast<size_t>(r)].label() == p.device) replica = r;
       if (replica < 0) bad(spec, "'" + p.device + "' is not one of this run's devices (" + devices.describe() + ")");
     }
-    if (p.kind == "slow") plan.slow[static_cast<size_t>(replica)] = p.factor;
-    if (p.kind == "hang") plan.hangReplica = replica, plan.hangStep = p.step;
-    if (p.kind == "nan") plan.nanReplica = replica, plan.nanStep = p.step;
-    if (p.kind == "fail") plan.failReplica = replica, plan.failStep = p.step;
-    if (p.kind == "stuck") plan.stuckReplica = replica, plan.stuckStep = p.step;
+    switch (p.kind) {
+      case Fault::Kind::Slow: plan.slow[static_cast<size_t>(replica)] = p.factor; break;
+      case Fault::Kind::Hang: plan.hangReplica = replica, plan.hangStep = p.step; break;
+      case Fault::Kind::Nan: plan.nanReplica = replica, plan.nanStep = p.step; break;
+      case Fault::Kind::Fail: plan.failReplica = replica, plan.failStep = p.step; break;
+      case Fault::Kind::Stuck: plan.stuckReplica = replica, plan.stuckStep = p.step; break;
+      case Fault::Kind::Kill: break;
+    }
     plan.specs.push_back(spec);
   }
   return plan;
+}
+
+std::vector<std::string> faultTexts(const std::vector<Fault>& faults) {
+  std::vector<std::string> out;
+  for (const Fault& f : faults) out.push_back(f.text);
+  return out;
+}
+
+FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker, int workers) {
+  std::vector<Fault> faults;
+  for (const auto& s : specs) faults.push_back(parseFault(s));
+  return planFaults(faults, devices, worker, workers);
 }
 
 }  // namespace ml

@@ -38,12 +38,34 @@ struct FaultPlan {
   }
 };
 
-// Throws UserError naming the spec, what is wrong and the accepted forms. A device must be one of
-// the run's devices ("cpu:3" on a cpu:2 run is refused).
-// Of several workers, this process is worker `worker` (0-based) of `workers`: faults for another
-// worker are left out (and a worker number past the last is refused).
+// One fault as written, its syntax checked: what the project holds (distribute.faults). Which
+// replica it hits is settled by planFaults, against the run's devices (they may change after the
+// file is read: the Devices screen, --devices).
+struct Fault {
+  enum class Kind { Slow, Hang, Nan, Fail, Stuck, Kill } kind = Kind::Slow;
+  std::string device;  // "cpu:1"; for kill: "", "before-checkpoint" or "after-checkpoint"
+  double factor = 0;   // slow's
+  int64_t step = 0;    // hang, nan, fail, stuck, kill: the step it happens at
+  int worker = 0;      // 1-based; 0: every worker
+  std::string text;    // as written, for the file and the store's label
+};
+inline constexpr const char* kFaultForms =
+    "slow:DEVICE=FACTORx (slow:cpu:1=3x), hang:DEVICE@step=N (hang:cpu:2@step=50), nan:DEVICE@step=N (nan:cpu:1@step=20), "
+    "fail:DEVICE@step=N (fail:cpu:1@step=5), stuck:DEVICE@step=N (never released) or kill@step=N (kill@step=30; "
+    "kill:before-checkpoint@step=N and kill:after-checkpoint@step=N die at that step's checkpoint), each with "
+    "@worker=K to pick one of several workers";
+
+// Throws UserError "fault '<spec>': <what is wrong> (the forms are ...)".
+Fault parseFault(const std::string& spec);
+
+// This process's plan. Throws UserError naming the fault: a device must be one of the run's
+// devices ("cpu:3" on a cpu:2 run is refused). Of several workers, this process is worker
+// `worker` (0-based) of `workers`: faults for another worker are left out (and a worker number
+// past the last is refused).
+FaultPlan planFaults(const std::vector<Fault>& faults, const DeviceList& devices, int worker = 0, int workers = 1);
+// Each fault as written.
+std::vector<std::string> faultTexts(const std::vector<Fault>& faults);
+// parseFault on each, then planFaults (the --inject flag's texts, tests).
 FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker = 0, int workers = 1);
-// One spec's syntax only (no device list): for the project's validation.
-void checkFaultSyntax(const std::string& spec);
 
 }  // namespace ml

@@ -45,8 +45,8 @@ enum class BucketComm {
 
 struct StrategyOptions {
   DeviceList devices = parseDevices("cpu:1");
-  std::string allreduce =
-      "ring";  // host collectives; GPUs use their own, several workers the hierarchical one (see allReducePath)
+  // Host collectives; GPUs use their own, several workers the hierarchical one (see StepPlan.cpp).
+  AllReduceAlgo allreduce = AllReduceAlgo::Ring;
   int64_t bucketBytes = 1 << 20;
   BucketComm bucketComm = BucketComm::Auto;
   int threadsPerDevice = 0;  // BLAS threads of a single simulated device; 0 = every core (several: 1 each)

@@ -20,14 +20,15 @@ namespace {
 
 // What a user of the exported model must feed it: the preparation Mirrorlab applied in training.
 std::string inputNote(const DataSpec& d, ExportFormat f) {
-  if (d.kind == "fashion-mnist" || d.kind == "idx") return "float32 image pixels divided by 255 (values in [0, 1])";
-  if (d.kind == "csv" && d.standardize && f == ExportFormat::Onnx)
+  if (d.kind == DataKind::FashionMnist || d.kind == DataKind::Idx)
+    return "float32 image pixels divided by 255 (values in [0, 1])";
+  if (d.kind == DataKind::Csv && d.standardize && f == ExportFormat::Onnx)
     return "float32 CSV feature columns as they are in the file: the model standardizes them itself (its first two nodes, "
            "the training set's mean and standard deviation)";
-  if (d.kind == "csv")
+  if (d.kind == DataKind::Csv)
     return d.standardize ? "float32 CSV feature columns, standardized with the training set's mean and standard deviation"
                          : "float32 CSV feature columns, as they are in the file";
-  return "float32 features as the " + d.kind + " generator makes them";
+  return std::string("float32 features as the ") + toString(d.kind) + " generator makes them";
 }
 
 }  // namespace
@@ -50,7 +51,7 @@ ExportResult runExport(const ExportRequest& r) {
   info.runId = r.runId;
   info.weightsFile = fs::path(r.weights).filename().string();
   info.inputNote = inputNote(r.project.data, r.format);
-  if (r.format == ExportFormat::Onnx && r.project.data.kind == "csv" && r.project.data.standardize) {
+  if (r.format == ExportFormat::Onnx && r.project.data.kind == DataKind::Csv && r.project.data.standardize) {
     // The statistics are the training part's, as loadData computed them for the run: read again.
     std::optional<FeatureStats> stats;
     try {

@@ -95,13 +95,13 @@ Json layerConfig(const ExportLayer& l) {
 }
 
 Json optimizerConfig(const OptimizerSpec& o) {
-  Json c = {{"name", o.name}, {"learning_rate", o.learningRate}};
+  Json c = {{"name", toString(o.kind)}, {"learning_rate", o.learningRate}};
   std::string cls = "Adam";
-  if (o.name == "sgd") {
+  if (o.kind == OptimizerKind::Sgd) {
     cls = "SGD";
     c["momentum"] = o.momentum;
     c["nesterov"] = o.nesterov;
-  } else if (o.name == "rmsprop") {
+  } else if (o.kind == OptimizerKind::RmsProp) {
     cls = "RMSprop";
     c["rho"] = o.rho;
     c["momentum"] = o.momentum;

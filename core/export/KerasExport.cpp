@@ -68,10 +68,10 @@ void optimizerGroup(hid_t f, const std::vector<ExportLayer>& layers, const Optim
     for (const auto& w : l.weights)
       if (w.array.trainable) trainable.push_back(dims(w.array.shape));
   std::vector<std::vector<hsize_t>> slots;
-  if (o.name == "adam") {
+  if (o.kind == OptimizerKind::Adam) {
     for (const auto& t : trainable) slots.insert(slots.end(), {t, t});
   } else {
-    const int kinds = o.name == "rmsprop" ? 1 + (o.momentum > 0) : (o.momentum != 0);
+    const int kinds = o.kind == OptimizerKind::RmsProp ? 1 + (o.momentum > 0) : (o.momentum != 0);
     for (int k = 0; k < kinds; ++k) slots.insert(slots.end(), trainable.begin(), trainable.end());
   }
   Handle opt = group(f, "optimizer", file);

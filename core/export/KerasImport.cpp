@@ -139,17 +139,18 @@ OptimizerSpec optimizer(const Json& o, const std::string& path, int& accumulate)
   if (o.is_null()) return spec;
   const std::string cls = o.is_string() ? o.get<std::string>() : o.value("class_name", std::string());
   const Json cfg = o.is_object() ? o.value("config", Json::object()) : Json::object();
-  spec.name = cls == "SGD" || cls == "sgd"           ? "sgd"
-              : cls == "Adam" || cls == "adam"       ? "adam"
-              : cls == "RMSprop" || cls == "rmsprop" ? "rmsprop"
-                                                     : "";
+  const std::optional<OptimizerKind> kind = cls == "SGD" || cls == "sgd"           ? OptimizerKind::Sgd
+                                            : cls == "Adam" || cls == "adam"       ? OptimizerKind::Adam
+                                            : cls == "RMSprop" || cls == "rmsprop" ? std::optional(OptimizerKind::RmsProp)
+                                                                                   : std::nullopt;
   auto lacks = [&](const std::string& what) {
     refuse(path,
            "is compiled with the optimizer " + (cls.empty() ? std::string("(no class)") : cls) + what + ", which Mirrorlab lacks",
            "Mirrorlab has SGD (momentum, nesterov), Adam and RMSprop (rho, momentum) with a constant learning rate and no "
            "weight decay, clipping, EMA or AMSGrad: compile with those, or save the model uncompiled");
   };
-  if (spec.name.empty()) lacks("");
+  if (!kind) lacks("");
+  spec.kind = *kind;
   const Json lr = cfg.value("learning_rate", Json(0.001));
   if (!lr.is_number()) lacks(" (a learning-rate schedule " + lr.dump().substr(0, 60) + ")");
   spec.learningRate = lr.get<double>();
@@ -280,12 +281,12 @@ Sequential buildModel(const ModelSpec& spec, const std::string& path) {
 void guessData(Project& p, const Sequential& model, std::vector<std::string>& notes) {
   const int64_t n = numel(p.model.inputShape);
   if (n == 28 * 28) {
-    p.data.kind = "fashion-mnist";
+    p.data.kind = DataKind::FashionMnist;
     p.data.path = "/usr/share/datasets/fashion-mnist";
     notes.push_back("28x28 inputs: the project's data is Fashion-MNIST (pixels / 255); change \"data\" for another data set");
     return;
   }
-  p.data.kind = "blobs";
+  p.data.kind = DataKind::Blobs;
   p.data.features = static_cast<int>(n);
   if (model.outFeatures() > 1) p.data.classes = static_cast<int>(model.outFeatures());
   notes.push_back("the project trains on synthetic blobs until you set its \"data\" to your data set");

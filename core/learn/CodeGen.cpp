@@ -90,7 +90,7 @@ void refuseLayer(const LayerPlan& l, const std::string& program) {
                   " Mirrorlab generates: remove the layer to generate it, or train the model in Mirrorlab");
 }
 
-int projectReplicas(const Project& p) { return std::max(1, parseDevices(p.distribute.devices).size()); }
+int projectReplicas(const Project& p) { return std::max(1, p.distribute.devices.size()); }
 
 int projectWorkers(const Project& p) { return std::max(1, p.distribute.workers); }
 

@@ -225,34 +225,34 @@ def load_data(data_dir=None):
 
 std::string dataLoaderPython(const Project& p) {
   const DataSpec& d = p.data;
-  std::string out = "\n# ---- data: " + d.kind + " ----\n";
+  std::string out = std::string("\n# ---- data: ") + toString(d.kind) + " ----\n";
   out += "INPUT_SHAPE = " + pyShape(p.model.inputShape) +
          "  # one sample as the model takes it (images: channels-last)\n\n\n"
          "def as_input(x):\n    return None if x is None else x.reshape((-1,) + INPUT_SHAPE)\n\n\n";
-  if (d.kind == "fashion-mnist") {
+  if (d.kind == DataKind::FashionMnist) {
     out += "DATA_DIR = " + pyStr(d.path.empty() ? "/usr/share/datasets/fashion-mnist" : d.path) + "\n";
-  } else if (d.kind == "idx") {
+  } else if (d.kind == DataKind::Idx) {
     out += "TRAIN_IMAGES = " + pyStr(d.trainImages) + "\nTRAIN_LABELS = " + pyStr(d.trainLabels) + "\n";
     out += "TEST_IMAGES = " + pyStr(d.testImages) + "\nTEST_LABELS = " + pyStr(d.testLabels) + "\n";
-  } else if (d.kind == "csv") {
+  } else if (d.kind == DataKind::Csv) {
     out += "CSV_PATH = " + pyStr(d.path) + "\nCSV_TEST_PATH = " + pyStr(d.testPath) + "\n";
     out += "LABEL_COLUMN = " + pyStr(d.labelColumn) + "\nSTANDARDIZE = " + pyBool(d.standardize) + "\n";
   } else {
     out += "SAMPLES = " + pyInt(d.samples) + "\nCLASSES = " + pyInt(d.classes) + "\nNOISE = " + pyNum(d.noise) + "\n";
-    if (d.kind == "blobs") out += "FEATURES = " + pyInt(d.features) + "\n";
+    if (d.kind == DataKind::Blobs) out += "FEATURES = " + pyInt(d.features) + "\n";
   }
-  if (d.kind != "fashion-mnist")
+  if (d.kind != DataKind::FashionMnist)
     out += "VALIDATION_SPLIT = " + pyNum(d.validationSplit) + "\nDATA_SEED = " + std::to_string(d.seed) + "\n";
   out += kRandom;
   out += kCommonData;
-  if (d.kind == "fashion-mnist")
+  if (d.kind == DataKind::FashionMnist)
     out += fashionLoader();
-  else if (d.kind == "idx")
+  else if (d.kind == DataKind::Idx)
     out += idxLoader();
-  else if (d.kind == "csv")
+  else if (d.kind == DataKind::Csv)
     out += csvLoader();
   else
-    out += syntheticLoader(d.kind == "spirals");
+    out += syntheticLoader(d.kind == DataKind::Spirals);
   return out;
 }
 

@@ -30,10 +30,10 @@ std::string kerasLayer(const LayerPlan& l, const LayerArgs& args, size_t index, 
 }
 
 std::string kerasOptimizer(const OptimizerSpec& o) {
-  if (o.name == "sgd")
+  if (o.kind == OptimizerKind::Sgd)
     return "tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=" + pyNum(o.momentum) +
            ", nesterov=" + pyBool(o.nesterov) + ")";
-  if (o.name == "rmsprop")
+  if (o.kind == OptimizerKind::RmsProp)
     return "tf.keras.optimizers.RMSprop(learning_rate=learning_rate, rho=" + pyNum(o.rho) + ", momentum=" + pyNum(o.momentum) +
            ", epsilon=" + pyNum(o.epsilon) + ")";
   return "tf.keras.optimizers.Adam(learning_rate=learning_rate, beta_1=" + pyNum(o.beta1) + ", beta_2=" + pyNum(o.beta2) +
@@ -176,12 +176,12 @@ std::string tfConstants(const Project& p) {
   out += "PRECISION = " + pyStr(toString(t.precision)) + "  # Keras' dtype policy: float32 | mixed_bfloat16 | mixed_float16\n";
   out += std::string("TF32 = ") + (p.distribute.tf32 ? "True" : "False") +
          "  # GPUs: float32 products on TF32 tensor cores (distribute.tf32; TensorFlow's own default is on)\n";
-  if (p.distribute.allreduceDtype != "float32")
-    out += "# The project sends its gradients between replicas as " + p.distribute.allreduceDtype +
+  if (p.distribute.allreduceDtype != AllReduceDtype::Float32)
+    out += std::string("# The project sends its gradients between replicas as ") + toString(p.distribute.allreduceDtype) +
            " (distribute.allreduce_dtype). MirroredStrategy has no\n"
            "# such option: this program all-reduces float32, so its weights follow Mirrorlab's float32 all-reduce.\n";
-  out += "DEVICES = " + std::to_string(projectReplicas(p)) + "  # the project's devices: " + pyDocText(p.distribute.devices) +
-         " (logical CPU devices when there is no GPU)\n";
+  out += "DEVICES = " + std::to_string(projectReplicas(p)) +
+         "  # the project's devices: " + pyDocText(p.distribute.devices.spec) + " (logical CPU devices when there is no GPU)\n";
   if (p.distribute.workers > 1)
     out += "WORKERS = " + std::to_string(p.distribute.workers) +
            "  # the project's workers (processes): tf.distribute.MultiWorkerMirroredStrategy, see make_strategy\n";

@@ -275,7 +275,7 @@ std::string torchConstants(const Project& p, bool accuracy) {
   std::string out;
   out += "EPOCHS = " + pyInt(t.epochs) + "\nSEED = " + std::to_string(t.seed) + "\n";
   out += "DEFAULT_WORLD_SIZE = " + std::to_string(projectReplicas(p) * projectWorkers(p)) +
-         "  # the project's replicas: " + pyDocText(p.distribute.devices) +
+         "  # the project's replicas: " + pyDocText(p.distribute.devices.spec) +
          (projectWorkers(p) > 1 ? " on each of " + std::to_string(projectWorkers(p)) + " workers" : "") + "\n";
   out += globalBatchPython(p);
   out += "ACCUMULATE = " + std::to_string(t.accumulate) + "  # micro-batches per update, all-reduced once\n";
@@ -303,7 +303,7 @@ std::string torchConstants(const Project& p, bool accuracy) {
   out += "LOSS_SCALE = " + (half && t.lossScaling ? pyNum(t.lossScale) : std::string("None")) +
          "  # the initial dynamic loss scale of float16 (None: no loss scaling)\n";
   out += "LOSS_SCALE_GROWTH_STEPS = " + std::to_string(t.lossScaleGrowthSteps) + "  # finite steps that double it\n";
-  out += "ALLREDUCE_DTYPE = " + pyStr(p.distribute.allreduceDtype) +
+  out += "ALLREDUCE_DTYPE = " + pyStr(toString(p.distribute.allreduceDtype)) +
          "  # the gradients between replicas: float32 | bfloat16 (DDP's bf16_compress_hook: half the bytes)\n";
   return out;
 }

@@ -89,10 +89,10 @@ def save_weights(model, path):
 // Long: mostly the Python text of each optimizer (Keras' update rules written for PyTorch),
 // one raw string per optimizer kind.
 std::string torchOptimizerPython(const OptimizerSpec& o) {
-  if (o.name == "sgd" && o.momentum == 0.0)
+  if (o.kind == OptimizerKind::Sgd && o.momentum == 0.0)
     return "\n\ndef make_optimizer(params, learning_rate):\n"
            "    return torch.optim.SGD(params, lr=learning_rate)  # p -= lr * g: the same formula as Keras\n";
-  if (o.name == "sgd")
+  if (o.kind == OptimizerKind::Sgd)
     return R"PY(
 
 class KerasSGD(torch.optim.Optimizer):
@@ -124,7 +124,7 @@ class KerasSGD(torch.optim.Optimizer):
 def make_optimizer(params, learning_rate):
     return KerasSGD(params, lr=learning_rate, momentum=)PY" +
            pyNum(o.momentum) + ", nesterov=" + pyBool(o.nesterov) + ")\n";
-  if (o.name == "rmsprop")
+  if (o.kind == OptimizerKind::RmsProp)
     return R"PY(
 
 class KerasRMSprop(torch.optim.Optimizer):

@@ -106,11 +106,11 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
                "four})");
   x.title = r.text(e, path, "title", false, "a string");
   if (x.title.empty()) x.title = x.label;
-  x.devices = r.text(e, path, "devices", true, "a device list such as \"cpu:4\"");
+  const std::string devices = r.text(e, path, "devices", true, "a device list such as \"cpu:4\"");
   try {
-    parseDevices(x.devices);
+    x.devices = parseDevices(devices);
   } catch (const UserError& err) {
-    r.fail(path + ".devices", "is '" + clipText(x.devices, 40) + "': " + err.what());
+    r.fail(path + ".devices", "is '" + clipText(devices, 40) + "': " + err.what());
   }
   x.batchPolicy = r.text(e, path, "batch_policy", false, "global or per-device");
   if (x.batchPolicy.empty()) x.batchPolicy = "global";
@@ -149,12 +149,11 @@ LessonExperiment parseExperiment(const LessonReader& r, const json& e, const std
   if (e.contains("faults")) {
     const json& f = e.at("faults");
     if (!f.is_array()) r.fail(path + ".faults", "must be a list such as [\"slow:cpu:1=3x\"]");
-    for (const auto& v : f) {
+    for (const auto& v : f)
       if (!v.is_string()) r.fail(path + ".faults", "must hold texts such as \"slow:cpu:1=3x\", got " + shortDump(v));
-      x.faults.push_back(v.get<std::string>());
-    }
     try {
-      parseFaults(x.faults, parseDevices(x.devices));
+      for (const auto& v : f) x.faults.push_back(parseFault(v.get<std::string>()));
+      planFaults(x.faults, x.devices);  // each device one of the experiment's
     } catch (const UserError& err) {
       r.fail(path + ".faults", err.what());
     }
@@ -338,7 +337,7 @@ std::vector<std::string> lessonFigureNames(const Lesson& lesson) {
   bool multi = false;
   for (const auto& x : lesson.experiments) {
     for (const char* f : perExperiment) names.push_back(std::string(f) + "_" + x.label);
-    const int n = parseDevices(x.devices).size();
+    const int n = x.devices.size();
     counts.insert(n);
     multi = multi || n > 1;
   }

@@ -19,7 +19,7 @@ inline constexpr int kLessonSchemaVersion = 1;
 struct LessonExperiment {
   std::string label;  // [a-z][a-z0-9_]*: names the figures ({final_acc_<label>})
   std::string title;  // for the view ("4 devices, unscaled")
-  std::string devices = "cpu:1";
+  DeviceList devices = parseDevices("cpu:1");
   std::string batchPolicy = "global";         // global | per-device: what `batch` means
   int64_t batch = 0;                          // 0: the project's batch size
   std::optional<LrRule> lrScaling;            // none keeps the project's
@@ -27,7 +27,7 @@ struct LessonExperiment {
   double learningRate = 0;                    // base rate (before scaling); 0 keeps the project's
   int epochs = 0;                             // 0 keeps the project's
   int64_t steps = 0;                          // stop after this many updates (0: every epoch)
-  std::vector<std::string> faults;            // injected faults ("slow:cpu:1=3x"): the run shows what they do
+  std::vector<Fault> faults;                  // injected faults ("slow:cpu:1=3x"): the run shows what they do
   std::optional<Precision> precision;         // none keeps the project's
   std::optional<double> lossScale;            // mixed_float16's initial loss scale; 0 for none (no scaling)
   std::optional<bool> batchnormSynchronized;  // every BatchNormalization layer's "synchronized"

@@ -36,7 +36,7 @@ ScalingExperiment::ScalingExperiment(Project base, std::shared_ptr<const DataSpl
   const int64_t trainSamples = data_->train.size;
   for (const auto& dl : sweep) {
     Project p = base_;
-    p.distribute.devices = dl.spec;
+    p.distribute.devices = dl;
     p.training.perDeviceBatch = false;
     p.training.batchSize = options_.keep == BatchPolicy::KeepGlobal ? firstGlobal : perDevice * dl.size();
     const int64_t perEpoch = std::max<int64_t>(1, trainSamples / std::max<int64_t>(1, p.training.batchSize));
@@ -151,12 +151,12 @@ ScalingResult ScalingExperiment::run() {
   for (size_t i = 0; i < projects_.size(); ++i) {
     const Project& p = projects_[i];
     if (runs_.cancelled()) {
-      out.message = "cancelled before " + p.distribute.devices;
+      out.message = "cancelled before " + p.distribute.devices.spec;
       break;
     }
     RecordedRunOptions ro;
     ro.trainer.maxSteps = options_.steps;
-    ro.trainer.runName = prefix + " " + p.distribute.devices;
+    ro.trainer.runName = prefix + " " + p.distribute.devices.spec;
     ro.storePath = options_.storePath;
     ro.hub = &hub_;  // one watcher follows every row
     RecordedRun run(p, data_, std::move(ro));
@@ -169,10 +169,11 @@ ScalingResult ScalingExperiment::run() {
     for (auto& e : events)
       if (auto* s = std::get_if<StepEvent>(&e)) steps.push_back(std::move(*s));
     if (fin.status != RunStatus::Finished) {
-      out.message = p.distribute.devices + " ended " + toString(fin.status) + (fin.message.empty() ? "" : ": " + fin.message);
+      out.message =
+          p.distribute.devices.spec + " ended " + toString(fin.status) + (fin.message.empty() ? "" : ": " + fin.message);
       break;
     }
-    ScalingRow row = scalingRowFromSteps(p.distribute.devices, run.plan(), steps);
+    ScalingRow row = scalingRowFromSteps(p.distribute.devices.spec, run.plan(), steps);
     row.runId = result.runId;
     row.threadsPerReplica = run.trainer().strategy().blasThreads();
     row.hostCores = static_cast<int>(std::thread::hardware_concurrency());

@@ -183,7 +183,7 @@ Project pointProject(const Project& base, const SweepPointRow& pt, const SweepOp
   // A scaling rule scales the grid's rate by the point's global batch against the batch the base
   // project's rate was set for (one rule everywhere, project/LrScaling.h).
   p.training.lrReferenceBatch = lrReferenceBatch(base.training);
-  p.distribute.devices = pt.devices;
+  p.distribute.devices = parseDevices(pt.devices);  // the store keeps a point's devices as text; checked by parseDeviceSpecList
   if (o.epochs)
     p.training.epochs = *o.epochs;
   else if (o.steps && trainSamples > 0) {
@@ -232,7 +232,7 @@ void validateSweep(const Project& base, const SweepOptions& o, int64_t trainSamp
   for (const auto& pt : expandGrid(g)) {
     const Project p = pointProject(base, pt, o, trainSamples);
     validate(p, "sweep point " + std::to_string(pt.point + 1));
-    planRun(p, parseDevices(pt.devices).size(), trainSamples);
+    planRun(p, p.distribute.devices.size(), trainSamples);
   }
 }
 

@@ -123,11 +123,16 @@ double Loss::compute(const float* pred, const float* targets, int64_t n, int64_t
   return total;
 }
 
-MetricKind parseMetric(const std::string& name) {
+std::optional<MetricKind> metricNamed(const std::string& name) {
   if (name == "accuracy" || name == "acc") return MetricKind::Accuracy;
   if (name == "mae" || name == "mean_absolute_error") return MetricKind::MeanAbsoluteError;
   if (name == "binary_accuracy") return MetricKind::BinaryAccuracy;
-  throw fieldError("training.metrics", ": unknown metric '" + name + "' (allowed: accuracy, binary_accuracy, mae)");
+  return std::nullopt;
+}
+
+MetricKind parseMetric(const std::string& name) {
+  if (const auto m = metricNamed(name)) return *m;
+  throw fieldError("training.metrics", ": unknown metric '" + name + "' (allowed: " + kMetricNames + ")");
 }
 
 MetricKind metricFor(const std::string& name, const Loss& loss) {

@@ -52,6 +52,8 @@ class Loss {
 enum class MetricKind { Accuracy, MeanAbsoluteError, None, BinaryAccuracy, BinaryAccuracyLogits };
 
 // The main metric of a project: accuracy for classification, mae for regression.
+std::optional<MetricKind> metricNamed(const std::string& name);  // accuracy | acc | binary_accuracy | mae | mean_absolute_error
+inline constexpr const char* kMetricNames = "accuracy, binary_accuracy, mae";
 MetricKind parseMetric(const std::string& name);
 // The metric a project's name means with its loss, as Keras picks it: "accuracy" is
 // binary_accuracy with binary_crossentropy; "" is the loss's default metric.

@@ -2,18 +2,36 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "Error.h"
-#include "Field.h"
 #include "tensor/Dispatch.h"
 
 namespace ml {
 
+std::optional<OptimizerKind> optimizerKindNamed(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::Sgd;
+  if (name == "adam") return OptimizerKind::Adam;
+  if (name == "rmsprop") return OptimizerKind::RmsProp;
+  return std::nullopt;
+}
+
+const char* toString(OptimizerKind k) {
+  switch (k) {
+    case OptimizerKind::Sgd: return "sgd";
+    case OptimizerKind::Adam: return "adam";
+    case OptimizerKind::RmsProp: return "rmsprop";
+  }
+  return "adam";
+}
+
 std::unique_ptr<Optimizer> Optimizer::make(const OptimizerSpec& spec, int64_t n) {
-  if (spec.name == "sgd") return std::make_unique<Sgd>(spec, n);
-  if (spec.name == "adam") return std::make_unique<Adam>(spec, n);
-  if (spec.name == "rmsprop") return std::make_unique<RmsProp>(spec, n);
-  throw fieldError("training.optimizer.name", ": unknown optimizer '" + spec.name + "' (allowed: sgd, adam, rmsprop)");
+  switch (spec.kind) {
+    case OptimizerKind::Sgd: return std::make_unique<Sgd>(spec, n);
+    case OptimizerKind::Adam: return std::make_unique<Adam>(spec, n);
+    case OptimizerKind::RmsProp: return std::make_unique<RmsProp>(spec, n);
+  }
+  throw std::logic_error("Optimizer::make: unknown kind");
 }
 
 void Optimizer::restore(const std::vector<std::vector<float>>& slots, int64_t iterations) {

@@ -2,6 +2,7 @@
 // project file into them; nothing here knows the file format. A layer's arguments are a plain struct per kind
 // (nn/LayerSpecs.h).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,8 +16,14 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;
 };
 
+// The optimizers, by Keras' names (the file's training.optimizer.name).
+enum class OptimizerKind { Sgd, Adam, RmsProp };
+std::optional<OptimizerKind> optimizerKindNamed(const std::string& name);  // sgd | adam | rmsprop
+const char* toString(OptimizerKind k);
+inline constexpr const char* kOptimizerNames = "sgd, adam, rmsprop";
+
 struct OptimizerSpec {
-  std::string name = "adam";  // sgd | adam | rmsprop
+  OptimizerKind kind = OptimizerKind::Adam;
   double learningRate = 0.001;
   double momentum = 0.0;              // sgd, rmsprop
   bool nesterov = false;              // sgd

@@ -29,9 +29,11 @@ std::string formatBytes(double b) {
 }
 
 int optimizerSlotCount(const OptimizerSpec& spec) {
-  if (spec.name == "adam") return 2;
-  if (spec.name == "rmsprop") return spec.momentum != 0 ? 2 : 1;
-  if (spec.name == "sgd") return spec.momentum != 0 ? 1 : 0;
+  switch (spec.kind) {
+    case OptimizerKind::Adam: return 2;
+    case OptimizerKind::RmsProp: return spec.momentum != 0 ? 2 : 1;
+    case OptimizerKind::Sgd: return spec.momentum != 0 ? 1 : 0;
+  }
   return 0;
 }
 

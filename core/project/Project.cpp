@@ -113,38 +113,38 @@ struct Reader : JsonFieldReader {
 json Project::toJson() const {
   json layers = json::array();
   for (const auto& l : model.layers) layers.push_back(layerToJson(l));
-  json opt{{"name", training.optimizer.name}, {"learning_rate", training.optimizer.learningRate}};
-  if (training.optimizer.name == "sgd") {
+  json opt{{"name", toString(training.optimizer.kind)}, {"learning_rate", training.optimizer.learningRate}};
+  if (training.optimizer.kind == OptimizerKind::Sgd) {
     opt["momentum"] = training.optimizer.momentum;
     opt["nesterov"] = training.optimizer.nesterov;
-  } else if (training.optimizer.name == "adam") {
+  } else if (training.optimizer.kind == OptimizerKind::Adam) {
     opt["beta_1"] = training.optimizer.beta1;
     opt["beta_2"] = training.optimizer.beta2;
     opt["epsilon"] = training.optimizer.epsilon;
-  } else if (training.optimizer.name == "rmsprop") {
+  } else {
     opt["rho"] = training.optimizer.rho;
     opt["momentum"] = training.optimizer.momentum;
     opt["epsilon"] = training.optimizer.epsilon;
   }
-  json d{{"kind", data.kind}};
+  json d{{"kind", toString(data.kind)}};
   if (!data.path.empty()) d["path"] = data.path;
-  if (data.kind == "idx") {
+  if (data.kind == DataKind::Idx) {
     d["train_images"] = data.trainImages;
     d["train_labels"] = data.trainLabels;
     if (!data.testImages.empty()) d["test_images"] = data.testImages;
     if (!data.testLabels.empty()) d["test_labels"] = data.testLabels;
   }
-  if (data.kind == "csv") {
+  if (data.kind == DataKind::Csv) {
     d["label_column"] = data.labelColumn;
     d["standardize"] = data.standardize;
     if (!data.testPath.empty()) d["test_path"] = data.testPath;
   }
-  if (data.kind == "spirals" || data.kind == "blobs") {
+  if (generated(data.kind)) {
     d["samples"] = data.samples;
     d["classes"] = data.classes;
     d["noise"] = data.noise;
     d["seed"] = data.seed;
-    if (data.kind == "blobs") d["features"] = data.features;
+    if (data.kind == DataKind::Blobs) d["features"] = data.features;
   }
   if (data.validationSplit > 0) d["validation_split"] = data.validationSplit;
   json out{
@@ -166,8 +166,8 @@ json Project::toJson() const {
         {"warmup_epochs", training.warmupEpochs},
         {"accumulate", training.accumulate}}},
       {"distribute",
-       {{"devices", distribute.devices},
-        {"allreduce", distribute.allreduce},
+       {{"devices", distribute.devices.spec},
+        {"allreduce", toString(distribute.allreduce)},
         {"bucket_bytes", distribute.bucketBytes},
         {"threads_per_device", distribute.threadsPerDevice}}},
   };
@@ -188,10 +188,11 @@ json Project::toJson() const {
   if (training.lossScaleGrowthSteps != 2000) out["training"]["loss_scale_growth_steps"] = training.lossScaleGrowthSteps;
   if (distribute.hangSeconds != 60) out["distribute"]["hang_seconds"] = distribute.hangSeconds;
   if (distribute.stragglerFactor != 1.0) out["distribute"]["straggler_factor"] = distribute.stragglerFactor;
-  if (!distribute.faults.empty()) out["distribute"]["faults"] = distribute.faults;
+  if (!distribute.faults.empty()) out["distribute"]["faults"] = faultTexts(distribute.faults);
   if (distribute.shardOptimizer) out["distribute"]["shard_optimizer"] = true;
   if (distribute.tf32) out["distribute"]["tf32"] = true;
-  if (distribute.allreduceDtype != "float32") out["distribute"]["allreduce_dtype"] = distribute.allreduceDtype;
+  if (distribute.allreduceDtype != AllReduceDtype::Float32)
+    out["distribute"]["allreduce_dtype"] = toString(distribute.allreduceDtype);
   if (distribute.workers != 1) out["distribute"]["workers"] = distribute.workers;
   return out;
 }
@@ -237,7 +238,9 @@ Project Project::fromJson(const json& j, const std::string& source) {
     r.onlyKeys(d, "data",
                {"kind", "path", "train_images", "train_labels", "test_images", "test_labels", "label_column", "standardize",
                 "test_path", "samples", "classes", "features", "noise", "validation_split", "seed"});
-    r.get(d, "data", "kind", p.data.kind, "a string");
+    std::string kind = toString(p.data.kind);
+    r.get(d, "data", "kind", kind, "a string");
+    p.data.kind = dataKindSetting(kind, source);
     r.get(d, "data", "path", p.data.path, "a string");
     r.get(d, "data", "train_images", p.data.trainImages, "a path");
     r.get(d, "data", "train_labels", p.data.trainLabels, "a path");
@@ -323,21 +326,23 @@ Project Project::fromJson(const json& j, const std::string& source) {
       p.training.metrics.clear();
       for (const auto& mm : t.at("metrics")) {
         if (!mm.is_string()) r.fail("training.metrics", "must hold metric names, got " + shortDump(mm));
-        p.training.metrics.push_back(mm.get<std::string>());
+        p.training.metrics.push_back(metricSetting(mm.get<std::string>(), source));
       }
     }
     if (t.contains("optimizer")) {
       const json& o = t.at("optimizer");
       auto& os = p.training.optimizer;
+      std::string name = toString(os.kind);
       if (o.is_string()) {
-        os.name = o.get<std::string>();
+        name = o.get<std::string>();
       } else {
         r.onlyKeys(o, "training.optimizer",
                    {"name", "learning_rate", "momentum", "nesterov", "beta_1", "beta_2", "rho", "epsilon"});
-        r.get(o, "training.optimizer", "name", os.name, "sgd, adam or rmsprop");
+        r.get(o, "training.optimizer", "name", name, "sgd, adam or rmsprop");
       }
+      os.kind = optimizerSetting(name, source);
       // Keras' defaults per optimizer, then the file's values.
-      if (os.name == "sgd") os.learningRate = 0.01;
+      if (os.kind == OptimizerKind::Sgd) os.learningRate = 0.01;
       if (o.is_object()) {
         r.get(o, "training.optimizer", "learning_rate", os.learningRate, "a positive number");
         r.get(o, "training.optimizer", "momentum", os.momentum, "a number in [0, 1)");
@@ -359,14 +364,20 @@ Project Project::fromJson(const json& j, const std::string& source) {
     if (d.contains("faults")) {
       const json& f = d.at("faults");
       if (!f.is_array()) r.fail("distribute.faults", "must be a list of faults such as [\"slow:cpu:1=3x\"]");
+      if (f.size() > 16) r.fail("distribute.faults", "has more than 16 entries");
       for (const auto& x : f) {
         if (!x.is_string()) r.fail("distribute.faults", "must hold texts such as \"hang:cpu:2@step=50\", got " + shortDump(x));
-        p.distribute.faults.push_back(x.get<std::string>());
+        p.distribute.faults.push_back(faultSetting(x.get<std::string>(), source));
       }
     }
-    r.get(d, "distribute", "devices", p.distribute.devices, "a device list such as \"cpu:2\"");
-    r.get(d, "distribute", "allreduce", p.distribute.allreduce, "ring or reduce-to-one");
-    r.get(d, "distribute", "allreduce_dtype", p.distribute.allreduceDtype, "float32 or bfloat16");
+    std::string devices = p.distribute.devices.spec, allreduce = toString(p.distribute.allreduce),
+                dtype = toString(p.distribute.allreduceDtype);
+    r.get(d, "distribute", "devices", devices, "a device list such as \"cpu:2\"");
+    p.distribute.devices = devicesSetting(devices, source);
+    r.get(d, "distribute", "allreduce", allreduce, "ring or reduce-to-one");
+    p.distribute.allreduce = allReduceSetting(allreduce, source);
+    r.get(d, "distribute", "allreduce_dtype", dtype, "float32 or bfloat16");
+    p.distribute.allreduceDtype = allReduceDtypeSetting(dtype, source);
     r.get(d, "distribute", "bucket_bytes", p.distribute.bucketBytes, "a positive integer");
     r.get(d, "distribute", "threads_per_device", p.distribute.threadsPerDevice, "a non-negative integer");
     r.get(d, "distribute", "shard_optimizer", p.distribute.shardOptimizer, "true or false");
@@ -407,9 +418,6 @@ void validate(const Project& p, const std::string& source) {
   counted("training.batch_size", t.batchSize);
   counted("training.accumulate", t.accumulate);
   const auto& o = t.optimizer;
-  const auto& on = o.name;
-  if (on != "sgd" && on != "adam" && on != "rmsprop")
-    fail("training.optimizer.name", "is '" + clipText(on, 40) + "' (allowed: sgd, adam, rmsprop)");
   positive("training.optimizer.learning_rate", o.learningRate, "");
   range("training.optimizer.momentum", o.momentum, 0, 1, true, " (0 turns momentum off)");
   range("training.optimizer.beta_1", o.beta1, 0, 1, true, " (Keras: the decay of the first moment, default 0.9)");
@@ -438,27 +446,14 @@ void validate(const Project& p, const std::string& source) {
                                     " values per sample: give the shape of one sample, e.g. [28, 28]");
     features = *f;
   }
-  const auto& k = p.data.kind;
-  if (k != "fashion-mnist" && k != "idx" && k != "csv" && k != "spirals" && k != "blobs")
-    fail("data.kind", "is '" + clipText(k, 40) + "' (allowed: fashion-mnist, idx, csv, spirals, blobs)");
+  const DataKind k = p.data.kind;
   range("data.validation_split", p.data.validationSplit, 0, 1, true, " (the share held out for validation)");
-  if (k == "spirals" || k == "blobs") {
+  if (generated(k)) {
     counted("data.samples", p.data.samples);
     counted("data.classes", p.data.classes);
-    if (k == "blobs") counted("data.features", p.data.features);
+    if (k == DataKind::Blobs) counted("data.features", p.data.features);
     range("data.noise", p.data.noise, 0, 1e6, false, "");
   }
-  const auto& a = p.distribute.allreduce;
-  if (a != "ring" && a != "reduce-to-one" && a != "nccl" && a != "hierarchical" && a != "mpi")
-    fail("distribute.allreduce",
-         "is '" + clipText(a, 40) + "' (allowed: ring, reduce-to-one, nccl; across workers hierarchical, mpi)");
-  if (const auto& w = p.distribute.allreduceDtype; w != "float32" && w != "bfloat16")
-    fail("distribute.allreduce_dtype",
-         "is '" + clipText(w, 40) +
-             "' (allowed: float32, the default, or bfloat16: half the bytes on the wire, and results change)");
-  if (p.distribute.devices.size() > 256)
-    fail("distribute.devices",
-         "is '" + clipText(p.distribute.devices, 40) + "': give a device list such as \"cpu:2\" or \"gpu:0,1\"");
   counted("distribute.bucket_bytes", p.distribute.bucketBytes);
   counted("distribute.threads_per_device", p.distribute.threadsPerDevice);
   counted("distribute.workers", p.distribute.workers);
@@ -468,7 +463,6 @@ void validate(const Project& p, const std::string& source) {
         " (no replica progress for this long stops the run)");
   range("distribute.straggler_factor", p.distribute.stragglerFactor, 0.01, 1e6, false,
         " (times a replica's typical compute time)");
-  if (p.distribute.faults.size() > 16) fail("distribute.faults", "has more than 16 entries");
 }
 
 void parseCheckpointEvery(const std::string& text, int64_t& every, bool& inSteps) {

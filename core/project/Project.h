@@ -7,7 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/DeviceList.h"
 #include "data/DataSpec.h"
+#include "distribute/AllReduce.h"
+#include "distribute/Faults.h"
 #include "nn/Loss.h"
 #include "nn/Precision.h"
 #include "nn/Specs.h"
@@ -53,21 +56,21 @@ struct TrainingSpec {
 };
 
 struct DistributeSpec {
-  std::string devices = "cpu:1";   // cpu:N | gpu:0,1 | gpu:0x4
-  std::string allreduce = "ring";  // ring | reduce-to-one | nccl; across workers hierarchical | mpi
-  int64_t bucketBytes = 1 << 20;   // gradient bucket size for the all-reduce
-  int threadsPerDevice = 0;        // BLAS threads of a single simulated device (0 = every core); several: 1 each
+  DeviceList devices = parseDevices("cpu:1");     // cpu:N | gpu:0,1 | gpu:0x4; .spec is the file's text
+  AllReduceAlgo allreduce = AllReduceAlgo::Ring;  // ring | reduce-to-one | nccl; across workers hierarchical | mpi
+  int64_t bucketBytes = 1 << 20;                  // gradient bucket size for the all-reduce
+  int threadsPerDevice = 0;                       // BLAS threads of a single simulated device (0 = every core); several: 1 each
   // The watchdog: a run with no replica progress for hangSeconds stops as failed with a diagnosis;
   // a replica arriving at the all-reduce later than stragglerFactor x a replica's typical compute
   // time (median over recent steps) is named in a warning.
   double hangSeconds = 60;
   double stragglerFactor = 1.0;
-  std::vector<std::string> faults;  // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
-  bool shardOptimizer = false;      // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
-  bool tf32 = false;                // GPUs: cuBLAS may run float32 products on TF32 tensor cores (TensorFlow's default)
+  std::vector<Fault> faults;    // fault injection: "slow:cpu:1=3x", "hang:cpu:2@step=50", ...
+  bool shardOptimizer = false;  // ZeRO stage 1: each replica updates 1/N of the parameters, then all-gather
+  bool tf32 = false;            // GPUs: cuBLAS may run float32 products on TF32 tensor cores (TensorFlow's default)
   // float32 | bfloat16: the gradients' format between replicas (bfloat16 halves the all-reduce's
   // bytes and changes the results; distribute/AllReduce.h)
-  std::string allreduceDtype = "float32";
+  AllReduceDtype allreduceDtype = AllReduceDtype::Float32;
   // Workers (processes, e.g. one per machine) that train the run together, each with `devices`
   // as its local replicas: mirrorlab-cli starts them under mpirun (MultiWorkerMirroredStrategy).
   int workers = 1;

@@ -1,11 +1,16 @@
-// The typed settings of a project read from text, once: the project file, the command line and a
-// lesson all parse here, and a bad value is refused with the project reader's message, "<source>:
+// The typed settings of a project read from text, once: the project file, the command line, the
+// studio's fields and a lesson all parse here, and a bad value is refused with the project reader's message, "<source>:
 // <field> is 'x' (allowed: ...)", naming the field. Nothing below project/ sees the text.
 #pragma once
 #include <string>
 
+#include "backend/DeviceList.h"
+#include "data/DataSpec.h"
+#include "distribute/AllReduce.h"
+#include "distribute/Faults.h"
 #include "nn/Loss.h"
 #include "nn/Precision.h"
+#include "nn/Specs.h"
 #include "project/LrScaling.h"
 
 namespace ml {
@@ -20,5 +25,20 @@ Precision precisionSetting(const std::string& text, const std::string& source);
 LossKind lossSetting(const std::string& text, const std::string& source);
 // training.lr_scaling: none | linear | sqrt.
 LrRule lrRuleSetting(const std::string& text, const std::string& source);
+// One of training.metrics, checked: kept as text, since what "accuracy" means depends on the loss
+// (nn/Loss.h, metricFor); refused as "<source>: <field>: unknown metric '<text>' (allowed: ...)".
+std::string metricSetting(const std::string& text, const std::string& source);
+// data.kind: fashion-mnist | idx | csv | spirals | blobs.
+DataKind dataKindSetting(const std::string& text, const std::string& source);
+// training.optimizer.name: sgd | adam | rmsprop.
+OptimizerKind optimizerSetting(const std::string& text, const std::string& source);
+// distribute.devices: cpu:N | gpu:0,1 | gpu:0x4 (backend/DeviceList.h), the list's own message after the field.
+DeviceList devicesSetting(const std::string& text, const std::string& source);
+// distribute.allreduce: ring | reduce-to-one | nccl | hierarchical | mpi.
+AllReduceAlgo allReduceSetting(const std::string& text, const std::string& source);
+// distribute.allreduce_dtype: float32 | bfloat16.
+AllReduceDtype allReduceDtypeSetting(const std::string& text, const std::string& source);
+// One of distribute.faults (distribute/Faults.h): its syntax; the devices are checked when the run is planned.
+Fault faultSetting(const std::string& text, const std::string& source);
 
 }  // namespace ml

@@ -26,9 +26,9 @@ static std::string commas(const Shape& s) {
 DataFacts factsOf(const Dataset& d) { return {d.name, d.sampleShape, d.numClasses, d.targetDim}; }
 
 std::optional<DataFacts> knownFacts(const DataSpec& d) {
-  if (d.kind == "fashion-mnist") return DataFacts{"Fashion-MNIST", {28, 28}, 10, 1};
-  if (d.kind == "spirals") return DataFacts{"spirals", {2}, d.classes, 1};
-  if (d.kind == "blobs") return DataFacts{"blobs", {d.features}, d.classes, 1};
+  if (d.kind == DataKind::FashionMnist) return DataFacts{"Fashion-MNIST", {28, 28}, 10, 1};
+  if (d.kind == DataKind::Spirals) return DataFacts{"spirals", {2}, d.classes, 1};
+  if (d.kind == DataKind::Blobs) return DataFacts{"blobs", {d.features}, d.classes, 1};
   return std::nullopt;
 }
 

@@ -74,7 +74,7 @@ nlohmann::json Trainer::effectiveConfig() const {
   nlohmann::json hosts = nlohmann::json::array();
   if (s.workers())
     for (const auto& h : s.workers()->hosts()) hosts.push_back(h);
-  nlohmann::json config = {{"devices", project_.distribute.devices},
+  nlohmann::json config = {{"devices", project_.distribute.devices.spec},
                            {"workers", s.workerCount()},
                            {"hosts", hosts},
                            {"device_names", names},

@@ -48,17 +48,13 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
     : project_(std::move(project)), data_(std::move(data)), hub_(hub), options_(std::move(options)) {
   validate(project_);
   StrategyOptions so;
-  try {
-    so.devices = parseDevices(project_.distribute.devices);
-  } catch (const UserError& e) {
-    throw fieldError("distribute.devices", std::string(": ") + e.what());
-  }
+  so.devices = project_.distribute.devices;
   so.allreduce = project_.distribute.allreduce;
   so.bucketBytes = project_.distribute.bucketBytes;
   so.threadsPerDevice = project_.distribute.threadsPerDevice;
   so.shardOptimizer = project_.distribute.shardOptimizer;
   so.tf32 = project_.distribute.tf32;
-  so.allreduceDtype = parseAllReduceDtype(project_.distribute.allreduceDtype);  // validated above
+  so.allreduceDtype = project_.distribute.allreduceDtype;
   so.precision = project_.training.precision;
   so.lossScaling.enabled = project_.training.lossScaling;
   so.lossScaling.initial = project_.training.lossScale;
@@ -86,7 +82,7 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
   checkFitsData(loss, metric);
   strategy_->initialize(project_.training.seed);
   try {
-    strategy_->setFaults(parseFaults(project_.distribute.faults, so.devices, strategy_->worker(), strategy_->workerCount()));
+    strategy_->setFaults(planFaults(project_.distribute.faults, so.devices, strategy_->worker(), strategy_->workerCount()));
   } catch (const UserError& e) {
     throw fieldError("distribute.faults", std::string(": ") + e.what());
   }
@@ -132,9 +128,9 @@ void Trainer::restore(const Checkpoint& c) {
   if (strip(c.architecture) != strip(arch) || c.params.size() != static_cast<size_t>(m.paramCount()))
     throw UserError("the " + what + " belongs to another architecture (" + shortDump(c.architecture, 200) +
                     "), not this model's (" + shortDump(arch, 200) + "): it cannot be resumed with this project");
-  if (c.optimizer != project_.training.optimizer.name)
+  if (c.optimizer != toString(project_.training.optimizer.kind))
     throw UserError("the " + what + " holds " + c.optimizer + " state but the project trains with " +
-                    project_.training.optimizer.name);
+                    toString(project_.training.optimizer.kind));
   if (c.seed != project_.training.seed)
     throw UserError("the " + what + " was made with seed " + std::to_string(c.seed) + ", the project has seed " +
                     std::to_string(project_.training.seed) + ": its shuffle and dropout keys would not continue");
@@ -168,12 +164,12 @@ void Trainer::writeCheckpoint(const TrainPosition& at) {
   Checkpoint c;
   c.runId = *runId_;
   c.architecture = architectureJson(s.model(0));
-  c.optimizer = project_.training.optimizer.name;
+  c.optimizer = toString(project_.training.optimizer.kind);
   c.seed = project_.training.seed;
   c.shuffleKey = hashKeys(c.seed, 0x5EEDull, static_cast<uint64_t>(at.epoch));
   c.globalBatch = plan_.globalBatch;
   c.replicas = plan_.replicas;
-  c.devices = project_.distribute.devices;
+  c.devices = project_.distribute.devices.spec;
   c.at = at;
   // The store first: a kill after this point finds every row the checkpoint covers (RunRecord::awaitStep).
   if (!options_.record->awaitStep(at.step)) {

@@ -163,7 +163,7 @@ TEST(GpuDevices, AreRefusedWithTheProbesReasonOrTheMachinesGpus) {
   m.inputShape = {4};
   m.layers.push_back(ml::makeLayerSpec("Dense", {{"units", 3}, {"activation", "softmax"}}));
   OptimizerSpec o;
-  o.name = "sgd";
+  o.kind = ml::OptimizerKind::Sgd;
   StrategyOptions so;
   const int count = static_cast<int>(r.gpus.size());
   so.devices = parseDevices(count == 0 ? "gpu:0x2" : "gpu:" + std::to_string(count));

@@ -20,12 +20,12 @@ TEST_F(Gpu, OptimizersMatchCpuOverSeveralSteps) {
   for (const Case& c : cases) {
     const std::string what = std::string(c.name) + " momentum " + std::to_string(c.momentum) + (c.nesterov ? " nesterov" : "");
     OptimizerSpec spec;
-    spec.name = c.name;
+    spec.kind = *optimizerKindNamed(c.name);
     spec.learningRate = lr;
     spec.momentum = c.momentum;
     spec.nesterov = c.nesterov;
     // RMSprop with a large epsilon: Keras' sqrt(v + eps) and sqrt(v) + eps then differ well above the tolerance.
-    if (spec.name == "rmsprop") spec.epsilon = 1e-2;
+    if (spec.kind == OptimizerKind::RmsProp) spec.epsilon = 1e-2;
     auto opt = Optimizer::make(spec, count);
     std::vector<float> p = random(static_cast<size_t>(count), 700);
     Dev<float> gp(p), gg(static_cast<size_t>(count)), s1(static_cast<size_t>(count)), s2(static_cast<size_t>(count));

@@ -236,11 +236,11 @@ ml::Project trainerProject(const std::string& devices, int64_t batch) {
   ml::Project p;
   p.name = "gpu trainer";
   p.model = makeModel(true);
-  p.data.kind = "spirals";  // not loaded: the tests hand the data in
+  p.data.kind = ml::DataKind::Spirals;  // not loaded: the tests hand the data in
   p.training.epochs = 2;
   p.training.batchSize = batch;
   p.training.optimizer = optimizer("adam");
-  p.distribute.devices = devices;
+  p.distribute.devices = ml::parseDevices(devices);
   return p;
 }
 

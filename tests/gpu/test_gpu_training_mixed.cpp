@@ -142,7 +142,7 @@ TEST_F(GpuMixedPrecision, Bfloat16OnTheWireKeepsTheReplicasIdentical) {
       so.bucketBytes = 256;
       so.allreduceDtype = dtype;
       ml::OptimizerSpec o;
-      o.name = "sgd";  // without momentum
+      o.kind = ml::OptimizerKind::Sgd;  // without momentum
       return mltest::makeStrategy(mlp(), devices, o, so);
     };
     auto wire = make(ml::AllReduceDtype::Bfloat16);

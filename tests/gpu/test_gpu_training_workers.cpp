@@ -168,10 +168,10 @@ TEST_F(GpuWorkers, TheFlatMpiAllReduceIsRefusedOnGpusWithTheWayOut) {
   auto groups = ml::makeThreadWorkers(2, 5);
   ml::StrategyOptions so;
   so.devices = ml::parseDevices("gpu:0");
-  so.allreduce = "mpi";
+  so.allreduce = ml::AllReduceAlgo::Mpi;
   so.workers = groups[0].get();
   ml::OptimizerSpec o;
-  o.name = "sgd";
+  o.kind = ml::OptimizerKind::Sgd;
   try {
     ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                            ml::MetricKind::Accuracy, o, so);

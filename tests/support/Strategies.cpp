@@ -7,7 +7,7 @@ namespace mltest {
 
 ml::OptimizerSpec optimizer(const std::string& name, double lr) {
   ml::OptimizerSpec o;
-  o.name = name;
+  o.kind = *ml::optimizerKindNamed(name);
   o.learningRate = lr;
   o.momentum = name == "sgd" ? 0.9 : name == "rmsprop" ? 0.5 : 0.0;
   return o;

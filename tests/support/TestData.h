@@ -59,11 +59,11 @@ inline ml::Project makeProject(const std::string& name, ml::ModelSpec model, con
   ml::Project p;
   p.name = name;
   p.model = std::move(model);
-  p.data.kind = "spirals";
+  p.data.kind = ml::DataKind::Spirals;
   p.training.epochs = 2;
   p.training.batchSize = batch;
-  p.training.optimizer.name = "adam";
-  p.distribute.devices = devices;
+  p.training.optimizer.kind = ml::OptimizerKind::Adam;
+  p.distribute.devices = ml::parseDevices(devices);
   return p;
 }
 
@@ -92,6 +92,18 @@ inline double relDiff(std::span<const float> a, std::span<const float> b) {
   }
   const double d = num / std::max(den, 1e-30);
   return std::isfinite(d) ? d : std::numeric_limits<double>::infinity();
+}
+
+// The smallest valid project file: one Dense layer on the spirals, cpu:2. Tests of the project
+// reader change one field of it.
+inline nlohmann::json smallProjectJson() {
+  return nlohmann::json::parse(R"({
+    "schema_version": 1, "name": "t",
+    "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
+    "data": {"kind": "spirals"},
+    "training": {"epochs": 1, "batch_size": 8},
+    "distribute": {"devices": "cpu:2"}
+  })");
 }
 
 }  // namespace mltest

@@ -48,7 +48,7 @@ inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epoc
   p.model.inputShape = {2};
   p.model.layers = {ml::makeLayerSpec("Dense", {{"units", 32}, {"activation", "tanh"}}),
                     ml::makeLayerSpec("Dense", {{"units", 3}, {"activation", "softmax"}})};
-  p.data.kind = "spirals";
+  p.data.kind = ml::DataKind::Spirals;
   p.data.samples = 2400;
   p.data.classes = 3;
   p.data.noise = 0.2;
@@ -57,7 +57,7 @@ inline ml::Project spiralsProject(const std::string& devices = "cpu:2", int epoc
   p.training.epochs = epochs;
   p.training.batchSize = 32;
   p.training.optimizer.learningRate = 0.01;
-  p.distribute.devices = devices;
+  p.distribute.devices = ml::parseDevices(devices);
   return p;
 }
 

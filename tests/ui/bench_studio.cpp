@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 1500;
   const int rounds = argc > 3 ? std::max(1, std::atoi(argv[3])) : 5;
   ml::Project p = w->document()->project();
-  if (defaultProject) p.distribute.devices = "cpu:2";
+  if (defaultProject) p.distribute.devices = ml::parseDevices("cpu:2");
   // `steps` steps whatever the project's epochs (its 5 epochs are 2,345 steps, under a second on
   // this machine now): a run long enough that its start and end do not decide the figure.
   p.training.epochs = std::max(p.training.epochs, 1000);
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
   const int64_t globalBatch = p.training.perDeviceBatch ? p.training.batchSize * 2 : p.training.batchSize;
   std::vector<double> ratios, fps, drawMs, uiCpu, headless, studio;
   std::printf("training %s on %s, %lld steps, %d rounds (dashboard visible, %d cores):\n", p.name.c_str(),
-              p.distribute.devices.c_str(), static_cast<long long>(steps), rounds, QThread::idealThreadCount());
+              p.distribute.devices.spec.c_str(), static_cast<long long>(steps), rounds, QThread::idealThreadCount());
   for (int round = 0; round < rounds; ++round) {
     double h = 0;
     StudioRun s;

@@ -201,7 +201,7 @@ class LearnTest : public QObject {
     so.devices = ml::parseDevices("cpu:3");
     so.shardOptimizer = true;
     ml::OptimizerSpec adam;
-    adam.name = "adam";
+    adam.kind = ml::OptimizerKind::Adam;
     ml::MirroredStrategy s(m, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false), ml::MetricKind::Accuracy, adam,
                            so);
     s.initialize(1);

@@ -176,7 +176,7 @@ class ModelBuilderTest : public QObject {
     auto* copies = w.findChild<mlui::MirroredCopiesWidget*>(QStringLiteral("MirroredCopies"));
     QCOMPARE(copies->tileCount(), 2);  // 2 layers with weights x 1 device
     ml::Project p = w.document()->project();
-    p.distribute.devices = "cpu:4";
+    p.distribute.devices = ml::parseDevices("cpu:4");
     w.document()->edit(QStringLiteral("devices"), p);
     QCOMPARE(copies->tileCount(), 8);
     QCOMPARE(w.modelBuilder()->analysis().replicas, 4);
@@ -190,7 +190,7 @@ class ModelBuilderTest : public QObject {
     w.openInitialProject();
     w.show();
     ml::Project p = w.document()->project();
-    p.distribute.devices = "cpu:2";
+    p.distribute.devices = ml::parseDevices("cpu:2");
     w.document()->edit(QStringLiteral("devices"), p);
     auto* workers = w.findChild<QSpinBox*>(QStringLiteral("WorkerCount"));
     auto* info = w.findChild<QLabel*>(QStringLiteral("WorkersInfo"));
@@ -234,19 +234,19 @@ class ModelBuilderTest : public QObject {
     w.openInitialProject();
     w.show();
     ml::Project p = w.document()->project();
-    p.distribute.devices = "cpu:2";
+    p.distribute.devices = ml::parseDevices("cpu:2");
     w.document()->edit(QStringLiteral("devices"), p);
     auto* wire = w.findChild<QCheckBox*>(QStringLiteral("allreduceBfloat16"));
     QVERIFY(wire && wire->isEnabled() && !wire->isChecked());
     wire->click();
-    QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("bfloat16"));
+    QVERIFY(w.document()->project().distribute.allreduceDtype == ml::AllReduceDtype::Bfloat16);
     QCOMPARE(w.document()->project().toJson()["distribute"]["allreduce_dtype"], "bfloat16");
     bool said = false;
     for (auto* l : w.findChildren<QLabel*>()) said = said || l->text().contains(QStringLiteral("Gradients cross as bfloat16"));
     QVERIFY(said);
     w.document()->undoStack()->undo();
     QVERIFY(!wire->isChecked());
-    QCOMPARE(w.document()->project().distribute.allreduceDtype, std::string("float32"));
+    QVERIFY(w.document()->project().distribute.allreduceDtype == ml::AllReduceDtype::Float32);
     // CPU devices across workers send float32 (MPI): the box is greyed out there.
     p = w.document()->project();
     p.distribute.workers = 2;
@@ -261,7 +261,7 @@ class ModelBuilderTest : public QObject {
     w.openInitialProject();
     w.show();
     ml::Project p = w.document()->project();
-    p.distribute.devices = "cpu:2";
+    p.distribute.devices = ml::parseDevices("cpu:2");
     w.document()->edit(QStringLiteral("devices"), p);
     auto* tf32 = w.findChild<QCheckBox*>(QStringLiteral("tf32"));
     QVERIFY(tf32 && !tf32->isEnabled() && !tf32->isChecked());
@@ -283,8 +283,8 @@ class ModelBuilderTest : public QObject {
     w.openInitialProject();
     w.show();
     ml::Project p = w.document()->project();
-    p.distribute.devices = "cpu:3";
-    p.training.optimizer.name = "adam";
+    p.distribute.devices = ml::parseDevices("cpu:3");
+    p.training.optimizer.kind = ml::OptimizerKind::Adam;
     w.document()->edit(QStringLiteral("devices"), p);
     auto* memory = w.findChild<QLabel*>(QStringLiteral("MemoryPerReplica"));
     const double full = static_cast<double>(w.modelBuilder()->analysis().totalParams) * 4 * 2;
@@ -296,7 +296,7 @@ class ModelBuilderTest : public QObject {
     // The real allocation: a strategy with the project's options, each replica's Adam slots.
     const auto& d = w.document()->project().distribute;
     ml::StrategyOptions so;
-    so.devices = ml::parseDevices(d.devices);
+    so.devices = d.devices;
     so.bucketBytes = d.bucketBytes;
     so.shardOptimizer = true;
     ml::MirroredStrategy s(w.document()->project().model, ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),

@@ -150,7 +150,7 @@ class RunsViewTest : public QObject {
     };
     const std::vector<float> straight = train(p, nullptr);
     ml::Project killed = p;
-    killed.distribute.faults = {"kill@step=50"};
+    killed.distribute.faults = {ml::parseFault("kill@step=50")};
     std::optional<int64_t> id;
     train(killed, &id);
     QVERIFY(id.has_value());

@@ -352,7 +352,7 @@ class TrainingTest : public QObject {
   void aReplicaStuckForGoodDoesNotBlockTheNextRun() {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject("cpu:2", 2);
-    p.distribute.faults = {"stuck:cpu:1@step=3"};
+    p.distribute.faults = {ml::parseFault("stuck:cpu:1@step=3")};
     p.distribute.hangSeconds = 0.5;
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("stuck.json"))));
     w.show();
@@ -379,7 +379,7 @@ class TrainingTest : public QObject {
   void aMissingDataSetIsShownInADialog() {
     mlui::MainWindow w;
     ml::Project p = uitest::spiralsProject();
-    p.data.kind = "csv";
+    p.data.kind = ml::DataKind::Csv;
     p.data.path = "/nonexistent/data.csv";
     QVERIFY(w.openProject(uitest::writeProject(dir_, p, QStringLiteral("missing.json"))));
     w.show();

@@ -62,7 +62,7 @@ void CodePanel::setProject(const ml::Project& project) {
     torch_->setPlainText(QString::fromStdString(ml::generatePyTorchProgram(project)));
     note_->setText(
         tr("Generated from the project \u201c%1\u201d on %2; it changes as you edit the model or the training settings.")
-            .arg(QString::fromStdString(project.name), QString::fromStdString(project.distribute.devices)));
+            .arg(QString::fromStdString(project.name), QString::fromStdString(project.distribute.devices.spec)));
   } catch (const std::exception& e) {
     error_ = QString::fromStdString(e.what());
     const QString text = tr("# The model does not build, so there is no program to show:\n# %1\n").arg(error_);

@@ -214,7 +214,7 @@ void LessonsPanel::showLesson() {
   idea_->setText(q(l.idea));
   QStringList exps;
   for (const auto& e : l.experiments) {
-    QString s = q(e.title) + QStringLiteral(" (") + q(e.devices);
+    QString s = q(e.title) + QStringLiteral(" (") + q(e.devices.spec);
     if (e.batch > 0) s += tr(", %1 batch %2").arg(e.batchPolicy == "global" ? tr("global") : tr("per-device")).arg(e.batch);
     if (e.steps > 0) s += tr(", %1 steps").arg(e.steps);
     exps << s + QLatin1Char(')');

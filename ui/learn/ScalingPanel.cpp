@@ -208,7 +208,7 @@ bool ScalingPanel::start() {
       experiment.onRowStarted = [this](size_t i, const ml::Project& p, const ml::RunPlan& plan) {
         // Nothing redraws while a row is timed; the row's figures are drawn when it ends. Say so.
         const QString text = tr("Running %1 (%2 of %3): %4. %5")
-                                 .arg(QString::fromStdString(p.distribute.devices))
+                                 .arg(QString::fromStdString(p.distribute.devices.spec))
                                  .arg(i + 1)
                                  .arg(plannedRows_)
                                  .arg(QString::fromStdString(plan.sentence()), tr(FrameBudget::floorNote()));

@@ -263,7 +263,7 @@ void SyncCostPanel::loadRun(int64_t runId) {
         m.globalBatch = run.summary.globalBatch;
         const int64_t grad = ml::Sequential(project.model).paramCount() * 4;
         m.profile = ml::profileFromSteps(steps, grad, "run " + std::to_string(runId));
-        m.wire = ml::parseAllReduceDtype(project.distribute.allreduceDtype);
+        m.wire = project.distribute.allreduceDtype;
         // The parts and the whole from the same steps and replicas (store/RunFigures.h): the whole
         // was the median step against the parts' means, and a few slow steps made the parts larger.
         ml::RunFigures figures;

@@ -37,7 +37,7 @@ ml::Project csvProject(const QString& path) {
   ml::Project p = newProject();
   p.name = QFileInfo(path).completeBaseName().toStdString();
   p.data = {};
-  p.data.kind = "csv";
+  p.data.kind = ml::DataKind::Csv;
   p.data.path = QFileInfo(path).absoluteFilePath().toStdString();
   p.data.labelColumn = label.toStdString();
   p.data.standardize = true;

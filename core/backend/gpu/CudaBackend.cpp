@@ -59,7 +59,7 @@ CudaBackend::CudaBackend(const BackendConfig& config)
   if (!P_) throw UserError("GPU devices need the CUDA plugin: " + why);
   // replica 0's host model: configureLoss has run, so the loss knows about fusion.
   requireOps(requiredOps(*hosts_.at(0), loss_, metric_, optSpec_), gpuRefusal);
-  opt_ = optSpec_.name == "sgd" ? Opt::Sgd : optSpec_.name == "adam" ? Opt::Adam : Opt::RmsProp;
+  opt_ = optSpec_.kind == OptimizerKind::Sgd ? Opt::Sgd : optSpec_.kind == OptimizerKind::Adam ? Opt::Adam : Opt::RmsProp;
   precision_ = config.precision == Precision::MixedBfloat16  ? MLCUDA_PRECISION_BFLOAT16
                : config.precision == Precision::MixedFloat16 ? MLCUDA_PRECISION_FLOAT16
                                                              : MLCUDA_PRECISION_FLOAT32;

@@ -133,7 +133,7 @@ TEST(Csv, LoadDataDecidesTaskAndStandardizesWithTrainStats) {
   writeText(dir.file("train.csv"), "a,label\n0,0\n2,1\n4,2\n6,1\n");
   writeText(dir.file("test.csv"), "a,label\n3,3\n");
   ml::DataSpec spec;
-  spec.kind = "csv";
+  spec.kind = ml::DataKind::Csv;
   spec.path = dir.file("train.csv");
   spec.testPath = dir.file("test.csv");
   spec.standardize = true;
@@ -157,7 +157,7 @@ TEST(Csv, LoadDataHoldsOutValidationShare) {
   for (int i = 0; i < 40; ++i) text += std::to_string(i) + "," + std::to_string(i % 2) + "\n";
   writeText(dir.file("t.csv"), text);
   ml::DataSpec spec;
-  spec.kind = "csv";
+  spec.kind = ml::DataKind::Csv;
   spec.path = dir.file("t.csv");
   spec.validationSplit = 0.25;
   const ml::DataSplit s = ml::loadData(spec);

@@ -155,7 +155,7 @@ TEST(Idx, LoadDataIdxKindWithTestSet) {
   writeBytes(dir.file("vi"), idxImages(2, 2, 3), false);
   writeBytes(dir.file("vl"), idxLabels({3, 0}), false);
   ml::DataSpec spec;
-  spec.kind = "idx";
+  spec.kind = ml::DataKind::Idx;
   spec.trainImages = dir.file("ti");
   spec.trainLabels = dir.file("tl");
   spec.testImages = dir.file("vi");
@@ -179,7 +179,7 @@ TEST(Idx, LoadDataIdxKindWithTestSet) {
 TEST(Idx, LoadDataFashionMissingSaysHowToInstall) {
   TempDir dir;
   ml::DataSpec spec;
-  spec.kind = "fashion-mnist";
+  spec.kind = ml::DataKind::FashionMnist;
   spec.path = dir.file("nowhere");
   const std::string msg = userErrorOf([&] { ml::loadData(spec); });
   EXPECT_NE(msg.find("Fashion-MNIST not found at " + spec.path), std::string::npos) << msg;

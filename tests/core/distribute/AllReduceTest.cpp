@@ -23,7 +23,7 @@ void checkAllReduce(const std::string& algo, int n, size_t len) {
   std::vector<double> ref(len, 0.0);
   for (const auto& b : bufs)
     for (size_t i = 0; i < len; ++i) ref[i] += b[i];
-  auto ar = ml::makeAllReduce(algo, n);
+  auto ar = ml::makeAllReduce(ml::parseAllReduceAlgo(algo), n);
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back([&, r] { ar->allReduce(r, bufs[static_cast<size_t>(r)]); });
   for (auto& t : threads) t.join();
@@ -44,7 +44,7 @@ TEST_P(AllReduceTest, EqualsSerialSumForAllSizesAndParticipants) {
 
 TEST_P(AllReduceTest, RepeatedCallsReuseTheBarrier) {
   const int n = 3;
-  auto ar = ml::makeAllReduce(GetParam(), n);
+  auto ar = ml::makeAllReduce(ml::parseAllReduceAlgo(GetParam()), n);
   std::vector<std::vector<float>> bufs(n, std::vector<float>(10));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r)
@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Algorithms, AllReduceTest, ::testing::Values("ring", "r
 // other, over two buckets (a step's calls accumulate), and the next step starts clean.
 TEST(AllReduce, TheRingNamesTheReplicaWhoseOwnValuesWereNotFinite) {
   for (const int n : {2, 3, 4}) {
-    auto ar = ml::makeAllReduce("ring", n);
+    auto ar = ml::makeAllReduce(ml::AllReduceAlgo::Ring, n);
     ASSERT_TRUE(ar->checksLocalValues());
     const size_t len = 13;
     for (int bad = 0; bad < n; ++bad)
@@ -99,10 +99,17 @@ TEST(AllReduce, TheRingNamesTheReplicaWhoseOwnValuesWereNotFinite) {
     for (auto& t : threads) t.join();
     for (int r = 0; r < n; ++r) EXPECT_TRUE(ar->localFinite(r)) << "n=" << n << ", replica " << r << " after a clean step";
   }
-  EXPECT_FALSE(ml::makeAllReduce("reduce-to-one", 2)->checksLocalValues());
+  EXPECT_FALSE(ml::makeAllReduce(ml::AllReduceAlgo::ReduceToOne, 2)->checksLocalValues());
 }
 
-TEST(AllReduce, UnknownNameIsAUserError) { EXPECT_ANY_THROW(ml::makeAllReduce("tree", 2)); }
+TEST(AllReduce, UnknownNameIsAUserError) {
+  EXPECT_THROW(ml::parseAllReduceAlgo("tree"), ml::UserError);
+  for (const char* name : {"ring", "reduce-to-one", "nccl", "hierarchical", "mpi"})
+    EXPECT_STREQ(ml::toString(ml::parseAllReduceAlgo(name)), name);
+  // Only the host-memory algorithms are made here; the others are refused with the way out.
+  EXPECT_THROW(ml::makeAllReduce(ml::AllReduceAlgo::Nccl, 2), ml::UserError);
+  EXPECT_THROW(ml::makeAllReduce(ml::AllReduceAlgo::Mpi, 2), ml::UserError);
+}
 
 // bfloat16 on the wire: every value sent is rounded to bfloat16, the additions are float32. The
 // exact sums the algorithms must form, computed here serially (R: round to bfloat16):
@@ -129,7 +136,7 @@ TEST(AllReduceBfloat16, TheRingSendsBfloat16AndAddsInFloat32) {
     for (size_t len : {size_t{1}, size_t{9}, size_t{1000}}) {
       auto bufs = randomBuffers(n, len, 7 * len + static_cast<size_t>(n));
       const auto in = bufs;
-      auto ar = ml::makeAllReduce("ring", n);
+      auto ar = ml::makeAllReduce(ml::AllReduceAlgo::Ring, n);
       ar->setDtype(ml::AllReduceDtype::Bfloat16);
       runAll(*ar, bufs);
       double worst = 0;
@@ -161,7 +168,7 @@ TEST(AllReduceBfloat16, ReduceToOneRoundsWhatItReceivesAndWhatItSends) {
     const size_t len = 777;
     auto bufs = randomBuffers(n, len, 99 + static_cast<size_t>(n));
     const auto in = bufs;
-    auto ar = ml::makeAllReduce("reduce-to-one", n);
+    auto ar = ml::makeAllReduce(ml::AllReduceAlgo::ReduceToOne, n);
     ar->setDtype(ml::AllReduceDtype::Bfloat16);
     runAll(*ar, bufs);
     for (size_t i = 0; i < len; ++i) {
@@ -174,7 +181,7 @@ TEST(AllReduceBfloat16, ReduceToOneRoundsWhatItReceivesAndWhatItSends) {
 }
 
 TEST(AllReduceBfloat16, Float32IsTheDefaultAndTheNameIsChecked) {
-  auto ar = ml::makeAllReduce("ring", 2);
+  auto ar = ml::makeAllReduce(ml::AllReduceAlgo::Ring, 2);
   EXPECT_EQ(ar->dtype(), ml::AllReduceDtype::Float32);
   EXPECT_EQ(ar->describe(), "ring over host memory");
   ar->setDtype(ml::AllReduceDtype::Bfloat16);

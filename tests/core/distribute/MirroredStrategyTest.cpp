@@ -30,7 +30,7 @@ std::unique_ptr<ml::MirroredStrategy> strategy(int n, const std::string& opt, bo
   ml::StrategyOptions so;
   so.shardOptimizer = shard;
   so.bucketComm = comm;
-  so.allreduce = algo;
+  so.allreduce = ml::parseAllReduceAlgo(algo);
   so.bucketBytes = bucketBytes;
   return makeStrategy(makeModel(dropout), "cpu:" + std::to_string(n), optimizer(opt), so);
 }
@@ -410,7 +410,7 @@ TEST(AllReduceInBfloat16, ChangesTheResultsOnlyWhereGradientsCross) {
   auto run = [](int n, ml::AllReduceDtype dtype, const std::string& algo, int64_t bucketBytes, bool shard,
                 std::string* path = nullptr) {
     ml::StrategyOptions so;
-    so.allreduce = algo;
+    so.allreduce = ml::parseAllReduceAlgo(algo);
     so.bucketBytes = bucketBytes;
     so.shardOptimizer = shard;
     so.allreduceDtype = dtype;

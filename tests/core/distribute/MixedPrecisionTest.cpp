@@ -25,7 +25,7 @@ using mltest::train;
 std::unique_ptr<ml::MirroredStrategy> strategy(int n, ml::Precision p, ml::LossScaling ls = {}, const std::string& algo = "ring",
                                                bool shard = false) {
   ml::StrategyOptions so;
-  so.allreduce = algo;
+  so.allreduce = ml::parseAllReduceAlgo(algo);
   so.bucketBytes = 256;  // several buckets: the scattered chunks are checked where they were summed
   so.shardOptimizer = shard;
   so.precision = p;
@@ -180,7 +180,7 @@ TinyRun trainTiny(ml::Precision p, bool scaling, float w2 = 1e-6f) {
   so.precision = p;
   so.lossScaling.enabled = scaling;
   ml::OptimizerSpec o;
-  o.name = "adam";
+  o.kind = ml::OptimizerKind::Adam;
   o.epsilon = 1e-30;
   auto owned = mltest::makeStrategy(tg.model, "cpu:2", o, so, 4, ml::Loss::make(ml::LossKind::MeanSquaredError, false));
   ml::MirroredStrategy& s = *owned;

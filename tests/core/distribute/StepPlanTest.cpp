@@ -58,14 +58,14 @@ TEST(CollectiveOrder, TheFirstEnabledCollectiveWins) {
 
 ml::OptimizerSpec adam() {
   ml::OptimizerSpec o;
-  o.name = "adam";
+  o.kind = ml::OptimizerKind::Adam;
   return o;
 }
 
 std::string collectiveOf(const std::string& devices, const std::string& algo) {
   ml::StrategyOptions so;
   so.devices = ml::parseDevices(devices);
-  so.allreduce = algo;
+  so.allreduce = ml::parseAllReduceAlgo(algo);
   ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                          ml::MetricKind::Accuracy, adam(), so);
   return s.allReduceName();
@@ -80,7 +80,7 @@ TEST(CollectiveOrder, TheStrategyRunsTheChosenCollective) {
   const auto names = mltest::onWorkers<std::string>(2, 30, [](int, ml::WorkerGroup& g) {
     ml::StrategyOptions so;
     so.devices = ml::parseDevices("cpu:1");
-    so.allreduce = "mpi";
+    so.allreduce = ml::AllReduceAlgo::Mpi;
     so.workers = &g;
     ml::MirroredStrategy s(mltest::makeModel(false), ml::Loss::make(ml::LossKind::SparseCategoricalCrossentropy, false),
                            ml::MetricKind::Accuracy, adam(), so);

@@ -36,7 +36,7 @@ const ml::Dataset& data() {
 std::unique_ptr<ml::MirroredStrategy> strategy(int n, ml::WorkerGroup* workers, const std::string& algo = "ring",
                                                int64_t bucketBytes = 1 << 20, bool dropout = true) {
   ml::StrategyOptions so;
-  so.allreduce = algo;
+  so.allreduce = ml::parseAllReduceAlgo(algo);
   so.bucketBytes = bucketBytes;
   so.workers = workers;
   return mltest::makeStrategy(makeModel(dropout), "cpu:" + std::to_string(n), mltest::optimizer("adam"), so);
@@ -279,7 +279,7 @@ TEST(AcrossWorkers, TheTrainerRunsOneRunOverEveryWorker) {
   ml::TelemetryHub refHub;
   auto refCh = refHub.subscribe();
   auto p4 = project;
-  p4.distribute.devices = "cpu:4";
+  p4.distribute.devices = ml::parseDevices("cpu:4");
   ml::Trainer ref(p4, split, refHub);
   ASSERT_EQ(ref.run().status, ml::RunStatus::Finished);
   auto refW = ref.strategy().model(0).params();

@@ -224,7 +224,7 @@ TEST(OnnxExport, AStandardizedCsvModelTakesRawRows) {
            std::to_string(i % 2) + "\n";
   writeFile(dir.path() / "houses.csv", csv);
   ExportRequest r;
-  r.project.data.kind = "csv";
+  r.project.data.kind = ml::DataKind::Csv;
   r.project.data.path = (dir.path() / "houses.csv").string();
   r.project.data.standardize = true;
   r.project.model.inputShape = {3};

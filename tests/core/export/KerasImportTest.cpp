@@ -144,7 +144,7 @@ TEST(KerasImport, EveryLayerKindComesBackBitForBit) {
 TEST(KerasImport, CompileSettingsBecomeTrainingSettings) {
   TempDir dir("keras-compile");
   TrainingSpec t;
-  t.optimizer.name = "sgd";
+  t.optimizer.kind = ml::OptimizerKind::Sgd;
   t.optimizer.learningRate = 0.05;
   t.optimizer.momentum = 0.9;
   t.optimizer.nesterov = true;
@@ -153,13 +153,13 @@ TEST(KerasImport, CompileSettingsBecomeTrainingSettings) {
   Sequential model(gapModel());
   perturb(model, 1);
   const KerasImport k = importKeras(exportKeras(model, dir.path() / "m.keras", t));
-  EXPECT_EQ(k.project.training.optimizer.name, "sgd");
+  EXPECT_EQ(k.project.training.optimizer.kind, ml::OptimizerKind::Sgd);
   EXPECT_DOUBLE_EQ(k.project.training.optimizer.learningRate, 0.05);
   EXPECT_DOUBLE_EQ(k.project.training.optimizer.momentum, 0.9);
   EXPECT_TRUE(k.project.training.optimizer.nesterov);
   EXPECT_EQ(k.project.training.loss, LossKind::CategoricalCrossentropy);
   EXPECT_TRUE(k.project.training.fromLogits);
-  EXPECT_EQ(k.project.data.kind, "blobs");  // not 28x28 images: synthetic data, and a note says so
+  EXPECT_EQ(k.project.data.kind, ml::DataKind::Blobs);  // not 28x28 images: synthetic data, and a note says so
   ASSERT_FALSE(k.notes.empty());
   EXPECT_NE(k.notes.back().find("set its \"data\""), std::string::npos);
 }
@@ -183,7 +183,7 @@ TEST(KerasImport, RefusesWhatMirrorlabCannotTakeAndWritesNothing) {
   Sequential model(gapModel());
   perturb(model, 3);
   TrainingSpec adam;
-  adam.optimizer.name = "adam";
+  adam.optimizer.kind = ml::OptimizerKind::Adam;
   const fs::path good = exportKeras(model, dir.path() / "good.keras", adam);  // compiled
   auto layers = [](Json& c) -> Json& { return c["config"]["layers"]; };
   struct Case {

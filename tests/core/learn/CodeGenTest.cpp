@@ -96,7 +96,7 @@ TEST(CodeGen, TensorFlowProgramUsesMirroredStrategy) {
   p.training.lrScaling = ml::LrRule::Linear;
   p.training.warmupEpochs = 2;
   p.training.lrDecayEpochs = {3};
-  p.training.optimizer.name = "sgd";
+  p.training.optimizer.kind = ml::OptimizerKind::Sgd;
   p.training.optimizer.momentum = 0.9;
   const std::string scaled = generateTensorFlowProgram(p);
   for (const char* needle : {"PER_REPLICA_BATCH = 64", "GLOBAL_BATCH = 256  # 64 x 2 device(s) x 2 micro-batch(es)",
@@ -170,12 +170,12 @@ TEST(CodeGen, PyTorchProgramUsesDistributedDataParallel) {
   // Per-device batch with accumulation; each optimizer where PyTorch's formula differs is written out.
   p.training.perDeviceBatch = true;
   p.training.accumulate = 3;
-  p.training.optimizer.name = "rmsprop";
+  p.training.optimizer.kind = ml::OptimizerKind::RmsProp;
   const std::string rms = generatePyTorchProgram(p);
   EXPECT_NE(rms.find("GLOBAL_BATCH = 384  # 64 x 2 device(s) x 3 micro-batch(es)"), std::string::npos);
   EXPECT_NE(rms.find("global_batch = GLOBAL_BATCH"), std::string::npos);
   EXPECT_NE(rms.find("increment = lr * g / (v + eps).sqrt()"), std::string::npos);
-  p.training.optimizer.name = "sgd";
+  p.training.optimizer.kind = ml::OptimizerKind::Sgd;
   p.training.optimizer.momentum = 0.9;
   p.training.optimizer.nesterov = true;
   EXPECT_NE(generatePyTorchProgram(p).find("return KerasSGD(params, lr=learning_rate, momentum=0.9, nesterov=True)"),

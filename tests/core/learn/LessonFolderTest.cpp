@@ -48,7 +48,7 @@ TEST(LessonFolder, ACopiedShippedLessonFindsItsProject) {
   fs::copy_file(kShipped / "07-one-slow-device.json", d / "07.json");
   const ml::Lesson l = ml::loadLesson((d / "07.json").string(), (dir.path() / "deep").string());
   EXPECT_EQ(l.projectRef, "spirals.json");
-  EXPECT_EQ(l.project.data.kind, "spirals");
+  EXPECT_EQ(l.project.data.kind, ml::DataKind::Spirals);
   // A project beside the lesson file wins over the shipped one.
   std::ofstream(d / "spirals.json") << std::ifstream(fs::path(MIRRORLAB_SOURCE_DIR) / "projects" / "spirals.json").rdbuf();
   {

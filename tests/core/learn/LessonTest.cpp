@@ -85,11 +85,11 @@ TEST(Lessons, AllShippedLessonsLoad) {
   }
   // Lesson 3 carries its project inline; the others name a file in projects/.
   EXPECT_EQ(lessons[2].projectRef, "inline");
-  EXPECT_EQ(lessons[2].project.training.optimizer.name, "sgd");
+  EXPECT_EQ(lessons[2].project.training.optimizer.kind, ml::OptimizerKind::Sgd);
   EXPECT_EQ(lessons[0].projectRef, "spirals.json");
   // The experiment settings reach the project that runs.
   const Project p = lessons[2].experiments[2].apply(lessons[2].project);
-  EXPECT_EQ(p.distribute.devices, "cpu:4");
+  EXPECT_EQ(p.distribute.devices.spec, "cpu:4");
   EXPECT_TRUE(p.training.perDeviceBatch);
   EXPECT_EQ(p.training.lrScaling, ml::LrRule::Linear);
   EXPECT_DOUBLE_EQ(p.training.warmupEpochs, 1.0);
@@ -254,7 +254,8 @@ TEST(LessonRunner, DevicesNotAccuracyLessonGivesTheSameCurveAndARecordedTrace) {
 // Lesson 7: the injected 3x slow-down of cpu:1 makes the fast replica wait at every step.
 TEST(LessonRunner, OneSlowDeviceLessonShowsTheFastReplicaWaiting) {
   Lesson lesson = shipped("one-slow-device");
-  EXPECT_EQ(lesson.experiments.at(1).apply(lesson.project).distribute.faults, std::vector<std::string>{"slow:cpu:1=3x"});
+  EXPECT_EQ(ml::faultTexts(lesson.experiments.at(1).apply(lesson.project).distribute.faults),
+            std::vector<std::string>{"slow:cpu:1=3x"});
   LessonRunnerOptions opts;
   opts.maxSteps = 40;  // the figures are means: enough steps that one preempted step does not decide them
   // The two experiments run one after the other; on a shared machine a burst of load can land on

@@ -54,7 +54,7 @@ TEST(ScalingExperiment, KeepsTheGlobalBatchAndStoresOneRunPerCount) {
     started.push_back(i);
     EXPECT_EQ(plan.globalBatch, 48);
     EXPECT_EQ(plan.replicas, static_cast<int>(i) + 1);
-    EXPECT_EQ(proj.distribute.devices, "cpu:" + std::to_string(i + 1));
+    EXPECT_EQ(proj.distribute.devices.spec, "cpu:" + std::to_string(i + 1));
   };
   e.onRowFinished = [&](size_t i, const ScalingRow&) { finished.push_back(i); };
   const ScalingResult r = e.run();

@@ -317,7 +317,7 @@ TEST(EarlyStopping, StopsAfterEpochsWithoutImprovement) {
   // Adam at 0.01 on the spirals: the validation loss falls, then wanders once the arms are fit.
   Project p = spirals();
   p.training.epochs = 60;
-  p.distribute.devices = "cpu:1";
+  p.distribute.devices = ml::parseDevices("cpu:1");
   TelemetryHub hub;
   auto ch = hub.subscribe(1 << 18);
   TrainerOptions to;

@@ -103,7 +103,7 @@ TEST(KernelLoops, FlushDenormalsFlushesInsideTheGuardAndRestoresTheCaller) {
 // it is 0.1 * 0.9^850, about 1e-40, a subnormal. Under the guard it is exactly zero instead.
 float adamMomentAfterIdleSteps(bool flush) {
   OptimizerSpec spec;
-  spec.name = "adam";
+  spec.kind = ml::OptimizerKind::Adam;
   auto opt = Optimizer::make(spec, 1);
   std::vector<float> p{1.0f}, g{1.0f}, zero{0.0f};
   std::optional<FlushDenormals> guard;

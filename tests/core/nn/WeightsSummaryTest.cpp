@@ -212,13 +212,13 @@ TEST(Summary, HelpersFormatNumbersAndBytes) {
   EXPECT_EQ(formatBytes(3.5 * 1024 * 1024), "3.5 MiB");
   EXPECT_EQ(formatBytes(2.0 * 1024 * 1024 * 1024), "2.00 GiB");
   OptimizerSpec o;
-  o.name = "adam";
+  o.kind = ml::OptimizerKind::Adam;
   EXPECT_EQ(optimizerSlotCount(o), 2);
-  o.name = "sgd";
+  o.kind = ml::OptimizerKind::Sgd;
   EXPECT_EQ(optimizerSlotCount(o), 0);
   o.momentum = 0.9;
   EXPECT_EQ(optimizerSlotCount(o), 1);
-  o.name = "rmsprop";
+  o.kind = ml::OptimizerKind::RmsProp;
   EXPECT_EQ(optimizerSlotCount(o), 2);
 }
 

@@ -146,11 +146,11 @@ TEST(FieldId, ARefusalAboutOneFieldCarriesItsPath) {
        "training.batch_size"},
       {"fit check: the input shape", [] { train(with([](json& j) { j["model"]["input_shape"] = json::array({3}); })); },
        "model.input_shape"},
-      {"trainer: a bad device list", [] { train(with([](json& j) { j["distribute"]["devices"] = "cpu:zero"; })); },
+      {"project: a bad device list", [] { train(with([](json& j) { j["distribute"]["devices"] = "cpu:zero"; })); },
        "distribute.devices"},
       {"data: no classes", [] { train(with([](json& j) { j["data"]["classes"] = 0; })); }, "data.classes"},
       {"loss: unknown", [] { ml::lossSetting("hinge", "p.json"); }, "training.loss"},
-      {"optimizer: unknown", [] { ml::Optimizer::make(ml::OptimizerSpec{"adagrad"}, 4); }, "training.optimizer.name"},
+      {"optimizer: unknown", [] { ml::optimizerSetting("adagrad", "p.json"); }, "training.optimizer.name"},
   };
   for (const auto& c : cases) {
     const ml::UserError e = refusal(c.run);

@@ -13,6 +13,7 @@
 #include "nn/Optimizer.h"
 #include "nn/Sequential.h"
 #include "project/Project.h"
+#include "project/Settings.h"
 #include "support/Errors.h"
 #include "telemetry/Channel.h"
 #include "train/Trainer.h"
@@ -109,7 +110,7 @@ void train(const ml::Project& p) {
 
 ml::DataSpec spec(const std::string& kind, const std::function<void(ml::DataSpec&)>& change = {}) {
   ml::DataSpec d;
-  d.kind = kind;
+  d.kind = *ml::dataKindNamed(kind);
   if (change) change(d);
   return d;
 }
@@ -160,8 +161,8 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
       {"fault", [] { train(trainable([](json& j) { j["distribute"]["faults"] = {"explode"}; })); }, "Run menu › Inject a Fault",
        "(faults in the file's distribute section): fault 'explode'"},
       // nn/: the optimizer, the model and its layers.
-      {"unknown optimizer", [] { ml::Optimizer::make(ml::OptimizerSpec{"adagrad"}, 4); }, "Training screen › Optimizer",
-       "(name in the file's training › optimizer section): unknown optimizer 'adagrad'"},
+      {"unknown optimizer", [] { ml::optimizerSetting("adagrad", "p.json"); }, "Training screen › Optimizer",
+       "(name in the file's training › optimizer section) is 'adagrad' (allowed: sgd, adam, rmsprop)"},
       {"no input shape",
        [] {
          ml::Sequential m(ml::ModelSpec{{}, {ml::makeLayerSpec("Dense", {{"units", 3}})}});
@@ -180,8 +181,8 @@ TEST(FieldWords, MessagesBelowTheProjectReaderNameScreenFieldAndKey) {
        },
        "set Model screen › Input shape", "(input_shape in the file's model section) to [28, 28, 1]"},
       // data/: the loaders.
-      {"unknown data set", [] { ml::loadData(spec("imagenet")); }, "Data screen › Data set",
-       "(kind in the file's data section) 'imagenet' is unknown"},
+      {"unknown data set", [] { ml::dataKindSetting("imagenet", "p.json"); }, "Data screen › Data set",
+       "(kind in the file's data section) is 'imagenet' (allowed: fashion-mnist, idx, csv, spirals, blobs)"},
       {"validation share", [] { ml::loadData(spec("spirals", [](D& d) { d.validationSplit = 1.5; })); },
        "Data screen › Validation split", "(validation_split in the file's data section) is 1.5:"},
       {"validation share of a tiny set",

@@ -5,6 +5,7 @@
 #include "Error.h"
 #include "project/Project.h"
 #include "support/Errors.h"
+#include "support/TestData.h"
 
 namespace ml {
 namespace {
@@ -12,15 +13,7 @@ namespace {
 using mltest::projectError;
 using nlohmann::json;
 
-json validJson() {
-  return json::parse(R"({
-    "schema_version": 1, "name": "t",
-    "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
-    "data": {"kind": "spirals"},
-    "training": {"epochs": 1, "batch_size": 8},
-    "distribute": {"devices": "cpu:2"}
-  })");
-}
+json validJson() { return mltest::smallProjectJson(); }
 
 TEST(ProjectPrecision, DefaultIsFloat32AndIsNotWritten) {
   const Project p = Project::fromJson(validJson());
@@ -86,13 +79,13 @@ TEST(ProjectPrecision, ZeroNegativeOrNonNumericLossScalesAreRefused) {
 
 TEST(ProjectAllReduceDtype, Float32ByDefaultBfloat16RoundTripsOthersAreRefused) {
   const Project p = Project::fromJson(validJson());
-  EXPECT_EQ(p.distribute.allreduceDtype, "float32");
+  EXPECT_EQ(p.distribute.allreduceDtype, AllReduceDtype::Float32);
   EXPECT_FALSE(p.toJson()["distribute"].contains("allreduce_dtype"));  // old files' text unchanged
   json j = validJson();
   j["distribute"]["allreduce_dtype"] = "bfloat16";
   const Project b = Project::fromJson(j);
-  EXPECT_EQ(b.distribute.allreduceDtype, "bfloat16");
-  EXPECT_EQ(Project::fromJson(b.toJson()).distribute.allreduceDtype, "bfloat16");
+  EXPECT_EQ(b.distribute.allreduceDtype, AllReduceDtype::Bfloat16);
+  EXPECT_EQ(Project::fromJson(b.toJson()).distribute.allreduceDtype, AllReduceDtype::Bfloat16);
   j["distribute"]["allreduce_dtype"] = "float16";
   const std::string msg = projectError(j);
   for (const char* want : {"p.json", "Devices screen › Gradients on the wire", "'float16'", "float32", "bfloat16"})

@@ -76,7 +76,7 @@ TEST(ProjectFiles, FashionMlpValues) {
   EXPECT_EQ(p.model.layers[0].type(), "Flatten");
   EXPECT_EQ(p.model.layers[1].as<DenseSpec>()->units, 128);
   EXPECT_EQ(p.training.batchSize, 128);
-  EXPECT_EQ(p.training.optimizer.name, "adam");
+  EXPECT_EQ(p.training.optimizer.kind, OptimizerKind::Adam);
   EXPECT_DOUBLE_EQ(p.training.optimizer.learningRate, 0.001);
   EXPECT_EQ(p.training.seed, 42u);
   EXPECT_EQ(Sequential(p.model).paramCount(), 101770);
@@ -173,12 +173,12 @@ TEST(ProjectDefaults, MinimalProjectGetsKerasDefaults) {
   const Project p =
       Project::fromJson(json::parse(R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 3}]}})"));
   EXPECT_EQ(p.schemaVersion, 1);
-  EXPECT_EQ(p.training.optimizer.name, "adam");
+  EXPECT_EQ(p.training.optimizer.kind, OptimizerKind::Adam);
   EXPECT_DOUBLE_EQ(p.training.optimizer.learningRate, 0.001);
   EXPECT_DOUBLE_EQ(p.training.optimizer.epsilon, 1e-7);
   EXPECT_EQ(p.training.batchSize, 128);
-  EXPECT_EQ(p.data.kind, "fashion-mnist");
-  EXPECT_EQ(p.distribute.devices, "cpu:1");
+  EXPECT_EQ(p.data.kind, ml::DataKind::FashionMnist);
+  EXPECT_EQ(p.distribute.devices.spec, "cpu:1");
 }
 
 TEST(ProjectDefaults, SgdDefaultsToKerasLearningRate) {
@@ -190,7 +190,7 @@ TEST(ProjectDefaults, SgdDefaultsToKerasLearningRate) {
   j["training"]["optimizer"] = {{"name", "sgd"}, {"learning_rate", 0.5}};
   EXPECT_DOUBLE_EQ(Project::fromJson(j).training.optimizer.learningRate, 0.5);
   j["training"]["optimizer"] = "rmsprop";
-  EXPECT_EQ(Project::fromJson(j).training.optimizer.name, "rmsprop");
+  EXPECT_EQ(Project::fromJson(j).training.optimizer.kind, OptimizerKind::RmsProp);
   EXPECT_DOUBLE_EQ(Project::fromJson(j).training.optimizer.learningRate, 0.001);
 }
 

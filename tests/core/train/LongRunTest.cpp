@@ -131,7 +131,7 @@ TEST(Faults, SpecsAreParsedAndBadOnesNamed) {
 TEST(Watchdog, AHangStopsTheRunWithAPlainDiagnosis) {
   auto p = project("cpu:3");
   p.distribute.hangSeconds = 0.3;
-  p.distribute.faults = {"hang:cpu:2@step=5"};
+  p.distribute.faults = {ml::parseFault("hang:cpu:2@step=5")};
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::Trainer t(p, data(), hub);
@@ -153,7 +153,7 @@ TEST(Watchdog, AStragglerIsNamedWithItsDeviceAndPhase) {
   auto p = project("cpu:2", 256);
   p.training.epochs = 12;
   p.training.batchSize = 480;
-  p.distribute.faults = {"slow:cpu:1=20x"};
+  p.distribute.faults = {ml::parseFault("slow:cpu:1=20x")};
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;
@@ -180,7 +180,7 @@ TEST(Watchdog, AStragglerIsNamedWithItsDeviceAndPhase) {
 
 TEST(Faults, AnInjectedNanNamesItsReplicaAndStep) {
   auto p = project("cpu:3");
-  p.distribute.faults = {"nan:cpu:1@step=4"};
+  p.distribute.faults = {ml::parseFault("nan:cpu:1@step=4")};
   ml::TelemetryHub hub;
   ml::Trainer t(p, data(), hub);
   const ml::RunFinished f = t.run();
@@ -193,7 +193,7 @@ TEST(Faults, AnInjectedNanNamesItsReplicaAndStep) {
 
 TEST(Faults, AnInjectedKillHappensAfterItsStep) {
   auto p = project("cpu:2");
-  p.distribute.faults = {"kill@step=7"};
+  p.distribute.faults = {ml::parseFault("kill@step=7")};
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;

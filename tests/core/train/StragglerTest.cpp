@@ -134,7 +134,7 @@ TEST(StragglerLesson, TheSlowDeviceOfTheLessonIsNamed) {
     if (x.label == "slow") slow = &x;
   ASSERT_NE(slow, nullptr);
   const ml::Project p = slow->apply(lesson.project);
-  ASSERT_EQ(p.distribute.faults, std::vector<std::string>{"slow:cpu:1=3x"});
+  ASSERT_EQ(ml::faultTexts(p.distribute.faults), std::vector<std::string>{"slow:cpu:1=3x"});
   ml::TelemetryHub hub;
   auto ch = hub.subscribe(1 << 14);
   ml::TrainerOptions o;
