@@ -14,7 +14,7 @@ enum class LossKind { SparseCategoricalCrossentropy, CategoricalCrossentropy, Me
 
 // Keras' names: sparse_categorical_crossentropy | categorical_crossentropy | mean_squared_error
 // (also read as "mse") | binary_crossentropy (targets 0/1 per output; mean over the outputs of a
-// sample, as Keras). Text is read once, at the edge (project/); below it a loss is its kind.
+// sample, as Keras). Text is read once, at the edge (the project reader); below it a loss is its kind.
 const char* toString(LossKind k);
 std::optional<LossKind> parseLossKind(std::string_view name);
 inline constexpr const char* kLossNames =
