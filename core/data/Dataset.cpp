@@ -16,6 +16,7 @@
 #include "Error.h"
 #include "Field.h"
 #include "Format.h"
+#include "Names.h"
 #include "data/Csv.h"
 #include "data/Idx.h"
 #include "data/Synthetic.h"
@@ -158,24 +159,20 @@ DataSplit loadCsv(const DataSpec& spec) {
 
 }  // namespace
 
-namespace {
-constexpr std::pair<DataKind, const char*> kDataKinds[] = {{DataKind::FashionMnist, "fashion-mnist"},
-                                                           {DataKind::Idx, "idx"},
-                                                           {DataKind::Csv, "csv"},
-                                                           {DataKind::Spirals, "spirals"},
-                                                           {DataKind::Blobs, "blobs"}};
-}  // namespace
-
-std::optional<DataKind> dataKindNamed(const std::string& name) {
-  for (const auto& [k, n] : kDataKinds)
-    if (name == n) return k;
-  return std::nullopt;
+const char* toString(DataKind k) {
+  switch (k) {
+    case DataKind::FashionMnist: return "fashion-mnist";
+    case DataKind::Idx: return "idx";
+    case DataKind::Csv: return "csv";
+    case DataKind::Spirals: return "spirals";
+    case DataKind::Blobs: return "blobs";
+  }
+  return "fashion-mnist";
 }
 
-const char* toString(DataKind k) {
-  for (const auto& [x, n] : kDataKinds)
-    if (x == k) return n;
-  return "fashion-mnist";
+std::optional<DataKind> dataKindNamed(const std::string& name) {
+  const DataKind all[] = {DataKind::FashionMnist, DataKind::Idx, DataKind::Csv, DataKind::Spirals, DataKind::Blobs};
+  return fromName(name, all);
 }
 
 DataSplit loadData(const DataSpec& spec) {

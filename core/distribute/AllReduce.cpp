@@ -1,8 +1,9 @@
 #include "distribute/AllReduce.h"
 
 #include <algorithm>
-#include <utility>
+
 #include "Error.h"
+#include "Names.h"
 #include "nn/Bf16Gemm.h"
 #include "tensor/Finite.h"
 
@@ -11,10 +12,11 @@ namespace ml {
 AllReduce::AllReduce(int participants)
     : n_(participants), barrier_(participants), slots_(static_cast<size_t>(participants), nullptr) {}
 
+const char* toString(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? "bfloat16" : "float32"; }
+
 std::optional<AllReduceDtype> allReduceDtypeNamed(const std::string& name) {
-  if (name == "float32") return AllReduceDtype::Float32;
-  if (name == "bfloat16") return AllReduceDtype::Bfloat16;
-  return std::nullopt;
+  const AllReduceDtype all[] = {AllReduceDtype::Float32, AllReduceDtype::Bfloat16};
+  return fromName(name, all);
 }
 
 AllReduceDtype parseAllReduceDtype(const std::string& name) {
@@ -22,32 +24,27 @@ AllReduceDtype parseAllReduceDtype(const std::string& name) {
   throw UserError("unknown all-reduce dtype '" + name + "' (allowed: " + kAllReduceDtypeNames + ")");
 }
 
-namespace {
-constexpr std::pair<AllReduceAlgo, const char*> kAlgoNames[] = {{AllReduceAlgo::Ring, "ring"},
-                                                                {AllReduceAlgo::ReduceToOne, "reduce-to-one"},
-                                                                {AllReduceAlgo::Nccl, "nccl"},
-                                                                {AllReduceAlgo::Hierarchical, "hierarchical"},
-                                                                {AllReduceAlgo::Mpi, "mpi"}};
-}  // namespace
+const char* toString(AllReduceAlgo a) {
+  switch (a) {
+    case AllReduceAlgo::Ring: return "ring";
+    case AllReduceAlgo::ReduceToOne: return "reduce-to-one";
+    case AllReduceAlgo::Nccl: return "nccl";
+    case AllReduceAlgo::Hierarchical: return "hierarchical";
+    case AllReduceAlgo::Mpi: return "mpi";
+  }
+  return "ring";
+}
 
 std::optional<AllReduceAlgo> allReduceAlgoNamed(const std::string& name) {
-  for (const auto& [a, n] : kAlgoNames)
-    if (name == n) return a;
-  return std::nullopt;
+  const AllReduceAlgo all[] = {AllReduceAlgo::Ring, AllReduceAlgo::ReduceToOne, AllReduceAlgo::Nccl, AllReduceAlgo::Hierarchical,
+                               AllReduceAlgo::Mpi};
+  return fromName(name, all);
 }
 
 AllReduceAlgo parseAllReduceAlgo(const std::string& name) {
   if (const auto a = allReduceAlgoNamed(name)) return *a;
   throw UserError("unknown all-reduce '" + name + "' (allowed: " + kAllReduceAlgoNames + ")");
 }
-
-const char* toString(AllReduceAlgo a) {
-  for (const auto& [x, n] : kAlgoNames)
-    if (x == a) return n;
-  return "ring";
-}
-
-const char* toString(AllReduceDtype d) { return d == AllReduceDtype::Bfloat16 ? "bfloat16" : "float32"; }
 
 void AllReduce::toWire(float* values, size_t n) const {
   if (dtype_ == AllReduceDtype::Bfloat16) bf16::roundInPlace(values, n);

@@ -5,15 +5,14 @@
 #include <stdexcept>
 
 #include "Error.h"
+#include "Names.h"
 #include "tensor/Dispatch.h"
 
 namespace ml {
 
 std::optional<OptimizerKind> optimizerKindNamed(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::Sgd;
-  if (name == "adam") return OptimizerKind::Adam;
-  if (name == "rmsprop") return OptimizerKind::RmsProp;
-  return std::nullopt;
+  const OptimizerKind all[] = {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::RmsProp};
+  return fromName(name, all);
 }
 
 const char* toString(OptimizerKind k) {

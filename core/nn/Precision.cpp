@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "Names.h"
 #include "nn/Bf16Gemm.h"
 #include "nn/Conv2D.h"
 #include "nn/Dense.h"
@@ -24,10 +25,8 @@ const char* toString(Precision p) {
 }
 
 std::optional<Precision> parsePrecision(std::string_view name) {
-  if (name == "float32") return Precision::Float32;
-  if (name == "mixed_bfloat16") return Precision::MixedBfloat16;
-  if (name == "mixed_float16") return Precision::MixedFloat16;
-  return std::nullopt;
+  const Precision all[] = {Precision::Float32, Precision::MixedBfloat16, Precision::MixedFloat16};
+  return fromName(name, all);
 }
 
 float roundToBfloat16(float x) {

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "Format.h"
+#include "Names.h"
 #include "project/Project.h"
 
 namespace ml {
@@ -19,9 +20,8 @@ const char* toString(LrRule r) {
 }
 
 std::optional<LrRule> parseLrRule(std::string_view name) {
-  for (LrRule r : {LrRule::None, LrRule::Linear, LrRule::Sqrt})
-    if (name == toString(r)) return r;
-  return std::nullopt;
+  const LrRule all[] = {LrRule::None, LrRule::Linear, LrRule::Sqrt};
+  return fromName(name, all);
 }
 
 int64_t lrReferenceBatch(const TrainingSpec& t) { return t.lrReferenceBatch > 0 ? t.lrReferenceBatch : t.batchSize; }

@@ -1,6 +1,8 @@
 // Typed settings from text, each refused with the field named (see Settings.h).
 #include "project/Settings.h"
 
+#include <optional>
+
 #include "Error.h"
 #include "Field.h"
 #include "Limits.h"
@@ -11,10 +13,23 @@ void refuseSetting(const std::string& source, const std::string& field, const st
   throw UserError(source + ": " + fieldInWords(field) + " is '" + clipText(text, 40) + "' (allowed: " + allowed + ")", field);
 }
 
+namespace {
+// The value a name gave, or the refusal of `text` for `field`.
+template <typename T>
+T accepted(const std::optional<T>& v, const std::string& source, const char* field, const std::string& text,
+           const char* allowed) {
+  if (!v) refuseSetting(source, field, text, allowed);
+  return *v;
+}
+
+// The refusal of a text that a lower layer's parser gave, with the source and the field before it.
+[[noreturn]] void refuseParsed(const UserError& e, const std::string& source, const char* field) {
+  throw UserError(source + ": " + fieldInWords(field) + ": " + e.what(), field);
+}
+}  // namespace
+
 Precision precisionSetting(const std::string& text, const std::string& source) {
-  const auto p = parsePrecision(text);
-  if (!p) refuseSetting(source, "training.precision", text, kPrecisionNames);
-  return *p;
+  return accepted(parsePrecision(text), source, "training.precision", text, kPrecisionNames);
 }
 
 LossKind lossSetting(const std::string& text, const std::string& source) {
@@ -26,9 +41,7 @@ LossKind lossSetting(const std::string& text, const std::string& source) {
 }
 
 LrRule lrRuleSetting(const std::string& text, const std::string& source) {
-  const auto r = parseLrRule(text);
-  if (!r) refuseSetting(source, "training.lr_scaling", text, kLrRuleNames);
-  return *r;
+  return accepted(parseLrRule(text), source, "training.lr_scaling", text, kLrRuleNames);
 }
 
 std::string metricSetting(const std::string& text, const std::string& source) {
@@ -40,15 +53,11 @@ std::string metricSetting(const std::string& text, const std::string& source) {
 }
 
 DataKind dataKindSetting(const std::string& text, const std::string& source) {
-  const auto k = dataKindNamed(text);
-  if (!k) refuseSetting(source, "data.kind", text, kDataKindNames);
-  return *k;
+  return accepted(dataKindNamed(text), source, "data.kind", text, kDataKindNames);
 }
 
 OptimizerKind optimizerSetting(const std::string& text, const std::string& source) {
-  const auto k = optimizerKindNamed(text);
-  if (!k) refuseSetting(source, "training.optimizer.name", text, kOptimizerNames);
-  return *k;
+  return accepted(optimizerKindNamed(text), source, "training.optimizer.name", text, kOptimizerNames);
 }
 
 DeviceList devicesSetting(const std::string& text, const std::string& source) {
@@ -60,27 +69,23 @@ DeviceList devicesSetting(const std::string& text, const std::string& source) {
   try {
     return parseDevices(text);
   } catch (const UserError& e) {
-    throw UserError(source + ": " + fieldInWords(field) + ": " + e.what(), field);
+    refuseParsed(e, source, field.c_str());
   }
 }
 
 AllReduceAlgo allReduceSetting(const std::string& text, const std::string& source) {
-  const auto a = allReduceAlgoNamed(text);
-  if (!a) refuseSetting(source, "distribute.allreduce", text, kAllReduceAlgoNames);
-  return *a;
+  return accepted(allReduceAlgoNamed(text), source, "distribute.allreduce", text, kAllReduceAlgoNames);
 }
 
 AllReduceDtype allReduceDtypeSetting(const std::string& text, const std::string& source) {
-  const auto d = allReduceDtypeNamed(text);
-  if (!d) refuseSetting(source, "distribute.allreduce_dtype", text, kAllReduceDtypeNames);
-  return *d;
+  return accepted(allReduceDtypeNamed(text), source, "distribute.allreduce_dtype", text, kAllReduceDtypeNames);
 }
 
 Fault faultSetting(const std::string& text, const std::string& source) {
   try {
     return parseFault(text);
   } catch (const UserError& e) {
-    throw UserError(source + ": " + fieldInWords("distribute.faults") + ": " + e.what(), "distribute.faults");
+    refuseParsed(e, source, "distribute.faults");
   }
 }
 
