@@ -359,10 +359,29 @@ void SweepsView::finishRun(const QString& status, const QString& error) {
           results_ = *o.value;
           showResults();
           Q_EMIT resultsLoaded();
+          if (status == QLatin1String("failed")) reportNoPointTrained(*o.value);
         }
         refresh(shown_);
         Q_EMIT sweepEnded(status);
       });
+}
+
+// Every point failed (the sweep has no result): one message with the first point's reason and the
+// way on; each point's own reason stays in the table.
+void SweepsView::reportNoPointTrained(const ml::SweepResults& r) {
+  QString first;
+  for (const auto& p : r.points)
+    if (p.point.status == "failed") {
+      first = QString::fromStdString(p.point.message);
+      break;
+    }
+  Q_EMIT errorOccurred(
+      tr("No point of the sweep trained"),
+      tr("Every point of sweep %1 failed, so it has no result. The first point's reason: %2\n\nIf the data or the disk was "
+         "at fault, fix it and press Resume: the failed points train again. If the project was, fix it and "
+         "run a new sweep.")
+          .arg(r.sweep.id)
+          .arg(first));
 }
 
 void SweepsView::cancel() {

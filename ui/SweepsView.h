@@ -96,6 +96,7 @@ class SweepsView : public QWidget {
   void openPoint(int point);
   void updateButtons();
   void finishRun(const QString& status, const QString& error);
+  void reportNoPointTrained(const ml::SweepResults& r);
 
   ProjectDocument* doc_;
   std::shared_ptr<DataCache> cache_;

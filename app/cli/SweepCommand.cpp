@@ -1,5 +1,6 @@
 // `sweep`: run a grid of batch size x learning rate x devices x scaling rule as stored runs tagged
 // with one sweep id, print each point as it ends and the results table; resume, list, show, CSV.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -160,9 +161,19 @@ int sweep(SweepArgs& a) {
   if (status == "cancelled") {
     std::printf("sweep %lld cancelled: resume it with mirrorlab-cli sweep --resume %lld\n", static_cast<long long>(runner->id()),
                 static_cast<long long>(runner->id()));
-    return 130;
+    return kExitInterrupted;
   }
-  return 0;
+  if (status == "failed") {
+    const auto& pts = runner->points();
+    const auto first = std::find_if(pts.begin(), pts.end(), [](const ml::SweepPointRow& p) { return p.status == "failed"; });
+    std::fprintf(stderr,
+                 "error: sweep %lld failed: no point trained (the first: %s); if the data or the disk was at fault, fix it "
+                 "and resume with mirrorlab-cli sweep --resume %lld; if the project was, fix it and run a new sweep\n",
+                 static_cast<long long>(runner->id()), first == pts.end() ? "unknown" : first->message.c_str(),
+                 static_cast<long long>(runner->id()));
+    return kExitFailed;
+  }
+  return kExitDone;
 }
 
 }  // namespace

@@ -357,6 +357,12 @@ std::string SweepRunner::run() {
     }
     if (p.status == "cancelled") status = "cancelled";
   }
+  // No point trained (every one that ran failed: a full disk, a data set that is gone, a fault):
+  // the sweep has no result and failed; a resume trains those points again. A diverged point is a
+  // result (that rate is too high), so it counts as trained.
+  const bool trained = std::any_of(points_.begin(), points_.end(),
+                                   [](const SweepPointRow& p) { return p.status == "finished" || p.status == "diverged"; });
+  if (status == "finished" && !trained) status = "failed";
   setSweepStatus(store, id_, status);
   return status;
 }

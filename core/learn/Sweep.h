@@ -94,8 +94,9 @@ class SweepRunner {
   std::function<void(const SweepPointRow& point)> onPointFinished;
 
   // Trains the pending points (options.parallel at a time) on this thread and workers; returns
-  // the sweep's final status: finished, cancelled or failed (some point failed or diverged
-  // counts as finished: it is a result).
+  // the sweep's final status: finished, cancelled or failed (a store that cannot be written throws;
+  // no point trained, every one failed, returns failed). A sweep where some points finished or
+  // diverged and others failed is finished: the trained points are its result.
   std::string run();
   // From any thread: stops the running points between steps; they and every later point are
   // stored as cancelled.

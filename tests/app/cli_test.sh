@@ -121,6 +121,15 @@ expect_fail "sweep too big" "--max-points 12" "$CLI" sweep "$SRC/projects/spiral
 expect_fail "sweep unsplittable" "cannot be split across the 2 replicas" "$CLI" sweep "$SRC/projects/spirals.json" --batch-size 1,32 --devices cpu:2 --db "$SDB"
 expect_fail "sweep resume unknown" "there is no sweep 99" "$CLI" sweep --resume 99 --db "$SDB"
 [ "$(md5sum < "$SDB")" = "$sd_before" ] && ok || bad "refused sweeps modified the run store"
+# A sweep in which no point trains (a fault fails every run at step 2) failed: exit 1, the first
+# point's reason, the way to resume; its points are stored failed.
+sed 's/"devices": "cpu:3"/"devices": "cpu:3", "faults": ["fail:cpu:0@step=2"]/' "$T/sp.json" > "$T/failing.json"
+out=$("$CLI" sweep "$T/failing.json" --batch-size 32,64 --lr 1e-2 --devices cpu:1 --epochs 1 --db "$T/fsweep.sqlite" 2>&1); rc=$?
+[ $rc -eq 1 ] && ok || bad "sweep with no point trained: exit $rc, expected 1: $out"
+expect_contains "sweep failed" "$out" "no point trained (the first: "
+expect_contains "sweep failed reason" "$out" "in step 2 (fail fault)"
+expect_contains "sweep failed resume" "$out" "mirrorlab-cli sweep --resume 1"
+expect_contains "sweep failed list" "$("$CLI" sweep --list --db "$T/fsweep.sqlite" 2>&1)" "failed"
 
 # Gradients sent as bfloat16 (distribute.allreduce_dtype): said at start, replicas in sync, stored
 # in the run's config, and the what-if counts two bytes per parameter (195 of them: 780 or 390 bytes).

@@ -13,6 +13,7 @@
 #include <map>
 
 #include "MainWindow.h"
+#include "ProjectDocument.h"
 #include "RunsView.h"
 #include "SweepsView.h"
 #include "UiTestUtil.h"
@@ -170,6 +171,38 @@ class TestSweepsView : public QObject {
       QVERIFY(bar);
       QCOMPARE(bar->value(), bar->maximum());
     }
+  }
+
+  // A sweep in which every point fails (a fault fails each run at step 2) ends failed, with one
+  // message that gives the first point's reason and the way on; the store says the same.
+  void aSweepInWhichNoPointTrainedSaysSoOnce() {
+    MainWindow w;
+    QVERIFY(w.openProject(QStringLiteral("projects/spirals.json")));
+    ml::Project p = w.document()->project();
+    p.distribute.faults = {ml::parseFault("fail:cpu:0@step=2")};
+    w.document()->edit(QStringLiteral("Inject a fault"), p);
+    SweepsView* view = w.sweepsView();
+    w.showPage(MainWindow::SweepsPage);
+    view->batchField()->setText(QStringLiteral("32, 64"));
+    view->lrField()->setText(QStringLiteral("0.01"));
+    view->devicesField()->setText(QStringLiteral("cpu:1"));
+    view->scalingField()->setText(QStringLiteral("none"));
+    view->epochsField()->setValue(1);
+    QSignalSpy ended(view, &SweepsView::sweepEnded);
+    QSignalSpy errors(view, &SweepsView::errorOccurred);
+    QVERIFY(view->start());
+    QTRY_VERIFY_WITH_TIMEOUT(ended.count() == 1, 120000);
+    QCOMPARE(ended.first().first().toString(), QStringLiteral("failed"));
+    QCOMPARE(errors.count(), 1);
+    QCOMPARE(errors.first().at(0).toString(), QStringLiteral("No point of the sweep trained"));
+    const QString message = errors.first().at(1).toString();
+    QVERIFY2(message.contains(QStringLiteral("in step 2 (fail fault)")), qPrintable(message));
+    QVERIFY2(message.contains(QStringLiteral("press Resume")), qPrintable(message));
+    ml::RunStore store = ml::RunStore::open(MainWindow::storePath().toStdString());
+    const auto rec = ml::loadSweep(store, view->shownSweep());
+    QCOMPARE(rec.status, std::string("failed"));
+    QCOMPARE(rec.points.size(), size_t{2});
+    for (const auto& pt : rec.points) QCOMPARE(pt.status, std::string("failed"));
   }
 
   void badInputGivesOneMessageAndStoresNothing() {

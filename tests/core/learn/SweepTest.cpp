@@ -116,6 +116,41 @@ TEST(SweepValidation, RefusesBadGridsBeforeAnythingIsStored) {
   }
 }
 
+// A sweep in which no point trains has no result: it ends failed (the CLI exits 1), each point
+// keeps its reason, and a resume would train them all again. One trained point is a result: the
+// sweep with it is finished, and only the failed point is pending. Each point is one epoch, a
+// fault fails replica 0 at step 3: batch 32 has 75 steps and fails, batch 1200 has 2 and trains.
+TEST(SweepRunnerTest, ASweepInWhichNoPointTrainedEndsFailed) {
+  mltest::TempDir dir("sweep-failed");
+  const std::string db = (dir.path() / "runs.sqlite").string();
+  Project p = spirals();
+  p.distribute.faults = {parseFault("fail:cpu:0@step=3")};
+  SweepOptions o = twoByTwo();
+  o.grid.batchSizes = {32};
+  o.epochs = 1;
+  o.target.reset();
+  SweepRunner failing(p, dataOf(p), o, db);
+  EXPECT_EQ(failing.run(), "failed");
+  for (const auto& pt : failing.points()) {
+    EXPECT_EQ(pt.status, "failed");
+    EXPECT_NE(pt.message.find("step 3"), std::string::npos) << pt.message;
+  }
+  EXPECT_EQ(failing.pending().size(), 2u);
+  {
+    RunStore store = RunStore::open(db);
+    EXPECT_EQ(loadSweepResults(store, failing.id()).sweep.status, "failed");
+  }
+
+  o.grid.batchSizes = {32, 1200};
+  o.grid.lrs = {0.01};
+  SweepRunner mixed(p, dataOf(p), o, db);
+  EXPECT_EQ(mixed.run(), "finished");
+  ASSERT_EQ(mixed.points().size(), 2u);
+  EXPECT_EQ(mixed.points()[0].status, "failed");
+  EXPECT_EQ(mixed.points()[1].status, "finished");
+  EXPECT_EQ(mixed.pending(), std::vector<int>{0});
+}
+
 TEST(SweepRunnerTest, TwoByTwoStoresFourTaggedRunsAndResultsReadBack) {
   mltest::TempDir dir("sweep-2x2");
   const std::string db = (dir.path() / "runs.sqlite").string();
