@@ -311,7 +311,6 @@ void DevicesView::refresh() {
   cpuInfo_->setText(tr("This machine has %n CPU core(s)", "", report_.cpuCores) +
                     (report_.cpuModel.empty() ? QString() : QStringLiteral(" (%1)").arg(q(report_.cpuModel))) +
                     tr(". More devices than cores still train correctly, but they share the cores."));
-  setRole(path_, "planSentence");
   QString why = gpu                               ? tr("on the GPUs ticked above")
                 : report_.gpus.empty() && probed_ ? tr("because no GPU is available")
                                                   : tr("because no GPU is ticked");

@@ -349,7 +349,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.accumulate = accumulate_->value();
   t.seed = static_cast<uint64_t>(seed_->value());
   t.optimizer.learningRate = lr_->value();
-  t.lrScaling = ml::parseLrRule(scaling_->currentData().toString().toStdString()).value_or(ml::LrRule::None);
+  t.lrScaling = ml::lrRuleSetting(scaling_->currentData().toString().toStdString(), "Training screen");
   t.lrReferenceBatch = refBatch_->value();
   t.warmupEpochs = warmup_->value();
   {  // "3, 7" -> [3, 7]: sorted, without repeats or zeros
@@ -368,7 +368,7 @@ void TrainingSettingsView::write(const QString& what, const QString& key) {
   t.optimizer.beta2 = beta2_->value();
   t.optimizer.rho = rho_->value();
   t.optimizer.epsilon = epsilon_->value();
-  t.precision = ml::parsePrecision(precision_->currentData().toString().toStdString()).value_or(ml::Precision::Float32);
+  t.precision = ml::precisionSetting(precision_->currentData().toString().toStdString(), "Training screen");
   t.lossScaling = lossScaling_->isChecked();
   t.lossScale = lossScale_->value();
   t.lossScaleGrowthSteps = lossGrowth_->value();

@@ -114,11 +114,14 @@ void Overrides::apply(ml::Project& p) const {
     p.training.batchSize = *perDeviceBatch;
     p.training.perDeviceBatch = true;
   }
-  if (optimizer && ml::optimizerSetting(*optimizer, "command line") != p.training.optimizer.kind) {
-    ml::OptimizerSpec fresh;
-    fresh.kind = ml::optimizerSetting(*optimizer, "command line");
-    fresh.learningRate = fresh.kind == ml::OptimizerKind::Sgd ? 0.01 : 0.001;
-    p.training.optimizer = fresh;
+  if (optimizer) {
+    // Another optimizer starts from Keras' defaults for it; the same one keeps the file's arguments.
+    if (const ml::OptimizerKind kind = ml::optimizerSetting(*optimizer, "command line"); kind != p.training.optimizer.kind) {
+      ml::OptimizerSpec fresh;
+      fresh.kind = kind;
+      fresh.learningRate = kind == ml::OptimizerKind::Sgd ? 0.01 : 0.001;
+      p.training.optimizer = fresh;
+    }
   }
   if (lr) p.training.optimizer.learningRate = *lr;
   if (seed) p.training.seed = *seed;

@@ -65,7 +65,7 @@ Fault parseFault(const std::string& spec);
 FaultPlan planFaults(const std::vector<Fault>& faults, const DeviceList& devices, int worker = 0, int workers = 1);
 // Each fault as written.
 std::vector<std::string> faultTexts(const std::vector<Fault>& faults);
-// parseFault on each, then planFaults (the --inject flag's texts, tests).
+// parseFault on each, then planFaults: a plan straight from texts (the tests).
 FaultPlan parseFaults(const std::vector<std::string>& specs, const DeviceList& devices, int worker = 0, int workers = 1);
 
 }  // namespace ml

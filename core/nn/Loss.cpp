@@ -5,6 +5,7 @@
 
 #include "Error.h"
 #include "Field.h"
+#include "Names.h"
 
 namespace ml {
 
@@ -28,11 +29,10 @@ const char* toString(LossKind k) {
 }
 
 std::optional<LossKind> parseLossKind(std::string_view name) {
-  for (LossKind k : {LossKind::SparseCategoricalCrossentropy, LossKind::CategoricalCrossentropy, LossKind::MeanSquaredError,
-                     LossKind::BinaryCrossentropy})
-    if (name == toString(k)) return k;
-  if (name == "mse") return LossKind::MeanSquaredError;
-  return std::nullopt;
+  if (name == "mse") return LossKind::MeanSquaredError;  // Keras' alias
+  const LossKind all[] = {LossKind::SparseCategoricalCrossentropy, LossKind::CategoricalCrossentropy, LossKind::MeanSquaredError,
+                          LossKind::BinaryCrossentropy};
+  return fromName(name, all);
 }
 
 // Target distribution of row r as a callable t(j).

@@ -1,6 +1,7 @@
-// The typed settings of a project read from text, once: the project file, the command line, the
-// studio's fields and a lesson all parse here, and a bad value is refused with the project reader's message, "<source>:
-// <field> is 'x' (allowed: ...)", naming the field. Nothing below project/ sees the text.
+// The typed settings of a project read from text, once: the project file, the command line and the
+// studio's fields parse here, and a bad value is refused with the project reader's message,
+// "<source>: <field> is 'x' (allowed: ...)", naming the field (a lesson's experiments use the same
+// parsers below, refused with the lesson's own field paths). Nothing below project/ sees the text.
 #pragma once
 #include <string>
 

@@ -97,7 +97,6 @@ Trainer::Trainer(Project project, std::shared_ptr<const DataSplit> data, Telemet
 // and, on CPU replicas, that the batch fits in memory (a GPU run names its own device's memory).
 void Trainer::checkFitsData(const Loss& loss, MetricKind metric) const {
   const Dataset& train = data_->train;
-  for (const auto& name : project_.training.metrics) parseMetric(name);
   const bool classLabels = train.numClasses > 0 && train.targetDim == 1;
   const bool wrongKind =
       (classLabels && (loss.kind() == LossKind::MeanSquaredError || loss.kind() == LossKind::CategoricalCrossentropy ||
